@@ -1,0 +1,72 @@
+//! A batch of raw records in one contiguous buffer, with the offset of each record.
+
+use crate::RecordRef;
+
+/// Whole raw records (each with its 4-byte `block_size` prefix) stored back to back in one buffer.
+#[derive(Debug, Default)]
+pub struct RecordBatch {
+    buf: Vec<u8>,
+    /// Offset of each record's `block_size` field in `buf`.
+    offsets: Vec<u32>,
+    /// End of the last record in `buf`.
+    end: usize,
+    /// Uncompressed stream offset of the first record (0 when unknown).
+    stream_offset: u64,
+}
+
+impl RecordBatch {
+    /// A batch over `buf`, whose records (already validated) start at `offsets` and end at `end`.
+    pub fn from_parts(buf: Vec<u8>, offsets: Vec<u32>, end: usize, stream_offset: u64) -> Self {
+        Self {
+            buf,
+            offsets,
+            end,
+            stream_offset,
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// The `i`-th record (without its `block_size`).
+    pub fn record(&self, i: usize) -> RecordRef<'_> {
+        RecordRef::new_unchecked(&self.raw(i)[4..])
+    }
+
+    /// The `i`-th record with its `block_size` prefix, as written in BAM.
+    pub fn raw(&self, i: usize) -> &[u8] {
+        let start = self.offsets[i] as usize;
+        let next = self.offsets.get(i + 1).map_or(self.end, |&o| o as usize);
+        &self.buf[start..next]
+    }
+
+    /// Iterates the records.
+    pub fn iter(&self) -> impl Iterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map(|i| self.record(i))
+    }
+
+    /// Iterates the records with their `block_size` prefixes.
+    pub fn iter_raw(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.raw(i))
+    }
+
+    /// All records' bytes, back to back, exactly as in a BAM stream.
+    pub fn bytes(&self) -> &[u8] {
+        match self.offsets.first() {
+            Some(&first) => &self.buf[first as usize..self.end],
+            None => &[],
+        }
+    }
+
+    /// Uncompressed stream offset of the first record.
+    pub fn stream_offset(&self) -> u64 {
+        self.stream_offset
+    }
+}

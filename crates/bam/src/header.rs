@@ -1,0 +1,258 @@
+//! SAM/BAM headers. The text is kept byte for byte as read (noodles would normalise it), the reference
+//! list is parsed from the binary BAM header or from `@SQ` lines; [`Header::to_noodles`] gives the
+//! structured form for the CRAM path.
+
+use crate::BamError;
+use std::collections::HashMap;
+use std::io::Read;
+
+/// One reference sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// Name (`@SQ SN`).
+    pub name: Vec<u8>,
+    /// Length (`@SQ LN`).
+    pub length: u32,
+}
+
+/// A SAM/BAM header: text plus the reference list used by refIDs.
+#[derive(Debug, Clone, Default)]
+pub struct Header {
+    text: String,
+    references: Vec<Reference>,
+    by_name: HashMap<Vec<u8>, usize>,
+}
+
+fn header_error(msg: impl Into<String>) -> BamError {
+    BamError::Header(msg.into())
+}
+
+fn read_u32<R: Read>(r: &mut R, what: &str) -> Result<u32, BamError> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)
+        .map_err(|_| header_error(format!("truncated while reading {what}")))?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// `@SQ` lines of a header text as references (SN and LN tags).
+fn parse_sq_lines(text: &str) -> Result<Vec<Reference>, BamError> {
+    let mut refs = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("@SQ\t")) {
+        let mut name = None;
+        let mut length = None;
+        for field in line.split('\t').skip(1) {
+            if let Some(v) = field.strip_prefix("SN:") {
+                name = Some(v.as_bytes().to_vec());
+            } else if let Some(v) = field.strip_prefix("LN:") {
+                length = v.trim().parse::<u64>().ok();
+            }
+        }
+        let name = name.ok_or_else(|| header_error(format!("@SQ line without SN: {line}")))?;
+        let length =
+            length.ok_or_else(|| header_error(format!("@SQ line without a valid LN: {line}")))?;
+        let length = u32::try_from(length)
+            .ok()
+            .filter(|&l| l <= i32::MAX as u32)
+            .ok_or_else(|| header_error(format!("@SQ LN out of range: {line}")))?;
+        refs.push(Reference { name, length });
+    }
+    Ok(refs)
+}
+
+impl Header {
+    /// A header from text and references.
+    pub fn new(text: String, references: Vec<Reference>) -> Self {
+        let by_name = references
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i))
+            .rev()
+            .collect();
+        Self {
+            text,
+            references,
+            by_name,
+        }
+    }
+
+    /// Parses a SAM header text (lines starting with `@`); references come from its `@SQ` lines.
+    pub fn from_sam_text(text: String) -> Result<Self, BamError> {
+        let refs = parse_sq_lines(&text)?;
+        Ok(Self::new(text, refs))
+    }
+
+    /// Reads a BAM header (magic, text, reference list) from a decompressed stream.
+    pub fn read_bam<R: Read>(r: &mut R) -> Result<Self, BamError> {
+        let mut magic = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            match r.read(&mut magic[got..])? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        if &magic[..got] != b"BAM\x01" {
+            return Err(BamError::BadMagic {
+                found: magic[..got].to_vec(),
+            });
+        }
+        let l_text = read_u32(r, "l_text")? as usize;
+        let mut text = Vec::new();
+        r.by_ref().take(l_text as u64).read_to_end(&mut text)?;
+        if text.len() != l_text {
+            return Err(header_error("truncated header text"));
+        }
+        while text.last() == Some(&0) {
+            text.pop();
+        }
+        let text = String::from_utf8(text).map_err(|_| header_error("header text is not UTF-8"))?;
+        let n_ref = read_u32(r, "n_ref")?;
+        if n_ref > i32::MAX as u32 {
+            return Err(header_error(format!("n_ref {n_ref} out of range")));
+        }
+        let mut references = Vec::with_capacity((n_ref as usize).min(1 << 20));
+        for i in 0..n_ref {
+            let l_name = read_u32(r, "l_name")? as usize;
+            if l_name == 0 || l_name > 1 << 20 {
+                return Err(header_error(format!("reference {i}: bad l_name {l_name}")));
+            }
+            let mut name = vec![0u8; l_name];
+            r.read_exact(&mut name)
+                .map_err(|_| header_error("truncated reference name"))?;
+            while name.last() == Some(&0) {
+                name.pop();
+            }
+            let length = read_u32(r, "l_ref")?;
+            references.push(Reference { name, length });
+        }
+        let mut header = Self::new(text, references);
+        header.add_missing_sq_lines();
+        Ok(header)
+    }
+
+    /// htslib regenerates `@SQ` lines from the binary list when the text has none.
+    fn add_missing_sq_lines(&mut self) {
+        if self.references.is_empty() || self.text.lines().any(|l| l.starts_with("@SQ\t")) {
+            return;
+        }
+        let mut text = std::mem::take(&mut self.text);
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        for r in &self.references {
+            text.push_str(&format!(
+                "@SQ\tSN:{}\tLN:{}\n",
+                String::from_utf8_lossy(&r.name),
+                r.length
+            ));
+        }
+        self.text = text;
+    }
+
+    /// The header text (SAM header lines, each ending in a newline unless the input lacked it).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The reference sequences, indexed by refID.
+    pub fn references(&self) -> &[Reference] {
+        &self.references
+    }
+
+    /// The refID of a reference name.
+    pub fn reference_id(&self, name: &[u8]) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The whole BAM header: magic, `l_text`, text, `n_ref`, references (SAM spec §4.2).
+    pub fn to_bam_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.text.len() + 64 * self.references.len() + 16);
+        out.extend_from_slice(b"BAM\x01");
+        out.extend_from_slice(&(self.text.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.text.as_bytes());
+        out.extend_from_slice(&(self.references.len() as u32).to_le_bytes());
+        for r in &self.references {
+            out.extend_from_slice(&(r.name.len() as u32 + 1).to_le_bytes());
+            out.extend_from_slice(&r.name);
+            out.push(0);
+            out.extend_from_slice(&r.length.to_le_bytes());
+        }
+        out
+    }
+
+    /// Appends a `@PG` line as samtools does: a unique ID (`name`, then `name.1`, …), `PN`, `PP` linking
+    /// to the last `@PG` of the header, `VN` and `CL`.
+    pub fn add_program(&mut self, name: &str, version: &str, command_line: &str) {
+        let ids: Vec<&str> = self
+            .text
+            .lines()
+            .filter(|l| l.starts_with("@PG\t"))
+            .filter_map(|l| l.split('\t').find_map(|f| f.strip_prefix("ID:")))
+            .collect();
+        let mut id = name.to_string();
+        let mut n = 0;
+        while ids.contains(&id.as_str()) {
+            n += 1;
+            id = format!("{name}.{n}");
+        }
+        let mut line = format!("@PG\tID:{id}\tPN:{name}");
+        if let Some(prev) = ids.last() {
+            line.push_str(&format!("\tPP:{prev}"));
+        }
+        line.push_str(&format!("\tVN:{version}\tCL:{command_line}\n"));
+        if !self.text.is_empty() && !self.text.ends_with('\n') {
+            self.text.push('\n');
+        }
+        self.text.push_str(&line);
+    }
+
+    /// The header as a structured noodles header (for CRAM).
+    pub fn to_noodles(&self) -> Result<noodles::sam::Header, BamError> {
+        self.text
+            .parse()
+            .map_err(|e| header_error(format!("cannot parse header text: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bam_bytes_roundtrip_and_pg_chain() {
+        let text = "@HD\tVN:1.6\n@SQ\tSN:chr1\tLN:100\n@PG\tID:bwa\tPN:bwa\n".to_string();
+        let mut h = Header::from_sam_text(text).unwrap();
+        assert_eq!(h.reference_id(b"chr1"), Some(0));
+        h.add_program("sortase", "0.1", "sortase view x");
+        h.add_program("sortase", "0.1", "sortase view y");
+        assert!(h
+            .text()
+            .contains("@PG\tID:sortase\tPN:sortase\tPP:bwa\tVN:0.1\tCL:sortase view x\n"));
+        assert!(h.text().contains("ID:sortase.1\tPN:sortase\tPP:sortase\t"));
+        let bytes = h.to_bam_bytes();
+        let back = Header::read_bam(&mut &bytes[..]).unwrap();
+        assert_eq!(back.text(), h.text());
+        assert_eq!(back.references(), h.references());
+    }
+
+    #[test]
+    fn sq_lines_are_added_when_the_text_has_none() {
+        let h = Header::new(
+            String::new(),
+            vec![Reference {
+                name: b"c".to_vec(),
+                length: 5,
+            }],
+        );
+        let back = Header::read_bam(&mut &h.to_bam_bytes()[..]).unwrap();
+        assert_eq!(back.text(), "@SQ\tSN:c\tLN:5\n");
+    }
+
+    #[test]
+    fn bad_magic_is_reported() {
+        assert!(matches!(
+            Header::read_bam(&mut &b"BAM\x02"[..]),
+            Err(BamError::BadMagic { .. })
+        ));
+    }
+}

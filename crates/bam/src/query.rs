@@ -1,0 +1,185 @@
+//! Region queries on an indexed BAM (BAI or CSI through noodles), yielding the overlapping records as
+//! htslib's iterator does: a record overlaps `[beg, end)` when `pos < end` and its end position (htslib
+//! `bam_endpos`: `pos + 1` for unmapped or reference-free records) is past `beg`.
+
+use crate::{BamError, Header, RecordBatch, RecordRef};
+use noodles::core::Position;
+use noodles::csi::BinningIndex;
+use sortase_bgzf::SeekReader;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// A genomic region in 0-based half-open coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// Reference index.
+    pub tid: usize,
+    /// 0-based start.
+    pub beg: i64,
+    /// Exclusive end.
+    pub end: i64,
+}
+
+fn parse_pos(s: &str) -> Option<i64> {
+    let digits: String = s.chars().filter(|&c| c != ',').collect();
+    digits.parse::<i64>().ok()
+}
+
+/// Parses `name`, `name:beg` or `name:beg-end` (1-based, inclusive, commas allowed) as samtools does.
+/// A name that exists as a whole (even with a colon in it) wins.
+///
+/// ```
+/// let h = sortase_bam::Header::from_sam_text("@SQ\tSN:chr1\tLN:1000\n".into()).unwrap();
+/// let r = sortase_bam::query::parse_region("chr1:1,001-2000", &h).unwrap();
+/// assert_eq!((r.tid, r.beg, r.end), (0, 1000, 2000));
+/// ```
+pub fn parse_region(s: &str, header: &Header) -> Option<Region> {
+    if let Some(tid) = header.reference_id(s.as_bytes()) {
+        return Some(Region {
+            tid,
+            beg: 0,
+            end: i64::MAX,
+        });
+    }
+    let (name, range) = s.rsplit_once(':')?;
+    let tid = header.reference_id(name.as_bytes())?;
+    let (beg, end) = match range.split_once('-') {
+        Some((b, "")) => (parse_pos(b)?, i64::MAX),
+        Some((b, e)) => (parse_pos(b)?, parse_pos(e)?),
+        None => (parse_pos(range)?, i64::MAX),
+    };
+    let beg = (beg - 1).max(0);
+    (end > beg).then_some(Region { tid, beg, end })
+}
+
+/// Finds the index of `bam`: `bam.bai`, `bam`-without-`.bam` + `.bai`, `bam.csi`.
+pub fn find_index(bam: &Path) -> Option<PathBuf> {
+    let s = bam.as_os_str().to_string_lossy();
+    let mut candidates = vec![format!("{s}.bai")];
+    if let Some(stem) = s.strip_suffix(".bam") {
+        candidates.push(format!("{stem}.bai"));
+    }
+    candidates.push(format!("{s}.csi"));
+    candidates
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// An indexed BAM open for queries.
+pub struct IndexedBam {
+    index: Box<dyn BinningIndex + Send>,
+    reader: SeekReader<BufReader<File>>,
+}
+
+impl IndexedBam {
+    /// Opens `bam` and its index.
+    pub fn open(bam: &Path) -> Result<Self, BamError> {
+        let index_path = find_index(bam).ok_or_else(|| {
+            BamError::Header(
+                "no index (.bai or .csi) found; create one with `samtools index`".into(),
+            )
+        })?;
+        let index: Box<dyn BinningIndex + Send> =
+            if index_path.extension().is_some_and(|e| e == "csi") {
+                Box::new(noodles::csi::fs::read(&index_path)?)
+            } else {
+                Box::new(noodles::bam::bai::fs::read(&index_path)?)
+            };
+        let reader = SeekReader::new(BufReader::new(File::open(bam)?));
+        Ok(Self { index, reader })
+    }
+
+    /// Collects the records overlapping `region`, in file order.
+    pub fn query(&mut self, region: Region) -> Result<RecordBatch, BamError> {
+        let start = Position::try_from((region.beg + 1) as usize)
+            .map_err(|e| BamError::Header(e.to_string()))?;
+        let chunks = self.index.query(region.tid, (start..).into())?;
+        let mut buf = Vec::new();
+        let mut offsets = Vec::new();
+        let mut record = Vec::new();
+        for chunk in chunks {
+            self.reader.seek_virtual(u64::from(chunk.start()))?;
+            while self.reader.virtual_position() < u64::from(chunk.end()) {
+                let at = self.reader.virtual_position();
+                let mut size = [0u8; 4];
+                if read_full(&mut self.reader, &mut size)? < 4 {
+                    break;
+                }
+                let block_size = u32::from_le_bytes(size) as usize;
+                record.resize(block_size, 0);
+                if read_full(&mut self.reader, &mut record)? < block_size {
+                    return Err(BamError::Truncated {
+                        offset: at,
+                        block_size: block_size as u64,
+                        available: 0,
+                    });
+                }
+                let r = RecordRef::new(&record).map_err(|reason| BamError::record(at, reason))?;
+                let tid = r.reference_sequence_id();
+                if tid != region.tid as i32 || i64::from(r.position()) >= region.end {
+                    if tid < 0 || tid > region.tid as i32 || i64::from(r.position()) >= region.end {
+                        break;
+                    }
+                    continue;
+                }
+                if r.end_position() > region.beg {
+                    offsets.push(buf.len() as u32);
+                    buf.extend_from_slice(&size);
+                    buf.extend_from_slice(&record);
+                }
+            }
+        }
+        let end = buf.len();
+        Ok(RecordBatch::from_parts(buf, offsets, end, 0))
+    }
+}
+
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_forms() {
+        let h =
+            Header::from_sam_text("@SQ\tSN:chr1\tLN:1000\n@SQ\tSN:HLA:1\tLN:50\n".into()).unwrap();
+        assert_eq!(
+            parse_region("chr1", &h),
+            Some(Region {
+                tid: 0,
+                beg: 0,
+                end: i64::MAX
+            })
+        );
+        assert_eq!(
+            parse_region("chr1:5", &h),
+            Some(Region {
+                tid: 0,
+                beg: 4,
+                end: i64::MAX
+            })
+        );
+        assert_eq!(parse_region("HLA:1", &h).map(|r| r.tid), Some(1));
+        assert_eq!(
+            parse_region("HLA:1:2-3", &h),
+            Some(Region {
+                tid: 1,
+                beg: 1,
+                end: 3
+            })
+        );
+        assert_eq!(parse_region("chrZ", &h), None);
+    }
+}

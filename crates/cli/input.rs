@@ -1,0 +1,134 @@
+//! Opening any alignment input (SAM, bgzipped SAM, BAM, CRAM; a path or `-` for stdin) as a header
+//! plus a stream of raw-record batches.
+
+use crate::progress::Progress;
+use anyhow::{bail, Context, Result};
+use sortase_bam::{cram::CramReader, ChunkStream, Header, RecordBatch, SamReader};
+use sortase_bgzf::{ParallelReader, ReaderOptions};
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+
+/// Batch size for SAM and CRAM input, in BAM bytes.
+const TEXT_BATCH_BYTES: usize = 4 << 20;
+
+/// The format of an input file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// SAM text, plain or bgzipped.
+    Sam,
+    /// BAM.
+    Bam,
+    /// CRAM.
+    Cram,
+}
+
+enum Records {
+    Bam(ChunkStream),
+    Sam(SamReader<Box<dyn BufRead + Send>>),
+    Cram(CramReader),
+}
+
+/// An opened input.
+pub struct Input {
+    /// The header as read.
+    pub header: Header,
+    /// The detected format.
+    pub format: Format,
+    records: Records,
+}
+
+fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(n);
+    r.by_ref().take(n as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+impl Input {
+    /// Opens `path` (`-` for stdin), detecting the format from its first bytes.
+    pub fn open(
+        path: &str,
+        threads: usize,
+        reference: Option<&Path>,
+        progress: &Progress,
+    ) -> Result<Self> {
+        let raw: Box<dyn Read + Send> = if path == "-" {
+            Box::new(std::io::stdin())
+        } else {
+            Box::new(std::fs::File::open(path).context("cannot open")?)
+        };
+        let mut raw: Box<dyn Read + Send> = Box::new(progress.wrap(raw));
+        let head = read_prefix(&mut raw, 18).context("cannot read")?;
+        if head.is_empty() {
+            bail!("file is empty (not SAM, BAM or CRAM)");
+        }
+        let whole: Box<dyn Read + Send> = Box::new(Cursor::new(head.clone()).chain(raw));
+        if head.starts_with(&[0x1f, 0x8b]) {
+            if !sortase_bgzf::is_bgzf(&head) {
+                bail!("compressed with plain gzip, not BGZF; recompress with `bgzip`");
+            }
+            let reader = ParallelReader::new(whole, ReaderOptions::with_threads(threads));
+            let mut stream = ChunkStream::new(Box::new(reader));
+            if stream.peek()?.starts_with(b"BAM\x01") {
+                let header = stream.read_header()?;
+                return Ok(Self {
+                    header,
+                    format: Format::Bam,
+                    records: Records::Bam(stream),
+                });
+            }
+            let text: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, stream));
+            return Self::sam(text);
+        }
+        if head.starts_with(b"CRAM") {
+            let (header, reader) = CramReader::new(whole, reference)?;
+            return Ok(Self {
+                header,
+                format: Format::Cram,
+                records: Records::Cram(reader),
+            });
+        }
+        if head.starts_with(b"BAM\x01") {
+            bail!("uncompressed BAM without BGZF framing is not supported");
+        }
+        Self::sam(Box::new(BufReader::with_capacity(1 << 20, whole)))
+    }
+
+    fn sam(text: Box<dyn BufRead + Send>) -> Result<Self> {
+        let (header, reader) = SamReader::new(text)?;
+        Ok(Self {
+            header,
+            format: Format::Sam,
+            records: Records::Sam(reader),
+        })
+    }
+
+    /// Calls `f` on every batch of records, in file order.
+    pub fn for_each_batch(&mut self, mut f: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        match &mut self.records {
+            Records::Bam(stream) => {
+                while let Some(batch) = stream.next_batch()? {
+                    f(batch)?;
+                }
+            }
+            Records::Sam(reader) => {
+                while let Some(batch) = reader.next_batch(&self.header, TEXT_BATCH_BYTES)? {
+                    f(batch)?;
+                }
+            }
+            Records::Cram(reader) => {
+                let mut failure = None;
+                let r = reader.for_each_batch(TEXT_BATCH_BYTES, |b| {
+                    f(b).map_err(|e| {
+                        failure = Some(e);
+                        sortase_bam::BamError::Cram("stopped".into())
+                    })
+                });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                r?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! `sortase`: samtools-compatible BAM/SAM/CRAM processing on all cores.
+//!
+//! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
+
+mod input;
+mod output;
+mod progress;
+mod view;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Fast, samtools-compatible sequencing-data processing.
+#[derive(Parser)]
+#[command(name = "sortase", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// SAM/BAM/CRAM conversion, filtering, region queries and counting (samtools view).
+    View(view::ViewArgs),
+}
+
+fn main() -> ExitCode {
+    output::install_signal_cleanup();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::View(args) => view::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS, // `sortase view | head` is not an error
+        Err(e) => {
+            eprintln!("sortase: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The number of threads `-@` means when not given: all cores.
+pub(crate) fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The command line for `@PG CL:`, as samtools writes it (arguments joined by spaces).
+pub(crate) fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,141 @@
+//! Output files written under a temporary name next to the target and renamed on success; temporary
+//! files are removed on error (drop) and on SIGINT/SIGTERM.
+
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Temporary files to delete if a signal ends the process.
+static TEMP_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn register(path: &Path) {
+    TEMP_FILES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(path.to_path_buf());
+}
+
+fn unregister(path: &Path) {
+    TEMP_FILES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|p| p != path);
+}
+
+/// Removes every registered temporary file and exits with 128 + the signal number on SIGINT/SIGTERM.
+pub fn install_signal_cleanup() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            for p in TEMP_FILES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain(..)
+            {
+                let _ = std::fs::remove_file(p);
+            }
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
+/// A file being written under a temporary name; [`OutputFile::commit`] renames it to the target.
+pub struct OutputFile {
+    target: PathBuf,
+    temp: PathBuf,
+    committed: bool,
+}
+
+impl OutputFile {
+    /// Creates `.<name>.sortase-<pid>.tmp` next to `target`.
+    pub fn create(target: &Path) -> Result<(Self, File)> {
+        let name = target
+            .file_name()
+            .with_context(|| format!("{}: not a file name", target.display()))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".sortase-{}.tmp", std::process::id()));
+        let temp = target.with_file_name(temp_name);
+        register(&temp);
+        let file =
+            File::create(&temp).with_context(|| format!("{}: cannot create", target.display()))?;
+        Ok((
+            Self {
+                target: target.to_path_buf(),
+                temp,
+                committed: false,
+            },
+            file,
+        ))
+    }
+
+    /// Renames the temporary file to the target.
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.temp, &self.target).with_context(|| {
+            format!(
+                "{}: cannot rename from {}",
+                self.target.display(),
+                self.temp.display()
+            )
+        })?;
+        unregister(&self.temp);
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
+            unregister(&self.temp);
+        }
+    }
+}
+
+/// Where output goes: a file (via [`OutputFile`]) or standard output.
+pub struct Destination {
+    /// The pending file, if not stdout.
+    pub file: Option<OutputFile>,
+    /// A name for error messages.
+    pub name: String,
+}
+
+impl Destination {
+    /// Opens `path` (`None` or `-`: stdout) and returns the destination and its writer.
+    pub fn open(path: Option<&Path>) -> Result<(Self, Box<dyn Write + Send>)> {
+        match path {
+            Some(p) if p != Path::new("-") => {
+                let (file, f) = OutputFile::create(p)?;
+                let name = p.display().to_string();
+                Ok((
+                    Self {
+                        file: Some(file),
+                        name,
+                    },
+                    Box::new(io::BufWriter::with_capacity(1 << 20, f)),
+                ))
+            }
+            _ => Ok((
+                Self {
+                    file: None,
+                    name: "standard output".into(),
+                },
+                Box::new(io::BufWriter::with_capacity(1 << 20, io::stdout())),
+            )),
+        }
+    }
+
+    /// Renames the file into place (nothing for stdout).
+    pub fn commit(self) -> Result<()> {
+        match self.file {
+            Some(f) => f.commit(),
+            None => Ok(()),
+        }
+    }
+}
