@@ -2,6 +2,7 @@
 //!
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
+mod index;
 mod input;
 mod output;
 mod progress;
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// SAM/BAM/CRAM conversion, filtering, region queries and counting (samtools view).
     View(view::ViewArgs),
+    /// Build a BAI or CSI index identical to samtools index.
+    Index(index::IndexArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::View(args) => view::run(args),
+        Command::Index(args) => index::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,6 +24,21 @@ pub struct ChunkStream {
     /// Uncompressed offset of the first byte not yet consumed (the start of `carry` if any).
     offset: u64,
     n_ref: i32,
+    /// Every block seen, when enabled: (uncompressed start, compressed offset, uncompressed size).
+    block_table: Option<Vec<BlockEntry>>,
+    /// Uncompressed bytes in all chunks taken from the source so far.
+    inflated: u64,
+}
+
+/// Where one BGZF block sits in the compressed file and in the decompressed stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEntry {
+    /// Uncompressed offset of the block's first byte in the stream.
+    pub ustart: u64,
+    /// Compressed file offset of the block.
+    pub coffset: u64,
+    /// Uncompressed size (0 for an empty block such as the EOF marker).
+    pub usize: u32,
 }
 
 impl ChunkStream {
@@ -36,7 +51,24 @@ impl ChunkStream {
             carry: Vec::new(),
             offset: 0,
             n_ref: 0,
+            block_table: None,
+            inflated: 0,
         }
+    }
+
+    /// Uncompressed offset of the next byte not yet consumed (after `read_header`: the header's length).
+    pub fn position(&self) -> u64 {
+        self.offset
+    }
+
+    /// Records every block from now on (for virtual offsets: see [`virtual_offset`]).
+    pub fn enable_block_table(&mut self) {
+        self.block_table.get_or_insert_with(Vec::new);
+    }
+
+    /// The blocks recorded so far (empty unless enabled).
+    pub fn block_table(&self) -> &[BlockEntry] {
+        self.block_table.as_deref().unwrap_or(&[])
     }
 
     /// Reads the BAM header and remembers its reference count for record validation.
@@ -68,8 +100,19 @@ impl ChunkStream {
             match self.chunks.next() {
                 None => return Ok(None),
                 Some(Err(e)) => return Err(e),
-                Some(Ok(c)) if c.data().is_empty() => continue,
-                Some(Ok(c)) => return Ok(Some(c)),
+                Some(Ok(c)) => {
+                    if let Some(table) = self.block_table.as_mut() {
+                        table.extend(c.blocks.iter().map(|b| BlockEntry {
+                            ustart: self.inflated + u64::from(b.ustart),
+                            coffset: b.coffset,
+                            usize: b.usize,
+                        }));
+                    }
+                    self.inflated += c.data().len() as u64;
+                    if !c.data().is_empty() {
+                        return Ok(Some(c));
+                    }
+                }
             }
         }
     }
@@ -170,6 +213,23 @@ impl ChunkStream {
             available: c.len() as u64 - 4,
         }
     }
+}
+
+/// The virtual offset of uncompressed stream offset `u`, as htslib's `bgzf_tell` reports it: an offset at
+/// a block boundary belongs to the next block (even an empty one). `cursor` is a hint that only grows
+/// (offsets asked in increasing order cost O(1)); `table` must cover `u`.
+pub fn virtual_offset(table: &[BlockEntry], cursor: &mut usize, u: u64) -> u64 {
+    while *cursor < table.len() {
+        let b = table[*cursor];
+        if b.ustart == u || b.ustart + u64::from(b.usize) > u {
+            return (b.coffset << 16) | (u - b.ustart);
+        }
+        *cursor += 1;
+    }
+    // Past the last recorded block: the end of the file after it.
+    table
+        .last()
+        .map_or(0, |b| (b.coffset << 16) | (u - b.ustart))
 }
 
 impl Read for ChunkStream {

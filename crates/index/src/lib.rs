@@ -1,0 +1,10 @@
+//! BAM indexes: BAI/CSI built exactly as htslib builds them (byte-identical files), in parallel over
+//! byte ranges of the BAM.
+
+mod build;
+mod builder;
+pub mod khash;
+mod save;
+
+pub use build::{index_stream, IndexError};
+pub use builder::{IndexBuilder, IndexFormat, PushError};

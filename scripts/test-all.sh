@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every test sortase has: formatting, clippy, unit and property tests, end-to-end tests against
+# samtools 1.24 (pysam) on the htslib-test corpus and generated edge cases, benchmark compilation and a
+# short fuzz run of each target. `.ci/run` runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export SORTASE_REQUIRE_SAMTOOLS=1
+echo "== cargo fmt"; cargo fmt --all --check
+echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"; cargo test --workspace
+if [ -d fuzz ]; then
+  echo "== fuzz smoke"; FUZZ_SECONDS="${FUZZ_SECONDS:-20}" bash fuzz/smoke.sh
+fi
+echo "== all tests passed"
