@@ -6,6 +6,7 @@ mod index;
 mod input;
 mod output;
 mod progress;
+mod stats;
 mod view;
 
 use clap::{Parser, Subcommand};
@@ -23,8 +24,12 @@ struct Cli {
 enum Command {
     /// SAM/BAM/CRAM conversion, filtering, region queries and counting (samtools view).
     View(view::ViewArgs),
-    /// Build a BAI or CSI index identical to samtools index.
+    /// Build a BAI or CSI index identical to samtools index, on all cores.
     Index(index::IndexArgs),
+    /// Flag statistics identical to samtools flagstat, on all cores.
+    Flagstat(stats::FlagstatArgs),
+    /// Per-reference mapped/unmapped counts identical to samtools idxstats.
+    Idxstats(stats::IdxstatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +38,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::View(args) => view::run(args),
         Command::Index(args) => index::run(args),
+        Command::Flagstat(args) => stats::flagstat(args),
+        Command::Idxstats(args) => stats::idxstats(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -65,6 +65,15 @@ impl RecordBatch {
         }
     }
 
+    /// Keeps only the first `n` records.
+    pub fn truncated(mut self, n: usize) -> Self {
+        if n < self.offsets.len() {
+            self.end = self.offsets[n] as usize;
+            self.offsets.truncate(n);
+        }
+        self
+    }
+
     /// Uncompressed stream offset of the first record.
     pub fn stream_offset(&self) -> u64 {
         self.stream_offset

@@ -56,6 +56,11 @@ impl ChunkStream {
         }
     }
 
+    /// Sets the reference count used to validate refIDs (when the header was read elsewhere).
+    pub fn set_reference_count(&mut self, n_ref: usize) {
+        self.n_ref = n_ref as i32;
+    }
+
     /// Uncompressed offset of the next byte not yet consumed (after `read_header`: the header's length).
     pub fn position(&self) -> u64 {
         self.offset

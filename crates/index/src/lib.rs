@@ -4,6 +4,7 @@
 mod build;
 mod builder;
 pub mod khash;
+pub mod range;
 mod save;
 
 pub use build::{index_stream, IndexError};

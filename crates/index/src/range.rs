@@ -1,0 +1,296 @@
+//! The range planner: split a BAM into byte ranges that threads (or machines) process independently.
+//!
+//! A range is a pair of record-start virtual offsets `[start, end)`: it owns exactly the records whose
+//! first byte lies in it and reads past `end` only to finish its last record. Ranges come from the
+//! BAI/CSI linear index when there is one, otherwise from the BGZF block scanner plus the record
+//! boundary finder (DESIGN.md): cut points at equal compressed distances, moved to the next verified
+//! block start, then to the first offset in that block where a chain of valid records begins and runs
+//! to the end of the inspected data. When no boundary can be proved, the cut is dropped (its neighbour
+//! range grows); the planner never guesses.
+//!
+//! ```no_run
+//! use sortase_index::range::{plan_ranges, RangeStream};
+//! let path = std::path::Path::new("in.bam");
+//! let plan = plan_ranges(path, 8).unwrap();
+//! for r in &plan.ranges {
+//!     let mut stream = RangeStream::open(path, r, plan.header.references().len()).unwrap();
+//!     while let Some(batch) = stream.next_batch().unwrap() {
+//!         let _ = batch.len();
+//!     }
+//! }
+//! ```
+
+use sortase_bam::{BamError, BlockEntry, ChunkStream, Header, RecordBatch, RecordRef};
+use sortase_bgzf::{scanner, ParallelReader, ReaderOptions, SeekReader};
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Records whose first byte's virtual offset is in `[start, end)`; `end == u64::MAX` for the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRange {
+    /// Virtual offset of the first record.
+    pub start: u64,
+    /// Virtual offset of the next range's first record.
+    pub end: u64,
+}
+
+/// The header and the ranges of a BAM.
+#[derive(Debug, Clone)]
+pub struct RangePlan {
+    /// The BAM header.
+    pub header: Header,
+    /// Ranges in file order, covering every record exactly once.
+    pub ranges: Vec<RecordRange>,
+}
+
+/// Bytes of decompressed data a boundary candidate's record chain is checked over.
+const CHAIN_WINDOW: usize = 256 * 1024;
+
+/// Plans about `n` ranges of equal compressed size (at least one; fewer for small files).
+pub fn plan_ranges(path: &Path, n: usize) -> Result<RangePlan, BamError> {
+    let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let (header, first) = read_header_and_first_record(&mut file)?;
+    let n_ref = header.references().len();
+    let mut starts = vec![first];
+    let n = n.max(1) as u64;
+    for i in 1..n {
+        let cut = first.max((file_len * i / n) << 16) >> 16;
+        if let Some(v) = find_record_start(&mut file, cut, n_ref)? {
+            if v > *starts.last().expect("non-empty") {
+                starts.push(v);
+            }
+        }
+    }
+    let mut ranges: Vec<RecordRange> = starts
+        .windows(2)
+        .map(|w| RecordRange {
+            start: w[0],
+            end: w[1],
+        })
+        .collect();
+    ranges.push(RecordRange {
+        start: *starts.last().expect("non-empty"),
+        end: u64::MAX,
+    });
+    Ok(RangePlan { header, ranges })
+}
+
+fn read_header_and_first_record(file: &mut File) -> Result<(Header, u64), BamError> {
+    let mut reader = SeekReader::new(BufReader::new(file.try_clone()?));
+    let header = Header::read_bam(&mut reader)?;
+    // At the end of a block this is the next block's start, as the first record's first byte.
+    Ok((header, reader.virtual_position()))
+}
+
+/// The virtual offset of the first record starting in or after the first verified block at or after
+/// compressed offset `cut`, or `None` if no boundary can be proved before the end of the file.
+pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Option<u64>, BamError> {
+    let mut at = cut;
+    loop {
+        let Some(block) = scanner::find_block_start_in(file, at)? else {
+            return Ok(None);
+        };
+        file.seek(SeekFrom::Start(block))?;
+        let mut reader = SeekReader::new(BufReader::new(file.try_clone()?));
+        reader.seek_virtual(block << 16)?;
+        let mut window = Vec::with_capacity(CHAIN_WINDOW);
+        reader
+            .by_ref()
+            .take(CHAIN_WINDOW as u64)
+            .read_to_end(&mut window)?;
+        let at_eof = window.len() < CHAIN_WINDOW;
+        // Only offsets inside the first non-empty block are candidates: later ones belong to later blocks.
+        let first_block_len = first_block_data_len(file, block)?;
+        for o in 0..first_block_len.min(window.len()) {
+            if chain_is_valid(&window[o..], n_ref, at_eof) {
+                return Ok(Some((block << 16) | o as u64));
+            }
+        }
+        at = block + 1;
+    }
+}
+
+/// ISIZE of the (verified) block at `block`.
+fn first_block_data_len(file: &mut File, block: u64) -> Result<usize, BamError> {
+    let mut header = [0u8; 18];
+    file.seek(SeekFrom::Start(block))?;
+    file.read_exact(&mut header)?;
+    let h = sortase_bgzf::parse_header(&header).map_err(|reason| {
+        sortase_bgzf::BgzfError::BadHeader {
+            offset: block,
+            reason,
+        }
+    })?;
+    let mut isize = [0u8; 4];
+    file.seek(SeekFrom::Start(block + h.block_size as u64 - 4))?;
+    file.read_exact(&mut isize)?;
+    Ok(u32::from_le_bytes(isize) as usize)
+}
+
+/// Whether `data` starts with a chain of valid records that reaches the end of `data` (or, at the end
+/// of the file, ends exactly there). At least two whole records are required unless the file ends.
+fn chain_is_valid(data: &[u8], n_ref: usize, at_eof: bool) -> bool {
+    let mut i = 0;
+    let mut whole = 0;
+    while i + 4 <= data.len() {
+        let bs = u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]) as usize;
+        if !(32..=(1 << 28)).contains(&bs) {
+            return false;
+        }
+        if i + 4 + bs > data.len() {
+            // A record cut by the window: check what fits of its fixed part.
+            return !at_eof && whole >= 2 && plausible_prefix(&data[i + 4..], n_ref);
+        }
+        let Ok(r) = RecordRef::new(&data[i + 4..i + 4 + bs]) else {
+            return false;
+        };
+        if !plausible(&r, n_ref) {
+            return false;
+        }
+        whole += 1;
+        i += 4 + bs;
+    }
+    if at_eof {
+        i == data.len() && whole >= 1
+    } else {
+        whole >= 2 && plausible_prefix(&data[i.min(data.len())..], n_ref)
+    }
+}
+
+fn plausible(r: &RecordRef<'_>, n_ref: usize) -> bool {
+    let ok_ref = |id: i32| id >= -1 && (id as i64) < n_ref as i64;
+    ok_ref(r.reference_sequence_id())
+        && ok_ref(r.mate_reference_sequence_id())
+        && r.position() >= -1
+        && r.mate_position() >= -1
+        && r.read_name().iter().all(|&c| (b'!'..=b'~').contains(&c))
+        && r.raw_cigar().iter().all(|op| op & 0xf <= 8)
+        && {
+            let mut aux = r.aux();
+            aux.by_ref().for_each(drop);
+            !aux.error()
+        }
+}
+
+fn plausible_prefix(rest: &[u8], n_ref: usize) -> bool {
+    if rest.len() < 8 {
+        return true;
+    }
+    let tid = i32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+    let pos = i32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+    tid >= -1 && (tid as i64) < n_ref as i64 && pos >= -1
+}
+
+/// The virtual offset of the block holding uncompressed stream byte `u` (empty blocks skipped), so a
+/// record's start compares consistently with range bounds.
+fn first_byte_voffset(table: &[BlockEntry], cursor: &mut usize, u: u64) -> u64 {
+    while *cursor < table.len() {
+        let b = table[*cursor];
+        if b.ustart + u64::from(b.usize) > u {
+            return (b.coffset << 16) | (u - b.ustart);
+        }
+        *cursor += 1;
+    }
+    u64::MAX
+}
+
+/// Reads the records of one range: starts at its first record, stops before `end`.
+pub struct RangeStream {
+    stream: ChunkStream,
+    range: RecordRange,
+    cursor: usize,
+    done: bool,
+}
+
+impl RangeStream {
+    /// Opens `path` at `range.start` (one inflate thread: ranges are the unit of parallelism).
+    pub fn open(path: &Path, range: &RecordRange, n_ref: usize) -> Result<Self, BamError> {
+        let mut file = File::open(path)?;
+        let block = range.start >> 16;
+        file.seek(SeekFrom::Start(block))?;
+        let mut options = ReaderOptions::with_threads(1);
+        options.start = block;
+        options.batch_bytes = 256 * 1024;
+        let mut stream = ChunkStream::new(Box::new(ParallelReader::new(file, options)));
+        stream.enable_block_table();
+        stream.set_reference_count(n_ref);
+        let skip = range.start & 0xffff;
+        std::io::copy(&mut (&mut stream).take(skip), &mut std::io::sink())?;
+        Ok(Self {
+            stream,
+            range: *range,
+            cursor: 0,
+            done: false,
+        })
+    }
+
+    /// The next batch of records of this range (trimmed at the range's end).
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, BamError> {
+        if self.done {
+            return Ok(None);
+        }
+        let Some(batch) = self.stream.next_batch()? else {
+            self.done = true;
+            return Ok(None);
+        };
+        let table = self.stream.block_table();
+        let mut u = batch.stream_offset();
+        let mut keep = batch.len();
+        for (i, raw) in batch.iter_raw().enumerate() {
+            if first_byte_voffset(table, &mut self.cursor, u) >= self.range.end {
+                keep = i;
+                self.done = true;
+                break;
+            }
+            u += raw.len() as u64;
+        }
+        Ok(Some(batch.truncated(keep)))
+    }
+
+    /// The blocks read so far (for virtual offsets of records, see [`sortase_bam::virtual_offset`]).
+    pub fn block_table(&self) -> &[BlockEntry] {
+        self.stream.block_table()
+    }
+}
+
+/// Runs `work` on every range of `plan` with `threads` worker threads and returns the results in range
+/// order. The first error stops the remaining ranges.
+pub fn map_ranges<T: Send>(
+    path: &Path,
+    plan: &RangePlan,
+    threads: usize,
+    work: impl Fn(RangeStream) -> Result<T, BamError> + Sync,
+) -> Result<Vec<T>, BamError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Vec<Mutex<Option<Result<T, BamError>>>> =
+        plan.ranges.iter().map(|_| Mutex::new(None)).collect();
+    let n_ref = plan.header.references().len();
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(plan.ranges.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= plan.ranges.len() || failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let r = RangeStream::open(path, &plan.ranges[i], n_ref).and_then(&work);
+                if r.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(results.len());
+    for m in results {
+        match m.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(r) => out.push(r?),
+            None => {}
+        }
+    }
+    Ok(out)
+}
