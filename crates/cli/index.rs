@@ -2,8 +2,6 @@
 
 use crate::output::OutputFile;
 use anyhow::{Context, Result};
-use sortase_bam::ChunkStream;
-use sortase_bgzf::{ParallelReader, ReaderOptions};
 use sortase_index::IndexFormat;
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,12 +45,8 @@ pub fn run(args: IndexArgs) -> Result<()> {
             PathBuf::from(s)
         });
     let name = args.input.display().to_string();
-    let file = std::fs::File::open(&args.input).with_context(|| format!("{name}: cannot open"))?;
-    let stream = ChunkStream::new(Box::new(ParallelReader::new(
-        file,
-        ReaderOptions::with_threads(threads),
-    )));
-    let bytes = sortase_index::index_stream(stream, |longest| {
+    std::fs::File::open(&args.input).with_context(|| format!("{name}: cannot open"))?;
+    let bytes = sortase_index::index_file(&args.input, threads, |longest| {
         if csi {
             IndexFormat::csi_for(min_shift, longest)
         } else {

@@ -100,6 +100,43 @@ pub struct IndexBuilder {
     n_unmapped: u64,
 }
 
+/// htslib `insert_to_l`: windows `[beg, end)` overlaps get `offset` unless already set.
+pub(crate) fn set_linear(l: &mut Vec<u64>, beg: i64, end: i64, offset: u64, min_shift: u32) {
+    let (wb, we) = (
+        (beg >> min_shift) as usize,
+        ((end - 1) >> min_shift) as usize,
+    );
+    if l.len() < we + 1 {
+        l.resize(we + 1, u64::MAX);
+    }
+    for slot in &mut l[wb..=we] {
+        if *slot == u64::MAX {
+            *slot = offset;
+        }
+    }
+}
+
+/// A run of consecutive records with the same reference and bin, as a range task summarises them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Reference (-1: unplaced).
+    pub tid: i32,
+    /// 0-based start of the first record.
+    pub first_beg: i64,
+    /// End of the first record.
+    pub first_end: i64,
+    /// Whether the first record is mapped.
+    pub first_mapped: bool,
+    /// 0-based start of the last record.
+    pub last_beg: i64,
+    /// Virtual offset after the last record.
+    pub end_off: u64,
+    /// Mapped records in the run.
+    pub n_mapped: u64,
+    /// Unmapped records in the run.
+    pub n_unmapped: u64,
+}
+
 fn bin_first(level: u32) -> u32 {
     ((1u32 << (3 * level)) - 1) / 7
 }
@@ -141,6 +178,11 @@ impl IndexBuilder {
         }
     }
 
+    /// `(min_shift, depth)` of the index.
+    pub fn geometry(&self) -> (u32, u32) {
+        (self.min_shift, self.n_lvls)
+    }
+
     fn meta_bin(&self) -> u32 {
         self.n_bins + 1
     }
@@ -159,6 +201,54 @@ impl IndexBuilder {
         end: i64,
         offset_after: u64,
         mapped: bool,
+    ) -> Result<(), PushError> {
+        self.push_inner(tid, beg, end, offset_after, mapped, true)
+    }
+
+    /// Adds a run of records of one reference and bin summarised by a range task (see
+    /// `crate::parallel`): equivalent to pushing them one by one, except the linear index, which the
+    /// caller merges with [`IndexBuilder::merge_linear`].
+    pub fn push_segment(&mut self, seg: &Segment) -> Result<(), PushError> {
+        self.push_inner(
+            seg.tid,
+            seg.first_beg,
+            seg.first_end,
+            seg.end_off,
+            seg.first_mapped,
+            false,
+        )?;
+        let first = u64::from(seg.first_mapped);
+        self.n_mapped += seg.n_mapped - first;
+        self.n_unmapped += seg.n_unmapped - (1 - first);
+        if seg.tid < 0 {
+            self.n_no_coor += seg.n_mapped + seg.n_unmapped - 1;
+        } else {
+            self.last_coor = seg.last_beg;
+        }
+        Ok(())
+    }
+
+    /// Fills unset linear-index windows of `tid` from a later range's partial linear index.
+    pub fn merge_linear(&mut self, tid: usize, partial: &[u64]) {
+        let l = &mut self.lidx[tid];
+        if l.len() < partial.len() {
+            l.resize(partial.len(), u64::MAX);
+        }
+        for (slot, &v) in l.iter_mut().zip(partial) {
+            if *slot == u64::MAX {
+                *slot = v;
+            }
+        }
+    }
+
+    fn push_inner(
+        &mut self,
+        tid: i32,
+        beg: i64,
+        end: i64,
+        offset_after: u64,
+        mapped: bool,
+        update_linear: bool,
     ) -> Result<(), PushError> {
         let (mut beg, mut end) = if tid < 0 { (-1, 0) } else { (beg, end) };
         let maxpos = 1i64 << (self.min_shift + 3 * self.n_lvls);
@@ -191,18 +281,14 @@ impl IndexBuilder {
             if end <= 0 {
                 end = 1;
             }
-            let l = &mut self.lidx[tid as usize];
-            let (wb, we) = (
-                (beg >> self.min_shift) as usize,
-                ((end - 1) >> self.min_shift) as usize,
-            );
-            if l.len() < we + 1 {
-                l.resize(we + 1, u64::MAX);
-            }
-            for slot in &mut l[wb..=we] {
-                if *slot == u64::MAX {
-                    *slot = self.last_off;
-                }
+            if update_linear {
+                set_linear(
+                    &mut self.lidx[tid as usize],
+                    beg,
+                    end,
+                    self.last_off,
+                    self.min_shift,
+                );
             }
         } else {
             self.n_no_coor += 1;

@@ -4,8 +4,10 @@
 mod build;
 mod builder;
 pub mod khash;
+mod parallel;
 pub mod range;
 mod save;
 
 pub use build::{index_stream, IndexError};
-pub use builder::{IndexBuilder, IndexFormat, PushError};
+pub use builder::{IndexBuilder, IndexFormat, PushError, Segment};
+pub use parallel::index_file;

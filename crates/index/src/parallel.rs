@@ -1,0 +1,209 @@
+//! Building an index on all cores: each byte range summarises its records as [`Segment`]s (runs of one
+//! reference and bin) plus a partial linear index; the ranges' summaries are then replayed in order
+//! through htslib's state machine ([`IndexBuilder`]), which gives the same bytes as a sequential build.
+
+use crate::builder::{set_linear, Segment};
+use crate::range::{map_ranges, plan_ranges, RangeStream};
+use crate::{IndexBuilder, IndexError, IndexFormat, PushError};
+use sortase_bam::bin::reg2bin_generic;
+use sortase_bam::{flags::UNMAPPED, virtual_offset, RecordRef};
+use std::path::Path;
+
+/// What one range contributes.
+struct RangeSummary {
+    segments: Vec<Segment>,
+    /// Partial linear index per reference touched, in order.
+    linear: Vec<(usize, Vec<u64>)>,
+}
+
+struct Rec {
+    tid: i32,
+    beg: i64,
+    end: i64,
+    mapped: bool,
+    start_u: u64,
+    end_u: u64,
+    name: String,
+}
+
+fn summarise(
+    mut stream: RangeStream,
+    min_shift: u32,
+    n_lvls: u32,
+) -> Result<RangeSummary, IndexError> {
+    let mut out = RangeSummary {
+        segments: Vec::new(),
+        linear: Vec::new(),
+    };
+    let mut cursor = 0usize;
+    let mut pending: Vec<Rec> = Vec::new();
+    let mut last: Option<(i32, u32, i64)> = None;
+    loop {
+        let batch = stream.next_batch()?;
+        let table = stream.block_table();
+        for rec in pending.drain(..) {
+            let start_off = virtual_offset(table, &mut cursor, rec.start_u);
+            let end_off = virtual_offset(table, &mut cursor, rec.end_u);
+            add(
+                &mut out, &mut last, rec, start_off, end_off, min_shift, n_lvls,
+            )?;
+        }
+        let Some(batch) = batch else { break };
+        let mut u = batch.stream_offset();
+        for raw in batch.iter_raw() {
+            // HOT: once per record: refID, pos, flag, CIGAR reference length.
+            let r = RecordRef::new_unchecked(&raw[4..]);
+            let end_u = u + raw.len() as u64;
+            pending.push(Rec {
+                tid: r.reference_sequence_id(),
+                beg: i64::from(r.position()),
+                end: r.end_position(),
+                mapped: r.flag() & UNMAPPED == 0,
+                start_u: u,
+                end_u,
+                name: String::new(),
+            });
+            u = end_u;
+        }
+        // All but the last record can be resolved now (the last may end at a block not yet read).
+        let keep = pending.pop();
+        let table = stream.block_table();
+        for rec in pending.drain(..) {
+            let start_off = virtual_offset(table, &mut cursor, rec.start_u);
+            let end_off = virtual_offset(table, &mut cursor, rec.end_u);
+            add(
+                &mut out, &mut last, rec, start_off, end_off, min_shift, n_lvls,
+            )?;
+        }
+        pending.extend(keep);
+    }
+    Ok(out)
+}
+
+fn add(
+    out: &mut RangeSummary,
+    last: &mut Option<(i32, u32, i64)>,
+    rec: Rec,
+    start_off: u64,
+    end_off: u64,
+    min_shift: u32,
+    n_lvls: u32,
+) -> Result<(), IndexError> {
+    let (beg, end) = if rec.tid < 0 {
+        (-1, 0)
+    } else {
+        (rec.beg, rec.end)
+    };
+    let (cbeg, cend) = (beg.max(0), if end <= 0 { 1 } else { end });
+    let bin = if rec.tid < 0 {
+        reg2bin_generic(-1, 0, min_shift, n_lvls)
+    } else {
+        reg2bin_generic(cbeg, cend, min_shift, n_lvls)
+    };
+    if let Some((t, _, coor)) = *last {
+        if t == rec.tid && rec.tid >= 0 && coor > cbeg {
+            return Err(IndexError::Push {
+                name: rec.name,
+                source: PushError::Unsorted {
+                    tid: rec.tid + 1,
+                    prev: coor + 1,
+                    pos: cbeg + 1,
+                },
+            });
+        }
+    }
+    if rec.tid >= 0 {
+        let tid = rec.tid as usize;
+        if out.linear.last().map(|l| l.0) != Some(tid) {
+            out.linear.push((tid, Vec::new()));
+        }
+        let l = &mut out.linear.last_mut().expect("just pushed").1;
+        set_linear(l, cbeg, cend, start_off, min_shift);
+    }
+    let same = matches!(*last, Some((t, b, _)) if t == rec.tid && b == bin);
+    match out.segments.last_mut() {
+        Some(seg) if same => {
+            seg.last_beg = cbeg;
+            seg.end_off = end_off;
+            if rec.mapped {
+                seg.n_mapped += 1;
+            } else {
+                seg.n_unmapped += 1;
+            }
+        }
+        _ => out.segments.push(Segment {
+            tid: rec.tid,
+            first_beg: rec.beg,
+            first_end: rec.end,
+            first_mapped: rec.mapped,
+            last_beg: cbeg,
+            end_off,
+            n_mapped: u64::from(rec.mapped),
+            n_unmapped: u64::from(!rec.mapped),
+        }),
+    }
+    *last = Some((rec.tid, bin, cbeg));
+    Ok(())
+}
+
+/// Builds the index of the BAM at `path` on `threads` threads and returns the index file's bytes.
+pub fn index_file(
+    path: &Path,
+    threads: usize,
+    format: impl Fn(u64) -> IndexFormat,
+) -> Result<Vec<u8>, IndexError> {
+    let plan = plan_ranges(path, threads.max(1) * 4)?;
+    let longest = plan
+        .header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .max()
+        .unwrap_or(0);
+    let format = format(longest);
+    let offset0 = plan.ranges[0].start;
+    let mut builder = IndexBuilder::new(format, plan.header.references().len(), offset0);
+    let (min_shift, n_lvls) = builder.geometry();
+    let summaries = map_ranges(path, &plan, threads, |stream| {
+        summarise(stream, min_shift, n_lvls).map_err(|e| match e {
+            IndexError::Bam(b) => b,
+            other => sortase_bam::BamError::Header(other.to_string()),
+        })
+    })?;
+    let mut final_offset = offset0;
+    for s in &summaries {
+        for seg in &s.segments {
+            builder
+                .push_segment(seg)
+                .map_err(|source| IndexError::Push {
+                    name: String::new(),
+                    source,
+                })?;
+            final_offset = seg.end_off;
+        }
+        for (tid, l) in &s.linear {
+            builder.merge_linear(*tid, l);
+        }
+    }
+    Ok(builder.finish(final_offset.max(eof_offset(path)?)))
+}
+
+/// Virtual offset of the end of the data: the start of the EOF marker block (or of the file's end).
+fn eof_offset(path: &Path) -> Result<u64, IndexError> {
+    let len = std::fs::metadata(path)
+        .map_err(sortase_bam::BamError::from)?
+        .len();
+    let mut f = std::fs::File::open(path).map_err(sortase_bam::BamError::from)?;
+    use std::io::{Read, Seek, SeekFrom};
+    if len >= 28 {
+        let mut tail = [0u8; 28];
+        f.seek(SeekFrom::Start(len - 28))
+            .map_err(sortase_bam::BamError::from)?;
+        f.read_exact(&mut tail)
+            .map_err(sortase_bam::BamError::from)?;
+        if tail == sortase_bgzf::EOF_MARKER {
+            return Ok((len - 28) << 16);
+        }
+    }
+    Ok(len << 16)
+}
