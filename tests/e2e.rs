@@ -1,0 +1,29 @@
+//! End-to-end differential tests: `sortase view` against samtools (the
+//! oracle: pysam's bundled samtools via `tests/samtools`, or `$SORTASE_ORACLE`).
+//!
+//! Without the oracle (or the htslib test corpus) tests print `SKIP` and pass,
+//! unless `SORTASE_REQUIRE_SAMTOOLS=1` or `CI=true`, where they fail.
+//! `SORTASE_E2E_BIN` runs the suite against another sortase binary.
+
+#[path = "e2e/bgzf.rs"]
+mod bgzf;
+#[path = "e2e/checks.rs"]
+mod checks;
+#[path = "e2e/common.rs"]
+mod common;
+#[path = "e2e/edge_cases.rs"]
+mod edge_cases;
+#[path = "e2e/oracle.rs"]
+mod oracle;
+#[path = "e2e/view_corpus.rs"]
+mod view_corpus;
+#[path = "e2e/view_corpus_files.rs"]
+mod view_corpus_files;
+#[path = "e2e/view_edge.rs"]
+mod view_edge;
+#[path = "e2e/view_errors.rs"]
+mod view_errors;
+#[path = "e2e/view_options.rs"]
+mod view_options;
+#[path = "e2e/view_query.rs"]
+mod view_query;

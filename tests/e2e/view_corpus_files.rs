@@ -1,0 +1,135 @@
+//! The corpus' own binary files: BAMs written by real samtools (decoded and
+//! queried through their shipped BAI/CSI indexes, including contig names
+//! with colons), and CRAMs written by htsjdk (Java) and htslib.
+
+use std::path::Path;
+
+use crate::checks::drop_regenerated_md_nm;
+use crate::common::{assert_no_failures, check_same, p, records, sortase};
+use crate::oracle::{oracle, Oracle};
+use crate::view_corpus::corpus_dir;
+use crate::view_query::compare;
+
+const BAMS: &[&str] = &[
+    "colons.bam",
+    "mpileup/small.bam",
+    "no_hdr_sq_1.bam",
+    "range.bam",
+];
+
+/// BAM→SAM (with header, without, and counted) on every corpus BAM.
+#[test]
+fn corpus_bam_files() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for bam in BAMS {
+        for opts in [&["-h"][..], &[], &["-c"], &["-H"]] {
+            compare(st, &mut failures, opts, &dir.join(bam), &[]);
+        }
+    }
+    assert_no_failures("corpus BAM files", &failures);
+}
+
+/// colons.bam has contigs named `chr1:100`, `chr1:100-200`, `chr1,chr3`...:
+/// samtools' region rules (`{name}` quoting, ambiguity errors) apply.
+#[test]
+fn corpus_regions_with_colons() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let bam = dir.join("colons.bam");
+    let mut failures = Vec::new();
+    for region in [
+        "chr1",
+        "chr3",
+        "chr2:100-200",
+        "chr1,chr3",
+        "{chr1,chr3}",
+        "{chr1:100}",
+        "{chr1:100-200}",
+        "{chr1}:100-200",
+        "chr1:100",
+        "chr1:100-200",
+    ] {
+        compare(st, &mut failures, &[], &bam, &[region]);
+    }
+    assert_no_failures("regions on colons.bam", &failures);
+}
+
+/// range.bam ships with a samtools-made BAI.
+#[test]
+fn corpus_range_bam_regions() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let bam = dir.join("range.bam");
+    let mut failures = Vec::new();
+    for regions in [
+        &["CHROMOSOME_I"][..],
+        &["CHROMOSOME_II:1000-2000"],
+        &["CHROMOSOME_III:100"],
+        &["CHROMOSOME_IV", "CHROMOSOME_I:900-1000", "CHROMOSOME_V"],
+    ] {
+        compare(st, &mut failures, &[], &bam, regions);
+        compare(st, &mut failures, &["-c"], &bam, regions);
+    }
+    assert_no_failures("regions on range.bam", &failures);
+}
+
+/// range.cram ships with a CRAI index: regions on CRAM input.
+#[test]
+fn corpus_range_cram_regions() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let (cram, fasta) = (dir.join("range.cram"), dir.join("ce.fa"));
+    let mut failures = Vec::new();
+    for region in [
+        "CHROMOSOME_I",
+        "CHROMOSOME_II:1000-2000",
+        "CHROMOSOME_III:100",
+    ] {
+        compare(st, &mut failures, &["-T", p(&fasta)], &cram, &[region]);
+    }
+    assert_no_failures("regions on range.cram", &failures);
+}
+
+/// CRAMs written by other implementations, decoded by sortase, must give
+/// samtools' records. samtools runs with `decode_md=0` so that it shows the
+/// stored MD/NM only; MD/NM that sortase regenerates on top are tolerated.
+fn foreign_cram(st: &Oracle, dir: &Path, cram: &str, fasta: &str) -> Option<String> {
+    let (path, fa) = (dir.join(cram), dir.join(fasta));
+    let args = ["view", "--no-PG", "--input-fmt-option", "decode_md=0"];
+    let theirs = st
+        .run(&[&args[..], &["-T", p(&fa), p(&path)]].concat())
+        .expect_ok();
+    let ours = sortase(&["view", "-T", p(&fa), p(&path)]);
+    if !ours.ok() {
+        return Some(format!("{cram}: {}", ours.failure()));
+    }
+    let expected = records(&theirs.text());
+    let got = drop_regenerated_md_nm(&expected, &ours.text());
+    let mut failures = Vec::new();
+    check_same(&mut failures, cram, &got, &expected);
+    failures.pop()
+}
+
+#[test]
+fn corpus_foreign_cram_decoding() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let cases = [
+        ("auxf#values_java.cram", "auxf.fa"),
+        ("ce#5b_java.cram", "ce.fa"),
+        ("xx#large_aux_java.cram", "xx.fa"),
+        ("range.cram", "ce.fa"),
+    ];
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(cram, fa)| foreign_cram(st, &dir, cram, fa))
+        .collect();
+    assert_no_failures("decoding corpus CRAMs", &failures);
+}

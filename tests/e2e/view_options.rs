@@ -1,0 +1,204 @@
+//! Output-format options (`-b -u -O -o -l -@`, BAM on stdout) and the `@PG`
+//! line sortase appends (or not, with `--no-PG`).
+
+use std::path::Path;
+
+use crate::checks::{oracle_text, reference};
+use crate::common::{assert_no_failures, check_same, line, p, records, sortase, tempdir};
+use crate::oracle::{oracle, Oracle};
+use crate::view_query::region_sam;
+
+const BGZF_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08, 0x04];
+
+/// Run sortase with `opts` writing to `out`, decode `out` with the oracle.
+fn decoded(st: &Oracle, opts: &[&str], input: &Path, out: &Path) -> Result<String, String> {
+    let mut args = vec!["view"];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&["-o", p(out), p(input)]);
+    let run = sortase(&args);
+    if !run.ok() {
+        return Err(run.failure());
+    }
+    let bytes = std::fs::read(out).map_err(|e| format!("no output file: {e}"))?;
+    if !bytes.starts_with(BGZF_MAGIC) {
+        return Err("output is not BGZF".into());
+    }
+    oracle_text(st, out, &[]).map_err(|e| format!("samtools cannot read it: {e}"))
+}
+
+#[test]
+fn bam_output_options() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let sam = tmp.path().join("in.sam");
+    std::fs::write(&sam, region_sam()).unwrap();
+    let expected = reference(st, &sam, tmp.path()).unwrap().text;
+    let variants: &[&[&str]] = &[
+        &["-b"],
+        &["-u"],
+        &["-O", "bam"],
+        &["-O", "BAM"],
+        &["-b", "-l", "0"],
+        &["-b", "-l", "1"],
+        &["-b", "-l", "9"],
+        &["-b", "-@", "2"],
+        &["-u", "-@", "4"],
+        &[], // format inferred from the .bam extension, like samtools
+    ];
+    let mut failures = Vec::new();
+    for (i, opts) in variants.iter().enumerate() {
+        let label = format!("view {} -o out.bam", opts.join(" "));
+        match decoded(st, opts, &sam, &tmp.path().join(format!("out{i}.bam"))) {
+            Ok(text) => check_same(&mut failures, &label, &text, &expected),
+            Err(e) => failures.push(format!("{label}: {e}")),
+        }
+    }
+    let size = |i: usize| {
+        std::fs::metadata(tmp.path().join(format!("out{i}.bam")))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    if size(1) <= size(0) {
+        failures.push(format!(
+            "-u output ({} bytes) is not larger than -b output ({} bytes)",
+            size(1),
+            size(0)
+        ));
+    }
+    assert_no_failures("BAM output options", &failures);
+}
+
+/// `-b` without `-o` writes BAM to stdout; `-O sam -o` writes headerless SAM.
+#[test]
+fn stdout_and_sam_file_output() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let sam = tmp.path().join("in.sam");
+    std::fs::write(&sam, region_sam()).unwrap();
+    let expected = reference(st, &sam, tmp.path()).unwrap().text;
+    let mut failures = Vec::new();
+    let run = sortase(&["view", "-b", p(&sam)]);
+    let piped = tmp.path().join("piped.bam");
+    std::fs::write(&piped, &run.stdout).unwrap();
+    match (run.ok(), oracle_text(st, &piped, &[])) {
+        (false, _) => failures.push(run.failure()),
+        (true, Err(e)) => failures.push(format!("BAM on stdout unreadable: {e}")),
+        (true, Ok(text)) => check_same(&mut failures, "view -b (stdout)", &text, &expected),
+    }
+    let out = tmp.path().join("out.sam");
+    let run = sortase(&["view", "-O", "sam", "-o", p(&out), p(&sam)]);
+    let theirs = st.run(&["view", p(&sam)]).expect_ok().text();
+    match (run.ok(), std::fs::read_to_string(&out)) {
+        (false, _) => failures.push(run.failure()),
+        (true, Err(e)) => failures.push(format!("view -O sam -o: no output: {e}")),
+        (true, Ok(ours)) => check_same(&mut failures, "view -O sam -o out.sam", &ours, &theirs),
+    }
+    assert_no_failures("stdout/SAM output", &failures);
+}
+
+fn pg_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("@PG\t")).collect()
+}
+
+fn pg_id(pg: &str) -> &str {
+    pg.split('\t')
+        .find_map(|f| f.strip_prefix("ID:"))
+        .unwrap_or("")
+}
+
+fn header_sam() -> String {
+    let mut s = line(&["@HD", "VN:1.6", "SO:unsorted"]);
+    s += &line(&["@SQ", "SN:chr1", "LN:1000"]);
+    s += &line(&[
+        "@PG",
+        "ID:bwa",
+        "PN:bwa",
+        "VN:0.7.17",
+        "CL:bwa mem ref.fa r.fq",
+    ]);
+    s += &line(&["@CO", "kept verbatim"]);
+    s += &line(&[
+        "r1", "0", "chr1", "5", "60", "4M", "*", "0", "0", "ACGT", "*",
+    ]);
+    s
+}
+
+/// The input header is kept, a `@PG ID:sortase` line is appended last and
+/// chained to the previous program (`PP:bwa`, as samtools does); a second
+/// pass gets a unique ID; `--no-PG` adds nothing.
+#[test]
+fn pg_line_appended() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let sam = tmp.path().join("in.sam");
+    std::fs::write(&sam, header_sam()).unwrap();
+    let input_header: String = header_sam()
+        .lines()
+        .filter(|l| l.starts_with('@'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut failures = Vec::new();
+
+    let out = sortase(&["view", "-h", p(&sam)]).expect_ok().text();
+    let (hdr, pgs) = (
+        out.lines()
+            .filter(|l| l.starts_with('@'))
+            .collect::<Vec<_>>(),
+        pg_lines(&out),
+    );
+    let last = hdr.last().copied().unwrap_or("");
+    if !last.starts_with("@PG\tID:sortase") {
+        failures.push(format!("last header line is not @PG ID:sortase: {last}"));
+    }
+    if !last.split('\t').any(|f| f == "PP:bwa") {
+        failures.push(format!("sortase @PG is not chained with PP:bwa: {last}"));
+    }
+    if pgs.len() != 2 {
+        failures.push(format!("expected 2 @PG lines, got {pgs:?}"));
+    }
+    check_same(
+        &mut failures,
+        "input header kept",
+        &hdr[..hdr.len().saturating_sub(1)]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+        &input_header,
+    );
+
+    // Twice through sortase (via BAM): IDs must stay unique.
+    let bam = tmp.path().join("once.bam");
+    sortase(&["view", "-b", "-o", p(&bam), p(&sam)]).expect_ok();
+    let twice = sortase(&["view", "-h", p(&bam)]).expect_ok().text();
+    let ids: Vec<&str> = pg_lines(&twice).into_iter().map(pg_id).collect();
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    if unique.len() != ids.len() || ids.len() != 3 {
+        failures.push(format!("@PG IDs after two sortase passes: {ids:?}"));
+    }
+
+    // --no-PG: the header is exactly samtools' --no-PG header.
+    let ours = sortase(&["view", "-h", "--no-PG", p(&sam)])
+        .expect_ok()
+        .text();
+    let theirs = st
+        .run(&["view", "-h", "--no-PG", p(&sam)])
+        .expect_ok()
+        .text();
+    check_same(&mut failures, "view -h --no-PG", &ours, &theirs);
+    let nopg = tmp.path().join("nopg.bam");
+    sortase(&["view", "-b", "--no-PG", "-o", p(&nopg), p(&sam)]).expect_ok();
+    let decoded = st
+        .run(&["view", "-h", "--no-PG", p(&nopg)])
+        .expect_ok()
+        .text();
+    check_same(&mut failures, "view -b --no-PG", &decoded, &theirs);
+    check_same(
+        &mut failures,
+        "records",
+        &records(&decoded),
+        &records(&header_sam()),
+    );
+    assert_no_failures("@PG handling", &failures);
+}
