@@ -35,6 +35,21 @@ enum Command {
 fn main() -> ExitCode {
     output::install_signal_cleanup();
     let cli = Cli::parse();
+    // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
+    // files are still removed by their destructors during unwinding.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("sortase: internal error: {msg}{at}");
+    }));
     let result = match cli.command {
         Command::View(args) => view::run(args),
         Command::Index(args) => index::run(args),

@@ -147,12 +147,23 @@ fn output_format(args: &ViewArgs) -> Result<OutFormat> {
         Some("cram") => Some(OutFormat::Cram),
         Some(other) => bail!("-O {other}: unknown output format (use sam, bam or cram)"),
     };
+    // Like samtools, with no format option the output file's extension decides.
+    let by_extension = args
+        .output
+        .as_ref()
+        .and_then(|p| p.extension())
+        .and_then(|e| match e.to_str()?.to_ascii_lowercase().as_str() {
+            "bam" => Some(OutFormat::Bam(level)),
+            "cram" => Some(OutFormat::Cram),
+            "sam" => Some(OutFormat::Sam),
+            _ => None,
+        });
     Ok(named.unwrap_or(if args.cram {
         OutFormat::Cram
     } else if args.bam || args.uncompressed || args.level.is_some() {
         OutFormat::Bam(level)
     } else {
-        OutFormat::Sam
+        by_extension.unwrap_or(OutFormat::Sam)
     }))
 }
 
@@ -175,6 +186,21 @@ pub fn run(args: ViewArgs) -> Result<()> {
         min_mapq: args.min_mapq,
     };
     let format = output_format(&args)?;
+    if args.count && args.regions.is_empty() && args.input != "-" && is_bam_file(&args.input) {
+        // Counting a BAM file: byte ranges on all cores, per-range counts summed.
+        let (_, parts) = crate::stats::scan(
+            args.input.as_ref(),
+            threads,
+            |_| 0u64,
+            |n, r| *n += u64::from(filter.pass(r)),
+        )
+        .with_context(|| args.input.clone())?;
+        let (dest, mut out) = Destination::open(args.output.as_deref())?;
+        writeln!(out, "{}", parts.iter().sum::<u64>())?;
+        out.flush()?;
+        drop(out);
+        return dest.commit();
+    }
     let size = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
     let progress = Progress::new("view", size);
     let input_name = args.input.clone();
@@ -204,6 +230,16 @@ pub fn run(args: ViewArgs) -> Result<()> {
     dest.commit()
 }
 
+/// Whether `path` is a BGZF file holding BAM (checked from its first block).
+fn is_bam_file(path: &str) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
+    let mut magic = [0u8; 4];
+    std::io::Read::read_exact(&mut reader, &mut magic).is_ok() && &magic == b"BAM\x01"
+}
+
 fn for_each_region_batch(
     args: &ViewArgs,
     input: &mut Input,
@@ -214,11 +250,14 @@ fn for_each_region_batch(
     }
     let mut indexed = query::IndexedBam::open(args.input.as_ref())?;
     for r in &args.regions {
-        let Some(region) = query::parse_region(r, &input.header) else {
-            eprintln!("sortase: region \"{r}\" specifies an invalid region or unknown reference; continuing");
+        if r == "*" {
+            each(indexed.query_unplaced()?)?;
             continue;
-        };
-        each(indexed.query(region)?)?;
+        }
+        match query::parse_region(r, &input.header) {
+            Ok(region) => each(indexed.query(region)?)?,
+            Err(why) => eprintln!("sortase: region \"{r}\" {why}; continuing"),
+        }
     }
     Ok(())
 }

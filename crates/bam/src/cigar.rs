@@ -62,18 +62,18 @@ impl<'a> CigarOps<'a> {
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    /// Sum of reference-consuming op lengths.
-    pub fn reference_length(&self) -> u32 {
+    /// Sum of reference-consuming op lengths (in 64 bits: 2^16 ops of 2^28 overflow 32).
+    pub fn reference_length(&self) -> u64 {
         self.iter()
             .filter(|&op| consumes_reference(op_code(op)))
-            .map(op_len)
+            .map(|op| u64::from(op_len(op)))
             .sum()
     }
     /// Sum of query-consuming op lengths.
-    pub fn query_length(&self) -> u32 {
+    pub fn query_length(&self) -> u64 {
         self.iter()
             .filter(|&op| consumes_query(op_code(op)))
-            .map(op_len)
+            .map(|op| u64::from(op_len(op)))
             .sum()
     }
 }

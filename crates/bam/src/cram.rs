@@ -74,10 +74,17 @@ impl CramReader {
         let mut offsets = Vec::new();
         for result in self.reader.records(&self.header) {
             let record = result.map_err(cram_err)?;
-            offsets.push(encoder.get_ref().len() as u32);
+            let at = encoder.get_ref().len();
+            offsets.push(at as u32);
             encoder
                 .write_alignment_record(&self.header, &record)
                 .map_err(cram_err)?;
+            // CRAM keeps no MAPQ for unmapped reads; htslib decodes it as 0, noodles as 255 (missing).
+            let raw = &mut encoder.get_mut()[at + 4..];
+            let flag = u16::from_le_bytes([raw[14], raw[15]]);
+            if flag & crate::flags::UNMAPPED != 0 && raw[9] == 255 {
+                raw[9] = 0;
+            }
             if encoder.get_ref().len() >= target_bytes {
                 let buf = std::mem::take(encoder.get_mut());
                 let end = buf.len();

@@ -34,6 +34,49 @@ fn read_u32<R: Read>(r: &mut R, what: &str) -> Result<u32, BamError> {
     Ok(u32::from_le_bytes(b))
 }
 
+/// Checks header lines as htslib's `sam_hrecs_parse_lines` does and normalises what it rewrites: a bare
+/// `@CO` becomes `@CO<TAB>` (htslib regenerates the text from its parsed records).
+fn normalise_text(text: String) -> Result<String, BamError> {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut changed = false;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let body = line.trim_end_matches('\n');
+        let bad = |what: &str| header_error(format!("{what} at header line {}: {body:?}", n + 1));
+        if body.is_empty() {
+            continue;
+        }
+        let bytes = body.as_bytes();
+        if bytes[0] != b'@' {
+            return Err(bad("header line does not start with '@'"));
+        }
+        if bytes.len() < 3 || !bytes[1].is_ascii_alphabetic() || !bytes[2].is_ascii_alphanumeric() {
+            return Err(bad("header line does not have a two-character key"));
+        }
+        if &bytes[1..3] == b"CO" {
+            if bytes.len() == 3 {
+                out.push_str("@CO\t\n");
+                changed = true;
+                continue;
+            }
+            if bytes[3] != b'\t' {
+                return Err(bad("missing tab"));
+            }
+        } else {
+            let mut fields = body[3..].split('\t');
+            if fields.next() != Some("") {
+                return Err(bad("missing tab"));
+            }
+            for f in fields {
+                if f.len() < 3 || f.as_bytes()[2] != b':' {
+                    return Err(bad("malformed key:value pair"));
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    Ok(if changed { out } else { text })
+}
+
 /// `@SQ` lines of a header text as references (SN and LN tags).
 fn parse_sq_lines(text: &str) -> Result<Vec<Reference>, BamError> {
     let mut refs = Vec::new();
@@ -76,7 +119,9 @@ impl Header {
     }
 
     /// Parses a SAM header text (lines starting with `@`); references come from its `@SQ` lines.
+    /// Lines are checked as htslib's header parser checks them.
     pub fn from_sam_text(text: String) -> Result<Self, BamError> {
+        let text = normalise_text(text)?;
         let refs = parse_sq_lines(&text)?;
         Ok(Self::new(text, refs))
     }
@@ -106,6 +151,7 @@ impl Header {
             text.pop();
         }
         let text = String::from_utf8(text).map_err(|_| header_error("header text is not UTF-8"))?;
+        let text = normalise_text(text)?;
         let n_ref = read_u32(r, "n_ref")?;
         if n_ref > i32::MAX as u32 {
             return Err(header_error(format!("n_ref {n_ref} out of range")));

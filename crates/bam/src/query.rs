@@ -26,31 +26,65 @@ fn parse_pos(s: &str) -> Option<i64> {
     digits.parse::<i64>().ok()
 }
 
-/// Parses `name`, `name:beg` or `name:beg-end` (1-based, inclusive, commas allowed) as samtools does.
-/// A name that exists as a whole (even with a colon in it) wins.
+/// Parses a region as htslib's `hts_parse_region` does: `name`, `name:beg`, `name:beg-end` (1-based,
+/// inclusive, commas allowed), `{name}` or `{name}:beg-end` for names with colons. A string that is both a
+/// reference name and `name:range` of another reference is ambiguous and refused.
 ///
 /// ```
 /// let h = sortase_bam::Header::from_sam_text("@SQ\tSN:chr1\tLN:1000\n".into()).unwrap();
 /// let r = sortase_bam::query::parse_region("chr1:1,001-2000", &h).unwrap();
 /// assert_eq!((r.tid, r.beg, r.end), (0, 1000, 2000));
 /// ```
-pub fn parse_region(s: &str, header: &Header) -> Option<Region> {
-    if let Some(tid) = header.reference_id(s.as_bytes()) {
-        return Some(Region {
+pub fn parse_region(s: &str, header: &Header) -> Result<Region, String> {
+    let unknown = || "specifies an unknown reference name".to_string();
+    if let Some(rest) = s.strip_prefix('{') {
+        let (name, after) = rest.split_once('}').ok_or("has an unclosed '{'")?;
+        let tid = header.reference_id(name.as_bytes()).ok_or_else(unknown)?;
+        return match after.strip_prefix(':') {
+            None if after.is_empty() => Ok(Region {
+                tid,
+                beg: 0,
+                end: i64::MAX,
+            }),
+            Some(range) => parse_range(range).map(|(beg, end)| Region { tid, beg, end }),
+            None => Err("has text after '}'".into()),
+        };
+    }
+    let whole = header.reference_id(s.as_bytes());
+    let split = s.rsplit_once(':').and_then(|(name, range)| {
+        let tid = header.reference_id(name.as_bytes())?;
+        parse_range(range)
+            .ok()
+            .map(|(beg, end)| Region { tid, beg, end })
+    });
+    match (whole, split) {
+        (Some(_), Some(_)) => Err(format!(
+            "is ambiguous: use {{{s}}} or {{{}}}:{}",
+            s.rsplit_once(':').map_or("", |p| p.0),
+            s.rsplit_once(':').map_or("", |p| p.1)
+        )),
+        (Some(tid), None) => Ok(Region {
             tid,
             beg: 0,
             end: i64::MAX,
-        });
+        }),
+        (None, Some(r)) => Ok(r),
+        (None, None) => Err("specifies an invalid region or unknown reference".into()),
     }
-    let (name, range) = s.rsplit_once(':')?;
-    let tid = header.reference_id(name.as_bytes())?;
+}
+
+fn parse_range(range: &str) -> Result<(i64, i64), String> {
+    let bad = || format!("has an invalid range {range:?}");
     let (beg, end) = match range.split_once('-') {
-        Some((b, "")) => (parse_pos(b)?, i64::MAX),
-        Some((b, e)) => (parse_pos(b)?, parse_pos(e)?),
-        None => (parse_pos(range)?, i64::MAX),
+        Some((b, "")) => (parse_pos(b).ok_or_else(bad)?, i64::MAX),
+        Some((b, e)) => (parse_pos(b).ok_or_else(bad)?, parse_pos(e).ok_or_else(bad)?),
+        None => (parse_pos(range).ok_or_else(bad)?, i64::MAX),
     };
     let beg = (beg - 1).max(0);
-    (end > beg).then_some(Region { tid, beg, end })
+    if end <= beg {
+        return Err(bad());
+    }
+    Ok((beg, end))
 }
 
 /// Finds the index of `bam`: `bam.bai`, `bam`-without-`.bam` + `.bai`, `bam.csi`.
@@ -89,6 +123,42 @@ impl IndexedBam {
             };
         let reader = SeekReader::new(BufReader::new(File::open(bam)?));
         Ok(Self { index, reader })
+    }
+
+    /// Collects the unplaced records (samtools region `*`): those after the last placed record.
+    pub fn query_unplaced(&mut self) -> Result<RecordBatch, BamError> {
+        let start = self.index.last_first_record_start_position().map(u64::from);
+        match start {
+            Some(v) => self.reader.seek_virtual(v)?,
+            None => return Ok(RecordBatch::default()),
+        }
+        let mut buf = Vec::new();
+        let mut offsets = Vec::new();
+        let mut record = Vec::new();
+        loop {
+            let at = self.reader.virtual_position();
+            let mut size = [0u8; 4];
+            if read_full(&mut self.reader, &mut size)? < 4 {
+                break;
+            }
+            let block_size = u32::from_le_bytes(size) as usize;
+            record.resize(block_size, 0);
+            if read_full(&mut self.reader, &mut record)? < block_size {
+                return Err(BamError::Truncated {
+                    offset: at,
+                    block_size: block_size as u64,
+                    available: 0,
+                });
+            }
+            let r = RecordRef::new(&record).map_err(|reason| BamError::record(at, reason))?;
+            if r.reference_sequence_id() < 0 {
+                offsets.push(buf.len() as u32);
+                buf.extend_from_slice(&size);
+                buf.extend_from_slice(&record);
+            }
+        }
+        let end = buf.len();
+        Ok(RecordBatch::from_parts(buf, offsets, end, 0))
     }
 
     /// Collects the records overlapping `region`, in file order.

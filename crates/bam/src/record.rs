@@ -180,7 +180,7 @@ impl<'a> RecordRef<'a> {
         AuxIter::new(self.aux_bytes())
     }
     /// Reference bases covered: the CIGAR's M/D/N/=/X lengths (0 when there is no CIGAR).
-    pub fn reference_length(&self) -> u32 {
+    pub fn reference_length(&self) -> u64 {
         self.cigar().reference_length()
     }
     /// 0-based exclusive end as htslib's `bam_endpos`: `pos + reference_length`, or `pos + 1` when the
@@ -192,7 +192,7 @@ impl<'a> RecordRef<'a> {
         } else {
             self.reference_length()
         };
-        pos + if rlen == 0 { 1 } else { i64::from(rlen) }
+        pos + if rlen == 0 { 1 } else { rlen as i64 }
     }
 }
 

@@ -38,10 +38,28 @@ fn parse_u64(s: &[u8], what: &str) -> Result<u64, ParseError> {
 }
 
 fn parse_i64(s: &[u8], what: &str) -> Result<i64, ParseError> {
+    let range = || format!("{what} out of range");
     match s.strip_prefix(b"-") {
-        Some(rest) => Ok(-(parse_u64(rest, what)? as i64)),
-        None => parse_u64(s.strip_prefix(b"+").unwrap_or(s), what).map(|v| v as i64),
+        Some(rest) => {
+            let v = parse_u64(rest, what)?;
+            if v == 1 << 63 {
+                return Ok(i64::MIN);
+            }
+            i64::try_from(v).map(|v| -v).map_err(|_| range())
+        }
+        None => {
+            i64::try_from(parse_u64(s.strip_prefix(b"+").unwrap_or(s), what)?).map_err(|_| range())
+        }
     }
+}
+
+/// POS and PNEXT: unsigned with a 62-bit limit, as htslib's `hts_str2uint(p, &p, 62, …)`, then 0-based.
+fn parse_pos(s: &[u8], what: &str) -> Result<i64, ParseError> {
+    let v = parse_u64(s, what)?;
+    if v >= 1 << 62 {
+        return Err(format!("{what} out of range"));
+    }
+    Ok(v as i64 - 1)
 }
 
 fn parse_flag(s: &[u8]) -> Result<u16, ParseError> {
@@ -96,7 +114,7 @@ fn parse_into(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(), Par
         Ok(header.reference_id(name).map_or(-1, |i| i as i32))
     };
     let mut tid = if rname == b"*" { -1 } else { lookup(rname)? };
-    let pos = parse_i64(next("POS")?, "POS")? - 1;
+    let pos = parse_pos(next("POS")?, "POS")?;
     if pos < 0 && tid >= 0 {
         tid = -1;
     }
@@ -142,6 +160,9 @@ fn parse_into(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(), Par
     } else {
         1
     };
+    if pos > i32::MAX as i64 {
+        return Err("Positional data is too large for BAM format".into());
+    }
     let bin = crate::bin::reg2bin(pos, pos + rlen.max(1) as i64);
     let rnext = next("RNEXT")?;
     let mut mtid = match rnext {
@@ -149,7 +170,7 @@ fn parse_into(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(), Par
         b"*" => -1,
         name => lookup(name)?,
     };
-    let mpos = parse_i64(next("PNEXT")?, "PNEXT")? - 1;
+    let mpos = parse_pos(next("PNEXT")?, "PNEXT")?;
     if mpos < 0 && mtid >= 0 {
         mtid = -1;
     }
@@ -170,8 +191,8 @@ fn parse_into(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(), Par
     if !qual_absent && qual.len() != seq.len() {
         return Err("SEQ and QUAL are of different length".into());
     }
-    if pos > i32::MAX as i64 || mpos > i32::MAX as i64 {
-        return Err("position too large for BAM".into());
+    if mpos > i32::MAX as i64 {
+        return Err("Positional data is too large for BAM format".into());
     }
     let long_cigar = cigar.len() > 0xffff;
 

@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark runner: sortase vs. samtools 1.24 (pysam's).
+
+    python3 bench/compare.py CASE [--size small|large] [--data DIR] [--threads 2]
+                             [--pairs 3] [--no-record] [--sortase PATH] ...
+    python3 bench/compare.py --list
+
+A CASE (see CASES below) has a description, a list of variants (label + shell
+command template) and optionally a `floor` variant (a lower bound such as pure
+BGZF inflation) and a `check` (do the variants' outputs agree?).  The first
+variant is always sortase.
+
+Procedure:
+  1. one untimed warm-up read of the input (`cat input > /dev/null`) so every
+     variant sees a warm page cache (dropping caches is not possible here);
+  2. the variants run in alternation (A B [floor] A B [floor] ...), --pairs
+     rounds, each under `/usr/bin/time -v` (user/sys CPU, peak RSS, exit
+     status) with the wall time taken around it in Python;
+  3. per variant: median wall, min-max wall, median CPU% ((user+sys)/wall),
+     median user+sys, max peak RSS, and the ratio variant/sortase of the
+     median walls (>1 means sortase is faster); with a floor also
+     sortase/floor;
+  4. optional output check;
+  5. unless --no-record: a markdown section appended to bench/RESULTS.md and
+     rows appended to bench/results.csv.
+
+Template fields: {input} {out} {threads} {tmp} {sortase} {samtools}
+  {out}      a per-variant output path in the scratch dir (removed afterwards)
+  {tmp}      a per-variant scratch directory (e.g. for sort -T)
+  {sortase}  --sortase (default /work/main/target/release/sortase)
+  {samtools} --samtools (default: `<this python> -S bench/samtools-1.24`,
+             i.e. pysam's samtools 1.24; ~0.1 s start-up overhead, measured
+             and reported with each result)
+Commands without shell syntax are executed directly; others via
+`bash -o pipefail -c`.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+DEFAULT_SORTASE = os.path.join(REPO, "target", "release", "sortase")
+DEFAULT_SAMTOOLS = f"{shlex.quote(sys.executable)} -S {shlex.quote(os.path.join(BENCH_DIR, 'samtools-1.24'))}"
+RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS.md")
+RESULTS_CSV = os.path.join(BENCH_DIR, "results.csv")
+TIME_BIN = "/usr/bin/time"
+
+ZLIB_CAVEAT = (
+    "Caveat: pysam 0.24.1's bundled htslib is built WITHOUT libdeflate "
+    "(pysam.config.HAVE_LIBDEFLATE = 0), so samtools-1.24 here inflates/deflates "
+    "with zlib, roughly 2x slower than a usual samtools build with libdeflate "
+    "(Debian's samtools 1.16 has it; add it with --debian-samtools).")
+
+THREADS_CAVEAT = (
+    "Caveat: samtools' `-@N` means N *additional* (compression/decompression) "
+    "threads besides the main thread, sortase's `-@N` means N threads in total; "
+    "both get the same number here, as the issue asks for `-@2` on both.")
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+# input: "unsorted" -> DIR/SIZE.bam (aligner order), "sorted" -> DIR/SIZE.sorted.bam
+# check: None | "stdout" (stdout of the variants must be identical) |
+#        a command template run on each variant's {out}; its stdout must agree.
+
+CASES = {
+    "view-bam": {
+        "description": (
+            "BAM -> BAM re-encode (`view -b -o`): inflate + parse + deflate, "
+            "both at their default compression level (samtools: BGZF level 6 "
+            "via htslib's default). Dominated by deflate. " + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} view -b -@{threads} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} view -b -@{threads} -o {out} {input}"),
+        ],
+        "floor": None,
+        # Debian samtools (libdeflate) only to hash the records: faster on large
+        "check": "samtools view -@{threads} {out} | md5sum",
+    },
+    "view-u": {
+        "description": (
+            "BAM -> uncompressed BAM to /dev/null (`view -u`): inflate + "
+            "record parse/serialise, no deflate. Floor: `bgzip -@{threads} -dc` "
+            "(htslib inflate only, Debian bgzip 1.16). " + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} view -u -@{threads} -o /dev/null {input}"),
+            ("samtools-1.24", "{samtools} view -u -@{threads} -o /dev/null {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": None,
+    },
+    "view-count": {
+        "description": (
+            "Count records (`view -c`): inflate + minimal record walk, prints "
+            "one number. " + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} view -c -@{threads} {input}"),
+            ("samtools-1.24", "{samtools} view -c -@{threads} {input}"),
+        ],
+        "floor": None,
+        "check": "stdout",
+    },
+    "flagstat": {
+        "description": (
+            "Flag statistics (`flagstat`): sortase splits the BAM into byte ranges "
+            "counted on all threads; samtools reads it sequentially with -@ "
+            "decompression threads. Floor: `bgzip -@{threads} -dc` (inflate only). "
+            + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} flagstat -@{threads} {input}"),
+            ("samtools-1.24", "{samtools} flagstat -@{threads} {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": "stdout",
+    },
+    "index-bai": {
+        "description": (
+            "BAI index of a coordinate-sorted BAM (`index`): sortase builds per-range "
+            "summaries on all threads and replays them through htslib's index state "
+            "machine; the files must be byte-identical. Floor: `bgzip -@{threads} -dc`. "
+            + THREADS_CAVEAT),
+        "input": "sorted",
+        "variants": [
+            ("sortase", "{sortase} index -@{threads} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} index -@{threads} -o {out} {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": "md5sum < {out}",
+    },
+    "index-csi": {
+        "description": (
+            "CSI index (`index -c`), as index-bai. " + THREADS_CAVEAT),
+        "input": "sorted",
+        "variants": [
+            ("sortase", "{sortase} index -c -@{threads} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} index -c -@{threads} -o {out} {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": "md5sum < {out}",
+    },
+}
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+SHELL_CHARS = re.compile(r"[|&;<>()$`*?~{}\[\]\n]")
+
+
+def needs_shell(cmd):
+    return bool(SHELL_CHARS.search(cmd))
+
+
+def render(template, fields):
+    return template.format(**fields)
+
+
+def parse_time_v(path):
+    """Parse GNU time -v output."""
+    out = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if ": " not in line:
+                continue
+            val = line.rsplit(": ", 1)[1].strip()
+            if line.startswith("User time"):
+                out["user"] = float(val)
+            elif line.startswith("System time"):
+                out["sys"] = float(val)
+            elif line.startswith("Maximum resident set size"):
+                out["rss_kb"] = int(val)
+            elif line.startswith("Exit status"):
+                out["exit"] = int(val)
+            elif line.startswith("Percent of CPU"):
+                out["cpu_pct_time"] = val
+            elif line.startswith("Command terminated by signal"):
+                out["signal"] = line
+    return out
+
+
+def run_timed(cmd, cwd, stdout_path, stderr_path, time_path):
+    """Run one command under /usr/bin/time -v; return a result dict."""
+    if needs_shell(cmd):
+        argv = ["bash", "-o", "pipefail", "-c", cmd]
+    else:
+        argv = shlex.split(cmd)
+    full = [TIME_BIN, "-v", "-o", time_path] + argv
+    with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
+        t0 = time.perf_counter()
+        p = subprocess.run(full, cwd=cwd, stdout=so, stderr=se, stdin=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+    res = parse_time_v(time_path) if os.path.exists(time_path) else {}
+    res["wall"] = wall
+    res["rc"] = p.returncode
+    res.setdefault("user", float("nan"))
+    res.setdefault("sys", float("nan"))
+    res.setdefault("rss_kb", 0)
+    res["cpu"] = res["user"] + res["sys"]
+    res["cpu_pct"] = 100.0 * res["cpu"] / wall if wall > 0 else float("nan")
+    return res
+
+
+def tail(path, n=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def git_commit():
+    try:
+        h = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if h.returncode != 0 or not h.stdout.strip():
+            return "none"
+        commit = h.stdout.strip()
+        d = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if d.returncode == 0 and d.stdout.strip():
+            commit += " (+uncommitted changes)"
+        return commit
+    except OSError:
+        return "none"
+
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    ram = "unknown"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                    break
+    except OSError:
+        pass
+    try:
+        nproc = len(os.sched_getaffinity(0))
+    except AttributeError:
+        nproc = os.cpu_count()
+    return {"nproc": nproc, "cpu": cpu, "ram": ram, "kernel": os.uname().release}
+
+
+def first_line(cmd):
+    try:
+        p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, errors="replace", timeout=60)
+        for line in p.stdout.splitlines():
+            if line.strip():
+                return line.strip()
+    except Exception:
+        pass
+    return "unknown"
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024.0
+
+
+def fmt_ratio(x):
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+# --------------------------------------------------------------------------
+# main work
+# --------------------------------------------------------------------------
+
+def summarise(label, role, cmd, results):
+    walls = [r["wall"] for r in results]
+    return {
+        "label": label, "role": role, "command": cmd, "runs": len(results),
+        "wall_median": statistics.median(walls), "wall_min": min(walls), "wall_max": max(walls),
+        "cpu_pct_median": statistics.median(r["cpu_pct"] for r in results),
+        "cpu_s_median": statistics.median(r["cpu"] for r in results),
+        "rss_max_mb": max(r["rss_kb"] for r in results) / 1024.0,
+        "walls": walls,
+    }
+
+
+def run_check(case, runs_meta, fields_base, scratch):
+    """Return (ok, text)."""
+    check = case.get("check")
+    if not check:
+        return None, "no check defined"
+    digests = {}
+    for label, meta in runs_meta.items():
+        if meta["role"] == "floor":
+            continue
+        if check == "stdout":
+            with open(meta["stdout"], "rb") as f:
+                digests[label] = f.read().decode(errors="replace").strip()
+        else:
+            cmd = render(check, dict(fields_base, out=meta["out"], tmp=meta["tmp"]))
+            p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=scratch,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                return False, f"check command failed for {label}: {cmd}\n{p.stderr.strip()}"
+            digests[label] = p.stdout.strip()
+    vals = set(digests.values())
+    desc = check if check != "stdout" else "stdout identical"
+    shown = "; ".join(f"{k}: `{v[:60]}`" for k, v in digests.items())
+    if len(vals) == 1:
+        return True, f"outputs agree ({desc}) -- {shown}"
+    return False, f"OUTPUTS DIFFER ({desc}) -- {shown}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("case", nargs="?", help="case name (see --list)")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--data", default="/work/bench-data", help="data dir of bench/generate.py")
+    ap.add_argument("--size", default="small", help="data size: tiny|small|large (default small)")
+    ap.add_argument("--input", help="explicit input file (overrides --data/--size)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pairs", type=int, default=3, help="alternation rounds (default 3)")
+    ap.add_argument("--sortase", default=DEFAULT_SORTASE, help="sortase command")
+    ap.add_argument("--samtools", default=DEFAULT_SAMTOOLS, help="samtools command")
+    ap.add_argument("--debian-samtools", nargs="?", const="/usr/bin/samtools", default=None,
+                    metavar="PATH",
+                    help="add a third variant: the samtools-1.24 command line run with this "
+                         "samtools instead (default /usr/bin/samtools = Debian 1.16, built "
+                         "with libdeflate)")
+    ap.add_argument("--scratch", help="scratch dir for outputs (default: DATA/compare-tmp)")
+    ap.add_argument("--no-record", action="store_true",
+                    help="do not append to bench/RESULTS.md / results.csv")
+    ap.add_argument("--no-check", action="store_true", help="skip the output check")
+    ap.add_argument("--note", default="", help="free text added to the RESULTS.md section")
+    args = ap.parse_args()
+
+    if args.list or not args.case:
+        for name, c in CASES.items():
+            print(f"{name}: {c['description']}")
+            for label, tpl in c["variants"]:
+                print(f"    {label}: {tpl}")
+            if c.get("floor"):
+                print(f"    floor {c['floor'][0]}: {c['floor'][1]}")
+        return 0 if args.list else 2
+    if args.case not in CASES:
+        sys.exit(f"unknown case {args.case!r}; known: {', '.join(CASES)}")
+    case = CASES[args.case]
+
+    # input + metadata
+    meta_json = None
+    if args.input:
+        inp = os.path.abspath(args.input)
+    else:
+        suffix = ".sorted.bam" if case.get("input") == "sorted" else ".bam"
+        inp = os.path.join(os.path.abspath(args.data), args.size + suffix)
+        jp = os.path.join(os.path.abspath(args.data), args.size + ".json")
+        if os.path.exists(jp):
+            with open(jp) as f:
+                meta_json = json.load(f)
+    if not os.path.exists(inp):
+        sys.exit(f"input not found: {inp} (generate it with bench/generate.py --size {args.size})")
+    in_bytes = os.path.getsize(inp)
+    records = meta_json.get("records") if meta_json else None
+
+    sortase_exe = shlex.split(args.sortase)[0]
+    if shutil.which(sortase_exe) is None:
+        sys.exit(f"sortase not found/executable: {sortase_exe} (build it, or pass --sortase)")
+    if not os.path.exists(TIME_BIN):
+        sys.exit(f"{TIME_BIN} (GNU time) is required")
+
+    scratch_root = os.path.abspath(args.scratch or os.path.join(os.path.dirname(inp), "compare-tmp"))
+    os.makedirs(scratch_root, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f"{args.case}.", dir=scratch_root)
+
+    fields_base = {"input": shlex.quote(inp), "threads": args.threads,
+                   "sortase": args.sortase, "samtools": args.samtools}
+    plan = [(label, "variant", tpl) for label, tpl in case["variants"]]
+    if args.debian_samtools:
+        ver = first_line(f"{shlex.quote(args.debian_samtools)} --version").split()
+        dlabel = "samtools-" + (ver[1] if len(ver) > 1 else "other")
+        if dlabel == "samtools-1.24":
+            dlabel += "-native"
+        tpl = next(t for _, t in case["variants"] if "{samtools}" in t)
+        plan.append((dlabel, "variant", tpl.replace("{samtools}", shlex.quote(args.debian_samtools))))
+    if case.get("floor"):
+        plan.append((case["floor"][0], "floor", case["floor"][1]))
+    runs_meta = {}
+    for label, role, tpl in plan:
+        vdir = os.path.join(scratch, label)
+        os.makedirs(os.path.join(vdir, "tmp"), exist_ok=True)
+        out = os.path.join(vdir, "out.bam")
+        fields = dict(fields_base, out=shlex.quote(out), tmp=shlex.quote(os.path.join(vdir, "tmp")))
+        runs_meta[label] = {"role": role, "cmd": render(tpl, fields), "dir": vdir,
+                            "out": shlex.quote(out), "tmp": shlex.quote(os.path.join(vdir, "tmp")),
+                            "stdout": os.path.join(vdir, "stdout"), "results": []}
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()
+    print(f"case {args.case}: input {inp} ({human_bytes(in_bytes)}"
+          + (f", {records:,} records" if records else "") + f"), threads {args.threads}, "
+          f"{args.pairs} rounds; load average {load_before[0]:.2f}")
+    for label, m in runs_meta.items():
+        print(f"  {label:>14}: {m['cmd']}")
+
+    # fixed start-up cost of the samtools command (the pysam wrapper starts a
+    # Python interpreter and loads the library): reported, not subtracted
+    startup = None
+    if any("{samtools}" in tpl for _, _, tpl in plan):
+        ts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run(shlex.split(args.samtools) + ["version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            ts.append(time.perf_counter() - t0)
+        startup = statistics.median(ts)
+        print(f"samtools start-up (`{args.samtools} version`, median of 3): {startup:.3f} s")
+
+    # warm-up read of the input
+    t0 = time.perf_counter()
+    subprocess.run(["cat", inp], stdout=subprocess.DEVNULL, check=True)
+    print(f"warm-up read: {time.perf_counter() - t0:.2f} s")
+
+    failed = None
+    try:
+        for rnd in range(1, args.pairs + 1):
+            for label, m in runs_meta.items():
+                n = len(m["results"])
+                r = run_timed(m["cmd"], m["dir"], m["stdout"], os.path.join(m["dir"], f"stderr.{n}"),
+                              os.path.join(m["dir"], f"time.{n}"))
+                m["results"].append(r)
+                print(f"  round {rnd} {label:>14}: wall {r['wall']:7.2f} s  cpu {r['cpu_pct']:5.0f} %  "
+                      f"rss {r['rss_kb'] / 1024:7.1f} MB  rc {r['rc']}", flush=True)
+                if r["rc"] != 0:
+                    failed = (label, m["cmd"], tail(os.path.join(m["dir"], f"stderr.{n}")))
+                    raise RuntimeError
+        ok, check_text = (None, "skipped (--no-check)") if args.no_check else \
+            run_check(case, runs_meta, fields_base, scratch)
+    except RuntimeError:
+        ok, check_text = None, ""
+    finally:
+        finished = datetime.datetime.now(datetime.timezone.utc)
+        load_after = os.getloadavg()
+
+    if failed:
+        label, cmd, err = failed
+        print(f"\nFAILED: {label} exited non-zero\n  {cmd}\n{err}", file=sys.stderr)
+        print(f"(scratch kept: {scratch})", file=sys.stderr)
+        return 1
+
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        os.rmdir(scratch_root)  # only if empty
+    except OSError:
+        pass
+
+    sums = [summarise(label, m["role"], m["cmd"], m["results"]) for label, m in runs_meta.items()]
+    base = sums[0]
+    for s in sums:
+        if s["role"] == "variant" and s is not base:
+            s["ratio"] = s["wall_median"] / base["wall_median"]
+        else:
+            s["ratio"] = None
+    floor = next((s for s in sums if s["role"] == "floor"), None)
+    sortase_over_floor = base["wall_median"] / floor["wall_median"] if floor else None
+
+    # ---------------------------------------------------------- report
+    header = ("| variant | runs | wall median (s) | wall min-max (s) | CPU % (median) "
+              "| user+sys median (s) | peak RSS max (MiB) | ratio vs sortase |")
+    sep = "|---|---:|---:|---:|---:|---:|---:|---:|"
+    rows = []
+    for s in sums:
+        name = s["label"] + (" (floor)" if s["role"] == "floor" else "")
+        ratio = "1.00 (base)" if s is base else ("-" if s["role"] == "floor" else fmt_ratio(s["ratio"]))
+        rows.append(f"| {name} | {s['runs']} | {s['wall_median']:.3f} | {s['wall_min']:.3f}-{s['wall_max']:.3f} "
+                    f"| {s['cpu_pct_median']:.0f} | {s['cpu_s_median']:.2f} | {s['rss_max_mb']:.1f} | {ratio} |")
+    table = "\n".join([header, sep] + rows)
+    notes = ["ratio = median wall(variant) / median wall(sortase); > 1 means sortase is faster."]
+    if any("{samtools}" in tpl for _, _, tpl in plan) and args.samtools == DEFAULT_SAMTOOLS:
+        notes.append(ZLIB_CAVEAT)
+    if startup is not None:
+        notes.append(f"samtools command start-up cost (`samtools version` through the same "
+                     f"command, median of 3): {startup:.3f} s -- included in its wall times.")
+    if floor:
+        notes.append(f"sortase / floor ({floor['label']}) = {sortase_over_floor:.2f}x "
+                     "(1.00 would mean sortase runs at the floor's speed).")
+    print()
+    print(table)
+    for n in notes:
+        print(n)
+    if check_text:
+        print("check: " + check_text)
+
+    if args.no_record:
+        print("\n(--no-record: nothing written to RESULTS.md / results.csv)")
+        return 0 if ok in (None, True) else 3
+
+    mi = machine_info()
+    commit = git_commit()
+    sortase_ver = first_line(f"{args.sortase} --version")
+    samtools_ver = first_line(f"{args.samtools} --version")
+    date = started.strftime("%Y-%m-%d %H:%M UTC")
+    size_label = os.path.basename(inp)
+    lines = [
+        "", f"## {args.case} -- {size_label} -- {date}", "",
+        f"- What: {case['description'].replace('{threads}', str(args.threads))}",
+        f"- Commit: {commit}; sortase: `{sortase_ver}`; samtools: `{samtools_ver}`",
+        f"- Machine: {mi['nproc']} CPUs ({mi['cpu']}), {mi['ram']} RAM, Linux {mi['kernel']}; "
+        f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}",
+        f"- Data: `{inp}`, {in_bytes:,} bytes ({human_bytes(in_bytes)})"
+        + (f", {records:,} records" if records else "")
+        + (f" ({meta_json.get('description')})" if meta_json else ""),
+        f"- Threads: {args.threads}; {args.pairs} alternating rounds "
+        f"({' / '.join(runs_meta)}); warm page cache (one untimed `cat` of the input first)",
+        "- Commands:",
+    ]
+    for label, m in runs_meta.items():
+        lines.append(f"  - {label}{' (floor)' if m['role'] == 'floor' else ''}: `{m['cmd']}`")
+    lines += ["", table, ""] + [f"{n}  " for n in notes]
+    if check_text:
+        lines.append(f"Check: {check_text}  ")
+    if args.note:
+        lines.append(f"Note: {args.note}  ")
+    if not os.path.exists(RESULTS_MD):
+        with open(RESULTS_MD, "w") as f:
+            f.write("# sortase benchmark results\n\nAppended by `bench/compare.py` "
+                    "(see bench/README.md).\n")
+    with open(RESULTS_MD, "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+    new_csv = not os.path.exists(RESULTS_CSV)
+    with open(RESULTS_CSV, "a", newline="") as f:
+        w = csv.writer(f)
+        if new_csv:
+            w.writerow(["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
+                        "label", "role", "runs", "wall_median_s", "wall_min_s", "wall_max_s",
+                        "cpu_pct_median", "cpu_s_median", "rss_max_mib", "ratio_vs_sortase",
+                        "sortase_over_floor", "check", "command"])
+        for s in sums:
+            w.writerow([started.strftime("%Y-%m-%dT%H:%M:%SZ"), commit, args.case, inp, in_bytes,
+                        records or "", args.threads, s["label"], s["role"], s["runs"],
+                        f"{s['wall_median']:.4f}", f"{s['wall_min']:.4f}", f"{s['wall_max']:.4f}",
+                        f"{s['cpu_pct_median']:.1f}", f"{s['cpu_s_median']:.3f}",
+                        f"{s['rss_max_mb']:.1f}",
+                        "" if s["ratio"] is None else f"{s['ratio']:.4f}",
+                        "" if not (floor and s is base) else f"{sortase_over_floor:.4f}",
+                        "" if ok is None else ("agree" if ok else "DIFFER"), s["command"]])
+    print(f"\nrecorded: {RESULTS_MD}, {RESULTS_CSV}")
+    return 0 if ok in (None, True) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

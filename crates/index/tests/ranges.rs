@@ -1,0 +1,616 @@
+//! Property tests of the range planner (`sortase_index::range`) on BAMs built in memory.
+//!
+//! Each BAM is written with [`ParallelWriter`]; the virtual offset of every record start is known from
+//! [`ParallelWriter::position`] and the [`BlockLog`]. Then, for many range counts, the records read range
+//! by range must be all records exactly once, in order, and [`find_record_start`] must only ever answer a
+//! true record start. A small xorshift generator keeps everything deterministic (no extra dependencies).
+
+use sortase_bam::{virtual_offset, Header, Reference};
+use sortase_bgzf::{BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_index::range::{find_record_start, map_ranges, plan_ranges, RangeStream};
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Deterministic xorshift64* generator.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A temporary file, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "sortase-ranges-{}-{n}-{name}.bam",
+            std::process::id()
+        ));
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// One raw record with its `block_size` prefix.
+struct Spec<'a> {
+    ref_id: i32,
+    pos: i32,
+    name: &'a [u8],
+    l_seq: usize,
+    flag: u16,
+    /// Bytes for the quality field (cycled); random when empty.
+    qual: &'a [u8],
+    aux: &'a [u8],
+}
+
+fn record(s: &Spec<'_>, rng: &mut Rng) -> Vec<u8> {
+    let n_cigar: u16 = if s.ref_id >= 0 && s.l_seq > 0 && s.flag & 4 == 0 {
+        1
+    } else {
+        0
+    };
+    let mut r = Vec::with_capacity(64 + s.l_seq * 2);
+    r.extend_from_slice(&s.ref_id.to_le_bytes());
+    r.extend_from_slice(&s.pos.to_le_bytes());
+    r.push(s.name.len() as u8 + 1);
+    r.push(60);
+    r.extend_from_slice(&4680u16.to_le_bytes());
+    r.extend_from_slice(&n_cigar.to_le_bytes());
+    r.extend_from_slice(&s.flag.to_le_bytes());
+    r.extend_from_slice(&(s.l_seq as u32).to_le_bytes());
+    r.extend_from_slice(&(-1i32).to_le_bytes());
+    r.extend_from_slice(&(-1i32).to_le_bytes());
+    r.extend_from_slice(&0i32.to_le_bytes());
+    r.extend_from_slice(s.name);
+    r.push(0);
+    if n_cigar == 1 {
+        r.extend_from_slice(&((s.l_seq as u32) << 4).to_le_bytes()); // {l_seq}M
+    }
+    for _ in 0..s.l_seq.div_ceil(2) {
+        r.push(
+            [0x11u8, 0x12, 0x14, 0x18, 0x21, 0x24, 0x42, 0x48, 0x84, 0x88][rng.below(10) as usize],
+        );
+    }
+    for i in 0..s.l_seq {
+        r.push(if s.qual.is_empty() {
+            rng.below(42) as u8
+        } else {
+            s.qual[i % s.qual.len()]
+        });
+    }
+    r.extend_from_slice(s.aux);
+    let mut out = (r.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&r);
+    out
+}
+
+/// How records go into blocks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Blocking {
+    /// Records straddle blocks freely.
+    Straddle,
+    /// As htslib writes: a record starts a new block when it would not fit in the open one.
+    Record,
+}
+
+/// A BAM on disk and the truth about it.
+struct Bam {
+    file: TempFile,
+    n_ref: usize,
+    /// Every record, with its `block_size` prefix, in file order.
+    records: Vec<Vec<u8>>,
+    /// Virtual offset of every record's first byte (block holding that byte, offset in it).
+    starts: Vec<u64>,
+    log: BlockLog,
+    /// No record is longer than a few KiB (so every block holds a provable record start).
+    small_records: bool,
+}
+
+impl Bam {
+    fn path(&self) -> &Path {
+        &self.file.0
+    }
+
+    /// Compressed offset of every data block (no EOF marker) and its uncompressed size.
+    fn blocks(&self) -> Vec<(u64, u32)> {
+        let offs = self.log.compressed_offsets();
+        self.log
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, u))| (offs[i], u))
+            .collect()
+    }
+}
+
+fn write_bam(
+    name: &str,
+    n_ref: usize,
+    records: Vec<Vec<u8>>,
+    blocking: Blocking,
+    level: i32,
+    end_block_after_header: bool,
+) -> Bam {
+    let refs: Vec<Reference> = (0..n_ref)
+        .map(|i| Reference {
+            name: format!("chr{i}").into_bytes(),
+            length: 100_000_000,
+        })
+        .collect();
+    let mut text = String::from("@HD\tVN:1.6\tSO:coordinate\n");
+    for r in &refs {
+        text.push_str(&format!(
+            "@SQ\tSN:{}\tLN:{}\n",
+            String::from_utf8_lossy(&r.name),
+            r.length
+        ));
+    }
+    let header = Header::new(text, refs);
+    let file = TempFile::new(name);
+    let mut w = ParallelWriter::new(
+        File::create(&file.0).unwrap(),
+        WriterOptions::new(2, CompressionLevel::samtools(level)),
+    );
+    w.write_all(&header.to_bam_bytes()).unwrap();
+    if end_block_after_header {
+        w.end_block().unwrap();
+    }
+    let mut positions = Vec::with_capacity(records.len());
+    for r in &records {
+        if blocking == Blocking::Record {
+            w.reserve(r.len()).unwrap();
+        }
+        positions.push(w.position());
+        w.write_all(r).unwrap();
+    }
+    let (_, log) = w.finish().unwrap();
+    let offs = log.compressed_offsets();
+    let starts = positions
+        .iter()
+        .map(|&(block, off)| (offs[block as usize] << 16) | u64::from(off))
+        .collect();
+    let small_records = records.iter().all(|r| r.len() < 4096);
+    Bam {
+        file,
+        n_ref,
+        records,
+        starts,
+        log,
+        small_records,
+    }
+}
+
+/// The four kinds of files of the brief, plus an all-unmapped one and a header-only one.
+fn test_bams() -> Vec<Bam> {
+    let mut rng = Rng::new(2024);
+    let mut out = Vec::new();
+
+    // (a) records of 0-3000 bases straddling blocks, with aux fields; coordinate order on 3 refs.
+    let mut recs = Vec::new();
+    for i in 0..1500 {
+        let name = format!("a{i}");
+        let aux: &[u8] = match i % 3 {
+            0 => b"NMC\x05",
+            1 => b"XAZhello\0RGZgrp1\0",
+            _ => b"",
+        };
+        recs.push(record(
+            &Spec {
+                ref_id: (i / 500) as i32,
+                pos: (i % 500) as i32 * 100,
+                name: name.as_bytes(),
+                l_seq: rng.below(2000) as usize,
+                flag: 0,
+                qual: &[],
+                aux,
+            },
+            &mut rng,
+        ));
+    }
+    out.push(write_bam(
+        "straddle",
+        3,
+        recs.clone(),
+        Blocking::Straddle,
+        1,
+        false,
+    ));
+    out.push(write_bam("straddle0", 3, recs, Blocking::Straddle, 0, true));
+
+    // (b) records over 64 KiB (l_seq ~100 000) among small ones.
+    let mut recs = Vec::new();
+    for i in 0..100 {
+        let big = i % 5 == 1;
+        let name = format!("b{i}");
+        recs.push(record(
+            &Spec {
+                ref_id: 0,
+                pos: i * 10,
+                name: name.as_bytes(),
+                l_seq: if big {
+                    90_000 + rng.below(20_000) as usize
+                } else {
+                    rng.below(300) as usize
+                },
+                flag: 0,
+                qual: &[],
+                aux: b"",
+            },
+            &mut rng,
+        ));
+    }
+    out.push(write_bam(
+        "huge",
+        1,
+        recs.clone(),
+        Blocking::Straddle,
+        1,
+        false,
+    ));
+    out.push(write_bam("huge_rec", 1, recs, Blocking::Record, 6, true));
+
+    // (c) blocks of hundreds of small records; (d) an unmapped tail (refID -1).
+    let mut recs = Vec::new();
+    for i in 0..30_000 {
+        let name = format!("c{i}");
+        let tail = i >= 24_000;
+        recs.push(record(
+            &Spec {
+                ref_id: if tail { -1 } else { (i / 8000) as i32 },
+                pos: if tail { -1 } else { (i % 8000) as i32 },
+                name: name.as_bytes(),
+                l_seq: rng.below(40) as usize,
+                flag: if tail { 4 } else { 0 },
+                qual: &[],
+                aux: b"",
+            },
+            &mut rng,
+        ));
+    }
+    out.push(write_bam(
+        "small_rec",
+        3,
+        recs.clone(),
+        Blocking::Record,
+        1,
+        true,
+    ));
+    out.push(write_bam(
+        "small_straddle",
+        3,
+        recs,
+        Blocking::Straddle,
+        0,
+        false,
+    ));
+
+    // All unmapped, no references at all.
+    let mut recs = Vec::new();
+    for i in 0..5000 {
+        let name = format!("u{i}");
+        recs.push(record(
+            &Spec {
+                ref_id: -1,
+                pos: -1,
+                name: name.as_bytes(),
+                l_seq: rng.below(200) as usize,
+                flag: 4,
+                qual: &[],
+                aux: b"",
+            },
+            &mut rng,
+        ));
+    }
+    out.push(write_bam("unmapped", 0, recs, Blocking::Straddle, 1, false));
+
+    // A header and no records.
+    out.push(write_bam("empty", 2, Vec::new(), Blocking::Record, 6, true));
+    out
+}
+
+/// Every record of `bam`'s ranges for `n`, read with `RangeStream`, checked against the truth.
+fn check_plan(bam: &Bam, n: usize, failures: &mut Vec<String>) {
+    let name = bam.path().display().to_string();
+    let plan =
+        plan_ranges(bam.path(), n).unwrap_or_else(|e| panic!("{name}: plan_ranges({n}): {e}"));
+    let ranges = &plan.ranges;
+    let label = format!("{name} n={n} ({} ranges)", ranges.len());
+    if ranges.is_empty() || ranges.len() > n.max(1) {
+        failures.push(format!("{label}: bad range count"));
+        return;
+    }
+    if ranges.last().unwrap().end != u64::MAX {
+        failures.push(format!("{label}: last range does not end at u64::MAX"));
+    }
+    for w in ranges.windows(2) {
+        if w[0].end != w[1].start || w[0].start >= w[0].end {
+            failures.push(format!("{label}: ranges not contiguous/increasing: {w:?}"));
+        }
+    }
+    let truth: BTreeSet<u64> = bam.starts.iter().copied().collect();
+    for r in ranges.iter().skip(1) {
+        if !truth.contains(&r.start) {
+            failures.push(format!(
+                "{label}: range start {}:{} is not a record start",
+                r.start >> 16,
+                r.start & 0xffff
+            ));
+        }
+    }
+    let mut got: Vec<Vec<u8>> = Vec::with_capacity(bam.records.len());
+    for (i, r) in ranges.iter().enumerate() {
+        let mut s = RangeStream::open(bam.path(), r, bam.n_ref)
+            .unwrap_or_else(|e| panic!("{label}: open range {i}: {e}"));
+        let mut cursor = 0;
+        while let Some(batch) = s
+            .next_batch()
+            .unwrap_or_else(|e| panic!("{label}: range {i} {r:?}: {e}"))
+        {
+            // Where each record starts, from the stream's own block table.
+            let mut u = batch.stream_offset();
+            for raw in batch.iter_raw() {
+                let v = virtual_offset(s.block_table(), &mut cursor, u);
+                if v < r.start || v >= r.end {
+                    failures.push(format!(
+                        "{label}: range {i} {r:?} yields a record at {v} outside it"
+                    ));
+                }
+                u += raw.len() as u64;
+                got.push(raw.to_vec());
+            }
+        }
+    }
+    compare_records(&label, &got, &bam.records, failures);
+
+    // map_ranges, on 1-4 threads, must give the same.
+    let threads = 1 + n % 4;
+    let parts = map_ranges(bam.path(), &plan, threads, |mut s| {
+        let mut v = Vec::new();
+        while let Some(b) = s.next_batch()? {
+            v.extend(b.iter_raw().map(<[u8]>::to_vec));
+        }
+        Ok(v)
+    })
+    .unwrap_or_else(|e| panic!("{label}: map_ranges: {e}"));
+    if parts.len() != ranges.len() {
+        failures.push(format!(
+            "{label}: map_ranges returned {} results for {} ranges",
+            parts.len(),
+            ranges.len()
+        ));
+    }
+    let mapped: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
+    compare_records(
+        &format!("{label} map_ranges({threads})"),
+        &mapped,
+        &bam.records,
+        failures,
+    );
+}
+
+fn compare_records(label: &str, got: &[Vec<u8>], want: &[Vec<u8>], failures: &mut Vec<String>) {
+    if got == want {
+        return;
+    }
+    let i = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+    failures.push(format!(
+        "{label}: {} records read, {} written; first difference at record {i}",
+        got.len(),
+        want.len()
+    ));
+}
+
+#[test]
+fn ranges_cover_every_record_exactly_once() {
+    let bams = test_bams();
+    let mut rng = Rng::new(7);
+    let mut failures = Vec::new();
+    for bam in &bams {
+        let mut counts: Vec<usize> = vec![1, 2, 3, 50];
+        counts.extend((0..8).map(|_| 1 + rng.below(50) as usize));
+        let t = std::time::Instant::now();
+        for n in counts {
+            check_plan(bam, n, &mut failures);
+        }
+        eprintln!(
+            "{}: {} records, {} blocks, {:?}",
+            bam.path().display(),
+            bam.records.len(),
+            bam.log.blocks.len(),
+            t.elapsed()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
+
+/// `find_record_start` at random byte offsets: every answer is a true record start in or after the first
+/// block starting at or after the offset; with small records, exactly the first record start there.
+#[test]
+fn find_record_start_only_finds_true_starts() {
+    let bams = test_bams();
+    let mut rng = Rng::new(11);
+    let mut failures = Vec::new();
+    for bam in &bams {
+        let name = bam.path().display().to_string();
+        let truth: BTreeSet<u64> = bam.starts.iter().copied().collect();
+        let blocks = bam.blocks();
+        let file_len = std::fs::metadata(bam.path()).unwrap().len();
+        let mut file = File::open(bam.path()).unwrap();
+        let mut cuts: Vec<u64> = (0..150).map(|_| rng.below(file_len)).collect();
+        // Block starts themselves and their neighbours.
+        for &(c, _) in blocks.iter().step_by(1 + blocks.len() / 40) {
+            cuts.extend([c, c + 1, c.saturating_sub(1)]);
+        }
+        cuts.extend([0, file_len - 1]);
+        let mut found = 0;
+        for cut in cuts {
+            let got = find_record_start(&mut file, cut, bam.n_ref)
+                .unwrap_or_else(|e| panic!("{name}: find_record_start({cut}): {e}"));
+            // The first data block starting at or after the cut.
+            let first_block = blocks
+                .iter()
+                .find(|&&(c, u)| c >= cut && u > 0)
+                .map(|b| b.0);
+            let expected = first_block.and_then(|b| truth.range(b << 16..).next().copied());
+            match got {
+                Some(v) => {
+                    found += 1;
+                    if !truth.contains(&v) {
+                        failures.push(format!(
+                            "{name}: cut {cut}: answer {}:{} is not a record start (expected {:?})",
+                            v >> 16,
+                            v & 0xffff,
+                            expected.map(|e| (e >> 16, e & 0xffff))
+                        ));
+                    } else if first_block.is_none_or(|b| v < b << 16) {
+                        failures.push(format!(
+                            "{name}: cut {cut}: answer {}:{} is before the first block at/after the cut",
+                            v >> 16,
+                            v & 0xffff
+                        ));
+                    } else if bam.small_records && Some(v) != expected {
+                        failures.push(format!(
+                            "{name}: cut {cut}: answer {}:{} is not the first record start {:?}",
+                            v >> 16,
+                            v & 0xffff,
+                            expected.map(|e| (e >> 16, e & 0xffff))
+                        ));
+                    }
+                }
+                None => {
+                    if bam.small_records && expected.is_some() {
+                        failures.push(format!(
+                            "{name}: cut {cut}: no answer, but record start {:?} follows",
+                            expected.map(|e| (e >> 16, e & 0xffff))
+                        ));
+                    }
+                }
+            }
+        }
+        if !bam.records.is_empty() && found == 0 {
+            failures.push(format!("{name}: no cut found any record start"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
+
+/// A fake record (block_size 34, refID 0, unmapped, empty sequence, name "A") whose bytes are all
+/// below 94, so that it can appear inside the quality string of a real read.
+fn fake_record() -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&34u32.to_le_bytes());
+    r.extend_from_slice(&0i32.to_le_bytes()); // refID 0
+    r.extend_from_slice(&16i32.to_le_bytes()); // pos
+    r.extend_from_slice(&[2, 30]); // l_read_name, mapq
+    r.extend_from_slice(&4680u16.to_le_bytes()); // bin
+    r.extend_from_slice(&0u16.to_le_bytes()); // n_cigar_op
+    r.extend_from_slice(&4u16.to_le_bytes()); // flag
+    r.extend_from_slice(&0u32.to_le_bytes()); // l_seq
+    r.extend_from_slice(&0i32.to_le_bytes()); // next_refID 0
+    r.extend_from_slice(&0i32.to_le_bytes()); // next_pos
+    r.extend_from_slice(&0i32.to_le_bytes()); // tlen
+    r.extend_from_slice(b"A\0");
+    assert_eq!(r.len(), 38);
+    assert!(r.iter().all(|&b| b < 94));
+    r
+}
+
+/// Reads whose quality strings (valid Phred values 0-93) are a tiling of fake records ending exactly at
+/// the end of the read: from inside such a read, a chain of "valid records" runs into the real ones.
+/// The planner must still only cut at true record starts.
+#[test]
+fn quality_strings_that_look_like_records_do_not_fool_the_planner() {
+    let fake = fake_record();
+    let mut rng = Rng::new(5);
+    let mut recs = Vec::new();
+    for i in 0..40 {
+        let name = format!("q{i}");
+        let l_seq = fake.len() * 2000 + 3; // 76 003 bases; the quality string ends with whole fakes
+        let mut qual = vec![20u8; 3];
+        while qual.len() < l_seq {
+            qual.extend_from_slice(&fake);
+        }
+        recs.push(record(
+            &Spec {
+                ref_id: 0,
+                pos: i * 1000,
+                name: name.as_bytes(),
+                l_seq,
+                flag: 0,
+                qual: &qual,
+                aux: b"",
+            },
+            &mut rng,
+        ));
+    }
+    let bam = write_bam("fake_quals", 1, recs, Blocking::Straddle, 0, true);
+    let truth: BTreeSet<u64> = bam.starts.iter().copied().collect();
+    let file_len = std::fs::metadata(bam.path()).unwrap().len();
+    let mut file = File::open(bam.path()).unwrap();
+    let mut false_starts = Vec::new();
+    for k in 0..40 {
+        let cut = file_len * k / 40;
+        if let Some(v) = find_record_start(&mut file, cut, bam.n_ref).unwrap() {
+            if !truth.contains(&v) {
+                false_starts.push(format!("cut {cut} -> {}:{}", v >> 16, v & 0xffff));
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    if !false_starts.is_empty() {
+        failures.push(format!(
+            "find_record_start answered {} false record start(s) of 40: {}",
+            false_starts.len(),
+            false_starts
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for n in [2, 7, 12] {
+        check_plan(&bam, n, &mut failures);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
