@@ -25,7 +25,7 @@ pub enum Format {
 enum Records {
     Bam(ChunkStream),
     Sam(SamReader<Box<dyn BufRead + Send>>),
-    Cram(CramReader),
+    Cram(Box<CramReader>),
 }
 
 /// An opened input.
@@ -84,7 +84,7 @@ impl Input {
             return Ok(Self {
                 header,
                 format: Format::Cram,
-                records: Records::Cram(reader),
+                records: Records::Cram(Box::new(reader)),
             });
         }
         if head.starts_with(b"BAM\x01") {

@@ -225,31 +225,39 @@ mod tests {
     fn region_forms() {
         let h =
             Header::from_sam_text("@SQ\tSN:chr1\tLN:1000\n@SQ\tSN:HLA:1\tLN:50\n".into()).unwrap();
-        assert_eq!(
-            parse_region("chr1", &h),
-            Some(Region {
-                tid: 0,
+        let whole = |tid| {
+            Ok(Region {
+                tid,
                 beg: 0,
-                end: i64::MAX
+                end: i64::MAX,
             })
-        );
+        };
+        assert_eq!(parse_region("chr1", &h), whole(0));
         assert_eq!(
             parse_region("chr1:5", &h),
-            Some(Region {
+            Ok(Region {
                 tid: 0,
                 beg: 4,
                 end: i64::MAX
             })
         );
-        assert_eq!(parse_region("HLA:1", &h).map(|r| r.tid), Some(1));
+        assert_eq!(parse_region("HLA:1", &h), whole(1));
         assert_eq!(
             parse_region("HLA:1:2-3", &h),
-            Some(Region {
+            Ok(Region {
                 tid: 1,
                 beg: 1,
                 end: 3
             })
         );
-        assert_eq!(parse_region("chrZ", &h), None);
+        assert_eq!(
+            parse_region("{HLA:1}:2-3", &h),
+            Ok(Region {
+                tid: 1,
+                beg: 1,
+                end: 3
+            })
+        );
+        assert!(parse_region("chrZ", &h).is_err());
     }
 }

@@ -57,7 +57,7 @@ impl<'a> RecordRef<'a> {
         let need = FIXED_LEN as u64
             + l_name as u64
             + 4 * u64::from(u16_at(bytes, 12))
-            + (u64::from(r.l_seq()) + 1) / 2
+            + u64::from(r.l_seq()).div_ceil(2)
             + u64::from(r.l_seq());
         if need > bytes.len() as u64 {
             return Err(format!(

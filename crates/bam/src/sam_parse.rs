@@ -294,7 +294,7 @@ fn parse_aux(field: &[u8], out: &mut Vec<u8>) -> Result<(), ParseError> {
             out.extend_from_slice(&parse_f64(value)?.to_le_bytes());
         }
         b'Z' | b'H' => {
-            if ty == b'H' && value.len() % 2 != 0 {
+            if ty == b'H' && !value.len().is_multiple_of(2) {
                 return Err("hex field does not have an even number of digits".into());
             }
             out.push(ty);
@@ -452,6 +452,37 @@ mod tests {
             assert_eq!(f.value_type(), t, "{v}");
             assert_eq!(f.integer().unwrap().to_string(), v);
         }
+    }
+
+    /// Found by `fuzz/fuzz_targets/sam_parse.rs` (overflow panics before the fix).
+    #[test]
+    fn fuzz_regressions_out_of_range_numbers_are_errors() {
+        let h = header();
+        for line in [
+            &b"\t0\t\t9223372036854775808"[..],
+            b"r\t0\tchr1\t-9223372036854775808\t0\t*\t*\t0\t0\t*\t*",
+            b"r\t0\tchr1\t9223372036854775807\t0\t2M\t*\t0\t0\t*\t*",
+            b"r\t0\t*\t0\t0\t*\t*\t0\t0\t*\t*\tXX:i:18446744073709551615",
+        ] {
+            assert!(
+                parse_record(line, &h, &mut Vec::new()).is_err(),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    /// Found by the fuzzer: 17 ops of 2^28-1 overflow a 32-bit reference length.
+    #[test]
+    fn fuzz_regression_long_cigar_sums_in_64_bits() {
+        let h = header();
+        let cigar = "268435455M".repeat(17);
+        let mut bam = Vec::new();
+        let line = format!("r\t0\tchr1\t1\t0\t{cigar}\t*\t0\t0\t*\t*");
+        parse_record(line.as_bytes(), &h, &mut bam).unwrap();
+        let rec = RecordRef::new(&bam[4..]).unwrap();
+        assert_eq!(rec.reference_length(), 17 * 268_435_455);
+        assert_eq!(rec.end_position(), 17 * 268_435_455);
     }
 
     #[test]

@@ -155,7 +155,6 @@ impl<R: Read + Seek> Read for SeekReader<R> {
 mod tests {
     use super::*;
     use crate::{CompressionLevel, ParallelWriter, WriterOptions};
-    use std::io::Write;
 
     #[test]
     fn seek_to_positions_from_the_writer() {

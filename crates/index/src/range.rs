@@ -287,9 +287,8 @@ pub fn map_ranges<T: Send>(
     });
     let mut out = Vec::with_capacity(results.len());
     for m in results {
-        match m.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(r) => out.push(r?),
-            None => {}
+        if let Some(r) = m.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            out.push(r?);
         }
     }
     Ok(out)

@@ -3,10 +3,13 @@
 use crate::IndexFormat;
 use flate2::{Compress, Compression, FlushCompress};
 
+/// One bin: number, linear offset (CSI), chunks.
+pub type BinParts<'a> = (u32, u64, &'a [(u64, u64)]);
+
 /// One reference's bins (in table order) and linear index.
 pub struct ReferenceParts<'a> {
     /// `(bin, loff, chunks)`.
-    pub bins: Vec<(u32, u64, &'a [(u64, u64)])>,
+    pub bins: Vec<BinParts<'a>>,
     /// Linear index (BAI only).
     pub linear: &'a [u64],
 }

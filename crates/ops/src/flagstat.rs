@@ -246,10 +246,10 @@ impl FlagStat {
                     self.diff_high[w].to_string(),
                 ),
             ];
-            let _ = write!(s, " \"{name}\": {{ \n");
+            let _ = writeln!(s, " \"{name}\": {{ ");
             for (i, (k, v)) in fields.iter().enumerate() {
                 let sep = if i + 1 < fields.len() { "," } else { "" };
-                let _ = write!(s, "  \"{k}\": {v}{sep} \n");
+                let _ = writeln!(s, "  \"{k}\": {v}{sep} ");
             }
             s.push_str(if w == 0 { " },\n" } else { " }\n" });
         }
