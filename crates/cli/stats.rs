@@ -57,7 +57,7 @@ pub fn scan<T: Send>(
                 add(&mut acc, &r);
             }
         }
-        Ok(acc)
+        Ok::<_, sortase_bam::BamError>(acc)
     })?;
     Ok((plan.header, parts))
 }

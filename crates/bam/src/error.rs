@@ -38,6 +38,15 @@ pub enum BamError {
         /// What is wrong.
         reason: String,
     },
+    /// A byte range's end is not where the next range's first record starts: the boundary finder was
+    /// fooled (for example by quality strings that look like records). Callers fall back to one range.
+    #[error("range boundary at virtual offset {expected:#x} is not a record start (next record at {found:#x})")]
+    RangeBoundary {
+        /// The planned boundary.
+        expected: u64,
+        /// Where the next record really starts (`u64::MAX`: end of file).
+        found: u64,
+    },
     /// A CRAM conversion failed.
     #[error("CRAM: {0}")]
     Cram(String),

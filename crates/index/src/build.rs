@@ -10,7 +10,7 @@ pub enum IndexError {
     #[error(transparent)]
     Bam(#[from] BamError),
     /// A record could not be indexed.
-    #[error("record {name:?}: {source}")]
+    #[error("record {name}: {source}")]
     Push {
         /// Read name of the record.
         name: String,

@@ -38,6 +38,7 @@ fn summarise(
     let mut cursor = 0usize;
     let mut pending: Vec<Rec> = Vec::new();
     let mut last: Option<(i32, u32, i64)> = None;
+    let mut prev: Option<(i32, i64)> = None;
     loop {
         let batch = stream.next_batch()?;
         let table = stream.block_table();
@@ -54,6 +55,20 @@ fn summarise(
             // HOT: once per record: refID, pos, flag, CIGAR reference length.
             let r = RecordRef::new_unchecked(&raw[4..]);
             let end_u = u + raw.len() as u64;
+            let (tid, pos) = (r.reference_sequence_id(), i64::from(r.position()).max(0));
+            if let Some((pt, pp)) = prev {
+                if pt == tid && tid >= 0 && pp > pos {
+                    return Err(IndexError::Push {
+                        name: String::from_utf8_lossy(r.read_name()).into_owned(),
+                        source: PushError::Unsorted {
+                            tid: tid + 1,
+                            prev: pp + 1,
+                            pos: pos + 1,
+                        },
+                    });
+                }
+            }
+            prev = Some((tid, pos));
             pending.push(Rec {
                 tid: r.reference_sequence_id(),
                 beg: i64::from(r.position()),
@@ -165,10 +180,7 @@ pub fn index_file(
     let mut builder = IndexBuilder::new(format, plan.header.references().len(), offset0);
     let (min_shift, n_lvls) = builder.geometry();
     let summaries = map_ranges(path, &plan, threads, |stream| {
-        summarise(stream, min_shift, n_lvls).map_err(|e| match e {
-            IndexError::Bam(b) => b,
-            other => sortase_bam::BamError::Header(other.to_string()),
-        })
+        summarise(stream, min_shift, n_lvls)
     })?;
     let mut final_offset = offset0;
     for s in &summaries {

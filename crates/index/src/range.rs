@@ -233,13 +233,27 @@ impl RangeStream {
         }
         let Some(batch) = self.stream.next_batch()? else {
             self.done = true;
+            if self.range.end != u64::MAX {
+                return Err(BamError::RangeBoundary {
+                    expected: self.range.end,
+                    found: u64::MAX,
+                });
+            }
             return Ok(None);
         };
         let table = self.stream.block_table();
         let mut u = batch.stream_offset();
         let mut keep = batch.len();
         for (i, raw) in batch.iter_raw().enumerate() {
-            if first_byte_voffset(table, &mut self.cursor, u) >= self.range.end {
+            let v = first_byte_voffset(table, &mut self.cursor, u);
+            if v >= self.range.end {
+                // The next range must start exactly here, or the planned boundary was not a record start.
+                if v != self.range.end {
+                    return Err(BamError::RangeBoundary {
+                        expected: self.range.end,
+                        found: v,
+                    });
+                }
                 keep = i;
                 self.done = true;
                 break;
@@ -257,17 +271,42 @@ impl RangeStream {
 
 /// Runs `work` on every range of `plan` with `threads` worker threads and returns the results in range
 /// order. The first error stops the remaining ranges.
-pub fn map_ranges<T: Send>(
+///
+/// Every range checks that it ends exactly where the next one starts. If any range fails (a boundary
+/// that was not a record start, or an error that may come from one), the whole file is processed again
+/// as one range, whose answer (or error) is then exact: the planner may be fooled, the result never is.
+pub fn map_ranges<T: Send, E: From<BamError> + Send>(
     path: &Path,
     plan: &RangePlan,
     threads: usize,
-    work: impl Fn(RangeStream) -> Result<T, BamError> + Sync,
-) -> Result<Vec<T>, BamError> {
+    work: impl Fn(RangeStream) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    match map_ranges_once(path, plan, threads, &work) {
+        Err(_) if plan.ranges.len() > 1 => {
+            let whole = RangePlan {
+                header: plan.header.clone(),
+                ranges: vec![RecordRange {
+                    start: plan.ranges[0].start,
+                    end: u64::MAX,
+                }],
+            };
+            map_ranges_once(path, &whole, 1, &work)
+        }
+        other => other,
+    }
+}
+
+fn map_ranges_once<T: Send, E: From<BamError> + Send>(
+    path: &Path,
+    plan: &RangePlan,
+    threads: usize,
+    work: &(impl Fn(RangeStream) -> Result<T, E> + Sync),
+) -> Result<Vec<T>, E> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Vec<Mutex<Option<Result<T, BamError>>>> =
+    let results: Vec<Mutex<Option<Result<T, E>>>> =
         plan.ranges.iter().map(|_| Mutex::new(None)).collect();
     let n_ref = plan.header.references().len();
     std::thread::scope(|s| {
@@ -277,7 +316,9 @@ pub fn map_ranges<T: Send>(
                 if i >= plan.ranges.len() || failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = RangeStream::open(path, &plan.ranges[i], n_ref).and_then(&work);
+                let r = RangeStream::open(path, &plan.ranges[i], n_ref)
+                    .map_err(E::from)
+                    .and_then(work);
                 if r.is_err() {
                     failed.store(true, Ordering::Relaxed);
                 }
