@@ -32,7 +32,20 @@ enum Command {
     Idxstats(stats::IdxstatsArgs),
 }
 
+/// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
+/// returning them to the kernel and faulting fresh pages in again: `view -u` on the small bench BAM
+/// went from 0.68-0.76 s (sys 0.16-0.27 s) to 0.61-0.69 s (sys 0.09-0.14 s) on 2 threads.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes glibc allocator thresholds; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     output::install_signal_cleanup();
     let cli = Cli::parse();
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
