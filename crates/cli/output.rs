@@ -45,15 +45,30 @@ pub fn install_signal_cleanup() {
 }
 
 /// A file being written under a temporary name; [`OutputFile::commit`] renames it to the target.
+/// A target that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is written in
+/// place: renaming over it would replace the device with a regular file.
 pub struct OutputFile {
     target: PathBuf,
-    temp: PathBuf,
+    /// The temporary file, or `None` when writing in place.
+    temp: Option<PathBuf>,
     committed: bool,
 }
 
 impl OutputFile {
-    /// Creates `.<name>.sortase-<pid>.tmp` next to `target`.
+    /// Creates `.<name>.sortase-<pid>.tmp` next to `target` (or opens a special file in place).
     pub fn create(target: &Path) -> Result<(Self, File)> {
+        if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(target)
+                .with_context(|| format!("{}: cannot open for writing", target.display()))?;
+            let out = Self {
+                target: target.to_path_buf(),
+                temp: None,
+                committed: false,
+            };
+            return Ok((out, file));
+        }
         let name = target
             .file_name()
             .with_context(|| format!("{}: not a file name", target.display()))?;
@@ -62,28 +77,33 @@ impl OutputFile {
         temp_name.push(format!(".sortase-{}.tmp", std::process::id()));
         let temp = target.with_file_name(temp_name);
         register(&temp);
-        let file =
-            File::create(&temp).with_context(|| format!("{}: cannot create", target.display()))?;
-        Ok((
-            Self {
-                target: target.to_path_buf(),
-                temp,
-                committed: false,
-            },
-            file,
-        ))
+        let file = match File::create(&temp) {
+            Ok(f) => f,
+            Err(e) => {
+                unregister(&temp);
+                return Err(e).with_context(|| format!("{}: cannot create", target.display()));
+            }
+        };
+        let out = Self {
+            target: target.to_path_buf(),
+            temp: Some(temp),
+            committed: false,
+        };
+        Ok((out, file))
     }
 
     /// Renames the temporary file to the target.
     pub fn commit(mut self) -> Result<()> {
-        std::fs::rename(&self.temp, &self.target).with_context(|| {
-            format!(
-                "{}: cannot rename from {}",
-                self.target.display(),
-                self.temp.display()
-            )
-        })?;
-        unregister(&self.temp);
+        if let Some(temp) = &self.temp {
+            std::fs::rename(temp, &self.target).with_context(|| {
+                format!(
+                    "{}: cannot rename from {}",
+                    self.target.display(),
+                    temp.display()
+                )
+            })?;
+            unregister(temp);
+        }
         self.committed = true;
         Ok(())
     }
@@ -91,9 +111,9 @@ impl OutputFile {
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.temp);
-            unregister(&self.temp);
+        if let (false, Some(temp)) = (self.committed, &self.temp) {
+            let _ = std::fs::remove_file(temp);
+            unregister(temp);
         }
     }
 }

@@ -202,3 +202,37 @@ fn pg_line_appended() {
     );
     assert_no_failures("@PG handling", &failures);
 }
+
+/// Regression (found when `-o /dev/null` replaced /dev/null with a regular file): an output path that
+/// exists and is not a regular file is written in place, never renamed over. Tested on a FIFO so a
+/// failure cannot damage the machine's /dev/null.
+#[test]
+fn output_to_a_special_file_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let tmp = tempdir();
+    let sam = tmp.path().join("in.sam");
+    std::fs::write(&sam, region_sam()).unwrap();
+    let fifo = tmp.path().join("out.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    let copy = tmp.path().join("copy.sam");
+    let reader = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("cat '{}' > '{}'", fifo.display(), copy.display()))
+        .spawn()
+        .unwrap();
+    let run = sortase(&["view", "-o", p(&fifo), p(&sam)]);
+    let mut reader = reader;
+    reader.wait().unwrap();
+    assert!(run.ok(), "{}", run.failure());
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "the FIFO was replaced by a regular file");
+    let text = std::fs::read_to_string(&copy).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        region_sam().lines().filter(|l| !l.starts_with('@')).count()
+    );
+}
