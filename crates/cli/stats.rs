@@ -140,30 +140,25 @@ type IndexStats = (Vec<Option<(u64, u64)>>, u64);
 
 /// Per-reference (mapped, unmapped) from the index's metadata pseudo-bins, and the unplaced count.
 fn read_index_stats(path: &Path) -> Result<IndexStats> {
-    use noodles::csi::binning_index::{BinningIndex, ReferenceSequence as _};
-    let csi = path.extension().is_some_and(|e| e == "csi");
-    let (refs, unplaced): (Vec<Option<(u64, u64)>>, u64) = if csi {
-        let index = noodles::csi::fs::read(path)?;
-        let refs = index
-            .reference_sequences()
-            .iter()
-            .map(|r| {
-                r.metadata()
-                    .map(|m| (m.mapped_record_count(), m.unmapped_record_count()))
-            })
-            .collect();
-        (refs, index.unplaced_unmapped_record_count().unwrap_or(0))
+    if path.extension().is_some_and(|e| e == "csi") {
+        Ok(stats_of(&noodles::csi::fs::read(path)?))
     } else {
-        let index = noodles::bam::bai::fs::read(path)?;
-        let refs = index
-            .reference_sequences()
-            .iter()
-            .map(|r| {
-                r.metadata()
-                    .map(|m| (m.mapped_record_count(), m.unmapped_record_count()))
-            })
-            .collect();
-        (refs, index.unplaced_unmapped_record_count().unwrap_or(0))
-    };
-    Ok((refs, unplaced))
+        Ok(stats_of(&noodles::bam::bai::fs::read(path)?))
+    }
+}
+
+fn stats_of<I>(index: &noodles::csi::binning_index::Index<I>) -> IndexStats
+where
+    I: noodles::csi::binning_index::index::reference_sequence::Index,
+{
+    use noodles::csi::binning_index::{BinningIndex, ReferenceSequence as _};
+    let refs = index
+        .reference_sequences()
+        .iter()
+        .map(|r| {
+            r.metadata()
+                .map(|m| (m.mapped_record_count(), m.unmapped_record_count()))
+        })
+        .collect();
+    (refs, index.unplaced_unmapped_record_count().unwrap_or(0))
 }

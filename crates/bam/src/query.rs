@@ -132,33 +132,34 @@ impl IndexedBam {
             Some(v) => self.reader.seek_virtual(v)?,
             None => return Ok(RecordBatch::default()),
         }
-        let mut buf = Vec::new();
-        let mut offsets = Vec::new();
+        let mut out = BatchBuilder::default();
         let mut record = Vec::new();
-        loop {
-            let at = self.reader.virtual_position();
-            let mut size = [0u8; 4];
-            if read_full(&mut self.reader, &mut size)? < 4 {
-                break;
-            }
-            let block_size = u32::from_le_bytes(size) as usize;
-            record.resize(block_size, 0);
-            if read_full(&mut self.reader, &mut record)? < block_size {
-                return Err(BamError::Truncated {
-                    offset: at,
-                    block_size: block_size as u64,
-                    available: 0,
-                });
-            }
-            let r = RecordRef::new(&record).map_err(|reason| BamError::record(at, reason))?;
-            if r.reference_sequence_id() < 0 {
-                offsets.push(buf.len() as u32);
-                buf.extend_from_slice(&size);
-                buf.extend_from_slice(&record);
+        while self.read_record(&mut record)? {
+            if RecordRef::new_unchecked(&record[4..]).reference_sequence_id() < 0 {
+                out.push(&record);
             }
         }
-        let end = buf.len();
-        Ok(RecordBatch::from_parts(buf, offsets, end, 0))
+        Ok(out.finish())
+    }
+
+    /// Reads the next record (with its `block_size`) into `record`; false at the end of the file.
+    fn read_record(&mut self, record: &mut Vec<u8>) -> Result<bool, BamError> {
+        let at = self.reader.virtual_position();
+        record.resize(4, 0);
+        if read_full(&mut self.reader, &mut record[..4])? < 4 {
+            return Ok(false);
+        }
+        let block_size = u32::from_le_bytes([record[0], record[1], record[2], record[3]]) as usize;
+        record.resize(4 + block_size, 0);
+        if read_full(&mut self.reader, &mut record[4..])? < block_size {
+            return Err(BamError::Truncated {
+                offset: at,
+                block_size: block_size as u64,
+                available: 0,
+            });
+        }
+        RecordRef::new(&record[4..]).map_err(|reason| BamError::record(at, reason))?;
+        Ok(true)
     }
 
     /// Collects the records overlapping `region`, in file order.
@@ -166,43 +167,46 @@ impl IndexedBam {
         let start = Position::try_from((region.beg + 1) as usize)
             .map_err(|e| BamError::Header(e.to_string()))?;
         let chunks = self.index.query(region.tid, (start..).into())?;
-        let mut buf = Vec::new();
-        let mut offsets = Vec::new();
+        let mut out = BatchBuilder::default();
         let mut record = Vec::new();
         for chunk in chunks {
             self.reader.seek_virtual(u64::from(chunk.start()))?;
-            while self.reader.virtual_position() < u64::from(chunk.end()) {
-                let at = self.reader.virtual_position();
-                let mut size = [0u8; 4];
-                if read_full(&mut self.reader, &mut size)? < 4 {
-                    break;
+            while self.reader.virtual_position() < u64::from(chunk.end())
+                && self.read_record(&mut record)?
+            {
+                let r = RecordRef::new_unchecked(&record[4..]);
+                let (tid, pos) = (r.reference_sequence_id(), i64::from(r.position()));
+                if tid < 0
+                    || tid > region.tid as i32
+                    || (tid == region.tid as i32 && pos >= region.end)
+                {
+                    break; // sorted input: nothing further can overlap
                 }
-                let block_size = u32::from_le_bytes(size) as usize;
-                record.resize(block_size, 0);
-                if read_full(&mut self.reader, &mut record)? < block_size {
-                    return Err(BamError::Truncated {
-                        offset: at,
-                        block_size: block_size as u64,
-                        available: 0,
-                    });
-                }
-                let r = RecordRef::new(&record).map_err(|reason| BamError::record(at, reason))?;
-                let tid = r.reference_sequence_id();
-                if tid != region.tid as i32 || i64::from(r.position()) >= region.end {
-                    if tid < 0 || tid > region.tid as i32 || i64::from(r.position()) >= region.end {
-                        break;
-                    }
-                    continue;
-                }
-                if r.end_position() > region.beg {
-                    offsets.push(buf.len() as u32);
-                    buf.extend_from_slice(&size);
-                    buf.extend_from_slice(&record);
+                if tid == region.tid as i32 && r.end_position() > region.beg {
+                    out.push(&record);
                 }
             }
         }
-        let end = buf.len();
-        Ok(RecordBatch::from_parts(buf, offsets, end, 0))
+        Ok(out.finish())
+    }
+}
+
+/// Records appended one by one into a [`RecordBatch`].
+#[derive(Default)]
+struct BatchBuilder {
+    buf: Vec<u8>,
+    offsets: Vec<u32>,
+}
+
+impl BatchBuilder {
+    fn push(&mut self, record_with_size: &[u8]) {
+        self.offsets.push(self.buf.len() as u32);
+        self.buf.extend_from_slice(record_with_size);
+    }
+
+    fn finish(self) -> RecordBatch {
+        let end = self.buf.len();
+        RecordBatch::from_parts(self.buf, self.offsets, end, 0)
     }
 }
 

@@ -8,6 +8,6 @@ mod parallel;
 pub mod range;
 mod save;
 
-pub use build::{index_stream, IndexError};
+pub use build::IndexError;
 pub use builder::{IndexBuilder, IndexFormat, PushError, Segment};
 pub use parallel::index_file;

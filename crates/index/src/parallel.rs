@@ -41,14 +41,15 @@ fn summarise(
     let mut prev: Option<(i32, i64)> = None;
     loop {
         let batch = stream.next_batch()?;
-        let table = stream.block_table();
-        for rec in pending.drain(..) {
-            let start_off = virtual_offset(table, &mut cursor, rec.start_u);
-            let end_off = virtual_offset(table, &mut cursor, rec.end_u);
-            add(
-                &mut out, &mut last, rec, start_off, end_off, min_shift, n_lvls,
-            )?;
-        }
+        let geometry = (min_shift, n_lvls);
+        resolve(
+            &mut out,
+            &mut last,
+            &mut pending,
+            stream.block_table(),
+            &mut cursor,
+            geometry,
+        )?;
         let Some(batch) = batch else { break };
         let mut u = batch.stream_offset();
         for raw in batch.iter_raw() {
@@ -82,17 +83,35 @@ fn summarise(
         }
         // All but the last record can be resolved now (the last may end at a block not yet read).
         let keep = pending.pop();
-        let table = stream.block_table();
-        for rec in pending.drain(..) {
-            let start_off = virtual_offset(table, &mut cursor, rec.start_u);
-            let end_off = virtual_offset(table, &mut cursor, rec.end_u);
-            add(
-                &mut out, &mut last, rec, start_off, end_off, min_shift, n_lvls,
-            )?;
-        }
+        let geometry = (min_shift, n_lvls);
+        resolve(
+            &mut out,
+            &mut last,
+            &mut pending,
+            stream.block_table(),
+            &mut cursor,
+            geometry,
+        )?;
         pending.extend(keep);
     }
     Ok(out)
+}
+
+/// Turns pending records' stream offsets into virtual offsets and adds them to the summary.
+fn resolve(
+    out: &mut RangeSummary,
+    last: &mut Option<(i32, u32, i64)>,
+    pending: &mut Vec<Rec>,
+    table: &[sortase_bam::BlockEntry],
+    cursor: &mut usize,
+    (min_shift, n_lvls): (u32, u32),
+) -> Result<(), IndexError> {
+    for rec in pending.drain(..) {
+        let start_off = virtual_offset(table, cursor, rec.start_u);
+        let end_off = virtual_offset(table, cursor, rec.end_u);
+        add(out, last, rec, start_off, end_off, min_shift, n_lvls)?;
+    }
+    Ok(())
 }
 
 fn add(
