@@ -18,10 +18,11 @@ use std::sync::Mutex;
 
 use crate::bgzf::{crc32, EOF_BLOCK};
 use crate::common::{
-    assert_no_failures, check_same, dir_listing, gunzip, line, p, run, skip, sortase, tempdir, Rng,
+    assert_no_failures, check_same, dir_listing, gunzip, line, p, run, sortase, tempdir, Rng,
 };
 use crate::edge_cases;
 use crate::oracle::{oracle, Oracle};
+use crate::view_corpus::{corpus_dir, find_sams};
 
 /// sortase's thread counts under test.
 const THREADS: &[&str] = &["1", "3"];
@@ -278,32 +279,6 @@ fn par_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<
     let mut results = results.into_inner().unwrap();
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, r)| r).collect()
-}
-
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("SORTASE_HTSLIB_TEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/share/htslib-test/test"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        skip(&format!(
-            "htslib test corpus not found at {} (apt-get install htslib-test)",
-            dir.display()
-        ));
-        None
-    }
-}
-
-fn find_sams(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read corpus dir") {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            find_sams(&path, out);
-        } else if path.extension().is_some_and(|e| e == "sam") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]

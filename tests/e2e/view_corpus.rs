@@ -28,7 +28,7 @@ pub fn corpus_dir() -> Option<PathBuf> {
     }
 }
 
-fn find_sams(dir: &Path, out: &mut Vec<PathBuf>) {
+pub fn find_sams(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read corpus dir") {
         let path = entry.unwrap().path();
         if path.is_dir() {
