@@ -6,6 +6,8 @@ mod index;
 mod input;
 mod output;
 mod progress;
+mod record_sink;
+mod sort;
 mod stats;
 mod view;
 
@@ -26,6 +28,8 @@ enum Command {
     View(view::ViewArgs),
     /// Build a BAI or CSI index identical to samtools index, on all cores.
     Index(index::IndexArgs),
+    /// Sort by coordinate, read name or tag, identical to samtools sort, on all cores.
+    Sort(sort::SortArgs),
     /// Flag statistics identical to samtools flagstat, on all cores.
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
     }));
     let result = match cli.command {
         Command::View(args) => view::run(args),
+        Command::Sort(args) => sort::run(args),
         Command::Index(args) => index::run(args),
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),

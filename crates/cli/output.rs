@@ -37,7 +37,11 @@ pub fn install_signal_cleanup() {
                 .unwrap_or_else(|p| p.into_inner())
                 .drain(..)
             {
-                let _ = std::fs::remove_file(p);
+                if p.is_dir() {
+                    let _ = std::fs::remove_dir_all(p);
+                } else {
+                    let _ = std::fs::remove_file(p);
+                }
             }
             std::process::exit(128 + sig);
         }
@@ -157,5 +161,55 @@ impl Destination {
             Some(f) => f.commit(),
             None => Ok(()),
         }
+    }
+}
+
+/// A private directory for temporary files (sort runs), removed with everything in it when dropped
+/// (success or error) and on SIGINT/SIGTERM.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// Creates `<prefix>.sortase-<pid>-<n>.tmp/` (the prefix may name a directory: then inside it).
+    pub fn create(prefix: &Path) -> Result<Self> {
+        let base = if prefix.is_dir() {
+            prefix.join("sortase")
+        } else {
+            prefix.to_path_buf()
+        };
+        for n in 0..1000 {
+            let mut name = base.as_os_str().to_owned();
+            name.push(format!(".sortase-{}-{n}.tmp", std::process::id()));
+            let path = PathBuf::from(name);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    register(&path);
+                    return Ok(Self { path });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("cannot create temporary directory {}", path.display())
+                    })
+                }
+            }
+        }
+        anyhow::bail!(
+            "cannot create a temporary directory next to {}",
+            base.display()
+        )
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+        unregister(&self.path);
     }
 }

@@ -74,6 +74,11 @@ impl RecordBatch {
         self
     }
 
+    /// Heap bytes the batch holds (buffer and offsets), for memory budgets.
+    pub fn allocated(&self) -> usize {
+        self.buf.capacity() + self.offsets.capacity() * 4
+    }
+
     /// Uncompressed stream offset of the first record.
     pub fn stream_offset(&self) -> u64 {
         self.stream_offset

@@ -252,6 +252,52 @@ impl Header {
         self.text.push_str(&line);
     }
 
+    /// Sets `@HD` `SO` (and `SS`, or removes it) and removes `GO`, as samtools sort's
+    /// `set_sort_order`: tags already on the `@HD` line keep their place, new ones are appended; a
+    /// header without `@HD` gets `@HD VN:1.6 SO:… [SS:…]` as its first line.
+    pub fn set_sort_order(&mut self, so: &str, ss: Option<&str>) {
+        let mut wanted: Vec<(&str, &str)> = vec![("SO", so)];
+        if let Some(ss) = ss {
+            wanted.push(("SS", ss));
+        }
+        let mut out = String::with_capacity(self.text.len() + 64);
+        let mut seen_hd = false;
+        for line in self.text.split_inclusive('\n') {
+            let body = line.trim_end_matches('\n');
+            if seen_hd || !body.starts_with("@HD\t") {
+                out.push_str(line);
+                continue;
+            }
+            seen_hd = true;
+            let mut fields: Vec<String> = body[4..].split('\t').map(str::to_string).collect();
+            for (tag, value) in &wanted {
+                match fields
+                    .iter_mut()
+                    .find(|f| f.starts_with(&format!("{tag}:")))
+                {
+                    Some(f) => *f = format!("{tag}:{value}"),
+                    None => fields.push(format!("{tag}:{value}")),
+                }
+            }
+            fields.retain(|f| !f.starts_with("GO:") && (ss.is_some() || !f.starts_with("SS:")));
+            out.push_str("@HD");
+            for f in &fields {
+                out.push('\t');
+                out.push_str(f);
+            }
+            out.push('\n');
+        }
+        if !seen_hd {
+            let mut hd = format!("@HD\tVN:1.6\tSO:{so}");
+            if let Some(ss) = ss {
+                hd.push_str(&format!("\tSS:{ss}"));
+            }
+            hd.push('\n');
+            out.insert_str(0, &hd);
+        }
+        self.text = out;
+    }
+
     /// The header as a structured noodles header (for CRAM).
     pub fn to_noodles(&self) -> Result<noodles::sam::Header, BamError> {
         self.text

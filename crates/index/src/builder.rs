@@ -323,6 +323,34 @@ impl IndexBuilder {
         Ok(())
     }
 
+    /// Rewrites every virtual offset held so far through `f`. A writer that learns compressed block
+    /// offsets only after the blocks are deflated (on other threads) pushes "block number << 16 |
+    /// offset in block" and translates before [`IndexBuilder::finish`]; `f` must be monotonic, which
+    /// keeps every decision the builder made (all of which compare offsets only by order) valid.
+    pub fn translate_offsets(&mut self, f: impl Fn(u64) -> u64) {
+        let meta = self.meta_bin();
+        for h in self.bidx.iter_mut().flatten() {
+            for key in h.keys_in_bucket_order() {
+                let bins = h.get_mut(key).expect("live key");
+                for (i, chunk) in bins.list.iter_mut().enumerate() {
+                    // The meta bin's second pair holds mapped/unmapped counts, not offsets.
+                    if key == meta && i == 1 {
+                        continue;
+                    }
+                    *chunk = (f(chunk.0), f(chunk.1));
+                }
+            }
+        }
+        for l in &mut self.lidx {
+            for v in l.iter_mut().filter(|v| **v != u64::MAX) {
+                *v = f(*v);
+            }
+        }
+        self.save_off = f(self.save_off);
+        self.last_off = f(self.last_off);
+        self.off_beg = f(self.off_beg);
+    }
+
     /// Closes the index at `final_offset` (the virtual offset of the end of the data) and returns the
     /// serialised file: raw BAI, or CSI compressed with zlib as htslib does.
     pub fn finish(mut self, final_offset: u64) -> Vec<u8> {

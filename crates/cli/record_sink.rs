@@ -1,0 +1,315 @@
+//! Writing a stream of raw records (in their final order) as BAM, SAM or CRAM, with an optional
+//! index built on the fly for BAM (`--write-index`), as samtools sort and merge write their output.
+//!
+//! The index: records are written into [`ParallelWriter`], whose blocks are deflated on other threads,
+//! so a record's compressed offset is unknown when it is written. The builder is fed "block number
+//! << 16 | offset in block" and translated to real virtual offsets from the [`BlockLog`] at the end
+//! ([`IndexBuilder::translate_offsets`]).
+
+use anyhow::{bail, Result};
+use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_index::{IndexBuilder, IndexFormat};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Output format of a record stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutFormat {
+    /// SAM text.
+    Sam,
+    /// BAM at a BGZF level.
+    Bam(CompressionLevel),
+    /// CRAM (needs a reference).
+    Cram,
+}
+
+/// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then the output file's
+/// extension, then `default`.
+pub fn resolve_format(
+    output_fmt: Option<&str>,
+    output: Option<&Path>,
+    level: CompressionLevel,
+    default: OutFormat,
+) -> Result<OutFormat> {
+    if let Some(f) = output_fmt {
+        return Ok(match f.to_ascii_lowercase().as_str() {
+            "sam" => OutFormat::Sam,
+            "bam" => OutFormat::Bam(level),
+            "cram" => OutFormat::Cram,
+            other => bail!("-O {other}: unknown output format (use sam, bam or cram)"),
+        });
+    }
+    let by_extension = output.and_then(|p| p.extension()).and_then(|e| {
+        match e.to_str()?.to_ascii_lowercase().as_str() {
+            "bam" => Some(OutFormat::Bam(level)),
+            "cram" => Some(OutFormat::Cram),
+            "sam" => Some(OutFormat::Sam),
+            _ => None,
+        }
+    });
+    Ok(by_extension.unwrap_or(match default {
+        OutFormat::Bam(_) => OutFormat::Bam(level),
+        d => d,
+    }))
+}
+
+/// Records per SAM formatting job / CRAM batch.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// An on-the-fly index (samtools `--write-index`): its format, then the builder once the header is
+/// written.
+pub struct OnTheFlyIndex {
+    format: IndexFormat,
+    n_ref: usize,
+    builder: Option<IndexBuilder>,
+}
+
+impl OnTheFlyIndex {
+    /// An index for `header` in `format` (samtools: CSI with min_shift 14, or BAI).
+    pub fn new(header: &Header, bai: bool) -> Self {
+        let longest = header
+            .references()
+            .iter()
+            .map(|r| u64::from(r.length))
+            .max()
+            .unwrap_or(0);
+        let format = if bai {
+            IndexFormat::Bai
+        } else {
+            IndexFormat::csi_for(14, longest)
+        };
+        Self {
+            format,
+            n_ref: header.references().len(),
+            builder: None,
+        }
+    }
+}
+
+/// Where sorted records go.
+pub enum RecordSink {
+    /// BAM through the parallel BGZF writer, with an optional on-the-fly index.
+    Bam {
+        /// The writer.
+        writer: ParallelWriter<Box<dyn Write + Send>>,
+        /// The index being built.
+        index: Option<Box<OnTheFlyIndex>>,
+    },
+    /// SAM formatted in parallel batches.
+    Sam {
+        /// Formatting jobs.
+        formatter: Option<sortase_bgzf::pool::Submitter<RecordBatch, Vec<u8>>>,
+        /// The thread writing formatted text.
+        writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+        /// Records waiting for the next job.
+        pending: Pending,
+    },
+    /// CRAM through noodles.
+    Cram {
+        /// The writer.
+        writer: Box<CramWriter<Box<dyn Write + Send>>>,
+        /// Records waiting for the next batch.
+        pending: Pending,
+    },
+}
+
+/// Raw records collected into a batch.
+#[derive(Default)]
+pub struct Pending {
+    buf: Vec<u8>,
+    offsets: Vec<u32>,
+}
+
+impl Pending {
+    fn push(&mut self, raw: &[u8]) -> bool {
+        self.offsets.push(self.buf.len() as u32);
+        self.buf.extend_from_slice(raw);
+        self.buf.len() >= BATCH_BYTES
+    }
+
+    fn take(&mut self) -> RecordBatch {
+        let buf = std::mem::take(&mut self.buf);
+        let end = buf.len();
+        RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)
+    }
+}
+
+impl RecordSink {
+    /// Opens the sink and writes the header.
+    pub fn new(
+        format: OutFormat,
+        header: &Header,
+        threads: usize,
+        reference: Option<&Path>,
+        index: Option<OnTheFlyIndex>,
+        mut out: Box<dyn Write + Send>,
+    ) -> Result<Self> {
+        Ok(match format {
+            OutFormat::Bam(level) => {
+                let mut writer = ParallelWriter::new(out, WriterOptions::new(threads, level));
+                writer.write_all(&header.to_bam_bytes())?;
+                writer.end_block()?;
+                let index = index.map(|mut ix| {
+                    let offset0 = pseudo_offset(writer.position());
+                    ix.builder = Some(IndexBuilder::new(ix.format, ix.n_ref, offset0));
+                    Box::new(ix)
+                });
+                RecordSink::Bam { writer, index }
+            }
+            OutFormat::Sam => {
+                out.write_all(header.text().as_bytes())?;
+                let shared = Arc::new(header.clone());
+                let (tx, rx) = ordered_pool(threads, 2 * threads + 2, || {
+                    let header = shared.clone();
+                    move |batch: RecordBatch| {
+                        let mut text = Vec::with_capacity(batch.bytes().len() * 2);
+                        for r in batch.iter() {
+                            sam_format::format_record(&r, &header, &mut text);
+                        }
+                        text
+                    }
+                });
+                let writer = std::thread::spawn(move || {
+                    for text in rx {
+                        out.write_all(&text)?;
+                    }
+                    out.flush()
+                });
+                RecordSink::Sam {
+                    formatter: Some(tx),
+                    writer: Some(writer),
+                    pending: Pending::default(),
+                }
+            }
+            OutFormat::Cram => {
+                if reference.is_none() {
+                    bail!("CRAM output needs the reference: give --reference FILE");
+                }
+                RecordSink::Cram {
+                    writer: Box::new(CramWriter::new(out, header, reference)?),
+                    pending: Pending::default(),
+                }
+            }
+        })
+    }
+
+    /// Writes one record (with its `block_size` prefix).
+    #[inline]
+    pub fn write(&mut self, raw: &[u8]) -> std::io::Result<()> {
+        match self {
+            RecordSink::Bam { writer, index } => {
+                writer.write_record(raw)?;
+                if let Some(builder) = index.as_mut().and_then(|ix| ix.builder.as_mut()) {
+                    let r = RecordRef::new_unchecked(&raw[4..]);
+                    builder
+                        .push(
+                            r.reference_sequence_id(),
+                            i64::from(r.position()),
+                            r.end_position(),
+                            pseudo_offset(writer.position()),
+                            r.flag() & sortase_bam::flags::UNMAPPED == 0,
+                        )
+                        .map_err(|e| std::io::Error::other(format!("indexing: {e}")))?;
+                }
+                Ok(())
+            }
+            RecordSink::Sam {
+                formatter,
+                writer,
+                pending,
+            } => {
+                if pending.push(raw) {
+                    submit_sam(formatter, writer, pending.take())?;
+                }
+                Ok(())
+            }
+            RecordSink::Cram { writer, pending } => {
+                if pending.push(raw) {
+                    writer
+                        .write_batch(&pending.take())
+                        .map_err(std::io::Error::other)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Flushes everything; returns the serialised index if one was built.
+    pub fn finish(self) -> Result<Option<Vec<u8>>> {
+        match self {
+            RecordSink::Bam { writer, index } => {
+                let (mut out, log) = writer.finish()?;
+                out.flush()?;
+                Ok(index.map(|ix| finish_index(*ix, &log)))
+            }
+            RecordSink::Sam {
+                mut formatter,
+                mut writer,
+                mut pending,
+            } => {
+                if !pending.offsets.is_empty() {
+                    submit_sam(&mut formatter, &mut writer, pending.take())?;
+                }
+                drop(formatter);
+                if let Some(t) = writer {
+                    t.join()
+                        .map_err(|_| anyhow::anyhow!("SAM writer panicked"))??;
+                }
+                Ok(None)
+            }
+            RecordSink::Cram {
+                mut writer,
+                mut pending,
+            } => {
+                if !pending.offsets.is_empty() {
+                    writer.write_batch(&pending.take())?;
+                }
+                let mut out = writer.finish()?;
+                out.flush()?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn submit_sam(
+    formatter: &mut Option<sortase_bgzf::pool::Submitter<RecordBatch, Vec<u8>>>,
+    writer: &mut Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    batch: RecordBatch,
+) -> std::io::Result<()> {
+    let tx = formatter.as_ref().expect("formatter lives until finish");
+    if tx.submit(batch).is_err() {
+        *formatter = None;
+        return match writer.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => Err(e),
+            _ => Err(std::io::Error::other("SAM writer stopped")),
+        };
+    }
+    Ok(())
+}
+
+/// "block number << 16 | offset in block", translated by [`finish_index`].
+#[inline]
+fn pseudo_offset((block, within): (u64, u16)) -> u64 {
+    block << 16 | u64::from(within)
+}
+
+fn finish_index(ix: OnTheFlyIndex, log: &BlockLog) -> Vec<u8> {
+    let starts = log.compressed_offsets();
+    // A position at the very end of a block reads back (htslib `bgzf_tell` after the block is
+    // consumed) as the start of the next block, and `samtools index` records it so.
+    let real = |v: u64| {
+        let (block, within) = ((v >> 16) as usize, v & 0xffff);
+        match log.blocks.get(block) {
+            Some(&(_, size)) if within == u64::from(size) => starts[block + 1] << 16,
+            _ => (starts[block] << 16) | within,
+        }
+    };
+    // INVARIANT: the builder is created when the sink writes the header.
+    let mut builder = ix.builder.expect("index builder created with the header");
+    builder.translate_offsets(real);
+    let end = *starts.last().expect("offsets has a final entry") << 16;
+    builder.finish(end)
+}

@@ -1,0 +1,341 @@
+//! `sortase sort`: samtools sort's options and output, on all cores (see crates/sort).
+
+use crate::input::Input;
+use crate::output::{Destination, OutputFile, TempDir};
+use crate::progress::Progress;
+use crate::record_sink::{resolve_format, OnTheFlyIndex, OutFormat, RecordSink};
+use anyhow::{bail, Context, Result};
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::{SortOptions, SortOrder, Sorter};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// samtools' default `-m` per thread (`SORT_DEFAULT_MEGS_PER_THREAD`).
+const DEFAULT_MEM_PER_THREAD: usize = 768 << 20;
+/// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
+const MIN_MEM_PER_THREAD: usize = 1 << 20;
+
+/// Arguments of `sortase sort` (samtools sort's flags and meanings).
+#[derive(clap::Args, Debug)]
+pub struct SortArgs {
+    /// Write the final output to FILE [stdout].
+    #[arg(short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Output format: sam, bam or cram [bam, or from the -o extension].
+    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
+    output_fmt: Option<String>,
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// Memory per thread, with K/M/G suffix, as samtools [768M].
+    #[arg(short = 'm', value_name = "INT[KMG]")]
+    mem_per_thread: Option<String>,
+    /// Memory for all threads together (overrides -m).
+    #[arg(long = "max-memory", value_name = "INT[KMG]")]
+    max_memory: Option<String>,
+    /// Compression level 0-9 (samtools' meaning) [6].
+    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
+    level: Option<i32>,
+    /// Uncompressed BAM output.
+    #[arg(short = 'u')]
+    uncompressed: bool,
+    /// Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp or TMPDIR].
+    #[arg(short = 'T', value_name = "PREFIX")]
+    temp_prefix: Option<PathBuf>,
+    /// Sort by read name (natural order, samtools -n).
+    #[arg(short = 'n')]
+    by_name: bool,
+    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
+    #[arg(short = 'N')]
+    by_name_lex: bool,
+    /// Sort by the value of TAG, then by position (or name with -n/-N).
+    #[arg(short = 't', value_name = "TAG")]
+    tag: Option<String>,
+    /// Write an index with the output (CSI; `out.bam##idx##out.bam.bai` for BAI).
+    #[arg(long = "write-index")]
+    write_index: bool,
+    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
+    #[arg(long = "index-format", value_name = "bai|csi")]
+    index_format: Option<String>,
+    /// Do not add a @PG line to the header.
+    #[arg(long = "no-PG")]
+    no_pg: bool,
+    /// Reference FASTA (CRAM input or output).
+    #[arg(long = "reference", value_name = "FILE")]
+    reference: Option<PathBuf>,
+    /// Most runs the final merge may open (background compaction keeps it so).
+    #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
+    max_fan_in: usize,
+    /// Report phases (wall time, CPU%), runs, compactions and temporary bytes on stderr.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// Input SAM/BAM/CRAM file [stdin].
+    input: Option<String>,
+}
+
+/// Parses samtools' `-m` syntax: an integer (`strtol` base 0) with an optional K/M/G suffix.
+pub fn parse_memory(s: &str, flag: &str) -> Result<usize> {
+    let t = s.trim();
+    let (digits, shift) = match t.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&t[..t.len() - 1], 10),
+        Some(b'M') => (&t[..t.len() - 1], 20),
+        Some(b'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        usize::from_str_radix(hex, 16).ok()
+    } else {
+        digits.parse::<usize>().ok()
+    };
+    match n.and_then(|n| n.checked_mul(1 << shift)) {
+        Some(v) => Ok(v),
+        None => bail!(
+            "{flag} {s}: not a whole number of bytes with an optional K/M/G suffix (e.g. 768M)"
+        ),
+    }
+}
+
+fn order(args: &SortArgs) -> Result<SortOrder> {
+    let by_name = (args.by_name || args.by_name_lex).then_some(!args.by_name_lex);
+    match &args.tag {
+        Some(t) => {
+            let b = t.as_bytes();
+            if b.len() != 2 {
+                bail!("-t {t}: a tag is two characters, e.g. -t RG");
+            }
+            Ok(SortOrder::Tag {
+                tag: [b[0], b[1]],
+                by_name,
+            })
+        }
+        None => Ok(match by_name {
+            Some(natural) => SortOrder::Name { natural },
+            None => SortOrder::Coordinate,
+        }),
+    }
+}
+
+/// Index path and format for `--write-index`, as samtools' `auto_index`.
+fn index_target(output: &Path, format: Option<&str>) -> Result<(PathBuf, PathBuf, bool)> {
+    let s = output.to_string_lossy();
+    let (data, idx) = match s.split_once("##idx##") {
+        Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
+        None => (output.to_path_buf(), None),
+    };
+    let bai = match format.map(str::to_ascii_lowercase).as_deref() {
+        Some("bai") => true,
+        Some("csi") => false,
+        Some(other) => bail!("--index-format {other}: use bai or csi"),
+        None => idx
+            .as_ref()
+            .is_some_and(|i| i.to_string_lossy().ends_with(".bai")),
+    };
+    let idx = idx.unwrap_or_else(|| {
+        let mut n = data.as_os_str().to_owned();
+        n.push(if bai { ".bai" } else { ".csi" });
+        PathBuf::from(n)
+    });
+    Ok((data, idx, bai))
+}
+
+/// Process CPU time (user + system) in seconds.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    }
+}
+
+/// Reports phases on stderr with `-v`.
+pub struct PhaseReport {
+    on: bool,
+    name: String,
+    wall: Instant,
+    cpu: f64,
+}
+
+impl PhaseReport {
+    /// Starts the first phase.
+    pub fn new(on: bool, first: &str) -> Self {
+        Self {
+            on,
+            name: first.into(),
+            wall: Instant::now(),
+            cpu: cpu_seconds(),
+        }
+    }
+
+    /// Ends the current phase (printing it) and starts `next`.
+    pub fn next(&mut self, next: &str) {
+        let (wall, cpu) = (self.wall.elapsed().as_secs_f64(), cpu_seconds());
+        if self.on {
+            let pct = if wall > 0.0 {
+                100.0 * (cpu - self.cpu) / wall
+            } else {
+                0.0
+            };
+            eprintln!(
+                "[sortase sort] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
+                self.name, wall, pct
+            );
+        }
+        self.name = next.into();
+        self.wall = Instant::now();
+        self.cpu = cpu;
+    }
+}
+
+/// Runs `sortase sort`.
+pub fn run(args: SortArgs) -> Result<()> {
+    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let order = order(&args)?;
+    let memory = match (&args.max_memory, &args.mem_per_thread) {
+        (Some(total), _) => parse_memory(total, "--max-memory")?,
+        (None, Some(m)) => parse_memory(m, "-m")?.saturating_mul(threads),
+        (None, None) => DEFAULT_MEM_PER_THREAD * threads,
+    };
+    if let Some(m) = &args.mem_per_thread {
+        if parse_memory(m, "-m")? < MIN_MEM_PER_THREAD {
+            bail!("-m {m} per thread is below the 1M minimum; use e.g. -m 768M");
+        }
+    }
+    if args.max_fan_in < 2 {
+        bail!("--max-fan-in {}: must be at least 2", args.max_fan_in);
+    }
+    let level = if args.uncompressed {
+        CompressionLevel::STORED
+    } else {
+        CompressionLevel::samtools(args.level.unwrap_or(-1))
+    };
+    let (data_path, index_path) = match &args.output {
+        Some(o) if args.write_index => {
+            let (d, i, bai) = index_target(o, args.index_format.as_deref())?;
+            (Some(d), Some((i, bai)))
+        }
+        Some(o) => (Some(index_target(o, None)?.0), None),
+        None => (None, None),
+    };
+    let format = resolve_format(
+        args.output_fmt.as_deref(),
+        data_path.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    let write_index = match (&index_path, order, format) {
+        (Some(_), SortOrder::Coordinate, OutFormat::Bam(_)) => true,
+        (Some(_), SortOrder::Coordinate, _) => {
+            bail!("--write-index: sortase writes indexes for BAM output only")
+        }
+        (Some(_), _, _) => {
+            eprintln!(
+                "[W::bam_sort] Ignoring --write-index as it only works for position sorted files."
+            );
+            false
+        }
+        (None, _, _) => false,
+    };
+    if args.write_index && data_path.is_none() {
+        bail!("--write-index needs an output file (-o)");
+    }
+
+    let input_name = args.input.clone().unwrap_or_else(|| "-".into());
+    let size = std::fs::metadata(&input_name).map(|m| m.len()).unwrap_or(0);
+    let progress = Progress::new("sort", size);
+    let mut report = PhaseReport::new(args.verbose, "read");
+    let mut input = Input::open(&input_name, threads, args.reference.as_deref(), &progress)
+        .with_context(|| input_name.clone())?;
+
+    let temp_prefix = args
+        .temp_prefix
+        .clone()
+        .unwrap_or_else(|| match &data_path {
+            Some(d) => {
+                let mut p = d.as_os_str().to_owned();
+                p.push(".tmp");
+                PathBuf::from(p)
+            }
+            None => std::env::temp_dir(),
+        });
+    let temp = TempDir::create(&temp_prefix)?;
+    // The sort's parallel steps (sorting, run compression) use rayon's global pool, sized to -@.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
+    let mut sorter = Sorter::new(SortOptions {
+        order,
+        memory,
+        temp_dir: temp.path().to_path_buf(),
+        max_fan_in: args.max_fan_in,
+    });
+    input
+        .for_each_batch(|b| Ok(sorter.push(b)?))
+        .with_context(|| input_name.clone())?;
+    progress.finish();
+
+    let mut header = input.header.clone();
+    let (so, ss) = order.header_values();
+    header.set_sort_order(so, ss.as_deref());
+    if !args.no_pg {
+        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+    }
+    let (dest, out) = Destination::open(data_path.as_deref())?;
+    let out_name = dest.name.clone();
+    let index = write_index.then(|| OnTheFlyIndex::new(&header, index_path.as_ref().unwrap().1));
+    // The index goes to a temporary name first, so a failed sort leaves neither file.
+    let pending_index = match (&index_path, write_index) {
+        (Some((p, _)), true) => Some(OutputFile::create(p)?),
+        _ => None,
+    };
+    let mut sink = RecordSink::new(
+        format,
+        &header,
+        threads,
+        args.reference.as_deref(),
+        index,
+        out,
+    )
+    .with_context(|| out_name.clone())?;
+    let stats = sorter
+        .finish(
+            |p| report.next(p),
+            |r| sink.write(r).map_err(sortase_sort::SortError::Output),
+        )
+        .with_context(|| out_name.clone())?;
+    let index_bytes = sink.finish().with_context(|| out_name.clone())?;
+    report.next("done");
+    if let (Some((pending, mut f)), Some(bytes)) = (pending_index, index_bytes) {
+        f.write_all(&bytes)
+            .with_context(|| format!("{}: cannot write index", out_name))?;
+        drop(f);
+        dest.commit()?;
+        pending.commit()?;
+    } else {
+        dest.commit()?;
+    }
+    drop(temp);
+    if args.verbose {
+        let amp = if stats.spilled_bytes > 0 {
+            stats.temp_bytes as f64 / stats.spilled_bytes as f64
+        } else {
+            0.0
+        };
+        eprintln!(
+            "[sortase sort] {} records; budget {} MiB; {} runs spilled, {} compactions, final merge of {} sources; {} temporary bytes written (write amplification {:.2})",
+            stats.records,
+            memory >> 20,
+            stats.runs_spilled,
+            stats.compactions,
+            stats.final_fan_in,
+            stats.temp_bytes,
+            amp
+        );
+    }
+    Ok(())
+}

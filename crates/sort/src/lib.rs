@@ -1,0 +1,65 @@
+//! Sorting raw BAM records as samtools sort does: coordinate, read name (natural or lexicographic)
+//! and tag orders, stable, in memory when the budget allows, otherwise through LZ4 temporary runs that
+//! are compacted in the background so the final merge opens a bounded number of sources.
+//!
+//! ```
+//! use sortase_sort::{SortOptions, SortOrder, Sorter};
+//! let dir = std::env::temp_dir();
+//! let sorter = Sorter::new(SortOptions {
+//!     order: SortOrder::Coordinate,
+//!     memory: 1 << 20,
+//!     temp_dir: dir,
+//!     max_fan_in: 64,
+//! });
+//! let mut out = Vec::new();
+//! let stats = sorter.finish(|_| {}, |r| { out.extend_from_slice(r); Ok(()) }).unwrap();
+//! assert_eq!(stats.records, 0);
+//! ```
+
+mod merge;
+pub mod order;
+pub mod run;
+mod sorter;
+
+pub use order::SortOrder;
+pub use sorter::{SortOptions, SortStats, Sorter};
+
+use std::path::{Path, PathBuf};
+
+/// Errors of the sort library.
+#[derive(Debug, thiserror::Error)]
+pub enum SortError {
+    /// Reading or writing a temporary file failed.
+    #[error("temporary file {path}: {source}")]
+    Temp {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A temporary run does not read back as written (disk or memory corruption).
+    #[error("temporary file {path}: block at byte {offset}: {what}")]
+    CorruptRun {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the bad block.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// Writing the output failed (raised by the caller's `emit`).
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+    /// A bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl SortError {
+    fn temp(path: &Path, source: std::io::Error) -> Self {
+        SortError::Temp {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! k-way merge of sorted sources (runs on disk and the last in-memory batch) with a binary heap of
+//! source numbers. Ties go to the lower source number: sources are numbered in input order, so the
+//! merge is stable exactly like samtools' heap merge (`heap_lt`: file number, then record number).
+
+use crate::order::{coordinate_key, tag_offset, SortOrder};
+use crate::run::RunReader;
+use crate::SortError;
+use sortase_bam::RecordBatch;
+use std::cmp::Ordering;
+
+/// A sorted sequence of raw records.
+pub enum Source<'a> {
+    /// A run file.
+    Run(RunReader),
+    /// Sorted in-memory records: batches plus `(key, batch << 32 | record)` entries in order.
+    Memory {
+        /// The batches the entries point into.
+        batches: &'a [RecordBatch],
+        /// Sorted entries.
+        entries: &'a [(u64, u64)],
+        /// Next entry.
+        at: usize,
+    },
+}
+
+impl Source<'_> {
+    #[inline]
+    fn current(&self) -> Option<&[u8]> {
+        match self {
+            Source::Run(r) => r.current(),
+            Source::Memory {
+                batches,
+                entries,
+                at,
+            } => entries
+                .get(*at)
+                .map(|&(_, loc)| batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)),
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self) -> Result<(), SortError> {
+        match self {
+            Source::Run(r) => r.advance(),
+            Source::Memory { at, .. } => {
+                *at += 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Per-source cache of what comparisons need: the coordinate key, or the tag's offset.
+fn cache_key(order: &SortOrder, raw: &[u8]) -> u64 {
+    match order {
+        SortOrder::Coordinate => coordinate_key(&raw[4..]),
+        SortOrder::Tag { tag, .. } => tag_offset(&raw[4..], *tag),
+        SortOrder::Name { .. } => 0,
+    }
+}
+
+struct Heads<'a, 's> {
+    order: SortOrder,
+    sources: &'s mut [Source<'a>],
+    keys: Vec<u64>,
+}
+
+impl Heads<'_, '_> {
+    /// Whether source `a`'s head sorts before source `b`'s (both non-empty).
+    #[inline]
+    fn less(&self, a: usize, b: usize) -> bool {
+        let o = match self.order {
+            SortOrder::Coordinate => self.keys[a].cmp(&self.keys[b]),
+            _ => {
+                let (ra, rb) = (
+                    &self.sources[a].current().expect("live source")[4..],
+                    &self.sources[b].current().expect("live source")[4..],
+                );
+                let (ta, tb) = match self.order {
+                    SortOrder::Tag { .. } => (
+                        crate::order::tag_at(ra, self.keys[a]),
+                        crate::order::tag_at(rb, self.keys[b]),
+                    ),
+                    _ => (None, None),
+                };
+                self.order.compare(ra, rb, ta, tb)
+            }
+        };
+        o == Ordering::Less || (o == Ordering::Equal && a < b)
+    }
+}
+
+/// Merges `sources` in `order`, calling `emit` with each record (with its `block_size` prefix).
+pub fn merge(
+    order: SortOrder,
+    sources: &mut [Source<'_>],
+    mut emit: impl FnMut(&[u8]) -> Result<(), SortError>,
+) -> Result<u64, SortError> {
+    let n = sources.len();
+    let mut heads = Heads {
+        order,
+        keys: vec![0; n],
+        sources,
+    };
+    let mut heap: Vec<usize> = Vec::with_capacity(n);
+    for i in 0..n {
+        if let Some(r) = heads.sources[i].current() {
+            heads.keys[i] = cache_key(&order, r);
+            heap.push(i);
+        }
+    }
+    // Heapify (min-heap by `less`).
+    for i in (0..heap.len() / 2).rev() {
+        sift_down(&heads, &mut heap, i);
+    }
+    let mut count = 0u64;
+    // HOT: once per record. One sift-down per record (log2 of the number of sources comparisons).
+    while let Some(&top) = heap.first() {
+        emit(heads.sources[top].current().expect("live source"))?;
+        count += 1;
+        heads.sources[top].advance()?;
+        match heads.sources[top].current() {
+            Some(r) => heads.keys[top] = cache_key(&order, r),
+            None => {
+                let last = heap.pop().expect("non-empty heap");
+                if heap.is_empty() {
+                    break;
+                }
+                heap[0] = last;
+            }
+        }
+        sift_down(&heads, &mut heap, 0);
+    }
+    Ok(count)
+}
+
+#[inline]
+fn sift_down(heads: &Heads<'_, '_>, heap: &mut [usize], mut i: usize) {
+    let n = heap.len();
+    loop {
+        let l = 2 * i + 1;
+        if l >= n {
+            return;
+        }
+        let r = l + 1;
+        let c = if r < n && heads.less(heap[r], heap[l]) {
+            r
+        } else {
+            l
+        };
+        if heads.less(heap[c], heap[i]) {
+            heap.swap(c, i);
+            i = c;
+        } else {
+            return;
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! The sorter: batches of raw records accumulate under a memory budget; a full budget is sorted on all
+//! cores and spilled as a run; runs are compacted in the background so the final merge never opens more
+//! than `max_fan_in` sources; the last batch stays in memory.
+//!
+//! Stability: every entry carries `batch << 32 | record` (input order within the in-memory set) and runs
+//! are numbered in input order, so records that compare equal come out in input order, as samtools'.
+
+use crate::merge::{merge, Source};
+use crate::order::{coordinate_key, tag_at, tag_offset, SortOrder};
+use crate::run::{write_run, RunFile, RunReader};
+use crate::SortError;
+use rayon::prelude::*;
+use sortase_bam::RecordBatch;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to sort.
+#[derive(Debug, Clone)]
+pub struct SortOptions {
+    /// The order.
+    pub order: SortOrder,
+    /// Memory budget in bytes for records held in memory (all threads together).
+    pub memory: usize,
+    /// Directory for temporary runs (created by the caller, removed by the caller).
+    pub temp_dir: PathBuf,
+    /// Most sources the final merge may open (runs + the in-memory batch); at least 2.
+    pub max_fan_in: usize,
+}
+
+/// What a sort did, for `-v`.
+#[derive(Debug, Clone, Default)]
+pub struct SortStats {
+    /// Records sorted.
+    pub records: u64,
+    /// Runs spilled from memory.
+    pub runs_spilled: u64,
+    /// Compactions (merges of runs into a bigger run).
+    pub compactions: u64,
+    /// Bytes written to temporary files (spills and compactions).
+    pub temp_bytes: u64,
+    /// Bytes spilled from memory (first writes only), to compute write amplification.
+    pub spilled_bytes: u64,
+    /// Sources opened by the final merge (0: everything was in memory).
+    pub final_fan_in: usize,
+    /// Time spent spilling (sorting + writing runs) while reading.
+    pub spill_time: Duration,
+    /// Time spent waiting for compaction.
+    pub compaction_wait: Duration,
+}
+
+struct Run {
+    file: RunFile,
+    level: u32,
+    id: u64,
+}
+
+struct Compaction {
+    ids: Vec<u64>,
+    new_id: u64,
+    level: u32,
+    handle: JoinHandle<Result<RunFile, SortError>>,
+}
+
+/// Sorts batches pushed in input order; [`Sorter::finish`] emits the records in order.
+pub struct Sorter {
+    opts: SortOptions,
+    batches: Vec<RecordBatch>,
+    entries: Vec<(u64, u64)>,
+    used: usize,
+    runs: Vec<Run>,
+    next_id: u64,
+    compaction: Option<Compaction>,
+    stats: SortStats,
+}
+
+/// Memory charged per record besides its bytes: the 16-byte entry (and slack for the sort).
+const ENTRY_COST: usize = 16;
+
+impl Sorter {
+    /// A sorter with `opts`.
+    pub fn new(opts: SortOptions) -> Self {
+        Self {
+            opts,
+            batches: Vec::new(),
+            entries: Vec::new(),
+            used: 0,
+            runs: Vec::new(),
+            next_id: 0,
+            compaction: None,
+            stats: SortStats::default(),
+        }
+    }
+
+    /// Adds a batch (records in input order). Spills a run when the budget is full.
+    pub fn push(&mut self, batch: RecordBatch) -> Result<(), SortError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let b = self.batches.len() as u64;
+        self.entries.reserve(batch.len());
+        let order = self.opts.order;
+        // HOT: once per record; the key makes most comparisons a u64 compare.
+        for i in 0..batch.len() {
+            let rec = &batch.raw(i)[4..];
+            let key = entry_key(&order, rec);
+            self.entries.push((key, b << 32 | i as u64));
+        }
+        self.stats.records += batch.len() as u64;
+        self.used += batch.allocated() + batch.len() * ENTRY_COST;
+        self.batches.push(batch);
+        if self.used >= self.opts.memory {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn sort_entries(&mut self) {
+        let order = self.opts.order;
+        let batches = &self.batches;
+        match order {
+            SortOrder::Coordinate => self.entries.par_sort_unstable(),
+            _ => self.entries.par_sort_unstable_by(|a, b| {
+                compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
+            }),
+        }
+    }
+
+    fn spill(&mut self) -> Result<(), SortError> {
+        let started = Instant::now();
+        self.sort_entries();
+        let id = self.next_id;
+        self.next_id += 1;
+        let path = self.opts.temp_dir.join(format!("run-{id:06}.lz4"));
+        let batches = &self.batches;
+        let file = write_run(
+            &path,
+            self.entries
+                .iter()
+                .map(|&(_, loc)| batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)),
+        )?;
+        self.stats.runs_spilled += 1;
+        self.stats.temp_bytes += file.bytes;
+        self.stats.spilled_bytes += file.bytes;
+        self.runs.push(Run { file, level: 0, id });
+        self.batches.clear();
+        self.entries = Vec::new();
+        self.used = 0;
+        self.stats.spill_time += started.elapsed();
+        self.maybe_compact(false)?;
+        Ok(())
+    }
+
+    /// Collects a finished compaction; starts one when the runs (plus the in-memory batch) exceed the
+    /// fan-in. With `wait`, blocks for a running compaction.
+    fn maybe_compact(&mut self, wait: bool) -> Result<(), SortError> {
+        if let Some(c) = &self.compaction {
+            if wait || c.handle.is_finished() {
+                let started = Instant::now();
+                let c = self.compaction.take().expect("checked above");
+                let file = c
+                    .handle
+                    .join()
+                    .map_err(|_| SortError::Internal("compaction thread panicked".into()))??;
+                self.stats.compaction_wait += started.elapsed();
+                self.stats.compactions += 1;
+                self.stats.temp_bytes += file.bytes;
+                let at = self
+                    .runs
+                    .iter()
+                    .position(|r| r.id == c.ids[0])
+                    .expect("compacted runs are still listed");
+                let old: Vec<Run> = self.runs.drain(at..at + c.ids.len()).collect();
+                for r in &old {
+                    let _ = std::fs::remove_file(&r.file.path);
+                }
+                self.runs.insert(
+                    at,
+                    Run {
+                        file,
+                        level: c.level + 1,
+                        id: c.new_id,
+                    },
+                );
+            }
+        }
+        if self.compaction.is_none() && self.runs.len() + 1 > self.opts.max_fan_in {
+            self.start_compaction();
+        }
+        Ok(())
+    }
+
+    /// Merges the oldest runs of the lowest level that has at least two (they are contiguous: levels
+    /// never increase from the oldest run to the newest) into one run, on a background thread.
+    fn start_compaction(&mut self) {
+        let min_level = (0..=64)
+            .find(|&l| self.runs.iter().filter(|r| r.level == l).count() >= 2)
+            .unwrap_or(0);
+        let group = (self.opts.max_fan_in / 2).max(2);
+        let picked: Vec<&Run> = self
+            .runs
+            .iter()
+            .filter(|r| r.level == min_level)
+            .take(group)
+            .collect();
+        let ids: Vec<u64> = picked.iter().map(|r| r.id).collect();
+        let paths: Vec<PathBuf> = picked.iter().map(|r| r.file.path.clone()).collect();
+        let new_id = self.next_id;
+        self.next_id += 1;
+        let out = self.opts.temp_dir.join(format!("run-{new_id:06}.lz4"));
+        let order = self.opts.order;
+        let handle = std::thread::spawn(move || -> Result<RunFile, SortError> {
+            let mut sources = paths
+                .iter()
+                .map(|p| RunReader::open(p).map(Source::Run))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut writer = crate::run::StreamingRunWriter::create(&out)?;
+            merge(order, &mut sources, |r| writer.push(r))?;
+            writer.finish()
+        });
+        self.compaction = Some(Compaction {
+            ids,
+            new_id,
+            level: min_level,
+            handle,
+        });
+    }
+
+    /// Sorts what is in memory and emits every record in order. `phase` is told when the final phase
+    /// starts ("sort", then "merge" or "write").
+    pub fn finish(
+        mut self,
+        mut phase: impl FnMut(&str),
+        emit: impl FnMut(&[u8]) -> Result<(), SortError>,
+    ) -> Result<SortStats, SortError> {
+        phase("sort");
+        self.sort_entries();
+        let in_memory = usize::from(!self.entries.is_empty());
+        loop {
+            self.maybe_compact(true)?;
+            if self.compaction.is_none() && self.runs.len() + in_memory <= self.opts.max_fan_in {
+                break;
+            }
+        }
+        let batches = std::mem::take(&mut self.batches);
+        let mut sources: Vec<Source<'_>> = Vec::with_capacity(self.runs.len() + 1);
+        for r in &self.runs {
+            sources.push(Source::Run(RunReader::open(&r.file.path)?));
+        }
+        if in_memory == 1 {
+            sources.push(Source::Memory {
+                batches: &batches,
+                entries: &self.entries,
+                at: 0,
+            });
+        }
+        let mut stats = self.stats.clone();
+        stats.final_fan_in = if self.runs.is_empty() {
+            0
+        } else {
+            sources.len()
+        };
+        phase(if self.runs.is_empty() {
+            "write"
+        } else {
+            "merge"
+        });
+        let mut emit = emit;
+        let n = if self.runs.is_empty() {
+            // INVARIANT: entries point into `batches` (built together in `push`).
+            for &(_, loc) in &self.entries {
+                emit(batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize))?;
+            }
+            self.entries.len() as u64
+        } else {
+            merge(self.opts.order, &mut sources, &mut emit)?
+        };
+        debug_assert_eq!(n, stats.records);
+        drop(sources);
+        for r in &self.runs {
+            let _ = std::fs::remove_file(&r.file.path);
+        }
+        Ok(stats)
+    }
+}
+
+impl Drop for Sorter {
+    fn drop(&mut self) {
+        if let Some(c) = self.compaction.take() {
+            let _ = c.handle.join();
+        }
+        for r in &self.runs {
+            let _ = std::fs::remove_file(&r.file.path);
+        }
+    }
+}
+
+/// The 8-byte key stored with each record: the whole coordinate key, the first 8 name bytes for
+/// `strcmp` order (big-endian, so comparing keys compares prefixes), the tag's offset for tag order.
+#[inline]
+fn entry_key(order: &SortOrder, rec: &[u8]) -> u64 {
+    match *order {
+        SortOrder::Coordinate => coordinate_key(rec),
+        SortOrder::Name { natural: false } => {
+            let name = sortase_bam::RecordRef::new_unchecked(rec).read_name();
+            let mut k = [0u8; 8];
+            let n = name.len().min(8);
+            k[..n].copy_from_slice(&name[..n]);
+            u64::from_be_bytes(k)
+        }
+        SortOrder::Name { natural: true } => 0,
+        SortOrder::Tag { tag, .. } => tag_offset(rec, tag),
+    }
+}
+
+#[inline]
+fn compare_entries(
+    order: &SortOrder,
+    batches: &[RecordBatch],
+    a: &(u64, u64),
+    b: &(u64, u64),
+) -> std::cmp::Ordering {
+    if let SortOrder::Name { natural: false } = order {
+        if a.0 != b.0 {
+            return a.0.cmp(&b.0);
+        }
+    }
+    let ra = &batches[(a.1 >> 32) as usize].raw((a.1 & 0xffff_ffff) as usize)[4..];
+    let rb = &batches[(b.1 >> 32) as usize].raw((b.1 & 0xffff_ffff) as usize)[4..];
+    let (ta, tb) = match order {
+        SortOrder::Tag { .. } => (tag_at(ra, a.0), tag_at(rb, b.0)),
+        _ => (None, None),
+    };
+    order.compare(ra, rb, ta, tb)
+}
