@@ -27,6 +27,13 @@ impl Oracle {
     pub fn run(&self, args: &[&str]) -> Run {
         match self {
             Oracle::Binary(bin) => run(bin, &[], args),
+            // `samtools sort -N` sets a process-wide flag (`natural_sort = 0`) that no later
+            // command resets, so it must not run in a shared server process.
+            Oracle::Pysam { python, script }
+                if args.first() == Some(&"sort") && args.contains(&"-N") =>
+            {
+                run(Path::new(python), &[script.into()], args)
+            }
             Oracle::Pysam { python, script } => served(python, script, args)
                 .unwrap_or_else(|| run(Path::new(python), &[script.into()], args)),
         }

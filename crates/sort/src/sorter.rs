@@ -58,6 +58,7 @@ struct Run {
 struct Compaction {
     ids: Vec<u64>,
     new_id: u64,
+    /// Level of the merged run.
     level: u32,
     handle: JoinHandle<Result<RunFile, SortError>>,
 }
@@ -178,7 +179,7 @@ impl Sorter {
                     at,
                     Run {
                         file,
-                        level: c.level + 1,
+                        level: c.level,
                         id: c.new_id,
                     },
                 );
@@ -190,19 +191,22 @@ impl Sorter {
         Ok(())
     }
 
-    /// Merges the oldest runs of the lowest level that has at least two (they are contiguous: levels
-    /// never increase from the oldest run to the newest) into one run, on a background thread.
+    /// Merges the oldest runs among those of level ≤ L, for the lowest L with at least two such runs,
+    /// into one run on a background thread. Levels never increase from the oldest run to the newest,
+    /// so runs of level ≤ L are the newest ones and the group is contiguous (input order kept).
     fn start_compaction(&mut self) {
-        let min_level = (0..=64)
-            .find(|&l| self.runs.iter().filter(|r| r.level == l).count() >= 2)
-            .unwrap_or(0);
+        let max_level = self.runs.iter().map(|r| r.level).max().unwrap_or(0);
+        let level = (0..=max_level)
+            .find(|&l| self.runs.iter().filter(|r| r.level <= l).count() >= 2)
+            .unwrap_or(max_level);
         let group = (self.opts.max_fan_in / 2).max(2);
         let picked: Vec<&Run> = self
             .runs
             .iter()
-            .filter(|r| r.level == min_level)
+            .filter(|r| r.level <= level)
             .take(group)
             .collect();
+        let new_level = picked.iter().map(|r| r.level).max().unwrap_or(0) + 1;
         let ids: Vec<u64> = picked.iter().map(|r| r.id).collect();
         let paths: Vec<PathBuf> = picked.iter().map(|r| r.file.path.clone()).collect();
         let new_id = self.next_id;
@@ -221,7 +225,7 @@ impl Sorter {
         self.compaction = Some(Compaction {
             ids,
             new_id,
-            level: min_level,
+            level: new_level,
             handle,
         });
     }
