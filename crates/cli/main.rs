@@ -4,6 +4,7 @@
 
 mod index;
 mod input;
+mod merge;
 mod output;
 mod progress;
 mod record_sink;
@@ -30,6 +31,8 @@ enum Command {
     Index(index::IndexArgs),
     /// Sort by coordinate, read name or tag, identical to samtools sort, on all cores.
     Sort(sort::SortArgs),
+    /// Merge sorted files, identical to samtools merge.
+    Merge(merge::MergeArgs),
     /// Flag statistics identical to samtools flagstat, on all cores.
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::View(args) => view::run(args),
         Command::Sort(args) => sort::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Index(args) => index::run(args),
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),

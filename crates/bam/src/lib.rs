@@ -11,6 +11,7 @@ pub mod cram;
 mod error;
 pub mod flags;
 mod header;
+pub mod header_merge;
 pub mod query;
 mod record;
 pub mod sam_format;

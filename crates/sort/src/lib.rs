@@ -16,7 +16,7 @@
 //! assert_eq!(stats.records, 0);
 //! ```
 
-mod merge;
+pub mod merge;
 pub mod order;
 pub mod run;
 mod sorter;
@@ -50,6 +50,9 @@ pub enum SortError {
     /// Writing the output failed (raised by the caller's `emit`).
     #[error(transparent)]
     Output(#[from] std::io::Error),
+    /// Reading an input failed (the message names the file).
+    #[error("{0}")]
+    Input(String),
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),

@@ -21,6 +21,36 @@ pub enum Source<'a> {
         /// Next entry.
         at: usize,
     },
+    /// Batches pulled from a callback (`Ok(None)` at the end), e.g. a sorted input file.
+    Feed {
+        /// Produces the next batch.
+        next: BatchFeed<'a>,
+        /// The current batch.
+        batch: RecordBatch,
+        /// Current record in `batch`.
+        at: usize,
+    },
+}
+
+/// A callback producing batches in order.
+pub type BatchFeed<'a> = Box<dyn FnMut() -> Result<Option<RecordBatch>, SortError> + 'a>;
+
+impl<'a> Source<'a> {
+    /// A source over the batches `next` produces, positioned on the first record.
+    pub fn feed(mut next: BatchFeed<'a>) -> Result<Self, SortError> {
+        let batch = next_non_empty(&mut next)?;
+        Ok(Source::Feed { next, batch, at: 0 })
+    }
+}
+
+fn next_non_empty(next: &mut BatchFeed<'_>) -> Result<RecordBatch, SortError> {
+    loop {
+        match next()? {
+            Some(b) if b.is_empty() => continue,
+            Some(b) => return Ok(b),
+            None => return Ok(RecordBatch::default()),
+        }
+    }
 }
 
 impl Source<'_> {
@@ -35,6 +65,7 @@ impl Source<'_> {
             } => entries
                 .get(*at)
                 .map(|&(_, loc)| batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)),
+            Source::Feed { batch, at, .. } => (*at < batch.len()).then(|| batch.raw(*at)),
         }
     }
 
@@ -44,6 +75,14 @@ impl Source<'_> {
             Source::Run(r) => r.advance(),
             Source::Memory { at, .. } => {
                 *at += 1;
+                Ok(())
+            }
+            Source::Feed { next, batch, at } => {
+                *at += 1;
+                if *at >= batch.len() {
+                    *batch = next_non_empty(next)?;
+                    *at = 0;
+                }
                 Ok(())
             }
         }
@@ -90,11 +129,12 @@ impl Heads<'_, '_> {
     }
 }
 
-/// Merges `sources` in `order`, calling `emit` with each record (with its `block_size` prefix).
+/// Merges `sources` in `order`, calling `emit` with each record's source number and bytes (with its
+/// `block_size` prefix).
 pub fn merge(
     order: SortOrder,
     sources: &mut [Source<'_>],
-    mut emit: impl FnMut(&[u8]) -> Result<(), SortError>,
+    mut emit: impl FnMut(usize, &[u8]) -> Result<(), SortError>,
 ) -> Result<u64, SortError> {
     let n = sources.len();
     let mut heads = Heads {
@@ -116,7 +156,7 @@ pub fn merge(
     let mut count = 0u64;
     // HOT: once per record. One sift-down per record (log2 of the number of sources comparisons).
     while let Some(&top) = heap.first() {
-        emit(heads.sources[top].current().expect("live source"))?;
+        emit(top, heads.sources[top].current().expect("live source"))?;
         count += 1;
         heads.sources[top].advance()?;
         match heads.sources[top].current() {

@@ -219,7 +219,7 @@ impl Sorter {
                 .map(|p| RunReader::open(p).map(Source::Run))
                 .collect::<Result<Vec<_>, _>>()?;
             let mut writer = crate::run::StreamingRunWriter::create(&out)?;
-            merge(order, &mut sources, |r| writer.push(r))?;
+            merge(order, &mut sources, |_, r| writer.push(r))?;
             writer.finish()
         });
         self.compaction = Some(Compaction {
@@ -277,7 +277,7 @@ impl Sorter {
             }
             self.entries.len() as u64
         } else {
-            merge(self.opts.order, &mut sources, &mut emit)?
+            merge(self.opts.order, &mut sources, |_, r| emit(r))?
         };
         debug_assert_eq!(n, stats.records);
         drop(sources);

@@ -1,0 +1,282 @@
+//! `sortase merge`: samtools merge for sorted inputs: headers combined as samtools combines them,
+//! records translated (reference ids, RG/PG tags) on one thread per input, then merged.
+
+use crate::input::Input;
+use crate::output::{Destination, OutputFile};
+use crate::progress::Progress;
+use crate::record_sink::{resolve_format, OnTheFlyIndex, OutFormat, RecordSink};
+use anyhow::{bail, Context, Result};
+use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
+use sortase_bam::{Header, RecordBatch};
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::merge::{merge, Source};
+use sortase_sort::{SortError, SortOrder};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `sortase merge` (samtools merge's flags and meanings).
+#[derive(clap::Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct MergeArgs {
+    /// Output file [stdout with `-o -`].
+    #[arg(short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Output format: sam, bam or cram.
+    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
+    output_fmt: Option<String>,
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// Compression level 0-9 (samtools' meaning).
+    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
+    level: Option<i32>,
+    /// Uncompressed BAM output.
+    #[arg(short = 'u')]
+    uncompressed: bool,
+    /// Compression level 1.
+    #[arg(short = '1')]
+    fast: bool,
+    /// Inputs are sorted by read name (natural order).
+    #[arg(short = 'n')]
+    by_name: bool,
+    /// Inputs are sorted by read name (lexicographic order).
+    #[arg(short = 'N')]
+    by_name_lex: bool,
+    /// Inputs are sorted by TAG.
+    #[arg(short = 't', value_name = "TAG")]
+    tag: Option<String>,
+    /// Attach an RG tag to each record, named after its input file.
+    #[arg(short = 'r')]
+    attach_rg: bool,
+    /// Combine @RG lines with colliding IDs instead of renaming them.
+    #[arg(short = 'c')]
+    combine_rg: bool,
+    /// Combine @PG lines with colliding IDs instead of renaming them.
+    #[arg(short = 'p')]
+    combine_pg: bool,
+    /// Seed for the suffixes of renamed IDs [time].
+    #[arg(short = 's', value_name = "VALUE")]
+    seed: Option<i64>,
+    /// Overwrite the output file if it exists.
+    #[arg(short = 'f')]
+    force: bool,
+    /// File listing input files, one per line.
+    #[arg(short = 'b', value_name = "FILE")]
+    list: Option<PathBuf>,
+    /// Use the header of FILE as the base of the output header.
+    #[arg(short = 'h', value_name = "FILE")]
+    header_file: Option<PathBuf>,
+    /// Write an index with the output (CSI; `out.bam##idx##out.bam.bai` for BAI).
+    #[arg(long = "write-index")]
+    write_index: bool,
+    /// Do not add a @PG line to the header.
+    #[arg(long = "no-PG")]
+    no_pg: bool,
+    /// Reference FASTA (CRAM).
+    #[arg(long = "reference", value_name = "FILE")]
+    reference: Option<PathBuf>,
+    /// Print help.
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    help: Option<bool>,
+    /// Input files.
+    inputs: Vec<String>,
+}
+
+fn order(args: &MergeArgs) -> Result<SortOrder> {
+    let by_name = (args.by_name || args.by_name_lex).then_some(!args.by_name_lex);
+    Ok(match (&args.tag, by_name) {
+        (Some(t), by_name) if t.len() == 2 => SortOrder::Tag {
+            tag: [t.as_bytes()[0], t.as_bytes()[1]],
+            by_name,
+        },
+        (Some(t), _) => bail!("-t {t}: a tag is two characters, e.g. -t RG"),
+        (None, Some(natural)) => SortOrder::Name { natural },
+        (None, None) => SortOrder::Coordinate,
+    })
+}
+
+/// samtools' RG name for `-r`: the file name without directory and .bam/.sam/.cram.
+fn rg_name(path: &str) -> String {
+    let mut s = path;
+    for ext in [".bam", ".sam"] {
+        if s.len() > 4 && s.ends_with(ext) {
+            s = &s[..s.len() - 4];
+        }
+    }
+    if s.len() > 5 && s.ends_with(".cram") {
+        s = &s[..s.len() - 5];
+    }
+    s.rsplit('/').next().unwrap_or(s).to_string()
+}
+
+/// Runs `sortase merge`.
+pub fn run(args: MergeArgs) -> Result<()> {
+    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let order = order(&args)?;
+    let mut inputs = Vec::new();
+    if let Some(list) = &args.list {
+        let text = std::fs::read_to_string(list)
+            .with_context(|| format!("{}: cannot read the input list", list.display()))?;
+        inputs.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    }
+    inputs.extend(args.inputs.iter().cloned());
+    if inputs.is_empty() {
+        bail!("merge: give at least one (and usually two or more) input files");
+    }
+    let output = args.output.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let (data_path, index_path, bai) = {
+        let s = output.to_string_lossy().into_owned();
+        match s.split_once("##idx##") {
+            Some((d, i)) => (
+                PathBuf::from(d),
+                Some(PathBuf::from(i)),
+                i.ends_with(".bai"),
+            ),
+            None => (output.clone(), None, false),
+        }
+    };
+    let to_stdout = data_path == std::path::Path::new("-");
+    if !args.force && !to_stdout && data_path.is_file() {
+        bail!("{}: file exists; use -f to overwrite", data_path.display());
+    }
+    let level = if args.uncompressed {
+        CompressionLevel::STORED
+    } else if args.fast {
+        CompressionLevel::samtools(1)
+    } else {
+        CompressionLevel::samtools(args.level.unwrap_or(-1))
+    };
+    let format = resolve_format(
+        args.output_fmt.as_deref(),
+        (!to_stdout).then_some(data_path.as_path()),
+        level,
+        OutFormat::Bam(level),
+    )?;
+
+    let per_input = (threads / inputs.len()).max(1);
+    let progress = Progress::new("merge", 0);
+    let mut opened = Vec::with_capacity(inputs.len());
+    for name in &inputs {
+        let input = Input::open(name, per_input, args.reference.as_deref(), &progress)
+            .with_context(|| name.clone())?;
+        opened.push(input);
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
+    let mut merger = HeaderMerger::new(
+        MergeOptions {
+            combine_rg: args.combine_rg,
+            combine_pg: args.combine_pg,
+            rg_override: inputs
+                .iter()
+                .map(|n| args.attach_rg.then(|| rg_name(n)))
+                .collect(),
+        },
+        seed,
+    );
+    if let Some(h) = &args.header_file {
+        let name = h.display().to_string();
+        let base = Input::open(&name, 1, args.reference.as_deref(), &progress)
+            .with_context(|| name.clone())?;
+        merger.add(&base.header, usize::MAX);
+    }
+    let mut translations: Vec<std::sync::Arc<Translation>> = Vec::new();
+    for (i, input) in opened.iter().enumerate() {
+        let t = merger.add(&input.header, i);
+        if t.lost_coordinate_order && order == SortOrder::Coordinate {
+            eprintln!(
+                "[bam_merge_core] Order of targets in file {} caused coordinate sort to be lost",
+                inputs[i]
+            );
+            merger.reset_order();
+        }
+        translations.push(std::sync::Arc::new(t));
+    }
+    if !merger.has_hd() {
+        eprintln!("[W::bam_merge_core2] No @HD tag found.");
+    }
+    let mut header: Header = merger.finish();
+    if !args.no_pg {
+        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+    }
+
+    let write_index = args.write_index && !to_stdout;
+    if write_index && (order != SortOrder::Coordinate || !matches!(format, OutFormat::Bam(_))) {
+        bail!("--write-index: sortase indexes coordinate-sorted BAM output only");
+    }
+    let index_path = index_path.unwrap_or_else(|| {
+        let mut n = data_path.as_os_str().to_owned();
+        n.push(".csi");
+        PathBuf::from(n)
+    });
+    let (dest, out) = Destination::open((!to_stdout).then_some(data_path.as_path()))?;
+    let out_name = dest.name.clone();
+    let pending_index = if write_index {
+        Some(OutputFile::create(&index_path)?)
+    } else {
+        None
+    };
+    let index = write_index.then(|| OnTheFlyIndex::new(&header, bai));
+    let mut sink = RecordSink::new(
+        format,
+        &header,
+        threads,
+        args.reference.as_deref(),
+        index,
+        out,
+    )
+    .with_context(|| out_name.clone())?;
+
+    std::thread::scope(|scope| -> Result<()> {
+        let mut sources = Vec::with_capacity(opened.len());
+        let attach: Vec<std::sync::Arc<Translation>> = translations.clone();
+        for ((mut input, t), name) in opened.into_iter().zip(translations).zip(&inputs) {
+            let (tx, rx) = crossbeam_channel::bounded::<Result<RecordBatch, String>>(4);
+            scope.spawn(move || {
+                let identity = t.tids_identity();
+                let r = input.for_each_batch(|batch| {
+                    let mut buf = Vec::with_capacity(batch.bytes().len() + 1024);
+                    let mut offsets = Vec::with_capacity(batch.len());
+                    for raw in batch.iter_raw() {
+                        offsets.push(buf.len() as u32);
+                        t.translate_into(raw, &mut buf, identity);
+                    }
+                    let end = buf.len();
+                    tx.send(Ok(RecordBatch::from_parts(buf, offsets, end, 0)))
+                        .map_err(|_| anyhow::anyhow!("merge stopped"))
+                });
+                if let Err(e) = r {
+                    let _ = tx.send(Err(format!("{name}: {e:#}")));
+                }
+            });
+            sources.push(Source::feed(Box::new(move || match rx.recv() {
+                Ok(Ok(b)) => Ok(Some(b)),
+                Ok(Err(e)) => Err(SortError::Input(e)),
+                Err(_) => Ok(None),
+            }))?);
+        }
+        let mut scratch = Vec::new();
+        merge(order, &mut sources, |i, r| {
+            if attach[i].attach_rg_into(r, &mut scratch) {
+                Ok(sink.write(&scratch)?)
+            } else {
+                Ok(sink.write(r)?)
+            }
+        })?;
+        Ok(())
+    })?;
+    let index_bytes = sink.finish().with_context(|| out_name.clone())?;
+    progress.finish();
+    if let (Some((pending, mut f)), Some(bytes)) = (pending_index, index_bytes) {
+        f.write_all(&bytes)
+            .with_context(|| format!("{out_name}: cannot write index"))?;
+        drop(f);
+        dest.commit()?;
+        pending.commit()
+    } else {
+        dest.commit()
+    }
+}
