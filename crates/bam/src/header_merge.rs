@@ -21,11 +21,14 @@ impl Rand48 {
     }
 
     /// `lrand48()`: the next 31-bit value.
-    pub fn next(&mut self) -> u64 {
-        self.0 = (self.0.wrapping_mul(0x5_dee_ce66d).wrapping_add(0xb)) & ((1 << 48) - 1);
+    pub fn next_value(&mut self) -> u64 {
+        self.0 = (self.0.wrapping_mul(0x0005_deec_e66d).wrapping_add(0xb)) & ((1 << 48) - 1);
         self.0 >> 17
     }
 }
+
+/// Old `@RG`/`@PG` ID → new ID (`None`: records' tags with that ID are dropped).
+pub type IdMap = HashMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// How one input's records map into the merged header.
 #[derive(Debug, Clone, Default)]
@@ -33,9 +36,9 @@ pub struct Translation {
     /// New reference id of each of the input's references.
     pub tids: Vec<i32>,
     /// `@RG` ID → new ID (`None`: the tag is dropped).
-    pub rg: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    pub rg: IdMap,
     /// `@PG` ID → new ID.
-    pub pg: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    pub pg: IdMap,
     /// Whether the reference order of this input is not preserved (coordinate order lost).
     pub lost_coordinate_order: bool,
     /// `samtools merge -r`: the RG value attached to every record.
@@ -108,7 +111,7 @@ impl HeaderMerger {
             return prefix.to_string();
         }
         loop {
-            let candidate = format!("{prefix}-{:08X}", self.rng.next());
+            let candidate = format!("{prefix}-{:08X}", self.rng.next_value());
             let ids = if is_rg { &self.rg_ids } else { &self.pg_ids };
             if !ids.contains(&candidate) {
                 return candidate;
@@ -122,7 +125,7 @@ impl HeaderMerger {
         text: &str,
         is_rg: bool,
         override_id: Option<&str>,
-    ) -> (Vec<String>, HashMap<Vec<u8>, Option<Vec<u8>>>) {
+    ) -> (Vec<String>, IdMap) {
         let kind = if is_rg { "@RG" } else { "@PG" };
         let merge = if is_rg {
             self.opts.combine_rg
@@ -224,7 +227,7 @@ impl HeaderMerger {
                 if let Some(at) = l.find(search) {
                     let start = at + 4;
                     let end = l[start..].find('\t').map_or(l.len(), |e| start + e);
-                    match pg.get(l[start..end].as_bytes()) {
+                    match pg.get(&l.as_bytes()[start..end]) {
                         Some(Some(new)) => {
                             let new = String::from_utf8_lossy(new).into_owned();
                             l.replace_range(start..end, &new);
@@ -428,7 +431,7 @@ mod tests {
         // glibc: srand48(0); lrand48() three times (checked with ctypes).
         let mut r = Rand48::new(0);
         assert_eq!(
-            [r.next(), r.next(), r.next()],
+            [r.next_value(), r.next_value(), r.next_value()],
             [366_850_414, 1_610_402_240, 206_956_554]
         );
     }
