@@ -24,7 +24,8 @@ Procedure:
   5. unless --no-record: a markdown section appended to bench/RESULTS.md and
      rows appended to bench/results.csv.
 
-Template fields: {input} {out} {threads} {tmp} {sortase} {samtools}
+Template fields: {input} {sorted} {out} {threads} {tmp} {sortase} {samtools}
+  {sorted}   the coordinate-sorted BAM of the same data (DIR/SIZE.sorted.bam)
   {out}      a per-variant output path in the scratch dir (removed afterwards)
   {tmp}      a per-variant scratch directory (e.g. for sort -T)
   {sortase}  --sortase (default /work/main/target/release/sortase)
@@ -157,6 +158,83 @@ CASES = {
         "check": "md5sum < {out}",
     },
 }
+
+SORT_CHECK = "samtools view -@{threads} {out} | md5sum"
+SORT_NOTE = (
+    "sortase -m is per thread like samtools'; --max-memory is the total. Records must be identical "
+    "(md5 of `samtools view` of every output). The floor recompresses the sorted BAM at the same "
+    "level with all threads (`sortase view -b`), which is the least any BAM sort must do besides "
+    "inflating its input. ")
+
+CASES.update({
+    "sort-mem": {
+        "description": (
+            "Coordinate sort in memory at samtools' default level (`-l 6` = libdeflate 7), "
+            "-m large enough for no temporary files (3G per thread). " + SORT_NOTE + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -l 6 -@{threads} -m 3G -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -l 6 -@{threads} -m 3G -T {tmp}/st -o {out} {input}"),
+            ("sambamba", "sambamba sort -l 6 -t {threads} -m 6GB --tmpdir {tmp} -o {out} {input}"),
+            ("bamsort", "bamsort level=6 inputthreads={threads} outputthreads={threads} "
+                        "sortthreads={threads} blockmb=6144 tmpfile={tmp}/bs I={input} O={out}"),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {sorted}"),
+        "check": SORT_CHECK,
+    },
+    "sort-default": {
+        "description": (
+            "Coordinate sort in memory, each tool at its default level (sortase: libdeflate 6, "
+            "samtools: zlib/libdeflate level 6). Floor: recompress at sortase's level. "
+            + SORT_NOTE + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -@{threads} -m 3G -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -@{threads} -m 3G -T {tmp}/st -o {out} {input}"),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 5 -@{threads} -o {out} {sorted}"),
+        "check": SORT_CHECK + " ; stat -c %s {out}",
+    },
+    "sort-u": {
+        "description": (
+            "Coordinate sort in memory, uncompressed BAM output (`-u`, as piped into the next "
+            "tool). Floor: `sortase view -u` of the sorted BAM (inflate + write). "
+            + SORT_NOTE + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -u -@{threads} -m 3G -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -u -@{threads} -m 3G -T {tmp}/st -o {out} {input}"),
+        ],
+        "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {sorted}"),
+        "check": SORT_CHECK,
+    },
+    "sort-ooc": {
+        "description": (
+            "Coordinate sort out of core at samtools' default level (`-l 6`), total memory 1/20 "
+            "of the uncompressed data (large: 4569 MiB / 20 = 228 MiB; sortase --max-memory 228M, "
+            "samtools -m 114M per thread). " + SORT_NOTE + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -l 6 -@{threads} --max-memory 228M -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -l 6 -@{threads} -m 114M -T {tmp}/st -o {out} {input}"),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {sorted}"),
+        "check": SORT_CHECK,
+    },
+    "sort-ooc-u": {
+        "description": (
+            "Out-of-core sort (1/20 of the data in memory, as sort-ooc) with uncompressed output. "
+            + SORT_NOTE + THREADS_CAVEAT),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -u -@{threads} --max-memory 228M -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -u -@{threads} -m 114M -T {tmp}/st -o {out} {input}"),
+        ],
+        "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {sorted}"),
+        "check": SORT_CHECK,
+    },
+})
+
 
 # --------------------------------------------------------------------------
 # helpers
@@ -397,7 +475,9 @@ def main():
     os.makedirs(scratch_root, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f"{args.case}.", dir=scratch_root)
 
-    fields_base = {"input": shlex.quote(inp), "threads": args.threads,
+    sorted_inp = os.path.join(os.path.dirname(inp), os.path.basename(inp).replace(".bam", ".sorted.bam")) \
+        if not inp.endswith(".sorted.bam") else inp
+    fields_base = {"input": shlex.quote(inp), "threads": args.threads, "sorted": shlex.quote(sorted_inp),
                    "sortase": args.sortase, "samtools": args.samtools}
     plan = [(label, "variant", tpl) for label, tpl in case["variants"]]
     if args.debian_samtools:

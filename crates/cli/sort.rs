@@ -13,6 +13,10 @@ use std::time::Instant;
 
 /// samtools' default `-m` per thread (`SORT_DEFAULT_MEGS_PER_THREAD`).
 const DEFAULT_MEM_PER_THREAD: usize = 768 << 20;
+/// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
+/// bench/RESULTS.md, "level curve"): 1.78x the speed of libdeflate 7 (samtools' default `-l 6`) for
+/// 0.9% larger output; libdeflate 5 is 2.1x faster but 2.1% larger.
+const DEFAULT_LEVEL: u8 = 6;
 /// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
 const MIN_MEM_PER_THREAD: usize = 1 << 20;
 
@@ -34,7 +38,7 @@ pub struct SortArgs {
     /// Memory for all threads together (overrides -m).
     #[arg(long = "max-memory", value_name = "INT[KMG]")]
     max_memory: Option<String>,
-    /// Compression level 0-9 (samtools' meaning) [6].
+    /// Compression level 0-9 with samtools' meaning [sortase's default: libdeflate 6 = samtools -l 5].
     #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
     level: Option<i32>,
     /// Uncompressed BAM output.
@@ -209,10 +213,10 @@ pub fn run(args: SortArgs) -> Result<()> {
     if args.max_fan_in < 2 {
         bail!("--max-fan-in {}: must be at least 2", args.max_fan_in);
     }
-    let level = if args.uncompressed {
-        CompressionLevel::STORED
-    } else {
-        CompressionLevel::samtools(args.level.unwrap_or(-1))
+    let level = match (args.uncompressed, args.level) {
+        (true, _) => CompressionLevel::STORED,
+        (false, Some(l)) => CompressionLevel::samtools(l),
+        (false, None) => CompressionLevel::from_libdeflate(DEFAULT_LEVEL),
     };
     let (data_path, index_path) = match &args.output {
         Some(o) if args.write_index => {
@@ -327,8 +331,9 @@ pub fn run(args: SortArgs) -> Result<()> {
             0.0
         };
         eprintln!(
-            "[sortase sort] {} records; budget {} MiB; {} runs spilled, {} compactions, final merge of {} sources; {} temporary bytes written (write amplification {:.2})",
+            "[sortase sort] {} records ({} MiB uncompressed); budget {} MiB; {} runs spilled, {} compactions, final merge of {} sources; {} temporary bytes written (write amplification {:.2})",
             stats.records,
+            stats.record_bytes >> 20,
             memory >> 20,
             stats.runs_spilled,
             stats.compactions,

@@ -33,6 +33,8 @@ pub struct SortOptions {
 pub struct SortStats {
     /// Records sorted.
     pub records: u64,
+    /// Uncompressed bytes of the records (BAM encoding, `block_size` prefixes included).
+    pub record_bytes: u64,
     /// Runs spilled from memory.
     pub runs_spilled: u64,
     /// Compactions (merges of runs into a bigger run).
@@ -108,6 +110,7 @@ impl Sorter {
             self.entries.push((key, b << 32 | i as u64));
         }
         self.stats.records += batch.len() as u64;
+        self.stats.record_bytes += batch.bytes().len() as u64;
         self.used += batch.allocated() + batch.len() * ENTRY_COST;
         self.batches.push(batch);
         if self.used >= self.opts.memory {
