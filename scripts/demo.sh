@@ -20,6 +20,21 @@ TIMEFORMAT='   (%R s)'
 timed() { time "$@"; }
 same() { if cmp -s "$1" "$2"; then echo "   identical to samtools: $3"; else echo "   DIFFERENT from samtools: $3"; diff <(head -5 "$1") <(head -5 "$2") || true; exit 1; fi; }
 
+step "sortase sort --write-index (aligner order -> coordinate order + CSI, on all cores)"
+timed $S sort --write-index -o "$out/sorted.bam" "$in"
+timed $ST sort -o "$out/st-sorted.bam" "$in"
+$ST view --no-PG -h "$out/sorted.bam" | grep -v '^@PG' > "$out/a.sam"
+$ST view --no-PG -h "$out/st-sorted.bam" | grep -v '^@PG' > "$out/b.sam"
+same "$out/a.sam" "$out/b.sam" "sorted records and header"
+$ST index -c -o "$out/ref-sorted.csi" "$out/sorted.bam"
+same "$out/sorted.bam.csi" "$out/ref-sorted.csi" "on-the-fly CSI bytes"
+
+step "sortase sort -n with a tiny memory budget (LZ4 runs, background compaction, merge)"
+timed $S sort -n -v --max-memory 1M --max-fan-in 4 -o "$out/byname.bam" "$in"
+$ST sort -n -o "$out/st-byname.bam" "$in"
+$ST view --no-PG "$out/byname.bam" > "$out/a.sam"; $ST view --no-PG "$out/st-byname.bam" > "$out/b.sam"
+same "$out/a.sam" "$out/b.sam" "name-sorted records"
+
 step "sortase view -b (BAM -> BAM, all cores)"
 timed $S view -b -o "$out/copy.bam" "$in"
 $ST view --no-PG "$out/copy.bam" > "$out/a.sam"; $ST view --no-PG "$in" > "$out/b.sam"
