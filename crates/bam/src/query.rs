@@ -125,6 +125,31 @@ impl IndexedBam {
         Ok(Self { index, reader })
     }
 
+    /// Reads the BAM header (seeks to the start of the file).
+    pub fn read_header(&mut self) -> Result<Header, BamError> {
+        self.reader.seek_virtual(0)?;
+        Header::read_bam(&mut self.reader)
+    }
+
+    /// Compressed file offset of the first index chunk holding records that overlap `tid` from `pos`
+    /// on: where a query from `pos` starts reading. `None` when no record of `tid` ends past `pos`.
+    pub fn compressed_offset_at(&self, tid: usize, pos: i64) -> Result<Option<u64>, BamError> {
+        let start = Position::try_from((pos.max(0) + 1) as usize)
+            .map_err(|e| BamError::Header(e.to_string()))?;
+        let chunks = self.index.query(tid, (start..).into())?;
+        Ok(chunks.iter().map(|c| u64::from(c.start()) >> 16).min())
+    }
+
+    /// Compressed byte span `[first chunk start, last chunk end)` of the records placed on `tid`.
+    pub fn compressed_span(&self, tid: usize) -> Result<Option<(u64, u64)>, BamError> {
+        let chunks = self
+            .index
+            .query(tid, (Position::MIN..).into())?;
+        let start = chunks.iter().map(|c| u64::from(c.start()) >> 16).min();
+        let end = chunks.iter().map(|c| u64::from(c.end()) >> 16).max();
+        Ok(start.zip(end))
+    }
+
     /// Collects the unplaced records (samtools region `*`): those after the last placed record.
     pub fn query_unplaced(&mut self) -> Result<RecordBatch, BamError> {
         let start = self.index.last_first_record_start_position().map(u64::from);
