@@ -21,7 +21,8 @@
 //! A region is processed from a fresh state starting at `warm_from` (reads overlapping it), which may
 //! differ from htslib's state carried from the start of the contig. [`FilePileup::exact`] says whether
 //! that difference provably cannot reach `[beg, end)`: no read starting at or before `warm_from`
-//! reaches `beg`, and no read starting between `warm_from` and `beg` could have met the depth limit.
+//! reaches `beg`, and no read starting between `warm_from` and `beg` could have met the depth limit
+//! (counting every filtered read as buffered), or else a coverage gap after them cuts the dependence.
 
 use super::overlap::{tweak_overlap_quality, Mate};
 use super::PileupError;
@@ -348,6 +349,7 @@ pub fn pileup_window(
     let mut exact = true;
     // Ends of every filtered read (kept or not), for the exactness check in the warm-up stretch.
     let mut all_ends: BinaryHeap<Reverse<i64>> = BinaryHeap::new();
+    let (mut max_end, mut settled) = (i64::MIN, false);
     // htslib `iter->pos` once the walk has caught up: the start of the last pushed read. A fresh
     // iterator is at tid 0, pos 0.
     let mut current: Option<i64> = (window.warm_from == 0 && window.tid == 0).then_some(0);
@@ -369,7 +371,14 @@ pub fn pileup_window(
         // Raw end as htslib 1.16's pileup uses it: pos + rlen, without bam_endpos's 0 -> 1.
         let end = beg + r.cigar().reference_length() as i64;
         let checked = current == Some(beg);
-        if warm {
+        if warm && !settled {
+            // A gap (every earlier read ends before this one starts) cuts all dependence on what came
+            // before: earlier reads neither cover later positions nor count at later depth checks.
+            if max_end < beg {
+                exact = true;
+                all_ends.clear();
+            }
+            settled = beg >= window.beg;
             if beg <= window.warm_from {
                 exact &= end < window.beg;
             } else if beg < window.beg {
@@ -381,6 +390,7 @@ pub fn pileup_window(
             if beg < window.beg {
                 all_ends.push(Reverse(end));
             }
+            max_end = max_end.max(end);
         }
         if checked {
             if 1 + replay.buffered as i64 > maxcnt {

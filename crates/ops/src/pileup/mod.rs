@@ -404,7 +404,9 @@ fn pile(
             if r.exact || warm_from == 0 {
                 break r;
             }
-            warm_from = 0;
+            // Look further back for a gap or a stretch below the depth limit; the contig start is exact.
+            let back = beg - warm_from;
+            warm_from = if back >= WARM_UP << 8 { 0 } else { (beg - back * 16).max(0) };
         };
         covered = union(&covered, &result.covered);
         counts.push(result.counts);
