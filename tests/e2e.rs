@@ -15,6 +15,8 @@ mod common;
 mod edge_cases;
 #[path = "e2e/oracle.rs"]
 mod oracle;
+#[path = "e2e/snp_pileup.rs"]
+mod snp_pileup;
 #[path = "e2e/stats.rs"]
 mod stats;
 #[path = "e2e/view_corpus.rs"]

@@ -99,7 +99,10 @@ pub fn run(args: SnpPileupArgs) -> Result<()> {
         bail!("{}: {e}", args.vcf.display());
     }
     if args.pseudo_snps < 0 {
-        bail!("-P {} is negative; use 0 (none) or a positive multiple", args.pseudo_snps);
+        bail!(
+            "-P {} is negative; use 0 (none) or a positive multiple",
+            args.pseudo_snps
+        );
     }
     let inputs = pileup::open_bams(&args.bams)?;
     let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);

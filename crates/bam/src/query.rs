@@ -142,9 +142,7 @@ impl IndexedBam {
 
     /// Compressed byte span `[first chunk start, last chunk end)` of the records placed on `tid`.
     pub fn compressed_span(&self, tid: usize) -> Result<Option<(u64, u64)>, BamError> {
-        let chunks = self
-            .index
-            .query(tid, (Position::MIN..).into())?;
+        let chunks = self.index.query(tid, (Position::MIN..).into())?;
         let start = chunks.iter().map(|c| u64::from(c.start()) >> 16).min();
         let end = chunks.iter().map(|c| u64::from(c.end()) >> 16).max();
         Ok(start.zip(end))

@@ -259,7 +259,8 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
 
     fn fails_min(&self, b: usize, q: usize) -> bool {
         let counts = &self.window[b].counts;
-        (0..self.n_files).any(|f| (counts[f][q].depth as i64) < i64::from(self.opts.min_read_counts[f]))
+        (0..self.n_files)
+            .any(|f| (counts[f][q].depth as i64) < i64::from(self.opts.min_read_counts[f]))
     }
 
     fn pseudo_line(&mut self, at: Pos, out: &mut dyn Write) -> Result<(), PileupError> {
@@ -267,12 +268,17 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
         if self.fails_min(b, q) {
             return Ok(());
         }
-        let refs: Vec<u32> = self.window[b].counts.iter().map(|c| c[q].passing()).collect();
+        let refs: Vec<u32> = self.window[b]
+            .counts
+            .iter()
+            .map(|c| c[q].passing())
+            .collect();
         if refs.iter().all(|&r| r == 0) {
             return Ok(());
         }
         self.line.clear();
-        self.line.extend_from_slice(self.names[at.0 as usize].as_bytes());
+        self.line
+            .extend_from_slice(self.names[at.0 as usize].as_bytes());
         self.line.push(b',');
         push_int(&mut self.line, at.1 + 1);
         self.line.extend_from_slice(b",.,.");
@@ -313,7 +319,8 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
             return Ok(());
         }
         self.line.clear();
-        self.line.extend_from_slice(self.names[at.0 as usize].as_bytes());
+        self.line
+            .extend_from_slice(self.names[at.0 as usize].as_bytes());
         self.line.push(b',');
         push_int(&mut self.line, at.1 + 1);
         self.line.push(b',');

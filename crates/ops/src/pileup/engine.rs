@@ -205,7 +205,8 @@ impl<'b> Replay<'b> {
         let mut qa = self.take_qual(a);
         let mut qb = self.take_qual(b);
         let (ra, rb) = (self.record_of(a), self.record_of(b));
-        let (ca, cb): (Vec<u32>, Vec<u32>) = (ra.cigar().iter().collect(), rb.cigar().iter().collect());
+        let (ca, cb): (Vec<u32>, Vec<u32>) =
+            (ra.cigar().iter().collect(), rb.cigar().iter().collect());
         let result = tweak_overlap_quality(
             Mate {
                 pos: i64::from(ra.position()),

@@ -332,7 +332,9 @@ fn run_batch(
         return run_probe(handles, paths, batch, opts, grid);
     }
     let queries = with_grid(&batch.sites, batch.beg, batch.end, grid);
-    let (covered, counts) = pile(handles, paths, batch.tid, batch.beg, batch.end, &queries, opts)?;
+    let (covered, counts) = pile(
+        handles, paths, batch.tid, batch.beg, batch.end, &queries, opts,
+    )?;
     Ok(BatchResult {
         tid: batch.tid,
         beg: batch.beg,
@@ -406,7 +408,11 @@ fn pile(
             }
             // Look further back for a gap or a stretch below the depth limit; the contig start is exact.
             let back = beg - warm_from;
-            warm_from = if back >= WARM_UP << 8 { 0 } else { (beg - back * 16).max(0) };
+            warm_from = if back >= WARM_UP << 8 {
+                0
+            } else {
+                (beg - back * 16).max(0)
+            };
         };
         covered = union(&covered, &result.covered);
         counts.push(result.counts);

@@ -280,7 +280,11 @@ mod tests {
         tweak_overlap_quality(a, b, b"r1").unwrap();
         for i in 0..5 {
             assert_eq!(qa[i], 30, "non-overlapping part of a untouched");
-            assert_eq!(u32::from(qa[5 + i]) + u32::from(qb[i]), 50, "sum kept by one mate");
+            assert_eq!(
+                u32::from(qa[5 + i]) + u32::from(qb[i]),
+                50,
+                "sum kept by one mate"
+            );
             assert!(qa[5 + i] == 0 || qb[i] == 0);
         }
         assert_eq!(&qb[5..], &[20; 5]);

@@ -85,9 +85,8 @@ pub fn read_sites(path: &Path) -> Result<Sites, PileupError> {
             continue;
         }
         out.lines += 1;
-        let bad = |what: &str| {
-            PileupError::Input(format!("{}: line {number}: {what}", path.display()))
-        };
+        let bad =
+            |what: &str| PileupError::Input(format!("{}: line {number}: {what}", path.display()));
         let mut fields = text.split(|&c| c == b'\t');
         let (Some(chrom), Some(pos), Some(_id), Some(reference), Some(alt)) = (
             fields.next(),
