@@ -167,7 +167,7 @@ fn sample_sam(g: &Genome, seed: u64, pairs: usize) -> String {
             record(
                 &mut out,
                 &name,
-                (rng.below(2) as u16) * 0x10 | extra,
+                ((rng.below(2) as u16) * 0x10) | extra,
                 tid,
                 p1,
                 mapq,

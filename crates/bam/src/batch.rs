@@ -74,6 +74,11 @@ impl RecordBatch {
         self
     }
 
+    /// The buffer, for reuse by the next batch.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
     /// Uncompressed stream offset of the first record.
     pub fn stream_offset(&self) -> u64 {
         self.stream_offset

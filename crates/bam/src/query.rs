@@ -187,30 +187,71 @@ impl IndexedBam {
 
     /// Collects the records overlapping `region`, in file order.
     pub fn query(&mut self, region: Region) -> Result<RecordBatch, BamError> {
+        self.query_into(region, Vec::new())
+    }
+
+    /// [`IndexedBam::query`] into `buffer`'s allocation (cleared first), e.g. the
+    /// [`RecordBatch::into_buffer`] of an earlier query: records are read straight into it.
+    pub fn query_into(
+        &mut self,
+        region: Region,
+        mut buffer: Vec<u8>,
+    ) -> Result<RecordBatch, BamError> {
         let start = Position::try_from((region.beg + 1) as usize)
             .map_err(|e| BamError::Header(e.to_string()))?;
         let chunks = self.index.query(region.tid, (start..).into())?;
-        let mut out = BatchBuilder::default();
-        let mut record = Vec::new();
+        buffer.clear();
+        let mut out = BatchBuilder {
+            buf: buffer,
+            offsets: Vec::new(),
+        };
         for chunk in chunks {
             self.reader.seek_virtual(u64::from(chunk.start()))?;
-            while self.reader.virtual_position() < u64::from(chunk.end())
-                && self.read_record(&mut record)?
-            {
-                let r = RecordRef::new_unchecked(&record[4..]);
+            while self.reader.virtual_position() < u64::from(chunk.end()) {
+                let at = out.buf.len();
+                if !self.read_record_appending(&mut out.buf)? {
+                    break;
+                }
+                let r = RecordRef::new_unchecked(&out.buf[at + 4..]);
                 let (tid, pos) = (r.reference_sequence_id(), i64::from(r.position()));
                 if tid < 0
                     || tid > region.tid as i32
                     || (tid == region.tid as i32 && pos >= region.end)
                 {
-                    break; // sorted input: nothing further can overlap
+                    out.buf.truncate(at);
+                    break; // sorted input: nothing further in this chunk can overlap
                 }
                 if tid == region.tid as i32 && r.end_position() > region.beg {
-                    out.push(&record);
+                    out.offsets.push(at as u32);
+                } else {
+                    out.buf.truncate(at);
                 }
             }
         }
         Ok(out.finish())
+    }
+
+    /// Reads the next record (with its `block_size`) onto the end of `buf`; false at the end of the file.
+    fn read_record_appending(&mut self, buf: &mut Vec<u8>) -> Result<bool, BamError> {
+        let at = self.reader.virtual_position();
+        let start = buf.len();
+        buf.resize(start + 4, 0);
+        if read_full(&mut self.reader, &mut buf[start..])? < 4 {
+            buf.truncate(start);
+            return Ok(false);
+        }
+        let b = &buf[start..];
+        let block_size = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        buf.resize(start + 4 + block_size, 0);
+        if read_full(&mut self.reader, &mut buf[start + 4..])? < block_size {
+            return Err(BamError::Truncated {
+                offset: at,
+                block_size: block_size as u64,
+                available: 0,
+            });
+        }
+        RecordRef::new(&buf[start + 4..]).map_err(|reason| BamError::record(at, reason))?;
+        Ok(true)
     }
 }
 

@@ -276,6 +276,7 @@ pub fn snp_pileup(
         let bams = bams.clone();
         let pileup = pileup.clone();
         let mut handles: Option<Vec<IndexedBam>> = None;
+        let mut buffers: Vec<Vec<u8>> = vec![Vec::new(); bams.len()];
         move |batch: Batch| -> Result<BatchResult, PileupError> {
             if handles.is_none() {
                 let mut opened = Vec::new();
@@ -286,7 +287,12 @@ pub fn snp_pileup(
             }
             // INVARIANT: set just above.
             let h = handles.as_mut().expect("opened");
-            run_batch(h, &bams, &batch, &pileup, grid)
+            let mut files = Files {
+                handles: h,
+                paths: &bams,
+                buffers: &mut buffers,
+            };
+            run_batch(&mut files, &batch, &pileup, grid)
         }
     });
     let feeder = std::thread::spawn(move || {
@@ -320,21 +326,25 @@ fn abbreviate(names: &[String]) -> String {
     s
 }
 
+/// A worker's open BAMs and its reusable record buffers (one per BAM).
+struct Files<'a> {
+    handles: &'a mut [IndexedBam],
+    paths: &'a [PathBuf],
+    buffers: &'a mut [Vec<u8>],
+}
+
 /// Piles up one batch in every BAM.
 fn run_batch(
-    handles: &mut [IndexedBam],
-    paths: &[PathBuf],
+    files: &mut Files<'_>,
     batch: &Batch,
     opts: &PileupOptions,
     grid: i64,
 ) -> Result<BatchResult, PileupError> {
     if batch.probe {
-        return run_probe(handles, paths, batch, opts, grid);
+        return run_probe(files, batch, opts, grid);
     }
     let queries = with_grid(&batch.sites, batch.beg, batch.end, grid);
-    let (covered, counts) = pile(
-        handles, paths, batch.tid, batch.beg, batch.end, &queries, opts,
-    )?;
+    let (covered, counts) = pile(files, batch.tid, batch.beg, batch.end, &queries, opts)?;
     Ok(BatchResult {
         tid: batch.tid,
         beg: batch.beg,
@@ -373,8 +383,7 @@ type Piled = (Vec<(i64, i64)>, Vec<Vec<Counts>>);
 
 /// Piles up `[beg, end)` of `tid` in every BAM; covered positions are the union over the BAMs.
 fn pile(
-    handles: &mut [IndexedBam],
-    paths: &[PathBuf],
+    files: &mut Files<'_>,
     tid: usize,
     beg: i64,
     end: i64,
@@ -382,8 +391,14 @@ fn pile(
     opts: &PileupOptions,
 ) -> Result<Piled, PileupError> {
     let mut covered: Vec<(i64, i64)> = Vec::new();
-    let mut counts = Vec::with_capacity(handles.len());
-    for (bam, path) in handles.iter_mut().zip(paths) {
+    let mut counts = Vec::with_capacity(files.handles.len());
+    let paths = files.paths;
+    for ((bam, path), buffer) in files
+        .handles
+        .iter_mut()
+        .zip(paths)
+        .zip(files.buffers.iter_mut())
+    {
         let in_file = |e: PileupError| PileupError::InFile {
             path: path.clone(),
             source: Box::new(e),
@@ -395,14 +410,18 @@ fn pile(
                 beg: warm_from,
                 end,
             };
-            let records = bam.query(region).map_err(|e| bam_error(path, e))?;
+            let records = bam
+                .query_into(region, std::mem::take(buffer))
+                .map_err(|e| bam_error(path, e))?;
             let window = Window {
                 tid,
                 beg,
                 end,
                 warm_from,
             };
-            let r = pileup_window(&records, window, queries, opts).map_err(in_file)?;
+            let r = pileup_window(&records, window, queries, opts).map_err(in_file);
+            *buffer = records.into_buffer();
+            let r = r?;
             if r.exact || warm_from == 0 {
                 break r;
             }
@@ -435,8 +454,7 @@ fn union(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
 
 /// Finds the first covered position at or after `batch.beg`, looking through growing windows.
 fn run_probe(
-    handles: &mut [IndexedBam],
-    paths: &[PathBuf],
+    files: &mut Files<'_>,
     batch: &Batch,
     opts: &PileupOptions,
     grid: i64,
@@ -451,20 +469,20 @@ fn run_probe(
     let mut step = 1i64 << 16;
     loop {
         let mut any_left = false;
-        for bam in handles.iter() {
+        for bam in files.handles.iter() {
             any_left |= bam.compressed_offset_at(batch.tid, from)?.is_some();
         }
         if !any_left {
             return Ok(result);
         }
         let to = from.saturating_add(step);
-        let (covered, _) = pile(handles, paths, batch.tid, from, to, &[], opts)?;
+        let (covered, _) = pile(files, batch.tid, from, to, &[], opts)?;
         if let Some(&(first, _)) = covered.first() {
             let queries = vec![first];
             let counts = if grid > 0 && (first + 1) % grid == 0 {
-                pile(handles, paths, batch.tid, from, to, &queries, opts)?.1
+                pile(files, batch.tid, from, to, &queries, opts)?.1
             } else {
-                vec![vec![Counts::default()]; handles.len()]
+                vec![vec![Counts::default()]; files.handles.len()]
             };
             result.covered = vec![(first, first + 1)];
             result.queries = queries;
