@@ -155,6 +155,22 @@ struct Buffered {
     end: i64,
     /// Qualities after an overlap tweak (`None`: as stored).
     qual: Option<Vec<u8>>,
+    /// Set when a later mate's push tweaked this read (it was the first mate, `a`).
+    tweaked_by: Option<Box<MateTweak>>,
+}
+
+/// What a later mate's tweak changed, for the one case where htslib reads a quality before it: at a
+/// deletion (or reference skip) htslib uses the quality of the base after it (`qpos` of the next
+/// base), which can lie in the overlap, past the mate's start. The deletion's position is walked as
+/// soon as the first read starting after it is pushed, so the tweak is seen there only if the mate is
+/// that read: the first filtered read at its position, with no filtered read starting in between.
+struct MateTweak {
+    /// Qualities before the tweak.
+    qual: Vec<u8>,
+    /// The mate's start.
+    mate_start: i64,
+    /// The mate was the first filtered read at its start.
+    mate_first: bool,
 }
 
 /// Replays htslib's read buffer for one file and one window.
@@ -172,6 +188,10 @@ struct Replay<'b> {
     overlaps: NameMap<'b>,
     covered: Vec<(i64, i64)>,
     cigar: Vec<u32>,
+    /// Starts of the filtered reads so far (sorted).
+    starts: Vec<i64>,
+    /// The read being pushed is the first filtered read at its position.
+    pushing_first: bool,
 }
 
 impl<'b> Replay<'b> {
@@ -191,6 +211,7 @@ impl<'b> Replay<'b> {
             beg,
             end,
             qual: None,
+            tweaked_by: None,
         });
         self.by_end.push(Reverse((end, slot)));
         self.buffered += 1;
@@ -232,6 +253,7 @@ impl<'b> Replay<'b> {
 
     fn tweak(&mut self, a: usize, b: usize) -> Result<(), ()> {
         let mut qa = self.take_qual(a);
+        let before = qa.clone();
         let mut qb = self.take_qual(b);
         let (ra, rb) = (self.record_of(a), self.record_of(b));
         let (ca, cb): (Vec<u32>, Vec<u32>) =
@@ -253,6 +275,13 @@ impl<'b> Replay<'b> {
         );
         self.put_qual(a, qa);
         self.put_qual(b, qb);
+        let mate_start = i64::from(rb.position());
+        let mate_first = self.pushing_first;
+        self.slots[a].as_mut().expect("buffered slot").tweaked_by = Some(Box::new(MateTweak {
+            qual: before,
+            mate_start,
+            mate_first,
+        }));
         result
     }
 
@@ -304,29 +333,47 @@ impl<'b> Replay<'b> {
         if lo >= hi {
             return;
         }
-        let mut qi = self.queries.partition_point(|&q| q < lo);
-        if qi >= self.queries.len() || self.queries[qi] >= hi {
+        let Replay {
+            records,
+            queries,
+            counts,
+            starts,
+            cigar,
+            opts,
+            ..
+        } = self;
+        let mut qi = queries.partition_point(|&q| q < lo);
+        if qi >= queries.len() || queries[qi] >= hi {
             return;
         }
-        let r = self.records.record(b.record);
+        let r = records.record(b.record);
         let qual = b.qual.as_deref().unwrap_or(r.quality_scores());
         let seq = r.sequence_packed();
         let l_qseq = i64::from(r.l_seq());
-        self.cigar.clear();
-        self.cigar.extend(r.cigar().iter());
+        cigar.clear();
+        cigar.extend(r.cigar().iter());
         let (mut x, mut y) = (b.beg, 0i64);
-        let min_bq = self.opts.min_base_quality;
-        for &op in &self.cigar {
+        let min_bq = opts.min_base_quality;
+        for &op in cigar.iter() {
             let (code, len) = (op_code(op), i64::from(op_len(op)));
             if consumes_reference(code) {
                 let is_del = !consumes_query(code);
-                while qi < self.queries.len() && self.queries[qi] < (x + len).min(hi) {
-                    let q = self.queries[qi];
+                while qi < queries.len() && queries[qi] < (x + len).min(hi) {
+                    let q = queries[qi];
                     let qpos = if is_del { y } else { y + (q - x) };
-                    let c = &mut self.counts[qi];
+                    let c = &mut counts[qi];
                     c.depth += 1;
+                    let mut quals = qual;
+                    if let (true, Some(t)) = (is_del, &b.tweaked_by) {
+                        if q < t.mate_start {
+                            let next = starts.get(starts.partition_point(|&s| s <= q));
+                            if !(t.mate_first && next == Some(&t.mate_start)) {
+                                quals = &t.qual;
+                            }
+                        }
+                    }
                     let bq = if qpos < l_qseq {
-                        i32::from(qual[qpos as usize])
+                        i32::from(quals[qpos as usize])
                     } else {
                         0
                     };
@@ -343,10 +390,10 @@ impl<'b> Replay<'b> {
                 }
                 x += len;
             }
-            if code != 2 && code != 3 && consumes_query(code) {
+            if consumes_query(code) {
                 y += len;
             }
-            if qi >= self.queries.len() || self.queries[qi] >= hi {
+            if qi >= queries.len() || queries[qi] >= hi {
                 break;
             }
         }
@@ -374,6 +421,8 @@ pub fn pileup_window(
         overlaps: NameMap::default(),
         covered: Vec::new(),
         cigar: Vec::new(),
+        starts: Vec::new(),
+        pushing_first: false,
     };
     let warm = window.warm_from > 0;
     let mut exact = true;
@@ -397,6 +446,8 @@ pub fn pileup_window(
                 pos: beg + 1,
             });
         }
+        replay.pushing_first = replay.starts.last() != Some(&beg);
+        replay.starts.push(beg);
         last_start = beg;
         // Raw end as htslib 1.16's pileup uses it: pos + rlen, without bam_endpos's 0 -> 1.
         let end = beg + r.cigar().reference_length() as i64;

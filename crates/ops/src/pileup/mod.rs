@@ -104,6 +104,9 @@ pub struct Summary {
 /// [`engine::FilePileup::exact`]; a batch that fails the check is redone from its contig's start).
 const WARM_UP: i64 = 10_000;
 
+/// Most pseudo-SNP grid points in one batch.
+const MAX_GRID_POINTS: i64 = 100_000;
+
 /// Opened, checked inputs.
 pub struct Inputs {
     bams: Vec<PathBuf>,
@@ -213,20 +216,16 @@ pub fn snp_pileup(
             abbreviate(&names)
         )));
     }
-    let driver_sites: Vec<DriverSite> = sites
-        .sites
-        .iter()
-        .map(|s| DriverSite {
-            tid: contig_tid[s.contig as usize],
-            pos: i64::from(s.pos),
-            reference: s.reference,
-            alternate: s.alternate,
-        })
-        .collect();
+    let driver_site = |s: &vcf::Site| DriverSite {
+        tid: contig_tid[s.contig as usize],
+        pos: i64::from(s.pos),
+        reference: s.reference,
+        alternate: s.alternate,
+    };
     // Only sites at or after every earlier site (in BAM order) can be reached by the loop.
     let mut wanted: Vec<Vec<i64>> = vec![Vec::new(); names.len()];
     let mut high = (i64::MIN, i64::MIN);
-    for s in &driver_sites {
+    for s in sites.sites.iter().map(driver_site) {
         let key = (s.tid, s.pos);
         if key >= high {
             high = key;
@@ -252,7 +251,9 @@ pub fn snp_pileup(
     let target = opts
         .batch_bytes
         .unwrap_or_else(|| (total / (threads as u64 * 16)).clamp(1 << 20, 16 << 20));
-    let batches = plan_batches(&inputs.handles, &wanted, target)?;
+    // With a fine pseudo-SNP grid, a batch's counts (72 bytes per grid point and file) bound its span.
+    let max_span = (opts.pseudo_snps > 0).then(|| opts.pseudo_snps.saturating_mul(MAX_GRID_POINTS));
+    let batches = plan_batches(&inputs.handles, &wanted, target, max_span)?;
     let n_batches = batches.len();
 
     let mut header_line = String::from("Chromosome,Position,Ref,Alt");
@@ -304,7 +305,7 @@ pub fn snp_pileup(
     });
     let report = |bytes| progress(bytes);
     let mut driver = Driver::new(collector, &names, bams.len(), &driver_opts, &report);
-    let result = driver.run(driver_sites.into_iter(), out);
+    let result = driver.run(sites.sites.iter().map(driver_site), out);
     let lines = driver.summary;
     drop(driver);
     let _ = feeder.join();

@@ -47,11 +47,12 @@ impl Sizer<'_> {
 }
 
 /// Plans the batches of every contig, in BAM order, for the wanted `sites` (one sorted, distinct list
-/// per contig).
+/// per contig); no batch spans more than `max_span` bases when given.
 pub fn plan_batches(
     bams: &[IndexedBam],
     sites: &[Vec<i64>],
     target_bytes: u64,
+    max_span: Option<i64>,
 ) -> Result<Vec<Batch>, PileupError> {
     let target = target_bytes.max(1);
     let mut out = Vec::new();
@@ -89,6 +90,18 @@ pub fn plan_batches(
             }
         }
         cuts.push(stop);
+        if let Some(span) = max_span.filter(|&s| s > 0) {
+            let mut fine = vec![0i64];
+            for w in cuts.windows(2) {
+                let mut at = w[0];
+                while w[1] - at > span {
+                    at += span;
+                    fine.push(at);
+                }
+                fine.push(w[1]);
+            }
+            cuts = fine;
+        }
         let mut before = 0;
         for w in cuts.windows(2) {
             let (beg, end) = (w[0], w[1]);
