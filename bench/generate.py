@@ -100,6 +100,9 @@ SIZES = {
                  coverage=0.6, art_seed=1001),
     "small": dict(ref="ref", contigs=None, coverage=0.33, art_seed=2002),
     "large": dict(ref="ref", contigs=None, coverage=5.4, art_seed=3003),
+    # A second sample of the same donor (other ART seed): the "normal" of a
+    # tumour/normal pair for snp-pileup (bench/snp_pileup.py).
+    "normal": dict(ref="ref", contigs=None, coverage=1.0, art_seed=4004),
 }
 
 BASES = b"ACGT"

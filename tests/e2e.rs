@@ -19,6 +19,8 @@ mod merge;
 mod oracle;
 #[path = "e2e/sort.rs"]
 mod sort;
+#[path = "e2e/snp_pileup.rs"]
+mod snp_pileup;
 #[path = "e2e/stats.rs"]
 mod stats;
 #[path = "e2e/view_corpus.rs"]

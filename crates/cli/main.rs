@@ -9,6 +9,7 @@ mod output;
 mod progress;
 mod record_sink;
 mod sort;
+mod snp_pileup;
 mod stats;
 mod view;
 
@@ -37,6 +38,8 @@ enum Command {
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
     Idxstats(stats::IdxstatsArgs),
+    /// Ref/alt/error/deletion counts of BAMs at VCF SNVs, identical to FACETS snp-pileup, on all cores.
+    SnpPileup(snp_pileup::SnpPileupArgs),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Index(args) => index::run(args),
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),
+        Command::SnpPileup(args) => snp_pileup::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

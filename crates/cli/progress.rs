@@ -74,6 +74,11 @@ impl Progress {
         }
     }
 
+    /// Advances the bar by `n` bytes (for work not read through [`Progress::wrap`]).
+    pub fn add(&self, n: u64) {
+        self.count.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Removes the bar.
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);

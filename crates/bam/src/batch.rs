@@ -79,6 +79,11 @@ impl RecordBatch {
         self.buf.capacity() + self.offsets.capacity() * 4
     }
 
+    /// The buffer, for reuse by the next batch.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
     /// Uncompressed stream offset of the first record.
     pub fn stream_offset(&self) -> u64 {
         self.stream_offset

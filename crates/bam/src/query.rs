@@ -125,6 +125,29 @@ impl IndexedBam {
         Ok(Self { index, reader })
     }
 
+    /// Reads the BAM header (seeks to the start of the file).
+    pub fn read_header(&mut self) -> Result<Header, BamError> {
+        self.reader.seek_virtual(0)?;
+        Header::read_bam(&mut self.reader)
+    }
+
+    /// Compressed file offset of the first index chunk holding records that overlap `tid` from `pos`
+    /// on: where a query from `pos` starts reading. `None` when no record of `tid` ends past `pos`.
+    pub fn compressed_offset_at(&self, tid: usize, pos: i64) -> Result<Option<u64>, BamError> {
+        let start = Position::try_from((pos.max(0) + 1) as usize)
+            .map_err(|e| BamError::Header(e.to_string()))?;
+        let chunks = self.index.query(tid, (start..).into())?;
+        Ok(chunks.iter().map(|c| u64::from(c.start()) >> 16).min())
+    }
+
+    /// Compressed byte span `[first chunk start, last chunk end)` of the records placed on `tid`.
+    pub fn compressed_span(&self, tid: usize) -> Result<Option<(u64, u64)>, BamError> {
+        let chunks = self.index.query(tid, (Position::MIN..).into())?;
+        let start = chunks.iter().map(|c| u64::from(c.start()) >> 16).min();
+        let end = chunks.iter().map(|c| u64::from(c.end()) >> 16).max();
+        Ok(start.zip(end))
+    }
+
     /// Collects the unplaced records (samtools region `*`): those after the last placed record.
     pub fn query_unplaced(&mut self) -> Result<RecordBatch, BamError> {
         let start = self.index.last_first_record_start_position().map(u64::from);
@@ -164,30 +187,71 @@ impl IndexedBam {
 
     /// Collects the records overlapping `region`, in file order.
     pub fn query(&mut self, region: Region) -> Result<RecordBatch, BamError> {
+        self.query_into(region, Vec::new())
+    }
+
+    /// [`IndexedBam::query`] into `buffer`'s allocation (cleared first), e.g. the
+    /// [`RecordBatch::into_buffer`] of an earlier query: records are read straight into it.
+    pub fn query_into(
+        &mut self,
+        region: Region,
+        mut buffer: Vec<u8>,
+    ) -> Result<RecordBatch, BamError> {
         let start = Position::try_from((region.beg + 1) as usize)
             .map_err(|e| BamError::Header(e.to_string()))?;
         let chunks = self.index.query(region.tid, (start..).into())?;
-        let mut out = BatchBuilder::default();
-        let mut record = Vec::new();
+        buffer.clear();
+        let mut out = BatchBuilder {
+            buf: buffer,
+            offsets: Vec::new(),
+        };
         for chunk in chunks {
             self.reader.seek_virtual(u64::from(chunk.start()))?;
-            while self.reader.virtual_position() < u64::from(chunk.end())
-                && self.read_record(&mut record)?
-            {
-                let r = RecordRef::new_unchecked(&record[4..]);
+            while self.reader.virtual_position() < u64::from(chunk.end()) {
+                let at = out.buf.len();
+                if !self.read_record_appending(&mut out.buf)? {
+                    break;
+                }
+                let r = RecordRef::new_unchecked(&out.buf[at + 4..]);
                 let (tid, pos) = (r.reference_sequence_id(), i64::from(r.position()));
                 if tid < 0
                     || tid > region.tid as i32
                     || (tid == region.tid as i32 && pos >= region.end)
                 {
-                    break; // sorted input: nothing further can overlap
+                    out.buf.truncate(at);
+                    break; // sorted input: nothing further in this chunk can overlap
                 }
                 if tid == region.tid as i32 && r.end_position() > region.beg {
-                    out.push(&record);
+                    out.offsets.push(at as u32);
+                } else {
+                    out.buf.truncate(at);
                 }
             }
         }
         Ok(out.finish())
+    }
+
+    /// Reads the next record (with its `block_size`) onto the end of `buf`; false at the end of the file.
+    fn read_record_appending(&mut self, buf: &mut Vec<u8>) -> Result<bool, BamError> {
+        let at = self.reader.virtual_position();
+        let start = buf.len();
+        buf.resize(start + 4, 0);
+        if read_full(&mut self.reader, &mut buf[start..])? < 4 {
+            buf.truncate(start);
+            return Ok(false);
+        }
+        let b = &buf[start..];
+        let block_size = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        buf.resize(start + 4 + block_size, 0);
+        if read_full(&mut self.reader, &mut buf[start + 4..])? < block_size {
+            return Err(BamError::Truncated {
+                offset: at,
+                block_size: block_size as u64,
+                available: 0,
+            });
+        }
+        RecordRef::new(&buf[start + 4..]).map_err(|reason| BamError::record(at, reason))?;
+        Ok(true)
     }
 }
 
