@@ -1,0 +1,209 @@
+//! The `.loc` location index: one line per record, `name<TAB>offset<TAB>size`, where `offset` is the
+//! uncompressed byte offset of the header line and `size` the bytes of the whole record (header,
+//! sequence, `+` line and qualities for FASTQ, every newline, and blank lines before the next record).
+//!
+//! Records therefore tile the file from the first header to the end: cutting `offset..offset+size`
+//! out of the uncompressed file gives the record exactly as stored, and concatenating every record
+//! in order gives the file back (minus anything before the first header).
+//!
+//! FASTA records start at every line beginning with `>`. FASTQ records start at a line beginning
+//! with `@` once the previous record's qualities are complete (qualities may themselves start with `@`),
+//! so multi-line FASTQ is split as htslib splits it.
+
+use crate::fai::{header_name, Format};
+use crate::lines::{Line, LineSink};
+use crate::FastaError;
+use std::io::{BufRead, Write};
+
+/// One `.loc` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocRecord {
+    /// The name faidx gives the record.
+    pub name: Vec<u8>,
+    /// Uncompressed offset of the header line.
+    pub offset: u64,
+    /// Bytes in the whole record.
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fq {
+    Seq,
+    Qual,
+    Done,
+}
+
+/// Builds `.loc` records from the lines of a file ([`LineSink`]).
+#[derive(Debug, Default)]
+pub struct LocBuilder {
+    format: Option<Format>,
+    records: Vec<LocRecord>,
+    fq: Option<Fq>,
+    seq_len: u64,
+    qual_len: u64,
+    line_num: u64,
+}
+
+impl LocBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn start(&mut self, line: &Line, text: &[u8]) {
+        if let Some(prev) = self.records.last_mut() {
+            prev.size = line.start - prev.offset;
+        }
+        self.records.push(LocRecord {
+            name: header_name(text).to_vec(),
+            offset: line.start,
+            size: 0,
+        });
+        self.seq_len = 0;
+        self.qual_len = 0;
+        self.fq = Some(Fq::Seq);
+    }
+
+    /// The records, once every line (ending at uncompressed offset `total`) has been seen.
+    pub fn finish(mut self, total: u64) -> Result<Vec<LocRecord>, FastaError> {
+        if self.fq == Some(Fq::Qual) || (self.fq == Some(Fq::Seq) && self.format == Some(Format::Fastq)) {
+            return Err(FastaError::Incomplete(format!(
+                "the last FASTQ record '{}' has fewer qualities than bases",
+                String::from_utf8_lossy(&self.records.last().map(|r| r.name.clone()).unwrap_or_default())
+            )));
+        }
+        if let Some(prev) = self.records.last_mut() {
+            prev.size = total - prev.offset;
+        }
+        Ok(self.records)
+    }
+}
+
+impl LineSink for LocBuilder {
+    fn line(&mut self, line: &Line, text: &[u8]) -> Result<(), FastaError> {
+        self.line_num += 1;
+        let format = match self.format {
+            Some(f) => f,
+            None => match line.first {
+                b'>' => *self.format.insert(Format::Fasta),
+                b'@' => *self.format.insert(Format::Fastq),
+                _ if line.len == 0 || line.cr_only => return Ok(()),
+                _ => {
+                    return Err(FastaError::format(
+                        self.line_num,
+                        "text before the first '>' or '@' header",
+                    ))
+                }
+            },
+        };
+        match format {
+            Format::Fasta => {
+                if line.first == b'>' {
+                    self.start(line, text);
+                }
+            }
+            Format::Fastq => match self.fq {
+                None | Some(Fq::Done) => {
+                    if line.first == b'@' {
+                        self.start(line, text);
+                    } else if !(line.len == 0 || line.cr_only) {
+                        return Err(FastaError::format(
+                            self.line_num,
+                            "expected a FASTQ '@' header after the qualities",
+                        ));
+                    }
+                }
+                Some(Fq::Seq) => {
+                    if line.first == b'+' {
+                        self.fq = Some(if self.seq_len == 0 { Fq::Done } else { Fq::Qual });
+                    } else {
+                        self.seq_len += line.graph;
+                    }
+                }
+                Some(Fq::Qual) => {
+                    self.qual_len += line.graph;
+                    if self.qual_len >= self.seq_len {
+                        self.fq = Some(Fq::Done);
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Writes `.loc` lines.
+pub fn write<W: Write>(mut out: W, records: &[LocRecord]) -> std::io::Result<()> {
+    for r in records {
+        out.write_all(&r.name)?;
+        writeln!(out, "\t{}\t{}", r.offset, r.size)?;
+    }
+    out.flush()
+}
+
+/// Parses one `.loc` line (without its newline) into (name, offset, size).
+pub fn parse_line(line: &[u8]) -> Option<(&[u8], u64, u64)> {
+    let mut fields = line.rsplitn(3, |&b| b == b'\t');
+    let size = std::str::from_utf8(fields.next()?).ok()?.trim_end_matches('\r').parse().ok()?;
+    let offset = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    Some((fields.next()?, offset, size))
+}
+
+/// Calls `f` for every entry of a `.loc` file; `what` names it in errors.
+pub fn for_each<R: BufRead>(
+    input: R,
+    what: &str,
+    mut f: impl FnMut(&[u8], u64, u64),
+) -> Result<(), FastaError> {
+    for (i, line) in input.split(b'\n').enumerate() {
+        let line = line?;
+        if line.is_empty() {
+            continue;
+        }
+        let (name, offset, size) = parse_line(&line).ok_or_else(|| {
+            FastaError::BadIndex(format!(
+                "{what} line {}: expected NAME<TAB>OFFSET<TAB>SIZE",
+                i + 1
+            ))
+        })?;
+        f(name, offset, size);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lines::{scan_chunk, Stitcher};
+
+    fn build(text: &[u8]) -> Result<Vec<LocRecord>, FastaError> {
+        let mut b = LocBuilder::new();
+        let mut st = Stitcher::new();
+        st.push(&scan_chunk(text, 0), &mut b)?;
+        st.finish(&mut b)?;
+        b.finish(text.len() as u64)
+    }
+
+    #[test]
+    fn records_tile_the_file() {
+        let text = b"\n>a x\nAC\n\n>b\n>c\nGG";
+        let r = build(text).unwrap();
+        let got: Vec<(&[u8], u64, u64)> = r.iter().map(|r| (&r.name[..], r.offset, r.size)).collect();
+        assert_eq!(got, vec![(&b"a"[..], 1, 9), (b"b", 10, 3), (b"c", 13, 5)]);
+    }
+
+    #[test]
+    fn fastq_with_at_in_quality() {
+        let text = b"@r1\nACGT\n+\n@III\n@r2 z\nA\n+\n@\n";
+        let r = build(text).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[1].offset, r[1].size), (16, 12));
+        assert!(build(b"@r1\nACGT\n+\nII\n").is_err());
+    }
+
+    #[test]
+    fn parse_loc_lines() {
+        assert_eq!(parse_line(b"a b\t1\t2"), Some((&b"a b"[..], 1, 2)));
+        assert_eq!(parse_line(b"a\t1"), None);
+    }
+}
