@@ -2,6 +2,9 @@
 //!
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
+mod bgzip;
+mod faidx;
+mod fetch;
 mod index;
 mod input;
 mod output;
@@ -30,6 +33,14 @@ enum Command {
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
     Idxstats(stats::IdxstatsArgs),
+    /// Compress, decompress, index and cut BGZF files (htslib bgzip), on all cores.
+    Bgzip(bgzip::BgzipArgs),
+    /// Index FASTA/FASTQ (.fai identical to samtools faidx) and retrieve regions.
+    Faidx(faidx::FaidxArgs),
+    /// Build the .loc record index (name, offset, size) of a FASTA/FASTQ file.
+    Loc(fetch::LocArgs),
+    /// Retrieve many whole records by name or byte range in one pass.
+    Fetch(fetch::FetchArgs),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -68,6 +79,10 @@ fn main() -> ExitCode {
         Command::Index(args) => index::run(args),
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),
+        Command::Bgzip(args) => bgzip::run(args),
+        Command::Faidx(args) => faidx::run(args),
+        Command::Loc(args) => fetch::loc(args),
+        Command::Fetch(args) => fetch::fetch(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,6 +48,7 @@ impl RandomAccess {
         let file_len = file.metadata()?.len();
         let blocks = match compression {
             Compression::None => None,
+            Compression::Gzip => return Err(crate::scan::plain_gzip_error()),
             Compression::Bgzf => {
                 let gzi = gzi.ok_or_else(|| {
                     FastaError::BadIndex(format!("{name}: a .gzi index is needed for BGZF input"))
@@ -74,6 +75,35 @@ impl RandomAccess {
             blocks,
             threads: threads.max(1),
         })
+    }
+
+    /// Length of the uncompressed data (BGZF: the last indexed block's start plus the ISIZE of every
+    /// block from there to the end of the file).
+    pub fn data_len(&self) -> Result<u64, FastaError> {
+        let Some(blocks) = &self.blocks else {
+            return Ok(self.file_len);
+        };
+        let &(c, u) = blocks.last().expect("the first block is always there");
+        let mut tail = vec![0u8; (self.file_len - c) as usize];
+        self.file.read_exact_at(&mut tail, c)?;
+        let (mut at, mut total) = (0usize, u);
+        while at < tail.len() {
+            let offset = c + at as u64;
+            let header = sortase_bgzf::parse_header(&tail[at..])
+                .map_err(|reason| sortase_bgzf::BgzfError::BadHeader { offset, reason })?;
+            let end = at + header.block_size;
+            if end > tail.len() {
+                return Err(sortase_bgzf::BgzfError::Truncated {
+                    offset,
+                    expected: header.block_size,
+                    found: tail.len() - at,
+                }
+                .into());
+            }
+            total += u64::from(u32::from_le_bytes(tail[end - 4..end].try_into().expect("4 bytes")));
+            at = end;
+        }
+        Ok(total)
     }
 
     /// Calls `emit(i, bytes)` for every range `i` (offset, length), in order. A range past the end of

@@ -15,6 +15,7 @@ pub mod access;
 mod error;
 pub mod fai;
 pub mod faidx;
+pub mod gzi;
 pub mod lines;
 pub mod loc;
 pub mod region;

@@ -5,6 +5,7 @@
 
 use crate::lines::{scan_chunk, ChunkLines, LineSink, Stitcher};
 use crate::FastaError;
+use crate::gzi::GziIndex;
 use sortase_bgzf::gzi::GziEntry;
 use sortase_bgzf::pool::ordered_pool;
 use sortase_bgzf::{BlockMeta, ParallelReader, ReaderOptions};
@@ -21,6 +22,8 @@ pub enum Compression {
     None,
     /// BGZF (bgzip).
     Bgzf,
+    /// gzip that is not BGZF (no random access, no parallel inflate).
+    Gzip,
 }
 
 /// What a scan learned besides the lines.
@@ -30,8 +33,8 @@ pub struct ScanSummary {
     pub compression: Compression,
     /// Uncompressed length.
     pub total: u64,
-    /// The `.gzi` entries (BGZF only), as htslib builds them while reading.
-    pub gzi: Vec<GziEntry>,
+    /// The `.gzi` (BGZF only), as htslib builds it while reading.
+    pub gzi: GziIndex,
 }
 
 /// Error for gzip input that is not BGZF, worded as samtools words it.
@@ -50,10 +53,11 @@ pub fn sniff<R: Read + Send + 'static>(
     let mut head = Vec::with_capacity(18);
     input.by_ref().take(18).read_to_end(&mut head)?;
     let compression = if head.starts_with(&[0x1f, 0x8b]) {
-        if !sortase_bgzf::is_bgzf(&head) {
-            return Err(plain_gzip_error());
+        if sortase_bgzf::is_bgzf(&head) {
+            Compression::Bgzf
+        } else {
+            Compression::Gzip
         }
-        Compression::Bgzf
     } else {
         Compression::None
     };
@@ -71,6 +75,9 @@ pub fn scan<R: Read + Send + 'static>(
 ) -> Result<ScanSummary, FastaError> {
     let threads = threads.max(1);
     let (compression, input) = sniff(input)?;
+    if compression == Compression::Gzip {
+        return Err(plain_gzip_error());
+    }
     let (submitter, collector) = ordered_pool(threads, 2 * threads + 2, || {
         |(buf, head, offset, blocks): Job| -> Scanned {
             Ok((scan_chunk(&buf[head..], offset), blocks))
@@ -91,7 +98,7 @@ pub fn scan<R: Read + Send + 'static>(
                     }
                 }
             }
-            Compression::None => {
+            Compression::None | Compression::Gzip => {
                 let mut input = input;
                 loop {
                     let mut buf = Vec::with_capacity(PLAIN_CHUNK);
@@ -110,8 +117,7 @@ pub fn scan<R: Read + Send + 'static>(
         Ok(())
     });
     let mut stitcher = Stitcher::new();
-    let mut metas: Vec<BlockMeta> = Vec::new();
-    let mut gzi = Vec::new();
+    let mut gzi = GziIndex::default();
     let mut uoffset = 0u64;
     let mut failure = None;
     for scanned in collector {
@@ -127,9 +133,8 @@ pub fn scan<R: Read + Send + 'static>(
             break;
         }
         for b in blocks {
-            metas.push(b);
-            if metas.len() > 1 {
-                gzi.push(GziEntry {
+            if b.usize > 0 {
+                gzi.data_blocks.push(GziEntry {
                     compressed: b.coffset,
                     uncompressed: uoffset,
                 });
@@ -147,9 +152,6 @@ pub fn scan<R: Read + Send + 'static>(
         return Err(e);
     }
     stitcher.finish(sink)?;
-    if metas.last().is_some_and(|b| b.usize == 0) && metas.len() > 1 {
-        gzi.pop();
-    }
     Ok(ScanSummary {
         compression,
         total: stitcher.total,
@@ -187,7 +189,7 @@ mod tests {
         let mut zipped = FaiBuilder::new();
         let summary = scan(Cursor::new(gz), 3, &mut zipped).unwrap();
         assert_eq!(plain.finish().unwrap(), zipped.finish().unwrap());
-        assert_eq!(summary.gzi, sortase_bgzf::gzi::from_block_log(&log));
+        assert_eq!(summary.gzi, GziIndex::from_block_log(&log));
         assert_eq!(summary.total, t.len() as u64);
     }
 
