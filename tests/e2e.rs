@@ -13,6 +13,8 @@ mod checks;
 mod common;
 #[path = "e2e/edge_cases.rs"]
 mod edge_cases;
+#[path = "e2e/fasta.rs"]
+mod fasta;
 #[path = "e2e/oracle.rs"]
 mod oracle;
 #[path = "e2e/stats.rs"]

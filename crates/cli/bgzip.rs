@@ -6,7 +6,9 @@
 use crate::output::{Destination, OutputFile};
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use sortase_bgzf::{CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions};
+use sortase_bgzf::{
+    CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions,
+};
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::gzi::GziIndex;
 use sortase_fasta::scan::Compression;
@@ -39,7 +41,12 @@ pub struct BgzipArgs {
     #[arg(short = 'k', long = "keep")]
     keep: bool,
     /// Compression level, 0 to 9, -1 for the default (htslib's level map onto libdeflate).
-    #[arg(short = 'l', long = "compress-level", value_name = "INT", allow_negative_numbers = true)]
+    #[arg(
+        short = 'l',
+        long = "compress-level",
+        value_name = "INT",
+        allow_negative_numbers = true
+    )]
     level: Option<i32>,
     /// Write to this file, keep input files.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -113,7 +120,11 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Where compressed or decompressed output goes: `-o`, stdout (`-c` or stdin input) or `default`.
-fn destination(args: &BgzipArgs, input: Option<&Path>, default: Option<PathBuf>) -> Result<Option<PathBuf>> {
+fn destination(
+    args: &BgzipArgs,
+    input: Option<&Path>,
+    default: Option<PathBuf>,
+) -> Result<Option<PathBuf>> {
     if let Some(o) = &args.output {
         return Ok((o != Path::new("-")).then(|| o.clone()));
     }
@@ -167,7 +178,8 @@ fn compress(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()
     let (mut out, log) = writer
         .finish()
         .with_context(|| format!("{}: cannot write", dest.name))?;
-    out.flush().with_context(|| format!("{}: cannot write", dest.name))?;
+    out.flush()
+        .with_context(|| format!("{}: cannot write", dest.name))?;
     drop(out);
     progress.finish();
     if let Some(ip) = index_path {
@@ -198,7 +210,10 @@ fn decompressed_name(p: &Path) -> Result<PathBuf> {
             }
         }
     }
-    bail!("{}: unknown suffix (not .gz, .bgz or .bgzf) -- ignored", p.display())
+    bail!(
+        "{}: unknown suffix (not .gz, .bgz or .bgzf) -- ignored",
+        p.display()
+    )
 }
 
 fn decompress(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()> {
@@ -225,7 +240,8 @@ fn decompress(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<
         let mut r = ParallelReader::new(reader, ReaderOptions::with_threads(threads));
         for chunk in &mut r {
             let chunk = chunk.with_context(|| what.clone())?;
-            out.write_all(chunk.data()).with_context(|| werr(&dest.name))?;
+            out.write_all(chunk.data())
+                .with_context(|| werr(&dest.name))?;
         }
     }
     out.flush().with_context(|| werr(&dest.name))?;
@@ -310,14 +326,20 @@ fn ranged(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()> 
     let offset = args.offset.unwrap_or(0);
     let ip = gzi_path(args, input);
     let (access, data_len) = match compression {
-        Compression::Gzip => bail!("{what}: compressed with plain gzip, not BGZF; ranges need bgzip"),
+        Compression::Gzip => {
+            bail!("{what}: compressed with plain gzip, not BGZF; ranges need bgzip")
+        }
         Compression::None => {
             let len = file.metadata()?.len();
-            (RandomAccess::new(file, &what, compression, None, threads)?, len)
+            (
+                RandomAccess::new(file, &what, compression, None, threads)?,
+                len,
+            )
         }
         Compression::Bgzf => {
-            let bytes = std::fs::read(&ip)
-                .with_context(|| format!("{}: cannot load the index (build it with -r)", ip.display()))?;
+            let bytes = std::fs::read(&ip).with_context(|| {
+                format!("{}: cannot load the index (build it with -r)", ip.display())
+            })?;
             let entries = GziIndex::read(&bytes, &ip.display().to_string())?;
             let access = RandomAccess::new(file, &what, compression, Some(&entries), threads)?;
             let len = access.data_len().with_context(|| what.clone())?;
@@ -325,7 +347,9 @@ fn ranged(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()> 
         }
     };
     if offset > data_len {
-        bail!("{what}: offset {offset} is past the end of the uncompressed data ({data_len} bytes)");
+        bail!(
+            "{what}: offset {offset} is past the end of the uncompressed data ({data_len} bytes)"
+        );
     }
     let size = args.size.unwrap_or(u64::MAX).min(data_len - offset);
     let (dest, mut out) = Destination::open(args.output.as_deref())?;
@@ -338,7 +362,8 @@ fn ranged(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()> 
             .with_context(|| what.clone())?;
         at += n;
     }
-    out.flush().with_context(|| format!("{}: cannot write", dest.name))?;
+    out.flush()
+        .with_context(|| format!("{}: cannot write", dest.name))?;
     drop(out);
     dest.commit()
 }

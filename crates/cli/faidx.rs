@@ -21,7 +21,12 @@ pub struct FaidxArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Bases per output line [the input's line length]; 0: no wrapping.
-    #[arg(short = 'n', long = "length", value_name = "INT", allow_negative_numbers = true)]
+    #[arg(
+        short = 'n',
+        long = "length",
+        value_name = "INT",
+        allow_negative_numbers = true
+    )]
     length: Option<i64>,
     /// Continue after a region whose sequence is not in the index.
     #[arg(short = 'c', long = "continue")]
@@ -69,7 +74,9 @@ fn strand_marks(spec: &str) -> Result<(String, String)> {
                 Some((p, n)) => (p.into(), n.into()),
                 None => (rest.into(), String::new()),
             },
-            None => bail!("unknown --mark-strand option \"{spec}\" (rc, no, sign or custom,POS,NEG)"),
+            None => {
+                bail!("unknown --mark-strand option \"{spec}\" (rc, no, sign or custom,POS,NEG)")
+            }
         },
     })
 }
@@ -117,7 +124,9 @@ pub fn run(args: FaidxArgs) -> Result<()> {
     let what = args.input.display().to_string();
     let compression = {
         let f = File::open(&args.input).with_context(|| format!("{what}: cannot open"))?;
-        sortase_fasta::scan::sniff(f).with_context(|| what.clone())?.0
+        sortase_fasta::scan::sniff(f)
+            .with_context(|| what.clone())?
+            .0
     };
     if compression == Compression::Gzip {
         bail!("{what}: compressed with plain gzip, not BGZF; cannot index files compressed with gzip, please use bgzip");
@@ -138,10 +147,18 @@ pub fn run(args: FaidxArgs) -> Result<()> {
             return Ok(());
         }
     }
-    let format = if args.fastq { Format::Fastq } else { Format::Fasta };
+    let format = if args.fastq {
+        Format::Fastq
+    } else {
+        Format::Fasta
+    };
     let fai_file =
         File::open(&fai_path).with_context(|| format!("{}: cannot open", fai_path.display()))?;
-    let fai = Fai::read(BufReader::new(fai_file), format, &fai_path.display().to_string())?;
+    let fai = Fai::read(
+        BufReader::new(fai_file),
+        format,
+        &fai_path.display().to_string(),
+    )?;
     let gzi = match compression {
         Compression::Bgzf => {
             let bytes = std::fs::read(&gzi_path)
@@ -190,14 +207,20 @@ pub fn run(args: FaidxArgs) -> Result<()> {
     let mut warn = |w: String| eprintln!("{w}");
     if bgzip_out {
         // samtools faidx writes bgzipped output at level 4.
-        let mut w = ParallelWriter::new(out, WriterOptions::new(threads, CompressionLevel::samtools(4)));
-        write_regions(&fai, &access, &regions, &opts, &mut w, &mut warn).with_context(|| what.clone())?;
-        w.finish().with_context(|| format!("{}: cannot write", dest.name))?;
+        let mut w = ParallelWriter::new(
+            out,
+            WriterOptions::new(threads, CompressionLevel::samtools(4)),
+        );
+        write_regions(&fai, &access, &regions, &opts, &mut w, &mut warn)
+            .with_context(|| what.clone())?;
+        w.finish()
+            .with_context(|| format!("{}: cannot write", dest.name))?;
     } else {
         let mut out = out;
         let result = write_regions(&fai, &access, &regions, &opts, &mut out, &mut warn);
         // Output already written stays on stdout, as with samtools; a file output is removed.
-        out.flush().with_context(|| format!("{}: cannot write", dest.name))?;
+        out.flush()
+            .with_context(|| format!("{}: cannot write", dest.name))?;
         result.with_context(|| what.clone())?;
     }
     dest.commit()

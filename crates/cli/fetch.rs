@@ -30,7 +30,12 @@ pub struct LocArgs {
 #[derive(clap::Args, Debug)]
 pub struct FetchArgs {
     /// File of record names, one per line [stdin].
-    #[arg(short = 'n', long = "names", value_name = "FILE", conflicts_with = "pairs")]
+    #[arg(
+        short = 'n',
+        long = "names",
+        value_name = "FILE",
+        conflicts_with = "pairs"
+    )]
     names: Option<PathBuf>,
     /// File of `OFFSET SIZE` pairs (uncompressed bytes), one per line.
     #[arg(short = 'p', long = "pairs", value_name = "FILE")]
@@ -82,7 +87,12 @@ pub fn loc(args: LocArgs) -> Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| with_suffix(&args.input, ".loc"));
-    build_loc(&args.input, &out, &with_suffix(&args.input, ".gzi"), threads)
+    build_loc(
+        &args.input,
+        &out,
+        &with_suffix(&args.input, ".gzi"),
+        threads,
+    )
 }
 
 fn read_lines(path: Option<&Path>) -> Result<Vec<Vec<u8>>> {
@@ -112,11 +122,15 @@ fn resolve_names(names: &[Vec<u8>], loc_path: &Path) -> Result<Vec<(u64, u64)>> 
         names.iter().map(|n| (n.as_slice(), None)).collect();
     let what = loc_path.display().to_string();
     let f = File::open(loc_path).with_context(|| format!("{what}: cannot open"))?;
-    loc::for_each(BufReader::with_capacity(1 << 20, f), &what, |name, off, size| {
-        if let Some(slot @ None) = wanted.get_mut(name) {
-            *slot = Some((off, size));
-        }
-    })?;
+    loc::for_each(
+        BufReader::with_capacity(1 << 20, f),
+        &what,
+        |name, off, size| {
+            if let Some(slot @ None) = wanted.get_mut(name) {
+                *slot = Some((off, size));
+            }
+        },
+    )?;
     let missing: Vec<String> = names
         .iter()
         .filter(|n| wanted[n.as_slice()].is_none())
@@ -146,7 +160,10 @@ fn parse_pairs(lines: &[Vec<u8>], what: &str) -> Result<Vec<(u64, u64)>> {
             let mut f = text.split_ascii_whitespace().map(str::parse::<u64>);
             match (f.next(), f.next(), f.next()) {
                 (Some(Ok(o)), Some(Ok(s)), None) => Ok((o, s)),
-                _ => bail!("{what} line {}: expected OFFSET SIZE, found {text:?}", i + 1),
+                _ => bail!(
+                    "{what} line {}: expected OFFSET SIZE, found {text:?}",
+                    i + 1
+                ),
             }
         })
         .collect()
@@ -159,7 +176,9 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
     let gzi_path = with_suffix(&args.input, ".gzi");
     let compression = {
         let f = File::open(&args.input).with_context(|| format!("{what}: cannot open"))?;
-        sortase_fasta::scan::sniff(f).with_context(|| what.clone())?.0
+        sortase_fasta::scan::sniff(f)
+            .with_context(|| what.clone())?
+            .0
     };
     if compression == Compression::Gzip {
         bail!("{what}: compressed with plain gzip, not BGZF; recompress with bgzip");
@@ -199,12 +218,22 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
     let access = RandomAccess::new(file, &what, compression, gzi.as_deref(), threads)?;
     // Every range is checked before the first byte is written: no partial output.
     let data_len = access.data_len().with_context(|| what.clone())?;
-    if let Some(&(o, s)) = ranges.iter().find(|&&(o, s)| o.checked_add(s).is_none_or(|e| e > data_len)) {
-        bail!("{what}: bytes {o}..{} requested but the uncompressed data ends at {data_len}", o.saturating_add(s));
+    if let Some(&(o, s)) = ranges
+        .iter()
+        .find(|&&(o, s)| o.checked_add(s).is_none_or(|e| e > data_len))
+    {
+        bail!(
+            "{what}: bytes {o}..{} requested but the uncompressed data ends at {data_len}",
+            o.saturating_add(s)
+        );
     }
     let (dest, mut out) = Destination::open(args.output.as_deref())?;
     access
-        .fetch(&ranges, DEFAULT_WINDOW, |_, bytes| Ok(out.write_all(bytes)?))
+        .fetch(
+            &ranges,
+            DEFAULT_WINDOW,
+            |_, bytes| Ok(out.write_all(bytes)?),
+        )
         .with_context(|| what.clone())?;
     out.flush()
         .with_context(|| format!("{}: cannot write", dest.name))?;

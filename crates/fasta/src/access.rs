@@ -100,7 +100,9 @@ impl RandomAccess {
                 }
                 .into());
             }
-            total += u64::from(u32::from_le_bytes(tail[end - 4..end].try_into().expect("4 bytes")));
+            total += u64::from(u32::from_le_bytes(
+                tail[end - 4..end].try_into().expect("4 bytes"),
+            ));
             at = end;
         }
         Ok(total)
@@ -167,7 +169,9 @@ impl RandomAccess {
             if len == 0 {
                 continue;
             }
-            let end = off.checked_add(len).ok_or_else(|| self.past_end(off, len, 0))?;
+            let end = off
+                .checked_add(len)
+                .ok_or_else(|| self.past_end(off, len, 0))?;
             let first = blocks.partition_point(|b| b.1 <= off).saturating_sub(1);
             let last = blocks.partition_point(|b| b.1 < end).saturating_sub(1);
             pairs.extend((first..=last).map(|b| (b, r)));
@@ -184,7 +188,10 @@ impl RandomAccess {
                 _ => jobs.push(vec![b]),
             }
         }
-        let mut out: Vec<Vec<u8>> = ranges.iter().map(|r| Vec::with_capacity(r.1 as usize)).collect();
+        let mut out: Vec<Vec<u8>> = ranges
+            .iter()
+            .map(|r| Vec::with_capacity(r.1 as usize))
+            .collect();
         let (submitter, collector) = {
             let (file, blocks, file_len) = (self.file.clone(), blocks.clone(), self.file_len);
             ordered_pool(self.threads, 2 * self.threads + 2, move || {
@@ -223,7 +230,9 @@ impl RandomAccess {
                     let hi = (off + len).min(ustart + data.len() as u64);
                     // Blocks of a range come in order, so appending keeps its bytes in order.
                     if lo < hi && off + out[r].len() as u64 == lo {
-                        out[r].extend_from_slice(&data[(lo - ustart) as usize..(hi - ustart) as usize]);
+                        out[r].extend_from_slice(
+                            &data[(lo - ustart) as usize..(hi - ustart) as usize],
+                        );
                     }
                     q += 1;
                 }
@@ -286,7 +295,8 @@ fn inflate_run(
         }
         let block = &rest[..header.block_size];
         let n = block.len();
-        let isize = u32::from_le_bytes([block[n - 4], block[n - 3], block[n - 2], block[n - 1]]) as usize;
+        let isize =
+            u32::from_le_bytes([block[n - 4], block[n - 3], block[n - 2], block[n - 1]]) as usize;
         if isize > sortase_bgzf::BLOCK_MAX {
             return Err(sortase_bgzf::BgzfError::BadHeader {
                 offset: coffset,
@@ -320,14 +330,31 @@ mod tests {
     #[test]
     fn ranges_across_blocks_in_request_order() {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-        let mut w = ParallelWriter::new(Vec::new(), WriterOptions::new(2, CompressionLevel::samtools(1)));
+        let mut w = ParallelWriter::new(
+            Vec::new(),
+            WriterOptions::new(2, CompressionLevel::samtools(1)),
+        );
         w.write_all(&data).unwrap();
         let (gz, log) = w.finish().unwrap();
         let gzi = sortase_bgzf::gzi::from_block_log(&log);
         let dir = std::env::temp_dir().join(format!("sortase-fasta-access-{}", std::process::id()));
         std::fs::write(&dir, &gz).unwrap();
-        let ra = RandomAccess::new(File::open(&dir).unwrap(), "t", Compression::Bgzf, Some(&gzi), 2).unwrap();
-        let ranges = [(299_990, 10), (0, 5), (65_270, 20), (65_270, 20), (100, 0), (1000, 200_000)];
+        let ra = RandomAccess::new(
+            File::open(&dir).unwrap(),
+            "t",
+            Compression::Bgzf,
+            Some(&gzi),
+            2,
+        )
+        .unwrap();
+        let ranges = [
+            (299_990, 10),
+            (0, 5),
+            (65_270, 20),
+            (65_270, 20),
+            (100, 0),
+            (1000, 200_000),
+        ];
         let mut got = Vec::new();
         ra.fetch(&ranges, 150_000, |i, b| {
             got.push((i, b.to_vec()));

@@ -212,9 +212,7 @@ impl LineSink for FaiBuilder {
                     self.header(line, text)?;
                 }
                 b'\r' if line.cr_only && line.terminated => {}
-                b'\r' => {
-                    return Err(self.err("carriage return not followed by new line".into()))
-                }
+                b'\r' => return Err(self.err("carriage return not followed by new line".into())),
                 c => {
                     let shown = if c.is_ascii_graphic() {
                         format!("\"{}\"", c as char)
@@ -253,11 +251,7 @@ impl LineSink for FaiBuilder {
                     self.line_len = ll;
                     self.char_len = cl;
                 } else if self.line_len > ll {
-                    self.state = if fasta {
-                        State::OutRead
-                    } else {
-                        State::SeqEnd
-                    };
+                    self.state = if fasta { State::OutRead } else { State::SeqEnd };
                 } else if self.line_len < ll {
                     return Err(self.err(format!(
                         "different line length in sequence '{}'",
@@ -298,9 +292,7 @@ impl LineSink for FaiBuilder {
                 } else if self.qual_len == self.seq_len {
                     self.read_done = true;
                 } else if self.qual_len > self.seq_len {
-                    return Err(self.err(format!(
-                        "quality longer than sequence in '{name}'"
-                    )));
+                    return Err(self.err(format!("quality longer than sequence in '{name}'")));
                 } else if self.line_len > ll {
                     return Err(self.err(format!("quality line too short in '{name}'")));
                 }
@@ -353,7 +345,11 @@ impl Fai {
                 return Err(FastaError::BadIndex(format!(
                     "{what} line {}: cannot understand {} index line{hint}",
                     i + 1,
-                    if format == Format::Fasta { "FASTA" } else { "FASTQ" }
+                    if format == Format::Fasta {
+                        "FASTA"
+                    } else {
+                        "FASTQ"
+                    }
                 )));
             }
             records.push(FaiRecord {

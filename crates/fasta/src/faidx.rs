@@ -129,10 +129,13 @@ pub fn write_regions(
         let asked = (r.end < POS_MAX).then_some(r.end - r.beg);
         ranges.push(span(rec.offset, rec, beg, end));
         let seq = ranges.len() - 1;
-        let qual = rec.qual_offset.filter(|_| opts.format == Format::Fastq).map(|q| {
-            ranges.push(span(q, rec, beg, end));
-            ranges.len() - 1
-        });
+        let qual = rec
+            .qual_offset
+            .filter(|_| opts.format == Format::Fastq)
+            .map(|q| {
+                ranges.push(span(q, rec, beg, end));
+                ranges.len() - 1
+            });
         plans.push(Plan::Found {
             rec,
             beg,
@@ -156,7 +159,14 @@ pub fn write_regions(
                 break;
             }
             write_one(
-                fai, access, &regions[done], &plans[done], fetched, opts, out, warn,
+                fai,
+                access,
+                &regions[done],
+                &plans[done],
+                fetched,
+                opts,
+                out,
+                warn,
             )?;
             if let Plan::Found { seq, qual, .. } = &plans[done] {
                 fetched[*seq] = Vec::new();
@@ -196,7 +206,11 @@ fn printable(
     start: u64,
     want: u64,
 ) -> Result<Vec<u8>, FastaError> {
-    let mut seq: Vec<u8> = raw.iter().copied().filter(|b| b.wrapping_sub(0x21) < 0x5e).collect();
+    let mut seq: Vec<u8> = raw
+        .iter()
+        .copied()
+        .filter(|b| b.wrapping_sub(0x21) < 0x5e)
+        .collect();
     let mut at = start + raw.len() as u64;
     while (seq.len() as u64) < want {
         let missing = want - seq.len() as u64;
@@ -208,7 +222,9 @@ fn printable(
                 Ok(())
             }) {
                 Ok(()) => break,
-                Err(FastaError::PastEnd { offset, len: end, .. }) if end > offset => len = end - offset,
+                Err(FastaError::PastEnd {
+                    offset, len: end, ..
+                }) if end > offset => len = end - offset,
                 Err(FastaError::PastEnd { .. }) => {
                     return Err(FastaError::Incomplete(
                         "failed to retrieve block: unexpected end of file".into(),
@@ -251,8 +267,16 @@ fn write_one(
     out: &mut dyn Write,
     warn: &mut dyn FnMut(String),
 ) -> Result<(), FastaError> {
-    let marker = if opts.format == Format::Fasta { '>' } else { '@' };
-    let mark = if opts.reverse { &opts.neg_mark } else { &opts.pos_mark };
+    let marker = if opts.format == Format::Fasta {
+        '>'
+    } else {
+        '@'
+    };
+    let mark = if opts.reverse {
+        &opts.neg_mark
+    } else {
+        &opts.pos_mark
+    };
     write!(out, "{marker}{region}{mark}\n")?;
     let Plan::Found {
         rec,

@@ -78,6 +78,12 @@ mod tests {
             blocks: vec![(100, 65280), (90, 1000)],
         };
         let g = GziIndex::from_block_log(&log);
-        assert_eq!(g.entries(), &[GziEntry { compressed: 100, uncompressed: 65280 }]);
+        assert_eq!(
+            g.entries(),
+            &[GziEntry {
+                compressed: 100,
+                uncompressed: 65280
+            }]
+        );
     }
 }

@@ -66,10 +66,18 @@ impl LocBuilder {
 
     /// The records, once every line (ending at uncompressed offset `total`) has been seen.
     pub fn finish(mut self, total: u64) -> Result<Vec<LocRecord>, FastaError> {
-        if self.fq == Some(Fq::Qual) || (self.fq == Some(Fq::Seq) && self.format == Some(Format::Fastq)) {
+        if self.fq == Some(Fq::Qual)
+            || (self.fq == Some(Fq::Seq) && self.format == Some(Format::Fastq))
+        {
             return Err(FastaError::Incomplete(format!(
                 "the last FASTQ record '{}' has fewer qualities than bases",
-                String::from_utf8_lossy(&self.records.last().map(|r| r.name.clone()).unwrap_or_default())
+                String::from_utf8_lossy(
+                    &self
+                        .records
+                        .last()
+                        .map(|r| r.name.clone())
+                        .unwrap_or_default()
+                )
             )));
         }
         if let Some(prev) = self.records.last_mut() {
@@ -115,7 +123,11 @@ impl LineSink for LocBuilder {
                 }
                 Some(Fq::Seq) => {
                     if line.first == b'+' {
-                        self.fq = Some(if self.seq_len == 0 { Fq::Done } else { Fq::Qual });
+                        self.fq = Some(if self.seq_len == 0 {
+                            Fq::Done
+                        } else {
+                            Fq::Qual
+                        });
                     } else {
                         self.seq_len += line.graph;
                     }
@@ -144,7 +156,11 @@ pub fn write<W: Write>(mut out: W, records: &[LocRecord]) -> std::io::Result<()>
 /// Parses one `.loc` line (without its newline) into (name, offset, size).
 pub fn parse_line(line: &[u8]) -> Option<(&[u8], u64, u64)> {
     let mut fields = line.rsplitn(3, |&b| b == b'\t');
-    let size = std::str::from_utf8(fields.next()?).ok()?.trim_end_matches('\r').parse().ok()?;
+    let size = std::str::from_utf8(fields.next()?)
+        .ok()?
+        .trim_end_matches('\r')
+        .parse()
+        .ok()?;
     let offset = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
     Some((fields.next()?, offset, size))
 }
@@ -188,7 +204,8 @@ mod tests {
     fn records_tile_the_file() {
         let text = b"\n>a x\nAC\n\n>b\n>c\nGG";
         let r = build(text).unwrap();
-        let got: Vec<(&[u8], u64, u64)> = r.iter().map(|r| (&r.name[..], r.offset, r.size)).collect();
+        let got: Vec<(&[u8], u64, u64)> =
+            r.iter().map(|r| (&r.name[..], r.offset, r.size)).collect();
         assert_eq!(got, vec![(&b"a"[..], 1, 9), (b"b", 10, 3), (b"c", 13, 5)]);
     }
 

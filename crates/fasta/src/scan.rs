@@ -3,9 +3,9 @@
 //! second ordered pool, and the calling thread only stitches the lines that cross chunk boundaries and
 //! runs the (cheap, per-line) index state machine. The `.gzi` falls out of the block metadata.
 
+use crate::gzi::GziIndex;
 use crate::lines::{scan_chunk, ChunkLines, LineSink, Stitcher};
 use crate::FastaError;
-use crate::gzi::GziIndex;
 use sortase_bgzf::gzi::GziEntry;
 use sortase_bgzf::pool::ordered_pool;
 use sortase_bgzf::{BlockMeta, ParallelReader, ReaderOptions};
@@ -102,7 +102,10 @@ pub fn scan<R: Read + Send + 'static>(
                 let mut input = input;
                 loop {
                     let mut buf = Vec::with_capacity(PLAIN_CHUNK);
-                    input.by_ref().take(PLAIN_CHUNK as u64).read_to_end(&mut buf)?;
+                    input
+                        .by_ref()
+                        .take(PLAIN_CHUNK as u64)
+                        .read_to_end(&mut buf)?;
                     if buf.is_empty() {
                         break;
                     }
@@ -145,7 +148,11 @@ pub fn scan<R: Read + Send + 'static>(
     // The feeder's error (a corrupt block) comes first: it explains any failure downstream.
     match feeder.join() {
         Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(FastaError::Io(std::io::Error::other("scan thread panicked"))),
+        Err(_) => {
+            return Err(FastaError::Io(std::io::Error::other(
+                "scan thread panicked",
+            )))
+        }
         Ok(Ok(())) => {}
     }
     if let Some(e) = failure {
@@ -183,7 +190,10 @@ mod tests {
         let t = text();
         let mut plain = FaiBuilder::new();
         scan(Cursor::new(t.clone()), 2, &mut plain).unwrap();
-        let mut w = ParallelWriter::new(Vec::new(), WriterOptions::new(2, CompressionLevel::samtools(1)));
+        let mut w = ParallelWriter::new(
+            Vec::new(),
+            WriterOptions::new(2, CompressionLevel::samtools(1)),
+        );
         w.write_all(&t).unwrap();
         let (gz, log) = w.finish().unwrap();
         let mut zipped = FaiBuilder::new();
@@ -195,7 +205,9 @@ mod tests {
 
     #[test]
     fn plain_gzip_is_refused() {
-        let gz = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let gz = [
+            0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
         let err = scan(Cursor::new(gz.to_vec()), 1, &mut FaiBuilder::new()).unwrap_err();
         assert!(err.to_string().contains("plain gzip"));
     }
