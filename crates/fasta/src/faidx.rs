@@ -277,7 +277,7 @@ fn write_one(
     } else {
         &opts.pos_mark
     };
-    write!(out, "{marker}{region}{mark}\n")?;
+    writeln!(out, "{marker}{region}{mark}")?;
     let Plan::Found {
         rec,
         beg,
