@@ -36,12 +36,13 @@ def main():
     locs = []
     offset = 0
     with open(fa, "wb", buffering=1 << 22) as out:
-        pool = b""
+        pool, at = b"", 0
         for i in range(args.records):
             n = rng.randint(50, 1500)
-            if len(pool) < n:
-                pool = os.urandom(1 << 24).translate(TABLE)
-            seq, pool = pool[:n], pool[n:]
+            if len(pool) - at < n:
+                pool, at = os.urandom(1 << 24).translate(TABLE), 0
+            seq = pool[at:at + n]
+            at += n
             name = f"sp|Q{i:07d}|PRT{i % 99991}_SYNTH"
             head = f">{name} Synthetic protein {i} OS=Homo sapiens OX=9606 GN=G{i % 7919} PE=1 SV=1\n"
             body = b"\n".join(seq[j:j + 60] for j in range(0, n, 60)) + b"\n"

@@ -169,6 +169,18 @@ fn parse_pairs(lines: &[Vec<u8>], what: &str) -> Result<Vec<(u64, u64)>> {
         .collect()
 }
 
+struct IgnoreLines;
+
+impl sortase_fasta::lines::LineSink for IgnoreLines {
+    fn line(
+        &mut self,
+        _: &sortase_fasta::lines::Line,
+        _: &[u8],
+    ) -> Result<(), sortase_fasta::FastaError> {
+        Ok(())
+    }
+}
+
 /// Runs `sortase fetch`.
 pub fn fetch(args: FetchArgs) -> Result<()> {
     let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
@@ -204,8 +216,9 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
         Compression::Bgzf => {
             if !gzi_path.exists() {
                 let file = File::open(&args.input)?;
-                let mut sink = LocBuilder::new();
-                let summary = scan(file, threads, &mut sink).with_context(|| what.clone())?;
+                // Only the block list is needed (the file may not even be FASTA with -p).
+                let summary =
+                    scan(file, threads, &mut IgnoreLines).with_context(|| what.clone())?;
                 write_file(&gzi_path, |w| summary.gzi.write(w))?;
             }
             let bytes = std::fs::read(&gzi_path)
