@@ -8,7 +8,6 @@ use sortase_fasta::access::{RandomAccess, DEFAULT_WINDOW};
 use sortase_fasta::gzi::GziIndex;
 use sortase_fasta::loc::{self, LocBuilder};
 use sortase_fasta::scan::{scan, Compression};
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -117,24 +116,16 @@ fn read_lines(path: Option<&Path>) -> Result<Vec<Vec<u8>>> {
 }
 
 /// (offset, size) of each requested name, from the `.loc` (first record of a name wins, as in faidx).
-fn resolve_names(names: &[Vec<u8>], loc_path: &Path) -> Result<Vec<(u64, u64)>> {
-    let mut wanted: HashMap<&[u8], Option<(u64, u64)>> =
-        names.iter().map(|n| (n.as_slice(), None)).collect();
+fn resolve_names(names: &[Vec<u8>], loc_path: &Path, threads: usize) -> Result<Vec<(u64, u64)>> {
     let what = loc_path.display().to_string();
     let f = File::open(loc_path).with_context(|| format!("{what}: cannot open"))?;
-    loc::for_each(
-        BufReader::with_capacity(1 << 20, f),
-        &what,
-        |name, off, size| {
-            if let Some(slot @ None) = wanted.get_mut(name) {
-                *slot = Some((off, size));
-            }
-        },
-    )?;
+    let keys: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    let found = loc::lookup(f, &what, &keys, threads)?;
     let missing: Vec<String> = names
         .iter()
-        .filter(|n| wanted[n.as_slice()].is_none())
-        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
         .collect();
     if !missing.is_empty() {
         let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
@@ -145,10 +136,7 @@ fn resolve_names(names: &[Vec<u8>], loc_path: &Path) -> Result<Vec<(u64, u64)>> 
             if missing.len() > 5 { ", ..." } else { "" }
         );
     }
-    Ok(names
-        .iter()
-        .map(|n| wanted[n.as_slice()].expect("checked above"))
-        .collect())
+    Ok(found.into_iter().flatten().collect())
 }
 
 fn parse_pairs(lines: &[Vec<u8>], what: &str) -> Result<Vec<(u64, u64)>> {
@@ -206,7 +194,7 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
             if !loc_path.exists() {
                 build_loc(&args.input, &loc_path, &gzi_path, threads)?;
             }
-            resolve_names(&names, &loc_path)?
+            resolve_names(&names, &loc_path, threads)?
         }
     };
     if args.sorted {

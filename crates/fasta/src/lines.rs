@@ -83,7 +83,7 @@ pub struct ChunkLines {
 // HOT: one pass over every byte of the file, once per line. Eight bytes at a time: a word with no byte
 // below 0x21 and none above 0x7e (the bit tricks of "Bit Twiddling Hacks", hasless/hasmore, exact
 // for these bounds) counts 8; other words are counted byte by byte. Measured with perf on
-// `loc -@2` of the bench FASTA (884 MB, 13.9 M lines): scan_chunk fell from 19.7 % to 8.2 % of samples
+// `loc -@2` of the bench FASTA (884 MB, ~14 M lines): scan_chunk fell from 19.7 % to 8.2 % of samples
 // (libdeflate inflate: 58 % -> 66 %). Re-measure: `perf record sortase loc -@2 proteins.fa.gz`.
 #[inline]
 pub fn count_graph(bytes: &[u8]) -> u64 {

@@ -155,28 +155,23 @@ pub fn write<W: Write>(mut out: W, records: &[LocRecord]) -> std::io::Result<()>
 
 /// Parses one `.loc` line (without its newline) into (name, offset, size).
 pub fn parse_line(line: &[u8]) -> Option<(&[u8], u64, u64)> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut fields = line.rsplitn(3, |&b| b == b'\t');
-    let size = std::str::from_utf8(fields.next()?)
-        .ok()?
-        .trim_end_matches('\r')
-        .parse()
-        .ok()?;
-    let offset = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    let size = parse_u64(fields.next()?)?;
+    let offset = parse_u64(fields.next()?)?;
     Some((fields.next()?, offset, size))
 }
 
-/// Calls `f` for every entry of a `.loc` file; `what` names it in errors.
-pub fn for_each<R: std::io::Read>(
-    mut input: R,
+/// Calls `f` for every entry of `.loc` bytes; `what` names the file in errors.
+// One memchr walk over bytes read at once, no allocation per line: `fetch` reads the whole .loc
+// (1 M lines for the bench FASTA) to resolve a few thousand names.
+pub fn for_each(
+    bytes: &[u8],
     what: &str,
     mut f: impl FnMut(&[u8], u64, u64),
 ) -> Result<(), FastaError> {
-    // One read and a memchr walk, no allocation per line: `fetch` reads the whole .loc (1 M lines
-    // for the bench FASTA) to resolve a few thousand names.
-    let mut bytes = Vec::new();
-    input.read_to_end(&mut bytes)?;
     let mut start = 0;
-    for (i, end) in memchr::memchr_iter(b'\n', &bytes)
+    for (i, end) in memchr::memchr_iter(b'\n', bytes)
         .chain(std::iter::once(bytes.len()))
         .enumerate()
     {
@@ -187,13 +182,81 @@ pub fn for_each<R: std::io::Read>(
         }
         let (name, offset, size) = parse_line(line).ok_or_else(|| {
             FastaError::BadIndex(format!(
-                "{what} line {}: expected NAME<TAB>OFFSET<TAB>SIZE",
+                "{what}: line {} (of this piece): expected NAME<TAB>OFFSET<TAB>SIZE",
                 i + 1
             ))
         })?;
         f(name, offset, size);
     }
     Ok(())
+}
+
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
+    })
+}
+
+/// Looks `names` up in a `.loc` file (first entry of a name wins, as in faidx): returns each name's
+/// (offset, size), `None` where absent. The file is cut at newlines into `threads` pieces parsed at
+/// once; `what` names it in errors.
+pub fn lookup<R: std::io::Read>(
+    mut input: R,
+    what: &str,
+    names: &[&[u8]],
+    threads: usize,
+) -> Result<Vec<Option<(u64, u64)>>, FastaError> {
+    let mut bytes = Vec::new();
+    input.read_to_end(&mut bytes)?;
+    let slots: std::collections::HashMap<&[u8], usize> = names
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, n)| (*n, i))
+        .collect();
+    // Piece boundaries just after a newline, so each piece holds whole lines.
+    let mut cuts = vec![0];
+    for t in 1..threads.max(1) {
+        let at = (bytes.len() * t / threads).max(*cuts.last().expect("non-empty"));
+        let at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i + 1);
+        cuts.push(at);
+    }
+    cuts.push(bytes.len());
+    let pieces: Vec<Result<Vec<(usize, u64, u64)>, FastaError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cuts
+            .windows(2)
+            .map(|w| {
+                let (piece, slots) = (&bytes[w[0]..w[1]], &slots);
+                scope.spawn(move || {
+                    let mut found = Vec::new();
+                    for_each(piece, what, |name, off, size| {
+                        if let Some(&slot) = slots.get(name) {
+                            found.push((slot, off, size));
+                        }
+                    })?;
+                    Ok(found)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("loc lookup thread panicked"))
+            .collect()
+    });
+    let mut out = vec![None; names.len()];
+    for piece in pieces {
+        for (slot, off, size) in piece? {
+            out[slot].get_or_insert((off, size));
+        }
+    }
+    // Repeated names share the first request's slot.
+    for (i, n) in names.iter().enumerate() {
+        out[i] = out[slots[n]];
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -231,5 +294,18 @@ mod tests {
     fn parse_loc_lines() {
         assert_eq!(parse_line(b"a b\t1\t2"), Some((&b"a b"[..], 1, 2)));
         assert_eq!(parse_line(b"a\t1"), None);
+        assert_eq!(parse_line(b"a\t1\t2\r"), Some((&b"a"[..], 1, 2)));
+        assert_eq!(parse_line(b"a\t1\t-2"), None);
+        assert_eq!(parse_line(b"a\t99999999999999999999\t2"), None);
+    }
+
+    #[test]
+    fn lookup_first_wins_any_threads() {
+        let loc = b"a\t0\t5\nb\t5\t3\na\t8\t2\nc\t10\t1\n";
+        let names: Vec<&[u8]> = vec![b"c", b"a", b"zz", b"a"];
+        for t in 1..6 {
+            let got = lookup(&loc[..], "t", &names, t).unwrap();
+            assert_eq!(got, vec![Some((10, 1)), Some((0, 5)), None, Some((0, 5))]);
+        }
     }
 }
