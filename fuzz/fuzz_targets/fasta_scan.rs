@@ -57,10 +57,10 @@ fn reference(text: &[u8]) -> Option<Fai> {
         Qual,
     }
     let mut pos = 0usize;
-    let mut getc = || -> Option<u8> {
-        let c = text.get(pos).copied();
+    let getc = |pos: &mut usize| -> Option<u8> {
+        let c = text.get(*pos).copied();
         if c.is_some() {
-            pos += 1;
+            *pos += 1;
         }
         c
     };
@@ -69,7 +69,7 @@ fn reference(text: &[u8]) -> Option<Fai> {
     let (mut seq_offset, mut qual_offset, mut seq_len, mut qual_len) = (0u64, 0u64, 0u64, 0u64);
     let (mut char_len, mut line_len) = (0u64, 0u64);
     let mut records: Vec<FaiRecord> = Vec::new();
-    let mut insert = |records: &mut Vec<FaiRecord>, name: &[u8], f: Option<Format>, v: [u64; 5]| {
+    let insert = |records: &mut Vec<FaiRecord>, name: &[u8], f: Option<Format>, v: [u64; 5]| {
         let n = String::from_utf8_lossy(name).into_owned();
         if records.iter().any(|r| r.name == n) {
             return;
@@ -83,7 +83,7 @@ fn reference(text: &[u8]) -> Option<Fai> {
             qual_offset: (f == Some(Format::Fastq)).then_some(v[4]),
         });
     };
-    let mut c = getc();
+    let mut c = getc(&mut pos);
     while let Some(ch) = c {
         match state {
             S::Out => match ch {
@@ -102,7 +102,7 @@ fn reference(text: &[u8]) -> Option<Fai> {
                     state = S::Name;
                 }
                 b'\r' => {
-                    if getc() != Some(b'\n') {
+                    if getc(&mut pos) != Some(b'\n') {
                         return None;
                     }
                 }
@@ -122,12 +122,12 @@ fn reference(text: &[u8]) -> Option<Fai> {
                     } else if !name.is_empty() || x == b'\n' {
                         break;
                     }
-                    cur = getc();
+                    cur = getc(&mut pos);
                 }
                 let x = cur?;
                 let mut x = Some(x);
                 while x.is_some_and(|v| v != b'\n') {
-                    x = getc();
+                    x = getc(&mut pos);
                 }
                 state = S::Seq;
                 seq_len = 0;
@@ -143,33 +143,33 @@ fn reference(text: &[u8]) -> Option<Fai> {
                         return None;
                     }
                     state = S::Qual;
-                    let mut x = getc();
+                    let mut x = getc(&mut pos);
                     while x.is_some_and(|v| v != b'\n') {
-                        x = getc();
+                        x = getc(&mut pos);
                     }
                     qual_offset = pos as u64;
-                    c = getc();
+                    c = getc(&mut pos);
                     continue;
                 }
                 if state == S::Seq {
                     if fasta {
                         if ch == b'\n' {
                             state = S::Out;
-                            c = getc();
+                            c = getc(&mut pos);
                             continue;
                         } else if ch == b'>' {
                             state = S::Name;
-                            c = getc();
+                            c = getc(&mut pos);
                             continue;
                         }
                     } else if ch == b'+' {
                         state = S::Qual;
-                        let mut x = getc();
+                        let mut x = getc(&mut pos);
                         while x.is_some_and(|v| v != b'\n') {
-                            x = getc();
+                            x = getc(&mut pos);
                         }
                         qual_offset = pos as u64;
-                        c = getc();
+                        c = getc(&mut pos);
                         continue;
                     } else if ch == b'\n' {
                         return None;
@@ -179,11 +179,11 @@ fn reference(text: &[u8]) -> Option<Fai> {
                         return None;
                     }
                     state = S::Out;
-                    c = getc();
+                    c = getc(&mut pos);
                     continue;
                 } else if ch == b'@' && read_done {
                     state = S::Name;
-                    c = getc();
+                    c = getc(&mut pos);
                     continue;
                 }
                 if state == S::Seq && fasta {
@@ -199,7 +199,7 @@ fn reference(text: &[u8]) -> Option<Fai> {
                     if v.is_ascii_graphic() {
                         cl += 1;
                     }
-                    x = getc();
+                    x = getc(&mut pos);
                 }
                 ll += 1;
                 if state == S::Seq {
@@ -224,7 +224,7 @@ fn reference(text: &[u8]) -> Option<Fai> {
                 }
             }
         }
-        c = getc();
+        c = getc(&mut pos);
     }
     if !read_done {
         return None;

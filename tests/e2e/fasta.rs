@@ -241,6 +241,8 @@ fn edge_cases() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("no_final_newline.fa", b">a\nACGTAC\nAC".to_vec()),
         ("last_empty.fa", b">a\nACGT\n>b\n".to_vec()),
+        ("lone_marker_at_eof.fa", b">a\nAC\n\n>".to_vec()),
+        ("name_at_eof.fa", b">a\nAC\n>b".to_vec()),
         ("ragged.fa", b">a\nACGT\nACGTA\n".to_vec()),
         ("blank_lines.fa", b"\n\n>a\nACG\n\n\n>b\nT\n".to_vec()),
         ("lower_iupac.fa", b">x\nacgtNNRYKMbdhv\nACGTU\n".to_vec()),
