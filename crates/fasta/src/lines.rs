@@ -95,7 +95,8 @@ pub fn count_graph(bytes: &[u8]) -> u64 {
     for w in &mut words {
         let x = u64::from_le_bytes(w.try_into().expect("8 bytes"));
         let below = x.wrapping_sub(ONES * 0x21) & !x & HIGHS;
-        let above = (x.wrapping_add(ONES * (127 - 0x7e)) | x) & HIGHS;
+        // hasmore(x, 0x7e): adding 127 - 0x7e = 1 to each byte sets its high bit iff it was > 0x7e.
+        let above = (x.wrapping_add(ONES) | x) & HIGHS;
         if below | above == 0 {
             n += 8;
         } else {

@@ -225,7 +225,8 @@ pub fn lookup<R: std::io::Read>(
         cuts.push(at);
     }
     cuts.push(bytes.len());
-    let pieces: Vec<Result<Vec<(usize, u64, u64)>, FastaError>> = std::thread::scope(|scope| {
+    type Found = Vec<(usize, u64, u64)>;
+    let pieces: Vec<Result<Found, FastaError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = cuts
             .windows(2)
             .map(|w| {
