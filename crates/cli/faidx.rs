@@ -144,6 +144,9 @@ pub fn run(args: FaidxArgs) -> Result<()> {
         }
         write_file(&fai_path, |w| fai.write(w))?;
         if build_only {
+            // The process ends here: freeing a million names one by one would only cost time
+            // (malloc_consolidate was 3.5 % of the samples of `faidx` on the bench FASTA).
+            std::mem::forget(fai);
             return Ok(());
         }
     }

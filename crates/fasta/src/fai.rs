@@ -6,9 +6,10 @@
 //! records. Samtools quirks kept on purpose: an empty FASTA sequence is not indexed, a duplicate name
 //! keeps the first record (with a warning), a file whose last record is empty fails.
 
+use crate::hash::FastMap;
 use crate::lines::{Line, LineSink};
 use crate::FastaError;
-use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::io::{BufRead, Write};
 
 /// FASTA or FASTQ.
@@ -91,7 +92,11 @@ pub struct FaiBuilder {
     char_len: u64,
     line_len: u64,
     records: Vec<FaiRecord>,
-    seen: HashSet<String>,
+    /// Name hash -> index of the first record with that hash (names are compared on a hit), so
+    /// the duplicate check stores 16 bytes per record and no second copy of the name.
+    seen: FastMap<u64, usize>,
+    /// Records whose name hash collided with a different name (practically never used).
+    collided: Vec<usize>,
     /// Duplicate names skipped, as htslib warns about them.
     pub warnings: Vec<String>,
 }
@@ -118,7 +123,8 @@ impl FaiBuilder {
             char_len: 0,
             line_len: 0,
             records: Vec::new(),
-            seen: HashSet::new(),
+            seen: FastMap::default(),
+            collided: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -128,13 +134,30 @@ impl FaiBuilder {
     }
 
     fn insert(&mut self) {
-        let name = self.name_str();
-        if !self.seen.insert(name.clone()) {
+        let hash = std::hash::BuildHasherDefault::<crate::hash::FastHasher>::default()
+            .hash_one(&self.name[..]);
+        let name = String::from_utf8_lossy(&self.name).into_owned();
+        let duplicate = match self.seen.get(&hash) {
+            None => false,
+            Some(&i) => {
+                self.records[i].name == name
+                    || self.collided.iter().any(|&j| self.records[j].name == name)
+            }
+        };
+        if duplicate {
             self.warnings.push(format!(
                 "Ignoring duplicate sequence \"{name}\" at byte offset {}",
                 self.seq_offset
             ));
             return;
+        }
+        let index = self.records.len();
+        match self.seen.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(index);
+            }
+            // Another name with the same hash: keep the first in the map, this one for exact checks.
+            std::collections::hash_map::Entry::Occupied(_) => self.collided.push(index),
         }
         let fastq = self.format == Some(Format::Fastq);
         self.records.push(FaiRecord {
@@ -158,7 +181,8 @@ impl FaiBuilder {
             self.insert();
             self.read_done = false;
         }
-        self.name = header_name(text).to_vec();
+        self.name.clear();
+        self.name.extend_from_slice(header_name(text));
         if !line.terminated {
             return Err(FastaError::format(
                 self.line_num,
@@ -393,6 +417,8 @@ mod tests {
         assert_eq!(fai, "b\t6\t11\t4\t5\nc\t4\t23\t4\t5\na\t2\t31\t2\t3\n");
         let crlf = build(b">x y\r\nACGTACGT\r\nACG\r\n>z\r\nAC\r\n").unwrap();
         assert_eq!(crlf, "x\t11\t6\t8\t10\nz\t2\t25\t2\t4\n");
+        let dups = build(b">a\nA\n>b\nC\n>a\nG\n>c\nT\n>b\nA\n").unwrap();
+        assert_eq!(dups, "a\t1\t3\t1\t2\nb\t1\t8\t1\t2\nc\t1\t18\t1\t2\n");
     }
 
     #[test]

@@ -8,10 +8,10 @@
 
 use crate::access::{RandomAccess, DEFAULT_WINDOW};
 use crate::fai::{Fai, FaiRecord, Format};
+use crate::hash::FastMap;
 use crate::lines::count_graph;
 use crate::region::{parse_region, POS_MAX};
 use crate::FastaError;
-use std::collections::HashMap;
 use std::io::Write;
 
 /// How regions are written.
@@ -95,7 +95,7 @@ pub fn write_regions(
     out: &mut dyn Write,
     warn: &mut dyn FnMut(String),
 ) -> Result<(), FastaError> {
-    let ids: HashMap<&str, usize> = fai
+    let ids: FastMap<&str, usize> = fai
         .records
         .iter()
         .enumerate()

@@ -16,6 +16,7 @@ mod error;
 pub mod fai;
 pub mod faidx;
 pub mod gzi;
+pub mod hash;
 pub mod lines;
 pub mod loc;
 pub mod region;

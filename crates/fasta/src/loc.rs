@@ -211,7 +211,7 @@ pub fn lookup<R: std::io::Read>(
 ) -> Result<Vec<Option<(u64, u64)>>, FastaError> {
     let mut bytes = Vec::new();
     input.read_to_end(&mut bytes)?;
-    let slots: std::collections::HashMap<&[u8], usize> = names
+    let slots: crate::hash::FastMap<&[u8], usize> = names
         .iter()
         .enumerate()
         .rev()
