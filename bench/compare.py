@@ -157,6 +157,89 @@ CASES = {
         "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
         "check": "md5sum < {out}",
     },
+    # ---- issue 5: bgzipped FASTA (data: bench/generate_fasta.py) ----
+    "fetch-3000": {
+        "description": (
+            "Retrieve 3000 random whole records (names in proteins.names.txt, seeded) from the "
+            "~1M-record bgzipped protein FASTA. sortase fetch looks the names up in the .loc "
+            "(pre-built, as the .gzi/.fai of the peers) and inflates each needed block once on "
+            "all threads; the peers are a shell loop of htslib `bgzip -b OFFSET -s SIZE` (one "
+            "process per record: how users do it today) and `samtools faidx -r` in one process "
+            "(whose output is reformatted: `>name` only, so it is timed, not compared)."),
+        "input": "fasta-gz",
+        "prepare": ["{sortase} loc {input}", "{samtools} faidx {input}"],
+        "variants": [
+            ("sortase", "{sortase} fetch -@{threads} -n {data}/proteins.names.txt {input} > {out}"),
+            ("bgzip-b-s-loop", "while read o s; do bgzip -b $o -s $s {input}; done "
+                               "< {data}/proteins.pairs.txt > {out}"),
+            ("samtools-1.24", "{samtools} faidx -@{threads} -r {data}/proteins.names.txt {input} > {out}"),
+        ],
+        "floor": None,
+        "check": "md5sum < {out}",
+        "check_skip": ("samtools-1.24",),
+    },
+    "faidx-3000": {
+        "description": (
+            "`faidx -r names.txt`: the same 3000 random records as fetch-3000, as samtools faidx "
+            "regions (output must be identical). Indexes pre-built."),
+        "input": "fasta-gz",
+        "prepare": ["{samtools} faidx {input}"],
+        "variants": [
+            ("sortase", "{sortase} faidx -@{threads} -r {data}/proteins.names.txt {input} > {out}"),
+            ("samtools-1.24", "{samtools} faidx -@{threads} -r {data}/proteins.names.txt {input} > {out}"),
+        ],
+        "floor": None,
+        "check": "md5sum < {out}",
+    },
+    "faidx-build": {
+        "description": (
+            "Build .fai + .gzi of the ~1M-record bgzipped FASTA (`faidx FILE`, written to scratch "
+            "names with --fai-idx/--gzi-idx); sortase inflates and scans blocks on all threads, "
+            "samtools reads one byte at a time (its -@ does not apply to indexing). "
+            "Floor: `bgzip -@{threads} -dc` (inflate only)."),
+        "input": "fasta-gz",
+        "variants": [
+            ("sortase", "{sortase} faidx -@{threads} --fai-idx {out} --gzi-idx {tmp}/x.gzi {input}"),
+            ("samtools-1.24", "{samtools} faidx -@{threads} --fai-idx {out} --gzi-idx {tmp}/x.gzi {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": "md5sum < {out}; md5sum < {tmp}/x.gzi",
+    },
+    "loc-build": {
+        "description": (
+            "Build the .loc (name, offset, size of every record) of the bgzipped FASTA, against "
+            "samtools faidx building its .fai on the same file (the nearest peer: no tool builds "
+            ".loc). Floor: `bgzip -@{threads} -dc`."),
+        "input": "fasta-gz",
+        "variants": [
+            ("sortase", "{sortase} loc -@{threads} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} faidx --fai-idx {out} --gzi-idx {tmp}/x.gzi {input}"),
+        ],
+        "floor": ("bgzip-dc", "bgzip -@{threads} -dc {input} > /dev/null"),
+        "check": None,
+    },
+    "bgzip-compress": {
+        "description": (
+            "Compress the plain ~0.85 GB FASTA at the default level (`bgzip -@N -c`): sortase "
+            "against htslib's bgzip 1.16 (Debian, libdeflate 1.14); the outputs are byte-identical."),
+        "input": "fasta",
+        "variants": [
+            ("sortase", "{sortase} bgzip -@{threads} -c {input} > {out}"),
+            ("bgzip-1.16", "bgzip -@{threads} -c {input} > {out}"),
+        ],
+        "floor": None,
+        "check": "md5sum < {out}",
+    },
+    "bgzip-decompress": {
+        "description": "Decompress the bgzipped FASTA (`bgzip -@N -dc`), sortase against htslib's bgzip 1.16.",
+        "input": "fasta-gz",
+        "variants": [
+            ("sortase", "{sortase} bgzip -@{threads} -dc {input} > {out}"),
+            ("bgzip-1.16", "bgzip -@{threads} -dc {input} > {out}"),
+        ],
+        "floor": None,
+        "check": "md5sum < {out}",
+    },
 }
 
 SORT_CHECK = "samtools view -@{threads} {out} | md5sum"
@@ -457,6 +540,10 @@ def main():
     meta_json = None
     if args.input:
         inp = os.path.abspath(args.input)
+    elif case.get("input", "").startswith("fasta"):
+        # bench/generate_fasta.py's data; --size does not apply
+        name = "proteins.fa.gz" if case["input"] == "fasta-gz" else "proteins.fa"
+        inp = os.path.join(os.path.abspath(args.data), name)
     else:
         suffix = ".sorted.bam" if case.get("input") == "sorted" else ".bam"
         inp = os.path.join(os.path.abspath(args.data), args.size + suffix)
@@ -482,7 +569,13 @@ def main():
     sorted_inp = os.path.join(os.path.dirname(inp), os.path.basename(inp).replace(".bam", ".sorted.bam")) \
         if not inp.endswith(".sorted.bam") else inp
     fields_base = {"input": shlex.quote(inp), "threads": args.threads, "sorted": shlex.quote(sorted_inp),
-                   "sortase": args.sortase, "samtools": args.samtools}
+                   "sortase": args.sortase, "samtools": args.samtools,
+                   "data": shlex.quote(os.path.dirname(inp))}
+    for tpl in case.get("prepare", []):
+        # untimed set-up (indexes the variants expect to exist)
+        cmd = render(tpl, fields_base)
+        print(f"prepare: {cmd}")
+        subprocess.run(cmd, shell=True, check=True, executable="/bin/bash")
     plan = [(label, "variant", tpl) for label, tpl in case["variants"]]
     if args.debian_samtools:
         ver = first_line(f"{shlex.quote(args.debian_samtools)} --version").split()

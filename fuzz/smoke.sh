@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-20}"
-all_targets=(bgzf_reader record_splitter sam_parse range_planner)
+all_targets=(bgzf_reader record_splitter sam_parse range_planner fasta_scan)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 

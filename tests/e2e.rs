@@ -15,6 +15,8 @@ mod common;
 mod edge_cases;
 #[path = "e2e/merge.rs"]
 mod merge;
+#[path = "e2e/fasta.rs"]
+mod fasta;
 #[path = "e2e/oracle.rs"]
 mod oracle;
 #[path = "e2e/sort.rs"]

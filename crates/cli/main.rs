@@ -2,6 +2,9 @@
 //!
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
+mod bgzip;
+mod faidx;
+mod fetch;
 mod index;
 mod input;
 mod merge;
@@ -40,6 +43,14 @@ enum Command {
     Idxstats(stats::IdxstatsArgs),
     /// Ref/alt/error/deletion counts of BAMs at VCF SNVs, identical to FACETS snp-pileup, on all cores.
     SnpPileup(snp_pileup::SnpPileupArgs),
+    /// Compress, decompress, index and cut BGZF files (htslib bgzip), on all cores.
+    Bgzip(bgzip::BgzipArgs),
+    /// Index FASTA/FASTQ (.fai identical to samtools faidx) and retrieve regions.
+    Faidx(faidx::FaidxArgs),
+    /// Build the .loc record index (name, offset, size) of a FASTA/FASTQ file.
+    Loc(fetch::LocArgs),
+    /// Retrieve many whole records by name or byte range in one pass.
+    Fetch(fetch::FetchArgs),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -81,6 +92,10 @@ fn main() -> ExitCode {
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),
         Command::SnpPileup(args) => snp_pileup::run(args),
+        Command::Bgzip(args) => bgzip::run(args),
+        Command::Faidx(args) => faidx::run(args),
+        Command::Loc(args) => fetch::loc(args),
+        Command::Fetch(args) => fetch::fetch(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
