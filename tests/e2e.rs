@@ -13,16 +13,16 @@ mod checks;
 mod common;
 #[path = "e2e/edge_cases.rs"]
 mod edge_cases;
-#[path = "e2e/merge.rs"]
-mod merge;
 #[path = "e2e/fasta.rs"]
 mod fasta;
+#[path = "e2e/merge.rs"]
+mod merge;
 #[path = "e2e/oracle.rs"]
 mod oracle;
-#[path = "e2e/sort.rs"]
-mod sort;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
+#[path = "e2e/sort.rs"]
+mod sort;
 #[path = "e2e/stats.rs"]
 mod stats;
 #[path = "e2e/view_corpus.rs"]

@@ -11,8 +11,8 @@ mod merge;
 mod output;
 mod progress;
 mod record_sink;
-mod sort;
 mod snp_pileup;
+mod sort;
 mod stats;
 mod view;
 
