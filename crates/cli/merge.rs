@@ -2,16 +2,14 @@
 //! records translated (reference ids, RG/PG tags) on one thread per input, then merged.
 
 use crate::input::Input;
-use crate::output::{Destination, OutputFile};
 use crate::progress::Progress;
-use crate::record_sink::{resolve_format, OnTheFlyIndex, OutFormat, RecordSink};
+use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::{Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::merge::{merge, Source};
 use sortase_sort::{SortError, SortOrder};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `sortase merge` (samtools merge's flags and meanings).
@@ -212,23 +210,14 @@ pub fn run(args: MergeArgs) -> Result<()> {
         n.push(".csi");
         PathBuf::from(n)
     });
-    let (dest, out) = Destination::open((!to_stdout).then_some(data_path.as_path()))?;
-    let out_name = dest.name.clone();
-    let pending_index = if write_index {
-        Some(OutputFile::create(&index_path)?)
-    } else {
-        None
-    };
-    let index = write_index.then(|| OnTheFlyIndex::new(&header, bai));
-    let mut sink = RecordSink::new(
+    let mut out = SortedOutput::open(
+        (!to_stdout).then_some(data_path.as_path()),
+        write_index.then_some((index_path.as_path(), bai)),
         format,
         &header,
         threads,
         args.reference.as_deref(),
-        index,
-        out,
-    )
-    .with_context(|| out_name.clone())?;
+    )?;
 
     std::thread::scope(|scope| -> Result<()> {
         let mut sources = Vec::with_capacity(opened.len());
@@ -261,22 +250,14 @@ pub fn run(args: MergeArgs) -> Result<()> {
         let mut scratch = Vec::new();
         merge(order, &mut sources, |i, r| {
             if attach[i].attach_rg_into(r, &mut scratch) {
-                Ok(sink.write(&scratch)?)
+                Ok(out.sink.write(&scratch)?)
             } else {
-                Ok(sink.write(r)?)
+                Ok(out.sink.write(r)?)
             }
         })?;
         Ok(())
     })?;
-    let index_bytes = sink.finish().with_context(|| out_name.clone())?;
+    out.finish()?;
     progress.finish();
-    if let (Some((pending, mut f)), Some(bytes)) = (pending_index, index_bytes) {
-        f.write_all(&bytes)
-            .with_context(|| format!("{out_name}: cannot write index"))?;
-        drop(f);
-        dest.commit()?;
-        pending.commit()
-    } else {
-        dest.commit()
-    }
+    Ok(())
 }

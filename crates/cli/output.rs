@@ -38,7 +38,7 @@ pub fn install_signal_cleanup() {
                 .drain(..)
             {
                 if p.is_dir() {
-                    let _ = std::fs::remove_dir_all(p);
+                    remove_dir_now(&p);
                 } else {
                     let _ = std::fs::remove_file(p);
                 }
@@ -160,6 +160,25 @@ impl Destination {
         match self.file {
             Some(f) => f.commit(),
             None => Ok(()),
+        }
+    }
+}
+
+/// Removes a temporary directory while other threads may still be creating files in it: the directory
+/// is first renamed away (so new files under the old path fail instead of landing after the removal),
+/// then removed, retrying if a file appeared between listing and removal.
+fn remove_dir_now(dir: &Path) {
+    let mut doomed = dir.as_os_str().to_owned();
+    doomed.push(".removing");
+    let doomed = PathBuf::from(doomed);
+    let target = if std::fs::rename(dir, &doomed).is_ok() {
+        doomed
+    } else {
+        dir.to_path_buf()
+    };
+    for _ in 0..10 {
+        if std::fs::remove_dir_all(&target).is_ok() || !target.exists() {
+            return;
         }
     }
 }

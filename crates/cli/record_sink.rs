@@ -6,7 +6,8 @@
 //! << 16 | offset in block" and translated to real virtual offsets from the [`BlockLog`] at the end
 //! ([`IndexBuilder::translate_offsets`]).
 
-use anyhow::{bail, Result};
+use crate::output::{Destination, OutputFile};
+use anyhow::{bail, Context, Result};
 use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_index::{IndexBuilder, IndexFormat};
@@ -312,4 +313,56 @@ fn finish_index(ix: OnTheFlyIndex, log: &BlockLog) -> Vec<u8> {
     builder.translate_offsets(real);
     let end = *starts.last().expect("offsets has a final entry") << 16;
     builder.finish(end)
+}
+
+/// The output of a sort or merge: the data file (or stdout) being written through a [`RecordSink`]
+/// and, with `--write-index`, the index file. Both are written under temporary names and renamed
+/// only by [`SortedOutput::finish`], so a failed run leaves neither.
+pub struct SortedOutput {
+    /// Where records go.
+    pub sink: RecordSink,
+    dest: Destination,
+    pending_index: Option<(OutputFile, std::fs::File)>,
+    /// The output's name for messages.
+    pub name: String,
+}
+
+impl SortedOutput {
+    /// Opens `path` (`None`: stdout) and, if `index` is `Some((path, bai))`, the index file.
+    pub fn open(
+        path: Option<&Path>,
+        index: Option<(&Path, bool)>,
+        format: OutFormat,
+        header: &Header,
+        threads: usize,
+        reference: Option<&Path>,
+    ) -> Result<Self> {
+        let (dest, out) = Destination::open(path)?;
+        let name = dest.name.clone();
+        let pending_index = index.map(|(p, _)| OutputFile::create(p)).transpose()?;
+        let builder = index.map(|(_, bai)| OnTheFlyIndex::new(header, bai));
+        let sink = RecordSink::new(format, header, threads, reference, builder, out)
+            .with_context(|| name.clone())?;
+        Ok(Self {
+            sink,
+            dest,
+            pending_index,
+            name,
+        })
+    }
+
+    /// Flushes the records, writes the index, and renames both into place.
+    pub fn finish(self) -> Result<()> {
+        let name = self.name;
+        let index_bytes = self.sink.finish().with_context(|| name.clone())?;
+        if let (Some((pending, mut f)), Some(bytes)) = (self.pending_index, index_bytes) {
+            f.write_all(&bytes)
+                .with_context(|| format!("{name}: cannot write index"))?;
+            drop(f);
+            self.dest.commit()?;
+            pending.commit()
+        } else {
+            self.dest.commit()
+        }
+    }
 }

@@ -1,13 +1,12 @@
 //! `sortase sort`: samtools sort's options and output, on all cores (see crates/sort).
 
 use crate::input::Input;
-use crate::output::{Destination, OutputFile, TempDir};
+use crate::output::TempDir;
 use crate::progress::Progress;
-use crate::record_sink::{resolve_format, OnTheFlyIndex, OutFormat, RecordSink};
+use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::{SortOptions, SortOrder, Sorter};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -289,40 +288,26 @@ pub fn run(args: SortArgs) -> Result<()> {
     if !args.no_pg {
         header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
     }
-    let (dest, out) = Destination::open(data_path.as_deref())?;
-    let out_name = dest.name.clone();
-    let index = write_index.then(|| OnTheFlyIndex::new(&header, index_path.as_ref().unwrap().1));
-    // The index goes to a temporary name first, so a failed sort leaves neither file.
-    let pending_index = match (&index_path, write_index) {
-        (Some((p, _)), true) => Some(OutputFile::create(p)?),
+    let index = match (&index_path, write_index) {
+        (Some((p, bai)), true) => Some((p.as_path(), *bai)),
         _ => None,
     };
-    let mut sink = RecordSink::new(
+    let mut out = SortedOutput::open(
+        data_path.as_deref(),
+        index,
         format,
         &header,
         threads,
         args.reference.as_deref(),
-        index,
-        out,
-    )
-    .with_context(|| out_name.clone())?;
+    )?;
     let stats = sorter
         .finish(
             |p| report.next(p),
-            |r| sink.write(r).map_err(sortase_sort::SortError::Output),
+            |r| out.sink.write(r).map_err(sortase_sort::SortError::Output),
         )
-        .with_context(|| out_name.clone())?;
-    let index_bytes = sink.finish().with_context(|| out_name.clone())?;
+        .with_context(|| out.name.clone())?;
+    out.finish()?;
     report.next("done");
-    if let (Some((pending, mut f)), Some(bytes)) = (pending_index, index_bytes) {
-        f.write_all(&bytes)
-            .with_context(|| format!("{}: cannot write index", out_name))?;
-        drop(f);
-        dest.commit()?;
-        pending.commit()?;
-    } else {
-        dest.commit()?;
-    }
     drop(temp);
     if args.verbose {
         let amp = if stats.spilled_bytes > 0 {

@@ -27,10 +27,11 @@ impl Oracle {
     pub fn run(&self, args: &[&str]) -> Run {
         match self {
             Oracle::Binary(bin) => run(bin, &[], args),
-            // `samtools sort -N` sets a process-wide flag (`natural_sort = 0`) that no later
-            // command resets, so it must not run in a shared server process.
+            // `samtools sort -N` and `merge -N` set a process-wide flag (`natural_sort = 0`) that no
+            // later command resets, so they must not run in a shared server process.
             Oracle::Pysam { python, script }
-                if args.first() == Some(&"sort") && args.contains(&"-N") =>
+                if matches!(args.first(), Some(&"sort") | Some(&"merge"))
+                    && args.contains(&"-N") =>
             {
                 run(Path::new(python), &[script.into()], args)
             }

@@ -199,16 +199,7 @@ fn normalize_type(t: u8) -> u8 {
 }
 
 fn as_int(f: &[u8]) -> i64 {
-    let v = &f[3..];
-    match f[2] {
-        b'c' => i64::from(v[0] as i8),
-        b'C' => i64::from(v[0]),
-        b's' => i64::from(i16::from_le_bytes([v[0], v[1]])),
-        b'S' => i64::from(u16::from_le_bytes([v[0], v[1]])),
-        b'i' => i64::from(i32::from_le_bytes([v[0], v[1], v[2], v[3]])),
-        b'I' => i64::from(u32::from_le_bytes([v[0], v[1], v[2], v[3]])),
-        _ => 0,
-    }
+    sortase_bam::aux::AuxField { raw: f }.integer().unwrap_or(0)
 }
 
 /// htslib `bam_aux2f`: floats and doubles as stored, integers converted.
