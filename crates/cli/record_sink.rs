@@ -237,6 +237,23 @@ impl RecordSink {
         }
     }
 
+    /// Writes a whole batch of records (SAM: one formatting job; other formats: record by record).
+    pub fn write_batch(&mut self, batch: RecordBatch) -> std::io::Result<()> {
+        match self {
+            RecordSink::Sam {
+                formatter,
+                writer,
+                pending,
+            } => {
+                if !pending.offsets.is_empty() {
+                    submit_sam(formatter, writer, pending.take())?;
+                }
+                submit_sam(formatter, writer, batch)
+            }
+            _ => batch.iter_raw().try_for_each(|r| self.write(r)),
+        }
+    }
+
     /// Flushes everything; returns the serialised index if one was built.
     pub fn finish(self) -> Result<Option<Vec<u8>>> {
         match self {

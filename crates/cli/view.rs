@@ -6,12 +6,12 @@
 use crate::input::{Format, Input};
 use crate::output::Destination;
 use crate::progress::Progress;
+use crate::record_sink::{OutFormat as RecordFormat, RecordSink};
 use anyhow::{bail, Context, Result};
-use sortase_bam::{cram::CramWriter, flags, query, sam_format, Header, RecordBatch, RecordRef};
-use sortase_bgzf::{pool::ordered_pool, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_bam::{cram::CramWriter, flags, query, Header, RecordBatch, RecordRef};
+use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Arguments of `sortase view` (samtools view's flags and meanings).
 #[derive(clap::Args, Debug)]
@@ -268,10 +268,8 @@ enum Sink {
         out: Box<dyn Write + Send>,
         n: u64,
     },
-    Sam {
-        formatter: Option<sortase_bgzf::pool::Submitter<(RecordBatch, Filter), Vec<u8>>>,
-        writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-    },
+    /// SAM text, formatted in parallel batches by the shared record sink.
+    Sam(Box<RecordSink>),
     Bam(ParallelWriter<Box<dyn Write + Send>>),
     Cram(Box<CramWriter<Box<dyn Write + Send>>>),
 }
@@ -282,37 +280,20 @@ impl Sink {
         args: &ViewArgs,
         header: &Header,
         threads: usize,
-        mut out: Box<dyn Write + Send>,
+        out: Box<dyn Write + Send>,
     ) -> Result<Self> {
         if args.count {
             return Ok(Sink::Count { out, n: 0 });
         }
         Ok(match format {
             OutFormat::Sam => {
-                if args.with_header || args.header_only {
-                    out.write_all(header.text().as_bytes())?;
-                }
-                let shared = Arc::new(header.clone());
-                let (tx, rx) = ordered_pool(threads, 2 * threads + 2, || {
-                    let header = shared.clone();
-                    move |(batch, filter): (RecordBatch, Filter)| {
-                        let mut text = Vec::with_capacity(batch.bytes().len() * 2);
-                        for r in batch.iter().filter(|r| filter.pass(r)) {
-                            sam_format::format_record(&r, &header, &mut text);
-                        }
-                        text
-                    }
-                });
-                let writer = std::thread::spawn(move || {
-                    for text in rx {
-                        out.write_all(&text)?;
-                    }
-                    out.flush()
-                });
-                Sink::Sam {
-                    formatter: Some(tx),
-                    writer: Some(writer),
-                }
+                let shown = if args.with_header || args.header_only {
+                    header.clone()
+                } else {
+                    Header::new(String::new(), header.references().to_vec())
+                };
+                let sink = RecordSink::new(RecordFormat::Sam, &shown, threads, None, None, out)?;
+                Sink::Sam(Box::new(sink))
             }
             OutFormat::Bam(level) => {
                 let mut w = ParallelWriter::new(out, WriterOptions::new(threads, level));
@@ -336,16 +317,15 @@ impl Sink {
     fn write_batch(&mut self, batch: RecordBatch, filter: Filter) -> Result<()> {
         match self {
             Sink::Count { n, .. } => *n += batch.iter().filter(|r| filter.pass(r)).count() as u64,
-            Sink::Sam { formatter, writer } => {
-                let tx = formatter.as_ref().expect("formatter lives until finish");
-                if tx.submit((batch, filter)).is_err() {
-                    // The writing thread stopped: surface its error.
-                    *formatter = None;
-                    let err = writer.take().map(|t| t.join());
-                    return match err {
-                        Some(Ok(Err(e))) => Err(e.into()),
-                        _ => bail!("SAM writer stopped"),
-                    };
+            Sink::Sam(sink) => {
+                if filter.require == 0 && filter.exclude == 0 && filter.min_mapq == 0 {
+                    sink.write_batch(batch)?;
+                } else {
+                    for (i, r) in batch.iter().enumerate() {
+                        if filter.pass(&r) {
+                            sink.write(batch.raw(i))?;
+                        }
+                    }
                 }
             }
             Sink::Bam(w) => {
@@ -381,12 +361,8 @@ impl Sink {
                 writeln!(out, "{n}")?;
                 out.flush()?;
             }
-            Sink::Sam { formatter, writer } => {
-                drop(formatter);
-                if let Some(t) = writer {
-                    t.join()
-                        .map_err(|_| anyhow::anyhow!("SAM writer panicked"))??;
-                }
+            Sink::Sam(sink) => {
+                sink.finish()?;
             }
             Sink::Bam(w) => {
                 let (mut out, _) = w.finish()?;
