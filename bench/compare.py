@@ -278,7 +278,8 @@ CASES.update({
             ("samtools-1.24", "{samtools} sort -@{threads} -m 3G -T {tmp}/st -o {out} {input}"),
         ],
         "floor": ("recompress", "{sortase} view -b -l 5 -@{threads} -o {out} {sorted}"),
-        "check": SORT_CHECK + " ; stat -c %s {out}",
+        "check": SORT_CHECK,
+        "report": "stat -c %s {out}",
     },
     "sort-u": {
         "description": (
@@ -493,6 +494,18 @@ def run_check(case, runs_meta, fields_base, scratch):
     vals = set(digests.values())
     desc = check if check != "stdout" else "stdout identical"
     shown = "; ".join(f"{k}: `{v[:60]}`" for k, v in digests.items())
+    report = case.get("report")
+    if report:
+        # shown, not compared (e.g. output sizes at different compression levels)
+        parts = []
+        for label, meta in runs_meta.items():
+            if meta["role"] == "floor":
+                continue
+            cmd = render(report, dict(fields_base, out=meta["out"], tmp=meta["tmp"]))
+            p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=scratch,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            parts.append(f"{label}: {p.stdout.strip()}")
+        shown += f"; {report}: " + ", ".join(parts)
     if len(vals) == 1:
         return True, f"outputs agree ({desc}) -- {shown}"
     return False, f"OUTPUTS DIFFER ({desc}) -- {shown}"
