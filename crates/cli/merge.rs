@@ -80,19 +80,6 @@ pub struct MergeArgs {
     inputs: Vec<String>,
 }
 
-fn order(args: &MergeArgs) -> Result<SortOrder> {
-    let by_name = (args.by_name || args.by_name_lex).then_some(!args.by_name_lex);
-    Ok(match (&args.tag, by_name) {
-        (Some(t), by_name) if t.len() == 2 => SortOrder::Tag {
-            tag: [t.as_bytes()[0], t.as_bytes()[1]],
-            by_name,
-        },
-        (Some(t), _) => bail!("-t {t}: a tag is two characters, e.g. -t RG"),
-        (None, Some(natural)) => SortOrder::Name { natural },
-        (None, None) => SortOrder::Coordinate,
-    })
-}
-
 /// samtools' RG name for `-r`: the file name without directory and .bam/.sam/.cram.
 fn rg_name(path: &str) -> String {
     let mut s = path;
@@ -110,7 +97,7 @@ fn rg_name(path: &str) -> String {
 /// Runs `sortase merge`.
 pub fn run(args: MergeArgs) -> Result<()> {
     let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
-    let order = order(&args)?;
+    let order = crate::sort::order_from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())?;
     let mut inputs = Vec::new();
     if let Some(list) = &args.list {
         let text = std::fs::read_to_string(list)
@@ -122,17 +109,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         bail!("merge: give at least one (and usually two or more) input files");
     }
     let output = args.output.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let (data_path, index_path, bai) = {
-        let s = output.to_string_lossy().into_owned();
-        match s.split_once("##idx##") {
-            Some((d, i)) => (
-                PathBuf::from(d),
-                Some(PathBuf::from(i)),
-                i.ends_with(".bai"),
-            ),
-            None => (output.clone(), None, false),
-        }
-    };
+    let (data_path, index_path, bai) = crate::sort::index_target(&output, None)?;
     let to_stdout = data_path == std::path::Path::new("-");
     if !args.force && !to_stdout && data_path.is_file() {
         bail!("{}: file exists; use -f to overwrite", data_path.display());
@@ -205,11 +182,6 @@ pub fn run(args: MergeArgs) -> Result<()> {
     if write_index && (order != SortOrder::Coordinate || !matches!(format, OutFormat::Bam(_))) {
         bail!("--write-index: sortase indexes coordinate-sorted BAM output only");
     }
-    let index_path = index_path.unwrap_or_else(|| {
-        let mut n = data_path.as_os_str().to_owned();
-        n.push(".csi");
-        PathBuf::from(n)
-    });
     let mut out = SortedOutput::open(
         (!to_stdout).then_some(data_path.as_path()),
         write_index.then_some((index_path.as_path(), bai)),

@@ -103,27 +103,28 @@ pub fn parse_memory(s: &str, flag: &str) -> Result<usize> {
 }
 
 fn order(args: &SortArgs) -> Result<SortOrder> {
-    let by_name = (args.by_name || args.by_name_lex).then_some(!args.by_name_lex);
-    match &args.tag {
-        Some(t) => {
-            let b = t.as_bytes();
-            if b.len() != 2 {
-                bail!("-t {t}: a tag is two characters, e.g. -t RG");
-            }
-            Ok(SortOrder::Tag {
-                tag: [b[0], b[1]],
-                by_name,
-            })
-        }
-        None => Ok(match by_name {
-            Some(natural) => SortOrder::Name { natural },
-            None => SortOrder::Coordinate,
-        }),
-    }
+    order_from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+}
+
+/// The order samtools sort and merge take from `-n`, `-N` and `-t TAG`.
+pub(crate) fn order_from_flags(n: bool, lex: bool, tag: Option<&str>) -> Result<SortOrder> {
+    let by_name = (n || lex).then_some(!lex);
+    Ok(match (tag, by_name) {
+        (Some(t), by_name) if t.len() == 2 => SortOrder::Tag {
+            tag: [t.as_bytes()[0], t.as_bytes()[1]],
+            by_name,
+        },
+        (Some(t), _) => bail!("-t {t}: a tag is two characters, e.g. -t RG"),
+        (None, Some(natural)) => SortOrder::Name { natural },
+        (None, None) => SortOrder::Coordinate,
+    })
 }
 
 /// Index path and format for `--write-index`, as samtools' `auto_index`.
-fn index_target(output: &Path, format: Option<&str>) -> Result<(PathBuf, PathBuf, bool)> {
+pub(crate) fn index_target(
+    output: &Path,
+    format: Option<&str>,
+) -> Result<(PathBuf, PathBuf, bool)> {
     let s = output.to_string_lossy();
     let (data, idx) = match s.split_once("##idx##") {
         Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
