@@ -31,7 +31,7 @@ impl Rand48 {
 pub type IdMap = HashMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// How one input's records map into the merged header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Translation {
     /// New reference id of each of the input's references.
     pub tids: Vec<i32>,
@@ -43,6 +43,8 @@ pub struct Translation {
     pub lost_coordinate_order: bool,
     /// `samtools merge -r`: the RG value attached to every record.
     pub attach_rg: Option<Vec<u8>>,
+    /// Unknown RG IDs already reported.
+    pub warned: std::sync::Mutex<HashSet<Vec<u8>>>,
 }
 
 /// Options of the header merge.
@@ -254,6 +256,7 @@ impl HeaderMerger {
             pg,
             lost_coordinate_order: lost,
             attach_rg: override_id.map(String::into_bytes),
+            warned: Default::default(),
         }
     }
 
@@ -312,7 +315,7 @@ impl Translation {
     /// `bam_translate` (and `-r`): appends the translated record (with `block_size`) to `out`.
     /// Reference ids are remapped; an RG or PG tag is removed and, if its ID is in the header,
     /// appended again (so it moves to the end, as in samtools) with the translated ID.
-    pub fn translate_into(&self, raw: &[u8], out: &mut Vec<u8>, identity: bool) {
+    pub fn translate_into<'a>(&self, raw: &'a [u8], out: &mut Vec<u8>, identity: bool) {
         let rec = &raw[4..];
         let r = crate::RecordRef::new_unchecked(rec);
         let aux = r.aux_bytes();
@@ -345,39 +348,49 @@ impl Translation {
         out[body + 20..body + 24].copy_from_slice(&mtid.to_le_bytes());
         // Aux fields without the first RG and PG, then the translated RG, then PG (samtools order:
         // RG is re-appended first, PG second).
-        let skip: Vec<(usize, usize)> = [rg, pg]
-            .iter()
-            .flatten()
-            .map(|(o, f)| (*o, *o + f.raw.len()))
-            .collect();
+        // Copy the aux fields around the removed RG and PG (at most two cuts, in field order).
+        let span = |t: &Option<(usize, crate::aux::AuxField<'_>)>| {
+            t.as_ref().map(|(o, f)| (*o, *o + f.raw.len()))
+        };
+        let (mut a, mut b) = (span(&rg), span(&pg));
+        if let (Some(x), Some(y)) = (a, b) {
+            if y.0 < x.0 {
+                (a, b) = (Some(y), Some(x));
+            }
+        }
         let mut at = 0;
-        let mut cuts = skip.clone();
-        cuts.sort();
-        for (s, e) in cuts {
+        for (s, e) in [a, b].into_iter().flatten() {
             out.extend_from_slice(&aux[at..s]);
             at = e;
         }
         out.extend_from_slice(&aux[at..]);
-        let string_value = |f: &crate::aux::AuxField<'_>| -> Vec<u8> {
+        let string_value = |f: &crate::aux::AuxField<'a>| -> &'a [u8] {
             if f.value_type() == b'Z' || f.value_type() == b'H' {
-                f.value().to_vec()
+                f.value()
             } else {
-                Vec::new()
+                &[]
             }
         };
         if let Some((_, f)) = &rg {
-            if let Some(Some(new)) = self.rg.get(&string_value(f)) {
-                push_z(out, b"RG", new);
-            } else if !self.rg.contains_key(&string_value(f)) {
-                eprintln!(
-                    "[bam_translate] RG tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. ",
-                    String::from_utf8_lossy(&string_value(f)),
-                    String::from_utf8_lossy(r.read_name())
-                );
+            let id = string_value(f);
+            match self.rg.get(id) {
+                Some(Some(new)) => push_z(out, b"RG", new),
+                Some(None) => {}
+                None => {
+                    // samtools reports an unknown RG once per input and ID.
+                    let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+                    if warned.insert(id.to_vec()) {
+                        eprintln!(
+                            "[bam_translate] RG tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
+                            String::from_utf8_lossy(id),
+                            String::from_utf8_lossy(r.read_name())
+                        );
+                    }
+                }
             }
         }
         if let Some((_, f)) = &pg {
-            if let Some(Some(new)) = self.pg.get(&string_value(f)) {
+            if let Some(Some(new)) = self.pg.get(string_value(f)) {
                 push_z(out, b"PG", new);
             }
         }
