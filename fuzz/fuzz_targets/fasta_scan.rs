@@ -70,12 +70,11 @@ fn reference(text: &[u8]) -> Option<Fai> {
     let (mut char_len, mut line_len) = (0u64, 0u64);
     let mut records: Vec<FaiRecord> = Vec::new();
     let insert = |records: &mut Vec<FaiRecord>, name: &[u8], f: Option<Format>, v: [u64; 5]| {
-        let n = String::from_utf8_lossy(name).into_owned();
-        if records.iter().any(|r| r.name == n) {
+        if records.iter().any(|r| r.name == name) {
             return;
         }
         records.push(FaiRecord {
-            name: n,
+            name: name.to_vec(),
             length: v[0],
             offset: v[1],
             line_bases: v[2],

@@ -24,8 +24,8 @@ pub enum Format {
 /// One `.fai` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaiRecord {
-    /// Sequence name.
-    pub name: String,
+    /// Sequence name, as the bytes of the header (htslib keeps names that are not UTF-8 as they are).
+    pub name: Vec<u8>,
     /// Bases (printable characters) in the sequence.
     pub length: u64,
     /// Uncompressed offset of the first base.
@@ -136,17 +136,18 @@ impl FaiBuilder {
     fn insert(&mut self) {
         let hash = std::hash::BuildHasherDefault::<crate::hash::FastHasher>::default()
             .hash_one(&self.name[..]);
-        let name = String::from_utf8_lossy(&self.name).into_owned();
+        let name = &self.name;
         let duplicate = match self.seen.get(&hash) {
             None => false,
             Some(&i) => {
-                self.records[i].name == name
-                    || self.collided.iter().any(|&j| self.records[j].name == name)
+                self.records[i].name == *name
+                    || self.collided.iter().any(|&j| self.records[j].name == *name)
             }
         };
         if duplicate {
             self.warnings.push(format!(
-                "Ignoring duplicate sequence \"{name}\" at byte offset {}",
+                "Ignoring duplicate sequence \"{}\" at byte offset {}",
+                self.name_str(),
                 self.seq_offset
             ));
             return;
@@ -161,7 +162,7 @@ impl FaiBuilder {
         }
         let fastq = self.format == Some(Format::Fastq);
         self.records.push(FaiRecord {
-            name,
+            name: self.name.clone(),
             length: self.seq_len,
             offset: self.seq_offset,
             line_bases: self.char_len,
@@ -336,10 +337,11 @@ impl Fai {
     /// Writes the index as samtools does (tab-separated, FASTQ with a sixth column).
     pub fn write<W: Write>(&self, mut out: W) -> std::io::Result<()> {
         for r in &self.records {
+            out.write_all(&r.name)?;
             write!(
                 out,
-                "{}\t{}\t{}\t{}\t{}",
-                r.name, r.length, r.offset, r.line_bases, r.line_width
+                "\t{}\t{}\t{}\t{}",
+                r.length, r.offset, r.line_bases, r.line_width
             )?;
             match (self.format, r.qual_offset) {
                 (Format::Fastq, Some(q)) => writeln!(out, "\t{q}")?,
@@ -357,10 +359,12 @@ impl Fai {
             if line.is_empty() {
                 continue;
             }
-            let text = String::from_utf8_lossy(&line);
-            let (name, rest) = text
-                .split_once(|c: char| c.is_ascii_whitespace())
-                .unwrap_or((&text, ""));
+            let cut = line
+                .iter()
+                .position(|c| c.is_ascii_whitespace())
+                .unwrap_or(line.len());
+            let (name, rest) = line.split_at(cut);
+            let rest = String::from_utf8_lossy(rest);
             let nums: Vec<u64> = rest
                 .split_ascii_whitespace()
                 .map_while(|f| f.parse().ok())
@@ -383,7 +387,7 @@ impl Fai {
                 )));
             }
             records.push(FaiRecord {
-                name: name.to_string(),
+                name: name.to_vec(),
                 length: nums[0],
                 offset: nums[1],
                 line_bases: nums[2],
@@ -419,6 +423,19 @@ mod tests {
         assert_eq!(crlf, "x\t11\t6\t8\t10\nz\t2\t25\t2\t4\n");
         let dups = build(b">a\nA\n>b\nC\n>a\nG\n>c\nT\n>b\nA\n").unwrap();
         assert_eq!(dups, "a\t1\t3\t1\t2\nb\t1\t8\t1\t2\nc\t1\t18\t1\t2\n");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_kept_as_bytes() {
+        // Both would read as "\u{FFFD}PP" if decoded; htslib keeps and writes the raw bytes.
+        let mut b = FaiBuilder::new();
+        let mut st = Stitcher::new();
+        let text = b">\xc2PP\nAC\n>\xc0PP\nAC\n";
+        st.push(&scan_chunk(text, 0), &mut b).unwrap();
+        st.finish(&mut b).unwrap();
+        let mut out = Vec::new();
+        b.finish().unwrap().write(&mut out).unwrap();
+        assert_eq!(out, b"\xc2PP\t2\t5\t2\t3\n\xc0PP\t2\t13\t2\t3\n");
     }
 
     #[test]

@@ -95,14 +95,14 @@ pub fn write_regions(
     out: &mut dyn Write,
     warn: &mut dyn FnMut(String),
 ) -> Result<(), FastaError> {
-    let ids: FastMap<&str, usize> = fai
+    let ids: FastMap<&[u8], usize> = fai
         .records
         .iter()
         .enumerate()
         .rev()
-        .map(|(i, r)| (r.name.as_str(), i))
+        .map(|(i, r)| (&r.name[..], i))
         .collect();
-    let lookup = |n: &str| ids.get(n).copied();
+    let lookup = |n: &str| ids.get(n.as_bytes()).copied();
     let mut ranges = Vec::new();
     let mut plans = Vec::new();
     for region in regions {
