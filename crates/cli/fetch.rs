@@ -51,6 +51,10 @@ pub struct FetchArgs {
     /// Threads in total [all cores].
     #[arg(short = '@', long = "threads", value_name = "INT")]
     threads: Option<usize>,
+    /// Inflate every block read to its end and check its CRC32 (by default a block is inflated only up
+    /// to the last byte wanted from it, about half the work; its CRC32 is then not checked).
+    #[arg(long = "verify")]
+    verify: bool,
     /// FASTA/FASTQ file, plain or bgzipped (with its .gzi; built if missing).
     input: PathBuf,
 }
@@ -216,7 +220,8 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
         _ => None,
     };
     let file = File::open(&args.input).with_context(|| format!("{what}: cannot open"))?;
-    let access = RandomAccess::new(file, &what, compression, gzi.as_deref(), threads)?;
+    let access = RandomAccess::new(file, &what, compression, gzi.as_deref(), threads)?
+        .verify_whole_blocks(args.verify);
     // Every range is checked before the first byte is written: no partial output.
     let data_len = access.data_len().with_context(|| what.clone())?;
     if let Some(&(o, s)) = ranges

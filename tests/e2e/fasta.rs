@@ -611,6 +611,18 @@ fn loc_and_fetch_cut_records_exactly() {
                 "fetch --sorted {}",
                 input.display()
             );
+            // Whole blocks inflated and CRC-checked: the same bytes.
+            let args = [
+                "fetch",
+                "-@",
+                threads,
+                "--verify",
+                "-n",
+                p(&names_file),
+                p(input),
+            ];
+            let r = sortase(&args).expect_ok();
+            assert!(r.stdout == expected, "fetch --verify {}", input.display());
         }
     }
     // OFFSET SIZE pairs, read from the .loc.

@@ -22,8 +22,8 @@ mod seek;
 mod writer;
 
 pub use block::{
-    deflate_block, inflate_block, parse_header, BlockHeader, BLOCK_DATA_MAX, BLOCK_HEADER_LEN,
-    BLOCK_MAX, EOF_MARKER,
+    deflate_block, inflate_block, inflate_block_prefix, parse_header, BlockHeader, BLOCK_DATA_MAX,
+    BLOCK_HEADER_LEN, BLOCK_MAX, EOF_MARKER,
 };
 pub use error::BgzfError;
 pub use level::CompressionLevel;

@@ -28,6 +28,8 @@ pub struct RandomAccess {
     /// BGZF: (compressed, uncompressed) start of every block, the first (0, 0) included.
     blocks: Option<Arc<Vec<(u64, u64)>>>,
     threads: usize,
+    /// Inflate whole blocks and check their CRC32 even when only their head is needed.
+    verify: bool,
 }
 
 struct Inflated {
@@ -74,7 +76,17 @@ impl RandomAccess {
             file_len,
             blocks,
             threads: threads.max(1),
+            verify: false,
         })
+    }
+
+    /// Inflates every block it reads to its end and checks its CRC32. Without this (the default) a
+    /// block is inflated only up to the last byte a range needs, which halves the inflate work of
+    /// random retrieval but checks the CRC32 only of blocks read to their end (see
+    /// [`sortase_bgzf::inflate_block_prefix`]).
+    pub fn verify_whole_blocks(mut self, on: bool) -> Self {
+        self.verify = on;
+        self
     }
 
     /// Length of the uncompressed data (BGZF: the last indexed block's start plus the ISIZE of every
@@ -177,15 +189,25 @@ impl RandomAccess {
             pairs.extend((first..=last).map(|b| (b, r)));
         }
         pairs.sort_unstable();
-        let mut needed: Vec<usize> = pairs.iter().map(|p| p.0).collect();
-        needed.dedup();
-        let mut jobs: Vec<Vec<usize>> = Vec::new();
-        for b in needed {
+        // (block, bytes of it needed from its start): the furthest end of a range inside it.
+        let mut needed: Vec<(usize, u64)> = Vec::new();
+        for &(b, r) in &pairs {
+            let (off, len) = ranges[r];
+            let need = (off + len).saturating_sub(blocks[b].1);
+            match needed.last_mut() {
+                Some(last) if last.0 == b => last.1 = last.1.max(need),
+                _ => needed.push((b, need)),
+            }
+        }
+        let full = self.verify;
+        let mut jobs: Vec<Vec<(usize, u64)>> = Vec::new();
+        for (b, need) in needed {
+            let need = if full { u64::MAX } else { need };
             match jobs.last_mut() {
-                Some(j) if j.len() < BLOCKS_PER_JOB && *j.last().expect("non-empty") + 1 == b => {
-                    j.push(b)
+                Some(j) if j.len() < BLOCKS_PER_JOB && j.last().expect("non-empty").0 + 1 == b => {
+                    j.push((b, need))
                 }
-                _ => jobs.push(vec![b]),
+                _ => jobs.push(vec![(b, need)]),
             }
         }
         let mut out: Vec<Vec<u8>> = ranges
@@ -197,7 +219,7 @@ impl RandomAccess {
             ordered_pool(self.threads, 2 * self.threads + 2, move || {
                 let (file, blocks) = (file.clone(), blocks.clone());
                 let mut d = Decompressor::new();
-                move |job: Vec<usize>| inflate_run(&file, &blocks, file_len, &job, &mut d)
+                move |job: Vec<(usize, u64)>| inflate_run(&file, &blocks, file_len, &job, &mut d)
             })
         };
         let feeder = std::thread::spawn(move || {
@@ -252,15 +274,16 @@ impl RandomAccess {
     }
 }
 
-/// Reads and inflates a run of consecutive blocks with one `pread`.
+/// Reads a run of consecutive blocks with one `pread` and inflates each up to the bytes needed of it
+/// (`u64::MAX`: all of it, CRC32 checked).
 fn inflate_run(
     file: &File,
     blocks: &[(u64, u64)],
     file_len: u64,
-    job: &[usize],
+    job: &[(usize, u64)],
     d: &mut Decompressor,
 ) -> Result<Inflated, FastaError> {
-    let (first, last) = (job[0], job[job.len() - 1]);
+    let (first, last) = (job[0].0, job[job.len() - 1].0);
     let cstart = blocks[first].0;
     let cend = blocks.get(last + 1).map_or(file_len, |b| b.0);
     let mut comp = vec![0u8; (cend - cstart) as usize];
@@ -270,7 +293,7 @@ fn inflate_run(
         data: Vec::with_capacity(job.len() * 0x10000),
     };
     let mut at = 0usize;
-    for &b in job {
+    for &(b, need) in job {
         let coffset = cstart + at as u64;
         if coffset != blocks[b].0 {
             return Err(FastaError::BadIndex(format!(
@@ -314,8 +337,10 @@ fn inflate_run(
         }
         let start = out.data.len();
         out.data.resize(start + isize, 0);
-        sortase_bgzf::inflate_block(d, block, &mut out.data[start..], coffset)?;
-        out.blocks.push((b, blocks[b].1, start..start + isize));
+        let need = usize::try_from(need).unwrap_or(usize::MAX).min(isize);
+        sortase_bgzf::inflate_block_prefix(d, block, &mut out.data[start..], need, coffset)?;
+        out.data.truncate(start + need);
+        out.blocks.push((b, blocks[b].1, start..start + need));
         at += header.block_size;
     }
     Ok(out)
