@@ -268,7 +268,7 @@ mod tests {
         let mut x = 12345u32;
         while data.len() < BLOCK_DATA_MAX {
             x = x.wrapping_mul(1103515245).wrapping_add(12345);
-            if x % 3 == 0 && data.len() > 300 {
+            if x.is_multiple_of(3) && data.len() > 300 {
                 let from = data.len() - 1 - (x as usize >> 8) % 300;
                 let n = 3 + (x as usize >> 4) % 256;
                 for k in 0..n {
