@@ -1,0 +1,1 @@
+//! samblaster 0.1.26 duplicate marking on query-grouped input (to be written).
