@@ -12,7 +12,11 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use sortase_bam::{flags, RecordBatch};
 use sortase_bgzf::CompressionLevel;
+use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
 use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
+use std::path::PathBuf;
+
+mod side_out;
 
 /// samblaster's own options.
 #[derive(clap::Args, Debug)]
@@ -36,6 +40,64 @@ pub struct QueryArgs {
     /// Do not print the summary to stderr (samblaster -q).
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+    /// Leave duplicates out of the side outputs -d, -s, --unmappedFile (samblaster -e; -r implies it).
+    #[arg(short = 'e', long = "excludeDups")]
+    pub exclude_dups: bool,
+    /// Write discordant pairs' primaries to FILE (SAM; BAM if it ends in .bam) (samblaster -d).
+    #[arg(short = 'd', long = "discordantFile", value_name = "FILE")]
+    pub discordant_file: Option<PathBuf>,
+    /// Write split reads to FILE (SAM; BAM if it ends in .bam), names suffixed _1/_2 (samblaster -s).
+    #[arg(short = 's', long = "splitterFile", value_name = "FILE")]
+    pub splitter_file: Option<PathBuf>,
+    /// Write unmapped and clipped reads to FILE as FASTQ (FASTA if they have no qualities).
+    /// samblaster's short form -u is not taken: -u is samtools' uncompressed BAM here.
+    #[arg(long = "unmappedFile", value_name = "FILE")]
+    pub unmapped_file: Option<PathBuf>,
+    /// Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates too.
+    #[arg(short = 'M')]
+    pub compat: bool,
+    /// Most alignments of a read for it to be a split-read candidate [2].
+    #[arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)]
+    pub max_split_count: i32,
+    /// Fewest bases of a split read's alignments that must not overlap [20].
+    #[arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)]
+    pub min_non_overlap: i32,
+    /// Smallest indel between alignments on one strand for a split read [50].
+    #[arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)]
+    pub min_indel_size: i32,
+    /// Most unaligned bases between a split read's alignments [50].
+    #[arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)]
+    pub max_unmapped_bases: i32,
+    /// Shortest clip for --unmappedFile [20].
+    #[arg(long = "minClipSize", value_name = "INT", default_value_t = 20)]
+    pub min_clip: i32,
+}
+
+impl QueryArgs {
+    fn side_options(&self) -> Result<SideOptions> {
+        if self.splitter_file.is_some() && self.min_non_overlap < 1 {
+            bail!(
+                "--minNonOverlap {}: must be at least 1",
+                self.min_non_overlap
+            );
+        }
+        if self.splitter_file.is_some() && self.max_split_count < 2 {
+            bail!(
+                "--maxSplitCount {}: must be at least 2",
+                self.max_split_count
+            );
+        }
+        Ok(SideOptions {
+            splitters: self.splitter_file.is_some(),
+            unmapped_clipped: self.unmapped_file.is_some(),
+            compat: self.compat,
+            max_split_count: self.max_split_count.max(0) as usize,
+            min_non_overlap: self.min_non_overlap,
+            min_indel_size: self.min_indel_size,
+            max_unmapped_bases: self.max_unmapped_bases,
+            min_clip: self.min_clip,
+        })
+    }
 }
 
 /// Marks duplicates in query-grouped `input`.
@@ -47,12 +109,19 @@ pub fn run(
     progress: &Progress,
 ) -> Result<()> {
     let q = &args.query;
-    let lengths: Vec<u64> = input.header.references().iter().map(|r| u64::from(r.length)).collect();
-    let layout = Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
+    let lengths: Vec<u64> = input
+        .header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    let layout =
+        Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
     let opts = Options {
         ignore_unmated: q.ignore_unmated,
         accept_dups: q.accept_dups,
     };
+    let side_opts = q.side_options()?;
     let level = if args.uncompressed {
         CompressionLevel::STORED
     } else {
@@ -76,6 +145,14 @@ pub fn run(
         threads,
         args.reference.as_deref(),
     )?;
+    let side = side_out::Side::open(
+        q.discordant_file.as_deref(),
+        q.splitter_file.as_deref(),
+        q.unmapped_file.as_deref(),
+        q.exclude_dups || args.remove,
+        &header,
+        threads,
+    )?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
@@ -86,45 +163,53 @@ pub fn run(
         remove: args.remove,
         mate_tags: q.add_mate_tags,
         scratch: Vec::new(),
+        side,
+        side_opts,
+        marks: Vec::new(),
+        extents: Vec::new(),
         groups: 0,
         dups: 0,
     };
     let mut carry = Carry::default();
-    input.for_each_batch(|batch| {
-        let sink = &mut out.sink;
-        // Records continuing the carried group come first.
-        let mut start = 0;
-        if !carry.is_empty() {
-            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                carry.push(batch.raw(start));
-                start += 1;
+    input
+        .for_each_batch(|batch| {
+            let sink = &mut out.sink;
+            // Records continuing the carried group come first.
+            let mut start = 0;
+            if !carry.is_empty() {
+                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                    carry.push(batch.raw(start));
+                    start += 1;
+                }
+                if start == batch.len() {
+                    return Ok(());
+                }
+                let group = carry.take();
+                state.process(&group, &[0..group.len()], sink, &pool)?;
             }
-            if start == batch.len() {
-                return Ok(());
+            let mut bounds = Vec::with_capacity(batch.len() / 2);
+            let mut g = start;
+            for i in start + 1..batch.len() {
+                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
+                    bounds.push(g..i);
+                    g = i;
+                }
             }
-            let group = carry.take();
-            state.process(&group, &[0..group.len()], sink, &pool, input_name)?;
-        }
-        let mut bounds = Vec::with_capacity(batch.len() / 2);
-        let mut g = start;
-        for i in start + 1..batch.len() {
-            if batch.record(i).read_name() != batch.record(i - 1).read_name() {
-                bounds.push(g..i);
-                g = i;
+            for i in g..batch.len() {
+                carry.push(batch.raw(i));
             }
-        }
-        for i in g..batch.len() {
-            carry.push(batch.raw(i));
-        }
-        state.process(&batch, &bounds, sink, &pool, input_name)?;
-        Ok(())
-    })
-    .with_context(|| input_name.to_string())?;
+            state.process(&batch, &bounds, sink, &pool)?;
+            Ok(())
+        })
+        .with_context(|| input_name.to_string())?;
     if !carry.is_empty() {
         let group = carry.take();
-        state.process(&group, &[0..group.len()], &mut out.sink, &pool, input_name)?;
+        state
+            .process(&group, &[0..group.len()], &mut out.sink, &pool)
+            .with_context(|| input_name.to_string())?;
     }
     out.finish()?;
+    state.side.finish()?;
     let _ = progress;
     if !q.quiet {
         eprintln!(
@@ -144,6 +229,10 @@ struct State {
     remove: bool,
     mate_tags: bool,
     scratch: Vec<u8>,
+    side: side_out::Side,
+    side_opts: SideOptions,
+    marks: Vec<u8>,
+    extents: Vec<side::Extent>,
     groups: u64,
     dups: u64,
 }
@@ -156,7 +245,6 @@ impl State {
         bounds: &[std::ops::Range<usize>],
         sink: &mut crate::record_sink::RecordSink,
         pool: &rayon::ThreadPool,
-        input_name: &str,
     ) -> Result<()> {
         let (layout, opts) = (&self.layout, &self.opts);
         let verdicts: Vec<samblaster::Group> = pool.install(|| {
@@ -174,48 +262,66 @@ impl State {
                 Verdict::Broken => {
                     let r = batch.record(range.start);
                     bail!(
-                        "{input_name}: read {}: no primary record of its mate in the group of its name; \
+                        "read {}: no primary record of its mate in the group of its name; \
                          is the input grouped by read name (aligner output, `sortase sort -n`)? \
                          Coordinate-sorted input needs --mode coordinate",
                         String::from_utf8_lossy(r.read_name())
                     )
                 }
                 Verdict::UnknownReference => bail!(
-                    "{input_name}: read {}: mapped to a reference missing from the header",
+                    "read {}: mapped to a reference missing from the header",
                     String::from_utf8_lossy(batch.record(range.start).read_name())
                 ),
             };
             self.dups += u64::from(dup);
-            let pair = group
-                .pair
-                .filter(|_| self.mate_tags)
-                .map(|(a, b)| {
-                    (
-                        batch.record(range.start + a as usize),
-                        batch.record(range.start + b as usize),
-                    )
-                });
+            let pair = group.pair.filter(|_| self.mate_tags).map(|(a, b)| {
+                (
+                    batch.record(range.start + a as usize),
+                    batch.record(range.start + b as usize),
+                )
+            });
+            let side = self.side.any();
+            if side {
+                self.marks.clear();
+                self.marks.resize(range.len(), 0);
+                side::mark(
+                    batch,
+                    range.clone(),
+                    &self.side_opts,
+                    &mut self.marks,
+                    &mut self.extents,
+                );
+                if group.discordant {
+                    if let Some((a, b)) = group.pair {
+                        self.marks[a as usize] |= DISCORDANT;
+                        self.marks[b as usize] |= DISCORDANT;
+                    }
+                }
+            }
             for i in range.clone() {
                 let raw = batch.raw(i);
                 let flag = batch.record(i).flag();
                 let flag = if dup { flag | flags::DUPLICATE } else { flag };
-                if self.remove && flag & flags::DUPLICATE != 0 {
-                    continue;
-                }
-                if !dup && pair.is_none() {
-                    sink.write(raw)?;
-                    continue;
-                }
-                self.scratch.clear();
-                match &pair {
-                    Some((a, b)) => {
-                        let sources = mate_tags::mate_of(&batch.record(i), a, b);
-                        mate_tags::append_with_tags(raw, &sources, &mut self.scratch);
+                let rec = if !dup && pair.is_none() {
+                    raw
+                } else {
+                    self.scratch.clear();
+                    match &pair {
+                        Some((a, b)) => {
+                            let sources = mate_tags::mate_of(&batch.record(i), a, b);
+                            mate_tags::append_with_tags(raw, &sources, &mut self.scratch);
+                        }
+                        None => self.scratch.extend_from_slice(raw),
                     }
-                    None => self.scratch.extend_from_slice(raw),
+                    self.scratch[18..20].copy_from_slice(&flag.to_le_bytes());
+                    &self.scratch
+                };
+                if !(self.remove && flag & flags::DUPLICATE != 0) {
+                    sink.write(rec)?;
                 }
-                self.scratch[18..20].copy_from_slice(&flag.to_le_bytes());
-                sink.write(&self.scratch)?;
+                if side && self.marks[i - range.start] != 0 {
+                    self.side.write(rec, self.marks[i - range.start])?;
+                }
             }
         }
         Ok(())

@@ -14,6 +14,7 @@
 
 pub mod layout;
 pub mod mate_tags;
+pub mod side;
 pub mod sigset;
 
 pub use layout::Layout;
@@ -52,6 +53,9 @@ pub struct Group {
     pub verdict: Verdict,
     /// (first, second) primary records' indices within the group, if both exist.
     pub pair: Option<(u32, u32)>,
+    /// Both primaries mapped and not a proper pair (0x2 unset on the end ordered first): they go
+    /// to the discordant file (`-d`).
+    pub discordant: bool,
 }
 
 /// Analyses the group of records `range` of `batch`.
@@ -76,8 +80,12 @@ pub fn analyze(
     }
     let rel = |i: usize| (i - start) as u32;
     let pair = first.zip(second).map(|(a, b)| (rel(a), rel(b)));
-    let verdict = verdict(batch, first, second, layout, opts);
-    Group { verdict, pair }
+    let (verdict, discordant) = verdict(batch, first, second, layout, opts);
+    Group {
+        verdict,
+        pair,
+        discordant,
+    }
 }
 
 fn verdict(
@@ -86,7 +94,7 @@ fn verdict(
     second: Option<usize>,
     layout: &Layout,
     opts: &Options,
-) -> Verdict {
+) -> (Verdict, bool) {
     let unmated = if opts.ignore_unmated {
         Verdict::Pass
     } else {
@@ -94,39 +102,44 @@ fn verdict(
     };
     let mapped = |r: &RecordRef<'_>| r.flag() & flags::UNMAPPED == 0;
     let (a, b, orphan) = match (first, second) {
-        (None, None) => return unmated,
+        (None, None) => return (unmated, false),
         (Some(x), None) | (None, Some(x)) => {
             let r = batch.record(x);
             let f = r.flag();
             let paired = f & flags::PAIRED != 0;
             if paired && (!mapped(&r) || f & flags::MATE_UNMAPPED == 0) || !mapped(&r) {
-                return unmated;
+                return (unmated, false);
             }
             (None, r, true)
         }
         (Some(x), Some(y)) => {
             let (x, y) = (batch.record(x), batch.record(y));
             match (mapped(&x), mapped(&y)) {
-                (false, false) => return Verdict::Pass,
+                (false, false) => return (Verdict::Pass, false),
                 (true, false) => (None, x, true),
                 (false, true) => (None, y, true),
                 (true, true) => (Some(x), y, false),
             }
         }
     };
+    let improper = |r: &RecordRef<'_>| r.flag() & flags::PROPER_PAIR == 0;
     if opts.accept_dups {
-        return Verdict::Pass;
+        // No reordering of the ends without marking: the first segment decides.
+        return (Verdict::Pass, a.is_some_and(|a| improper(&a)));
     }
     let Some(pb) = layout.place(&b, orphan) else {
-        return Verdict::UnknownReference;
+        return (Verdict::UnknownReference, false);
     };
     let bin_count = layout.bin_count;
     let Some(a) = a else {
         let off = (pb.0.wrapping_mul(2)).wrapping_add(0);
-        return Verdict::Sig(((off as u128) << 64) | u128::from(pb.1));
+        return (
+            Verdict::Sig(((off as u128) << 64) | u128::from(pb.1)),
+            false,
+        );
     };
     let Some(pa) = layout.place(&a, false) else {
-        return Verdict::UnknownReference;
+        return (Verdict::UnknownReference, false);
     };
     // Order the ends: by 5' position, then reference, then forward before reverse.
     let key = |r: &RecordRef<'_>| {
@@ -146,5 +159,8 @@ fn verdict(
     let s2 = pb.0.wrapping_mul(2).wrapping_add(strand(&rb));
     let off = s1.wrapping_mul(bin_count).wrapping_mul(2).wrapping_add(s2);
     let sig = (pa.1 << 32) | pb.1;
-    Verdict::Sig(((off as u128) << 64) | u128::from(sig))
+    (
+        Verdict::Sig(((off as u128) << 64) | u128::from(sig)),
+        improper(&ra),
+    )
 }

@@ -59,8 +59,11 @@ impl Layout {
     /// `orphan`: the only mapped end of its template, taken as if on the forward strand.
     #[inline]
     pub fn place(&self, r: &RecordRef<'_>, orphan: bool) -> Option<(u32, u64)> {
-        let tid = usize::try_from(r.reference_sequence_id()).ok()?;
-        let off = *self.offsets.get(tid)?;
+        // samblaster maps RNAME `*` to offset 0 (a "mapped" record without a reference).
+        let off = match usize::try_from(r.reference_sequence_id()) {
+            Ok(tid) => *self.offsets.get(tid)?,
+            Err(_) => 0,
+        };
         let pos = five_prime(r, orphan);
         let padded = pos.wrapping_add(self.max_read_length);
         let g = off.wrapping_add(padded as i64 as u64);
@@ -99,6 +102,9 @@ pub fn five_prime(r: &RecordRef<'_>, forward: bool) -> i32 {
     if forward || r.flag() & flags::REVERSE == 0 {
         rapos.wrapping_sub(sclip)
     } else {
-        rapos.wrapping_add(ra_len).wrapping_add(eclip).wrapping_sub(1)
+        rapos
+            .wrapping_add(ra_len)
+            .wrapping_add(eclip)
+            .wrapping_sub(1)
     }
 }

@@ -59,4 +59,3 @@ fn push_cigar(r: &RecordRef<'_>, out: &mut Vec<u8>) {
         out.push(b"MIDNSHP=X"[sortase_bam::cigar::op_code(op) as usize % 9]);
     }
 }
-
