@@ -164,3 +164,6 @@ fn verdict(
         improper(&ra),
     )
 }
+
+#[cfg(test)]
+mod tests;
