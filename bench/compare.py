@@ -323,6 +323,46 @@ CASES.update({
 
 
 # --------------------------------------------------------------------------
+# issue 6: markdup on query-grouped input (samblaster's algorithm)
+# --------------------------------------------------------------------------
+# The peer is samblaster 0.1.26 (Debian) in its usual pipeline, SAM in and out, with Debian's
+# samtools 1.16 (libdeflate) for the BAM<->SAM parts, -@{threads} on each samtools.
+SAMBLASTER_PIPE = ("/usr/bin/samtools view -h -@{threads} {input} | samblaster -q 2>/dev/null | "
+                   "/usr/bin/samtools view -@{threads} %s -o {out} -")
+MARKDUP_CHECK = "/usr/bin/samtools view -@{threads} {out} | md5sum"
+MARKDUP_NOTE = (
+    "Input in aligner order (query-grouped). Records must be identical (md5 of `samtools view` "
+    "of every output: flags, and everything else). ")
+CASES.update({
+    "markdup-query-u": {
+        "description": (
+            "markdup on query-grouped input, uncompressed BAM output (-u, as piped into a sort) "
+            "against `samtools view -h | samblaster | samtools view -u`. Floor: `sortase view -u` "
+            "of the same input (inflate + write). " + MARKDUP_NOTE),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} markdup -q -u -@{threads} -o {out} {input}"),
+            ("samblaster", SAMBLASTER_PIPE % "-u"),
+        ],
+        "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {input}"),
+        "check": MARKDUP_CHECK,
+    },
+    "markdup-query": {
+        "description": (
+            "markdup on query-grouped input, BAM output at samtools' default level (-l 6) "
+            "against `samtools view -h | samblaster | samtools view -b -l 6`. Floor: recompress "
+            "the input at the same level (`sortase view -b -l 6`). " + MARKDUP_NOTE),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} markdup -q -l 6 -@{threads} -o {out} {input}"),
+            ("samblaster", SAMBLASTER_PIPE % "-b -l 6"),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {input}"),
+        "check": MARKDUP_CHECK,
+    },
+})
+
+# --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
 

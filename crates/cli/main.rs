@@ -7,6 +7,9 @@ mod faidx;
 mod fetch;
 mod index;
 mod input;
+mod markdup;
+mod markdup_coord;
+mod markdup_query;
 mod merge;
 mod output;
 mod progress;
@@ -51,6 +54,8 @@ enum Command {
     Loc(fetch::LocArgs),
     /// Retrieve many whole records by name or byte range in one pass.
     Fetch(fetch::FetchArgs),
+    /// Mark duplicates: samblaster's algorithm on query-grouped input, Picard's on coordinate-sorted.
+    Markdup(Box<markdup::MarkdupArgs>),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         Command::Faidx(args) => faidx::run(args),
         Command::Loc(args) => fetch::loc(args),
         Command::Fetch(args) => fetch::fetch(args),
+        Command::Markdup(args) => markdup::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,360 @@
+//! `sortase markdup` on query-grouped input: samblaster's algorithm (`sortase_markdup::samblaster`).
+//!
+//! Each input batch is cut into read-name groups (a group straddling batches is carried into the
+//! next one); the groups' signatures are computed in parallel, then inserted into the signature set
+//! in input order (first seen wins), and the records written with their 0x400 flags in input order.
+
+use crate::input::Input;
+use crate::markdup::MarkdupArgs;
+use crate::progress::Progress;
+use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
+use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
+use sortase_bam::{flags, RecordBatch};
+use sortase_bgzf::CompressionLevel;
+use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
+use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
+use std::path::PathBuf;
+
+mod side_out;
+
+/// samblaster's own options.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Query-grouped input (samblaster)")]
+pub struct QueryArgs {
+    /// Add MC and MQ tags to all records of pairs with both primaries present (samblaster
+    /// --addMateTags).
+    #[arg(long = "addMateTags")]
+    pub add_mate_tags: bool,
+    /// Accept the input's duplicate marks: mark nothing (samblaster -a).
+    #[arg(short = 'a', long = "acceptDupMarks")]
+    pub accept_dups: bool,
+    /// Pass groups without a usable primary pair through instead of failing (samblaster
+    /// --ignoreUnmated).
+    #[arg(long = "ignoreUnmated")]
+    pub ignore_unmated: bool,
+    /// Padding of each reference in samblaster's signature layout [500] (samblaster
+    /// --maxReadLength; changes which alignments at reference ends compare equal).
+    #[arg(long = "maxReadLength", value_name = "INT", default_value_t = 500)]
+    pub max_read_length: i32,
+    /// Do not print the summary to stderr (samblaster -q).
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    /// Leave duplicates out of the side outputs -d, -s, --unmappedFile (samblaster -e; -r implies it).
+    #[arg(short = 'e', long = "excludeDups")]
+    pub exclude_dups: bool,
+    /// Write discordant pairs' primaries to FILE (SAM; BAM if it ends in .bam) (samblaster -d).
+    #[arg(short = 'd', long = "discordantFile", value_name = "FILE")]
+    pub discordant_file: Option<PathBuf>,
+    /// Write split reads to FILE (SAM; BAM if it ends in .bam), names suffixed _1/_2 (samblaster -s).
+    #[arg(short = 's', long = "splitterFile", value_name = "FILE")]
+    pub splitter_file: Option<PathBuf>,
+    /// Write unmapped and clipped reads to FILE as FASTQ (FASTA if they have no qualities).
+    /// samblaster's short form -u is not taken: -u is samtools' uncompressed BAM here.
+    #[arg(long = "unmappedFile", value_name = "FILE")]
+    pub unmapped_file: Option<PathBuf>,
+    /// Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates too.
+    #[arg(short = 'M')]
+    pub compat: bool,
+    /// Most alignments of a read for it to be a split-read candidate [2].
+    #[arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)]
+    pub max_split_count: i32,
+    /// Fewest bases of a split read's alignments that must not overlap [20].
+    #[arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)]
+    pub min_non_overlap: i32,
+    /// Smallest indel between alignments on one strand for a split read [50].
+    #[arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)]
+    pub min_indel_size: i32,
+    /// Most unaligned bases between a split read's alignments [50].
+    #[arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)]
+    pub max_unmapped_bases: i32,
+    /// Shortest clip for --unmappedFile [20].
+    #[arg(long = "minClipSize", value_name = "INT", default_value_t = 20)]
+    pub min_clip: i32,
+}
+
+impl QueryArgs {
+    fn side_options(&self) -> Result<SideOptions> {
+        if self.splitter_file.is_some() && self.min_non_overlap < 1 {
+            bail!(
+                "--minNonOverlap {}: must be at least 1",
+                self.min_non_overlap
+            );
+        }
+        if self.splitter_file.is_some() && self.max_split_count < 2 {
+            bail!(
+                "--maxSplitCount {}: must be at least 2",
+                self.max_split_count
+            );
+        }
+        Ok(SideOptions {
+            splitters: self.splitter_file.is_some(),
+            unmapped_clipped: self.unmapped_file.is_some(),
+            compat: self.compat,
+            max_split_count: self.max_split_count.max(0) as usize,
+            min_non_overlap: self.min_non_overlap,
+            min_indel_size: self.min_indel_size,
+            max_unmapped_bases: self.max_unmapped_bases,
+            min_clip: self.min_clip,
+        })
+    }
+}
+
+/// Marks duplicates in query-grouped `input`.
+pub fn run(
+    args: &MarkdupArgs,
+    mut input: Input,
+    input_name: &str,
+    threads: usize,
+    progress: &Progress,
+) -> Result<()> {
+    let q = &args.query;
+    let lengths: Vec<u64> = input
+        .header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    let layout =
+        Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
+    let opts = Options {
+        ignore_unmated: q.ignore_unmated,
+        accept_dups: q.accept_dups,
+    };
+    let side_opts = q.side_options()?;
+    let level = if args.uncompressed {
+        CompressionLevel::STORED
+    } else {
+        CompressionLevel::samtools(args.level.unwrap_or(-1))
+    };
+    let format = resolve_format(
+        args.output_fmt.as_deref(),
+        args.output.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    let mut header = input.header.clone();
+    if !args.no_pg {
+        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+    }
+    let mut out = SortedOutput::open(
+        args.output.as_deref(),
+        None,
+        format,
+        &header,
+        threads,
+        args.reference.as_deref(),
+    )?;
+    let side = side_out::Side::open(
+        q.discordant_file.as_deref(),
+        q.splitter_file.as_deref(),
+        q.unmapped_file.as_deref(),
+        q.exclude_dups || args.remove,
+        &header,
+        threads,
+    )?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    let mut state = State {
+        layout,
+        opts,
+        sigs: SigSet::default(),
+        remove: args.remove,
+        mate_tags: q.add_mate_tags,
+        scratch: Vec::new(),
+        side,
+        side_opts,
+        marks: Vec::new(),
+        extents: Vec::new(),
+        groups: 0,
+        dups: 0,
+    };
+    let mut carry = Carry::default();
+    input
+        .for_each_batch(|batch| {
+            let sink = &mut out.sink;
+            // Records continuing the carried group come first.
+            let mut start = 0;
+            if !carry.is_empty() {
+                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                    carry.push(batch.raw(start));
+                    start += 1;
+                }
+                if start == batch.len() {
+                    return Ok(());
+                }
+                let group = carry.take();
+                state.process(&group, &[0..group.len()], sink, &pool)?;
+            }
+            let mut bounds = Vec::with_capacity(batch.len() / 2);
+            let mut g = start;
+            for i in start + 1..batch.len() {
+                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
+                    bounds.push(g..i);
+                    g = i;
+                }
+            }
+            for i in g..batch.len() {
+                carry.push(batch.raw(i));
+            }
+            state.process(&batch, &bounds, sink, &pool)?;
+            Ok(())
+        })
+        .with_context(|| input_name.to_string())?;
+    if !carry.is_empty() {
+        let group = carry.take();
+        state
+            .process(&group, &[0..group.len()], &mut out.sink, &pool)
+            .with_context(|| input_name.to_string())?;
+    }
+    out.finish()?;
+    state.side.finish()?;
+    let _ = progress;
+    if !q.quiet {
+        eprintln!(
+            "sortase markdup: {} {} duplicate groups of {} read names",
+            if args.remove { "removed" } else { "marked" },
+            state.dups,
+            state.groups
+        );
+    }
+    Ok(())
+}
+
+struct State {
+    layout: Layout,
+    opts: Options,
+    sigs: SigSet,
+    remove: bool,
+    mate_tags: bool,
+    scratch: Vec<u8>,
+    side: side_out::Side,
+    side_opts: SideOptions,
+    marks: Vec<u8>,
+    extents: Vec<side::Extent>,
+    groups: u64,
+    dups: u64,
+}
+
+impl State {
+    /// Marks and writes the groups `bounds` of `batch`, in order.
+    fn process(
+        &mut self,
+        batch: &RecordBatch,
+        bounds: &[std::ops::Range<usize>],
+        sink: &mut crate::record_sink::RecordSink,
+        pool: &rayon::ThreadPool,
+    ) -> Result<()> {
+        let (layout, opts) = (&self.layout, &self.opts);
+        let verdicts: Vec<samblaster::Group> = pool.install(|| {
+            bounds
+                .par_iter()
+                .with_min_len(256)
+                .map(|r| samblaster::analyze(batch, r.clone(), layout, opts))
+                .collect()
+        });
+        for (range, group) in bounds.iter().zip(&verdicts) {
+            self.groups += 1;
+            let dup = match group.verdict {
+                Verdict::Pass => false,
+                Verdict::Sig(s) => !self.sigs.insert(s),
+                Verdict::Broken => {
+                    let r = batch.record(range.start);
+                    bail!(
+                        "read {}: no primary record of its mate in the group of its name; \
+                         is the input grouped by read name (aligner output, `sortase sort -n`)? \
+                         Coordinate-sorted input needs --mode coordinate",
+                        String::from_utf8_lossy(r.read_name())
+                    )
+                }
+                Verdict::UnknownReference => bail!(
+                    "read {}: mapped to a reference missing from the header",
+                    String::from_utf8_lossy(batch.record(range.start).read_name())
+                ),
+            };
+            self.dups += u64::from(dup);
+            let pair = group.pair.filter(|_| self.mate_tags).map(|(a, b)| {
+                (
+                    batch.record(range.start + a as usize),
+                    batch.record(range.start + b as usize),
+                )
+            });
+            let side = self.side.any();
+            if side {
+                self.marks.clear();
+                self.marks.resize(range.len(), 0);
+                side::mark(
+                    batch,
+                    range.clone(),
+                    &self.side_opts,
+                    &mut self.marks,
+                    &mut self.extents,
+                );
+                if group.discordant {
+                    if let Some((a, b)) = group.pair {
+                        self.marks[a as usize] |= DISCORDANT;
+                        self.marks[b as usize] |= DISCORDANT;
+                    }
+                }
+            }
+            for i in range.clone() {
+                let raw = batch.raw(i);
+                let flag = batch.record(i).flag();
+                let flag = if dup { flag | flags::DUPLICATE } else { flag };
+                let rec = if !dup && pair.is_none() {
+                    raw
+                } else {
+                    self.scratch.clear();
+                    match &pair {
+                        Some((a, b)) => {
+                            let sources = mate_tags::mate_of(&batch.record(i), a, b);
+                            mate_tags::append_with_tags(raw, &sources, &mut self.scratch);
+                        }
+                        None => self.scratch.extend_from_slice(raw),
+                    }
+                    self.scratch[18..20].copy_from_slice(&flag.to_le_bytes());
+                    &self.scratch
+                };
+                if !(self.remove && flag & flags::DUPLICATE != 0) {
+                    sink.write(rec)?;
+                }
+                if side && self.marks[i - range.start] != 0 {
+                    self.side.write(rec, self.marks[i - range.start])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records of a group that continues past the end of a batch.
+#[derive(Default)]
+struct Carry {
+    buf: Vec<u8>,
+    offsets: Vec<u32>,
+    name: Vec<u8>,
+}
+
+impl Carry {
+    fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+    fn continues(&self, name: &[u8]) -> bool {
+        self.name == name
+    }
+    fn push(&mut self, raw: &[u8]) {
+        if self.offsets.is_empty() {
+            self.name.clear();
+            let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
+            self.name.extend_from_slice(r.read_name());
+        }
+        self.offsets.push(self.buf.len() as u32);
+        self.buf.extend_from_slice(raw);
+    }
+    fn take(&mut self) -> RecordBatch {
+        let buf = std::mem::take(&mut self.buf);
+        let end = buf.len();
+        RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)
+    }
+}

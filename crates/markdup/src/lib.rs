@@ -1,0 +1,11 @@
+//! Duplicate marking on raw BAM records.
+//!
+//! - [`samblaster`]: samblaster 0.1.26's algorithm for query-grouped input (aligner output: all records
+//!   of a read name together). Signatures from each end's orientation, reference and unclipped 5'
+//!   position (plus library); the first group seen with a signature is kept, later ones get 0x400.
+//! - [`picard`]: Picard MarkDuplicates' algorithm for coordinate-sorted input (pairs and fragments
+//!   by unclipped 5' ends and orientations per library, the representative chosen by base-quality
+//!   score with Picard's tie-breaks, optical duplicates, the metrics file).
+
+pub mod picard;
+pub mod samblaster;

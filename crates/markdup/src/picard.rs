@@ -1,0 +1,1 @@
+//! Picard MarkDuplicates on coordinate-sorted input (to be written).
