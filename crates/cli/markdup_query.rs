@@ -9,14 +9,15 @@ use crate::markdup::MarkdupArgs;
 use crate::progress::Progress;
 use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
-use sortase_bam::{flags, RecordBatch};
 use sortase_bgzf::CompressionLevel;
-use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
-use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
+use sortase_markdup::samblaster::side::SideOptions;
+use sortase_markdup::samblaster::{Layout, Options, SigSet};
 use std::path::PathBuf;
 
+mod marking;
 mod side_out;
+
+use marking::{Carry, State};
 
 /// samblaster's own options.
 #[derive(clap::Args, Debug)]
@@ -185,14 +186,17 @@ pub fn run(
                     return Ok(());
                 }
                 let group = carry.take();
-                state.process(&group, &[0..group.len()], sink, &pool)?;
+                state.process(&group, std::slice::from_ref(&(0..group.len())), sink, &pool)?;
             }
             let mut bounds = Vec::with_capacity(batch.len() / 2);
             let mut g = start;
+            let mut prev = batch.record(start).read_name();
             for i in start + 1..batch.len() {
-                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
+                let name = batch.record(i).read_name();
+                if name != prev {
                     bounds.push(g..i);
                     g = i;
+                    prev = name;
                 }
             }
             for i in g..batch.len() {
@@ -205,7 +209,12 @@ pub fn run(
     if !carry.is_empty() {
         let group = carry.take();
         state
-            .process(&group, &[0..group.len()], &mut out.sink, &pool)
+            .process(
+                &group,
+                std::slice::from_ref(&(0..group.len())),
+                &mut out.sink,
+                &pool,
+            )
             .with_context(|| input_name.to_string())?;
     }
     out.finish()?;
@@ -220,141 +229,4 @@ pub fn run(
         );
     }
     Ok(())
-}
-
-struct State {
-    layout: Layout,
-    opts: Options,
-    sigs: SigSet,
-    remove: bool,
-    mate_tags: bool,
-    scratch: Vec<u8>,
-    side: side_out::Side,
-    side_opts: SideOptions,
-    marks: Vec<u8>,
-    extents: Vec<side::Extent>,
-    groups: u64,
-    dups: u64,
-}
-
-impl State {
-    /// Marks and writes the groups `bounds` of `batch`, in order.
-    fn process(
-        &mut self,
-        batch: &RecordBatch,
-        bounds: &[std::ops::Range<usize>],
-        sink: &mut crate::record_sink::RecordSink,
-        pool: &rayon::ThreadPool,
-    ) -> Result<()> {
-        let (layout, opts) = (&self.layout, &self.opts);
-        let verdicts: Vec<samblaster::Group> = pool.install(|| {
-            bounds
-                .par_iter()
-                .with_min_len(256)
-                .map(|r| samblaster::analyze(batch, r.clone(), layout, opts))
-                .collect()
-        });
-        for (range, group) in bounds.iter().zip(&verdicts) {
-            self.groups += 1;
-            let dup = match group.verdict {
-                Verdict::Pass => false,
-                Verdict::Sig(s) => !self.sigs.insert(s),
-                Verdict::Broken => {
-                    let r = batch.record(range.start);
-                    bail!(
-                        "read {}: no primary record of its mate in the group of its name; \
-                         is the input grouped by read name (aligner output, `sortase sort -n`)? \
-                         Coordinate-sorted input needs --mode coordinate",
-                        String::from_utf8_lossy(r.read_name())
-                    )
-                }
-                Verdict::UnknownReference => bail!(
-                    "read {}: mapped to a reference missing from the header",
-                    String::from_utf8_lossy(batch.record(range.start).read_name())
-                ),
-            };
-            self.dups += u64::from(dup);
-            let pair = group.pair.filter(|_| self.mate_tags).map(|(a, b)| {
-                (
-                    batch.record(range.start + a as usize),
-                    batch.record(range.start + b as usize),
-                )
-            });
-            let side = self.side.any();
-            if side {
-                self.marks.clear();
-                self.marks.resize(range.len(), 0);
-                side::mark(
-                    batch,
-                    range.clone(),
-                    &self.side_opts,
-                    &mut self.marks,
-                    &mut self.extents,
-                );
-                if group.discordant {
-                    if let Some((a, b)) = group.pair {
-                        self.marks[a as usize] |= DISCORDANT;
-                        self.marks[b as usize] |= DISCORDANT;
-                    }
-                }
-            }
-            for i in range.clone() {
-                let raw = batch.raw(i);
-                let flag = batch.record(i).flag();
-                let flag = if dup { flag | flags::DUPLICATE } else { flag };
-                let rec = if !dup && pair.is_none() {
-                    raw
-                } else {
-                    self.scratch.clear();
-                    match &pair {
-                        Some((a, b)) => {
-                            let sources = mate_tags::mate_of(&batch.record(i), a, b);
-                            mate_tags::append_with_tags(raw, &sources, &mut self.scratch);
-                        }
-                        None => self.scratch.extend_from_slice(raw),
-                    }
-                    self.scratch[18..20].copy_from_slice(&flag.to_le_bytes());
-                    &self.scratch
-                };
-                if !(self.remove && flag & flags::DUPLICATE != 0) {
-                    sink.write(rec)?;
-                }
-                if side && self.marks[i - range.start] != 0 {
-                    self.side.write(rec, self.marks[i - range.start])?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Records of a group that continues past the end of a batch.
-#[derive(Default)]
-struct Carry {
-    buf: Vec<u8>,
-    offsets: Vec<u32>,
-    name: Vec<u8>,
-}
-
-impl Carry {
-    fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
-    fn continues(&self, name: &[u8]) -> bool {
-        self.name == name
-    }
-    fn push(&mut self, raw: &[u8]) {
-        if self.offsets.is_empty() {
-            self.name.clear();
-            let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
-            self.name.extend_from_slice(r.read_name());
-        }
-        self.offsets.push(self.buf.len() as u32);
-        self.buf.extend_from_slice(raw);
-    }
-    fn take(&mut self) -> RecordBatch {
-        let buf = std::mem::take(&mut self.buf);
-        let end = buf.len();
-        RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)
-    }
 }
