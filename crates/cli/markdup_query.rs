@@ -34,8 +34,8 @@ pub struct QueryArgs {
     /// --ignoreUnmated).
     #[arg(long = "ignoreUnmated")]
     pub ignore_unmated: bool,
-    /// Padding of each reference in samblaster's signature layout [500] (samblaster
-    /// --maxReadLength; changes which alignments at reference ends compare equal).
+    /// Padding of each reference in samblaster's signature layout (samblaster --maxReadLength;
+    /// changes which alignments at reference ends compare equal).
     #[arg(long = "maxReadLength", value_name = "INT", default_value_t = 500)]
     pub max_read_length: i32,
     /// Do not print the summary to stderr (samblaster -q).
@@ -57,19 +57,19 @@ pub struct QueryArgs {
     /// Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates too.
     #[arg(short = 'M')]
     pub compat: bool,
-    /// Most alignments of a read for it to be a split-read candidate [2].
+    /// Most alignments of a read for it to be a split-read candidate.
     #[arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)]
     pub max_split_count: i32,
-    /// Fewest bases of a split read's alignments that must not overlap [20].
+    /// Fewest bases of a split read's alignments that must not overlap.
     #[arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)]
     pub min_non_overlap: i32,
-    /// Smallest indel between alignments on one strand for a split read [50].
+    /// Smallest indel between alignments on one strand for a split read.
     #[arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)]
     pub min_indel_size: i32,
-    /// Most unaligned bases between a split read's alignments [50].
+    /// Most unaligned bases between a split read's alignments.
     #[arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)]
     pub max_unmapped_bases: i32,
-    /// Shortest clip for --unmappedFile [20].
+    /// Shortest clip for --unmappedFile.
     #[arg(long = "minClipSize", value_name = "INT", default_value_t = 20)]
     pub min_clip: i32,
 }
@@ -116,6 +116,12 @@ pub fn run(
         .iter()
         .map(|r| u64::from(r.length))
         .collect();
+    // samblaster needs @SQ lines only to mark (-a marks nothing).
+    let lengths = if q.accept_dups && lengths.is_empty() {
+        vec![0]
+    } else {
+        lengths
+    };
     let layout =
         Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
     let opts = Options {

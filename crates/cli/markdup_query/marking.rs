@@ -50,9 +50,11 @@ impl State {
                 Verdict::Broken => {
                     let r = batch.record(range.start);
                     bail!(
-                        "read {}: no primary record of its mate in the group of its name; \
-                         is the input grouped by read name (aligner output, `sortase sort -n`)? \
-                         Coordinate-sorted input needs --mode coordinate",
+                        "read {}: no usable primary pair in the group of its name (a mapped \
+                         mate's primary is missing, or the read is unmapped and alone); is the \
+                         input grouped by read name (aligner output, `sortase sort -n`)? \
+                         Coordinate-sorted input needs --mode coordinate; --ignoreUnmated \
+                         passes such groups through",
                         String::from_utf8_lossy(r.read_name())
                     )
                 }
