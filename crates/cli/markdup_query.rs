@@ -176,52 +176,61 @@ pub fn run(
         extents: Vec::new(),
         groups: 0,
         dups: 0,
+        names: (input_name.to_string(), out.name.clone()),
     };
     let mut carry = Carry::default();
-    input
-        .for_each_batch(|batch| {
-            let sink = &mut out.sink;
-            // Records continuing the carried group come first.
-            let mut start = 0;
-            if !carry.is_empty() {
-                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                    carry.push(batch.raw(start));
-                    start += 1;
-                }
-                if start == batch.len() {
-                    return Ok(());
-                }
-                let group = carry.take();
-                state.process(&group, std::slice::from_ref(&(0..group.len())), sink, &pool)?;
+    let mut failed: Option<anyhow::Error> = None;
+    let read = input.for_each_batch(|batch| {
+        let sink = &mut out.sink;
+        // Records continuing the carried group come first.
+        let mut start = 0;
+        if !carry.is_empty() {
+            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                carry.push(batch.raw(start));
+                start += 1;
             }
-            let mut bounds = Vec::with_capacity(batch.len() / 2);
-            let mut g = start;
-            let mut prev = batch.record(start).read_name();
-            for i in start + 1..batch.len() {
-                let name = batch.record(i).read_name();
-                if name != prev {
-                    bounds.push(g..i);
-                    g = i;
-                    prev = name;
-                }
+            if start == batch.len() {
+                return Ok(());
             }
-            for i in g..batch.len() {
-                carry.push(batch.raw(i));
+            let group = carry.take();
+            let whole = [0..group.len()];
+            if let Err(e) = state.process(&group, &whole[..], sink, &pool) {
+                return Err(failed.insert(e).to_string()).map_err(anyhow::Error::msg);
             }
-            state.process(&batch, &bounds, sink, &pool)?;
-            Ok(())
-        })
-        .with_context(|| input_name.to_string())?;
+        }
+        let mut bounds = Vec::with_capacity(batch.len() / 2);
+        let mut g = start;
+        let mut prev = batch.record(start).read_name();
+        for i in start + 1..batch.len() {
+            let name = batch.record(i).read_name();
+            if name != prev {
+                bounds.push(g..i);
+                g = i;
+                prev = name;
+            }
+        }
+        for i in g..batch.len() {
+            carry.push(batch.raw(i));
+        }
+        if let Err(e) = state.process(&batch, &bounds, sink, &pool) {
+            return Err(failed.insert(e).to_string()).map_err(anyhow::Error::msg);
+        }
+        Ok(())
+    });
+    // Errors of the marking and writing name their file already; reading errors get the input's.
+    if let Err(e) = read {
+        return Err(failed
+            .take()
+            .unwrap_or_else(|| e.context(input_name.to_string())));
+    }
     if !carry.is_empty() {
         let group = carry.take();
-        state
-            .process(
-                &group,
-                std::slice::from_ref(&(0..group.len())),
-                &mut out.sink,
-                &pool,
-            )
-            .with_context(|| input_name.to_string())?;
+        state.process(
+            &group,
+            std::slice::from_ref(&(0..group.len())),
+            &mut out.sink,
+            &pool,
+        )?;
     }
     out.finish()?;
     state.side.finish()?;

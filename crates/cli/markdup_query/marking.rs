@@ -3,7 +3,7 @@
 //! mate tags and side outputs; and the carry of a group that straddles two batches.
 
 use super::side_out;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use sortase_bam::{flags, RecordBatch};
 use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
@@ -23,6 +23,8 @@ pub(super) struct State {
     pub(super) extents: Vec<side::Extent>,
     pub(super) groups: u64,
     pub(super) dups: u64,
+    /// The input's and the output's names, for messages.
+    pub(super) names: (String, String),
 }
 
 impl State {
@@ -50,16 +52,18 @@ impl State {
                 Verdict::Broken => {
                     let r = batch.record(range.start);
                     bail!(
-                        "read {}: no usable primary pair in the group of its name (a mapped \
+                        "{}: read {}: no usable primary pair in the group of its name (a mapped \
                          mate's primary is missing, or the read is unmapped and alone); is the \
                          input grouped by read name (aligner output, `sortase sort -n`)? \
                          Coordinate-sorted input needs --mode coordinate; --ignoreUnmated \
                          passes such groups through",
+                        self.names.0,
                         String::from_utf8_lossy(r.read_name())
                     )
                 }
                 Verdict::UnknownReference => bail!(
-                    "read {}: mapped to a reference missing from the header",
+                    "{}: read {}: mapped to a reference missing from the header",
+                    self.names.0,
                     String::from_utf8_lossy(batch.record(range.start).read_name())
                 ),
             };
@@ -107,7 +111,7 @@ impl State {
                     &self.scratch
                 };
                 if !(self.remove && flag & flags::DUPLICATE != 0) {
-                    sink.write(rec)?;
+                    sink.write(rec).with_context(|| self.names.1.clone())?;
                 }
                 if side && self.marks[i - range.start] != 0 {
                     self.side.write(rec, self.marks[i - range.start])?;
