@@ -193,9 +193,8 @@ pub fn run(
                 return Ok(());
             }
             let group = carry.take();
-            let whole = [0..group.len()];
-            if let Err(e) = state.process(&group, &whole[..], sink, &pool) {
-                return Err(failed.insert(e).to_string()).map_err(anyhow::Error::msg);
+            if let Err(e) = state.process_whole(&group, sink, &pool) {
+                return Err(anyhow::Error::msg(failed.insert(e).to_string()));
             }
         }
         let mut bounds = Vec::with_capacity(batch.len() / 2);
@@ -213,7 +212,7 @@ pub fn run(
             carry.push(batch.raw(i));
         }
         if let Err(e) = state.process(&batch, &bounds, sink, &pool) {
-            return Err(failed.insert(e).to_string()).map_err(anyhow::Error::msg);
+            return Err(anyhow::Error::msg(failed.insert(e).to_string()));
         }
         Ok(())
     });
@@ -225,12 +224,7 @@ pub fn run(
     }
     if !carry.is_empty() {
         let group = carry.take();
-        state.process(
-            &group,
-            std::slice::from_ref(&(0..group.len())),
-            &mut out.sink,
-            &pool,
-        )?;
+        state.process_whole(&group, &mut out.sink, &pool)?;
     }
     out.finish()?;
     state.side.finish()?;

@@ -28,6 +28,16 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Marks and writes `group`, all of whose records have one name.
+    pub(super) fn process_whole(
+        &mut self,
+        group: &RecordBatch,
+        sink: &mut crate::record_sink::RecordSink,
+        pool: &rayon::ThreadPool,
+    ) -> Result<()> {
+        self.process(group, std::slice::from_ref(&(0..group.len())), sink, pool)
+    }
+
     /// Marks and writes the groups `bounds` of `batch`, in order.
     pub(super) fn process(
         &mut self,
