@@ -350,12 +350,13 @@ CASES.update({
     "markdup-query": {
         "description": (
             "markdup on query-grouped input, BAM output at samtools' default level (-l 6) "
-            "against `samtools view -h | samblaster | samtools view -b -l 6`. Floor: recompress "
+            "against `samtools view -h | samblaster | samtools view -O bam,level=6`. Floor: recompress "
             "the input at the same level (`sortase view -b -l 6`). " + MARKDUP_NOTE),
         "input": "unsorted",
         "variants": [
             ("sortase", "{sortase} markdup -q -l 6 -@{threads} -o {out} {input}"),
-            ("samblaster", SAMBLASTER_PIPE % "-b -l 6"),
+            # (samtools view's -l is a library filter; the level goes in -O)
+            ("samblaster", SAMBLASTER_PIPE % "-O bam,level=6"),
         ],
         "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {input}"),
         "check": MARKDUP_CHECK,

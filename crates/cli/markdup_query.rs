@@ -9,14 +9,15 @@ use crate::markdup::MarkdupArgs;
 use crate::progress::Progress;
 use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
-use sortase_bam::{flags, RecordBatch};
 use sortase_bgzf::CompressionLevel;
-use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
-use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
+use sortase_markdup::samblaster::side::SideOptions;
+use sortase_markdup::samblaster::{Layout, Options, SigSet};
 use std::path::PathBuf;
 
+mod marking;
 mod side_out;
+
+use marking::{Carry, State};
 
 /// samblaster's own options.
 #[derive(clap::Args, Debug)]
@@ -33,8 +34,8 @@ pub struct QueryArgs {
     /// --ignoreUnmated).
     #[arg(long = "ignoreUnmated")]
     pub ignore_unmated: bool,
-    /// Padding of each reference in samblaster's signature layout [500] (samblaster
-    /// --maxReadLength; changes which alignments at reference ends compare equal).
+    /// Padding of each reference in samblaster's signature layout (samblaster --maxReadLength;
+    /// changes which alignments at reference ends compare equal).
     #[arg(long = "maxReadLength", value_name = "INT", default_value_t = 500)]
     pub max_read_length: i32,
     /// Do not print the summary to stderr (samblaster -q).
@@ -56,19 +57,19 @@ pub struct QueryArgs {
     /// Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates too.
     #[arg(short = 'M')]
     pub compat: bool,
-    /// Most alignments of a read for it to be a split-read candidate [2].
+    /// Most alignments of a read for it to be a split-read candidate.
     #[arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)]
     pub max_split_count: i32,
-    /// Fewest bases of a split read's alignments that must not overlap [20].
+    /// Fewest bases of a split read's alignments that must not overlap.
     #[arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)]
     pub min_non_overlap: i32,
-    /// Smallest indel between alignments on one strand for a split read [50].
+    /// Smallest indel between alignments on one strand for a split read.
     #[arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)]
     pub min_indel_size: i32,
-    /// Most unaligned bases between a split read's alignments [50].
+    /// Most unaligned bases between a split read's alignments.
     #[arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)]
     pub max_unmapped_bases: i32,
-    /// Shortest clip for --unmappedFile [20].
+    /// Shortest clip for --unmappedFile.
     #[arg(long = "minClipSize", value_name = "INT", default_value_t = 20)]
     pub min_clip: i32,
 }
@@ -115,6 +116,12 @@ pub fn run(
         .iter()
         .map(|r| u64::from(r.length))
         .collect();
+    // samblaster needs @SQ lines only to mark (-a marks nothing).
+    let lengths = if q.accept_dups && lengths.is_empty() {
+        vec![0]
+    } else {
+        lengths
+    };
     let layout =
         Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
     let opts = Options {
@@ -169,44 +176,55 @@ pub fn run(
         extents: Vec::new(),
         groups: 0,
         dups: 0,
+        names: (input_name.to_string(), out.name.clone()),
     };
     let mut carry = Carry::default();
-    input
-        .for_each_batch(|batch| {
-            let sink = &mut out.sink;
-            // Records continuing the carried group come first.
-            let mut start = 0;
-            if !carry.is_empty() {
-                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                    carry.push(batch.raw(start));
-                    start += 1;
-                }
-                if start == batch.len() {
-                    return Ok(());
-                }
-                let group = carry.take();
-                state.process(&group, &[0..group.len()], sink, &pool)?;
+    let mut failed: Option<anyhow::Error> = None;
+    let read = input.for_each_batch(|batch| {
+        let sink = &mut out.sink;
+        // Records continuing the carried group come first.
+        let mut start = 0;
+        if !carry.is_empty() {
+            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                carry.push(batch.raw(start));
+                start += 1;
             }
-            let mut bounds = Vec::with_capacity(batch.len() / 2);
-            let mut g = start;
-            for i in start + 1..batch.len() {
-                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
-                    bounds.push(g..i);
-                    g = i;
-                }
+            if start == batch.len() {
+                return Ok(());
             }
-            for i in g..batch.len() {
-                carry.push(batch.raw(i));
+            let group = carry.take();
+            if let Err(e) = state.process_whole(&group, sink, &pool) {
+                return Err(anyhow::Error::msg(failed.insert(e).to_string()));
             }
-            state.process(&batch, &bounds, sink, &pool)?;
-            Ok(())
-        })
-        .with_context(|| input_name.to_string())?;
+        }
+        let mut bounds = Vec::with_capacity(batch.len() / 2);
+        let mut g = start;
+        let mut prev = batch.record(start).read_name();
+        for i in start + 1..batch.len() {
+            let name = batch.record(i).read_name();
+            if name != prev {
+                bounds.push(g..i);
+                g = i;
+                prev = name;
+            }
+        }
+        for i in g..batch.len() {
+            carry.push(batch.raw(i));
+        }
+        if let Err(e) = state.process(&batch, &bounds, sink, &pool) {
+            return Err(anyhow::Error::msg(failed.insert(e).to_string()));
+        }
+        Ok(())
+    });
+    // Errors of the marking and writing name their file already; reading errors get the input's.
+    if let Err(e) = read {
+        return Err(failed
+            .take()
+            .unwrap_or_else(|| e.context(input_name.to_string())));
+    }
     if !carry.is_empty() {
         let group = carry.take();
-        state
-            .process(&group, &[0..group.len()], &mut out.sink, &pool)
-            .with_context(|| input_name.to_string())?;
+        state.process_whole(&group, &mut out.sink, &pool)?;
     }
     out.finish()?;
     state.side.finish()?;
@@ -220,141 +238,4 @@ pub fn run(
         );
     }
     Ok(())
-}
-
-struct State {
-    layout: Layout,
-    opts: Options,
-    sigs: SigSet,
-    remove: bool,
-    mate_tags: bool,
-    scratch: Vec<u8>,
-    side: side_out::Side,
-    side_opts: SideOptions,
-    marks: Vec<u8>,
-    extents: Vec<side::Extent>,
-    groups: u64,
-    dups: u64,
-}
-
-impl State {
-    /// Marks and writes the groups `bounds` of `batch`, in order.
-    fn process(
-        &mut self,
-        batch: &RecordBatch,
-        bounds: &[std::ops::Range<usize>],
-        sink: &mut crate::record_sink::RecordSink,
-        pool: &rayon::ThreadPool,
-    ) -> Result<()> {
-        let (layout, opts) = (&self.layout, &self.opts);
-        let verdicts: Vec<samblaster::Group> = pool.install(|| {
-            bounds
-                .par_iter()
-                .with_min_len(256)
-                .map(|r| samblaster::analyze(batch, r.clone(), layout, opts))
-                .collect()
-        });
-        for (range, group) in bounds.iter().zip(&verdicts) {
-            self.groups += 1;
-            let dup = match group.verdict {
-                Verdict::Pass => false,
-                Verdict::Sig(s) => !self.sigs.insert(s),
-                Verdict::Broken => {
-                    let r = batch.record(range.start);
-                    bail!(
-                        "read {}: no primary record of its mate in the group of its name; \
-                         is the input grouped by read name (aligner output, `sortase sort -n`)? \
-                         Coordinate-sorted input needs --mode coordinate",
-                        String::from_utf8_lossy(r.read_name())
-                    )
-                }
-                Verdict::UnknownReference => bail!(
-                    "read {}: mapped to a reference missing from the header",
-                    String::from_utf8_lossy(batch.record(range.start).read_name())
-                ),
-            };
-            self.dups += u64::from(dup);
-            let pair = group.pair.filter(|_| self.mate_tags).map(|(a, b)| {
-                (
-                    batch.record(range.start + a as usize),
-                    batch.record(range.start + b as usize),
-                )
-            });
-            let side = self.side.any();
-            if side {
-                self.marks.clear();
-                self.marks.resize(range.len(), 0);
-                side::mark(
-                    batch,
-                    range.clone(),
-                    &self.side_opts,
-                    &mut self.marks,
-                    &mut self.extents,
-                );
-                if group.discordant {
-                    if let Some((a, b)) = group.pair {
-                        self.marks[a as usize] |= DISCORDANT;
-                        self.marks[b as usize] |= DISCORDANT;
-                    }
-                }
-            }
-            for i in range.clone() {
-                let raw = batch.raw(i);
-                let flag = batch.record(i).flag();
-                let flag = if dup { flag | flags::DUPLICATE } else { flag };
-                let rec = if !dup && pair.is_none() {
-                    raw
-                } else {
-                    self.scratch.clear();
-                    match &pair {
-                        Some((a, b)) => {
-                            let sources = mate_tags::mate_of(&batch.record(i), a, b);
-                            mate_tags::append_with_tags(raw, &sources, &mut self.scratch);
-                        }
-                        None => self.scratch.extend_from_slice(raw),
-                    }
-                    self.scratch[18..20].copy_from_slice(&flag.to_le_bytes());
-                    &self.scratch
-                };
-                if !(self.remove && flag & flags::DUPLICATE != 0) {
-                    sink.write(rec)?;
-                }
-                if side && self.marks[i - range.start] != 0 {
-                    self.side.write(rec, self.marks[i - range.start])?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Records of a group that continues past the end of a batch.
-#[derive(Default)]
-struct Carry {
-    buf: Vec<u8>,
-    offsets: Vec<u32>,
-    name: Vec<u8>,
-}
-
-impl Carry {
-    fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
-    fn continues(&self, name: &[u8]) -> bool {
-        self.name == name
-    }
-    fn push(&mut self, raw: &[u8]) {
-        if self.offsets.is_empty() {
-            self.name.clear();
-            let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
-            self.name.extend_from_slice(r.read_name());
-        }
-        self.offsets.push(self.buf.len() as u32);
-        self.buf.extend_from_slice(raw);
-    }
-    fn take(&mut self) -> RecordBatch {
-        let buf = std::mem::take(&mut self.buf);
-        let end = buf.len();
-        RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)
-    }
 }

@@ -331,6 +331,7 @@ fn markdup_query_matches_samblaster() {
     assert_no_failures("markdup query vs samblaster", &failures);
 }
 
+/// Large enough (about 15 MB of SAM) for several input batches, so groups straddle batches.
 #[test]
 fn markdup_query_stdin_stream() {
     let Some(sb) = samblaster() else {
@@ -338,7 +339,7 @@ fn markdup_query_stdin_stream() {
     };
     let dir = tempdir();
     let input = dir.path().join("in.sam");
-    std::fs::write(&input, grouped(2000, 3)).unwrap();
+    std::fs::write(&input, grouped(40_000, 3)).unwrap();
     let theirs = run(&sb, &[], &["-q", "-i", p(&input)]).expect_ok();
     let sh = format!(
         "{} markdup -q -O sam - < {}",

@@ -62,7 +62,9 @@ fn unclipped_five_prime() {
         "r 0 a 100 5H2I3S40M",
         "r 16 a 100 5S10M3H",
     ]);
-    let got: Vec<i32> = (0..5).map(|i| layout::five_prime(&b.record(i), false)).collect();
+    let got: Vec<i32> = (0..5)
+        .map(|i| layout::five_prime(&b.record(i), false))
+        .collect();
     assert_eq!(got, vec![95, 156, 98, 92, 112]);
     // An orphan is taken as on the forward strand.
     assert_eq!(layout::five_prime(&b.record(1), true), 100);
@@ -95,7 +97,10 @@ fn orphans_and_unmated() {
     assert_eq!(orphan.verdict, orphan_rev.verdict);
     let single = group(&["s 0 a 100 50M"], &o);
     assert_eq!(single.verdict, orphan.verdict);
-    assert_eq!(group(&["p 77 * 0 *", "p 141 * 0 *"], &o).verdict, Verdict::Pass);
+    assert_eq!(
+        group(&["p 77 * 0 *", "p 141 * 0 *"], &o).verdict,
+        Verdict::Pass
+    );
     // A paired read alone whose mate is mapped, or an unmapped single read: not grouped.
     assert_eq!(group(&["p 65 a 100 50M"], &o).verdict, Verdict::Broken);
     assert_eq!(group(&["s 4 * 0 *"], &o).verdict, Verdict::Broken);
@@ -107,7 +112,10 @@ fn orphans_and_unmated() {
     assert_eq!(group(&["p 65 a 100 50M"], &ignore).verdict, Verdict::Pass);
     // Secondary and supplementary records do not take part.
     let with_supp = group(&["p 97 a 100 50M", "p 2145 b 7 50M", "p 145 a 300 50M"], &o);
-    assert_eq!(with_supp.verdict, group(&["p 97 a 100 50M", "p 145 a 300 50M"], &o).verdict);
+    assert_eq!(
+        with_supp.verdict,
+        group(&["p 97 a 100 50M", "p 145 a 300 50M"], &o).verdict
+    );
 }
 
 #[test]
