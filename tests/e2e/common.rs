@@ -346,3 +346,8 @@ pub fn line(fields: &[&str]) -> String {
     s.push('\n');
     s
 }
+
+/// A SAM line of an unplaced unmapped read (flag 4, no qualities).
+pub fn unmapped(name: &str, seq: &str) -> String {
+    line(&[name, "4", "*", "0", "0", "*", "*", "0", "0", seq, "*"])
+}

@@ -7,7 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{assert_no_failures, check_same, line, p, records, run, sortase, tempdir, Rng};
+use crate::common::{
+    assert_no_failures, check_same, line, p, records, run, sortase, tempdir, unmapped, Rng,
+};
 
 fn samblaster() -> Option<PathBuf> {
     let path = std::env::var_os("SORTASE_SAMBLASTER")
@@ -184,19 +186,7 @@ fn unmated() -> String {
         "ACGTACGTAC",
         "*",
     ]);
-    s += &line(&[
-        "u2",
-        "4",
-        "*",
-        "0",
-        "0",
-        "*",
-        "*",
-        "0",
-        "0",
-        "ACGTACGTAC",
-        "*",
-    ]);
+    s += &unmapped("u2", "ACGTACGTAC");
     s += &line(&["u3", "256", "c1", "10", "9", "10M", "*", "0", "0", "*", "*"]);
     s + &grouped(200, 8)
         .lines()

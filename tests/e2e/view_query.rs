@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{assert_no_failures, check_same, line, p, sortase, strip_pg, tempdir, Rng};
+use crate::common::{
+    assert_no_failures, check_same, line, p, sortase, strip_pg, tempdir, unmapped, Rng,
+};
 use crate::oracle::{oracle, Oracle};
 
 const CONTIGS: [(&str, u64); 3] = [("chr1", 10_000), ("chr2", 20_000), ("chr3", 5_000)];
@@ -72,19 +74,7 @@ pub fn region_sam() -> String {
         ]);
     }
     for i in 0..10 {
-        s += &line(&[
-            &format!("u{i:02}"),
-            "4",
-            "*",
-            "0",
-            "0",
-            "*",
-            "*",
-            "0",
-            "0",
-            &rng.bases(30),
-            "*",
-        ]);
+        s += &unmapped(&format!("u{i:02}"), &rng.bases(30));
     }
     s
 }
