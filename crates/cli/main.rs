@@ -129,3 +129,14 @@ pub(crate) fn default_threads() -> usize {
 pub(crate) fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own consistency checks (duplicate short flags, bad defaults) over every subcommand;
+    /// in release builds clap skips them, so a clash would only show as a wrong parse.
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

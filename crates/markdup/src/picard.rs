@@ -1,1 +1,307 @@
-//! Picard MarkDuplicates on coordinate-sorted input (to be written).
+//! Picard MarkDuplicates (2.27.5, SUM_OF_BASE_QUALITIES) on coordinate-sorted raw BAM records.
+//!
+//! Pass 1 ([`Collector`]): every primary mapped record becomes a fragment end (library, reference,
+//! unclipped 5' position, strand, score, flow-cell location); ends of the same read name whose mate
+//! is mapped are joined into a pair when the second one arrives (Picard keys the pending ends by
+//! name and the reference the mate is on; no MC tag is needed). Per-record work (CIGAR, qualities,
+//! RG lookup, name parsing) runs in parallel over each batch; only the pairing map is sequential.
+//! [`Collector::finish`] sorts the ends in Picard's order and finds the duplicate sets
+//! ([`chunks`]) on all cores, giving the sorted file indices of the duplicates. Pass 2 (the caller)
+//! streams the input again, setting 0x400 on exactly those records (clearing it elsewhere, as
+//! Picard), and counts the duplicates into [`metrics`] with [`Libraries::of`].
+
+pub mod chunks;
+pub mod ends;
+pub mod metrics;
+pub mod name;
+pub mod optical;
+
+use ends::{Fragment, Pair, RecordEnd};
+use metrics::LibraryCounts;
+use name::{Location, NameParser};
+use rayon::prelude::*;
+use sortase_bam::{RecordBatch, RecordRef};
+use std::collections::{BTreeMap, HashMap};
+
+/// Picard's library name for records without one.
+pub const UNKNOWN_LIBRARY: &str = "Unknown Library";
+
+/// Read groups and libraries from the header (`@RG ID` -> `LB`).
+#[derive(Debug, Clone)]
+pub struct Libraries {
+    /// Library names in name order; a library's id is its position.
+    pub names: Vec<String>,
+    /// Libraries named by the header's @RG lines (Picard reports them even without reads).
+    pub in_header: Vec<bool>,
+    by_rg: HashMap<Vec<u8>, (u16, i16)>,
+    n_rg: i16,
+    unknown: u16,
+}
+
+impl Libraries {
+    /// From the header text's `@RG` lines.
+    pub fn from_header(text: &str) -> Self {
+        let mut rgs = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with("@RG\t")) {
+            let field = |k: &str| {
+                line.split('\t')
+                    .skip(1)
+                    .find_map(|f| f.strip_prefix(k)?.strip_prefix(':'))
+            };
+            let lib = field("LB").unwrap_or(UNKNOWN_LIBRARY).to_string();
+            rgs.push((field("ID").unwrap_or("").to_string(), lib));
+        }
+        let mut names: Vec<String> = rgs.iter().map(|(_, l)| l.clone()).collect();
+        names.push(UNKNOWN_LIBRARY.into());
+        names.sort();
+        names.dedup();
+        let id = |l: &str| names.binary_search_by(|n| n.as_str().cmp(l)).unwrap() as u16;
+        let mut in_header = vec![false; names.len()];
+        let mut by_rg = HashMap::new();
+        for (i, (rg, lib)) in rgs.iter().enumerate() {
+            in_header[id(lib) as usize] = true;
+            by_rg
+                .entry(rg.as_bytes().to_vec())
+                .or_insert((id(lib), i as i16));
+        }
+        let unknown = id(UNKNOWN_LIBRARY);
+        Self {
+            n_rg: rgs.len() as i16,
+            names,
+            in_header,
+            by_rg,
+            unknown,
+        }
+    }
+
+    /// The record's library id and read-group index (Picard: 0 without an RG tag, the number of read
+    /// groups for an unknown one).
+    pub fn of(&self, r: &RecordRef) -> (u16, i16) {
+        match r
+            .aux()
+            .find(|f| f.tag() == *b"RG" && f.value_type() == b'Z')
+        {
+            None => (self.unknown, 0),
+            Some(f) => self
+                .by_rg
+                .get(f.value())
+                .copied()
+                .unwrap_or((self.unknown, self.n_rg)),
+        }
+    }
+}
+
+/// Options of the algorithm.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Read-name parser for optical duplicates.
+    pub names: NameParser,
+    /// OPTICAL_DUPLICATE_PIXEL_DISTANCE.
+    pub optical_distance: i32,
+    /// MAX_OPTICAL_DUPLICATE_SET_SIZE (-1: no limit).
+    pub max_optical_set: i64,
+}
+
+/// A record out of coordinate order.
+#[derive(Debug, Clone)]
+pub struct OrderError {
+    /// 1-based record number.
+    pub record: u64,
+    /// Its read name.
+    pub name: String,
+    /// Its (reference, 0-based position).
+    pub at: (i32, i32),
+    /// The previous record's.
+    pub after: (i32, i32),
+}
+
+/// Pass 1: collects read ends from batches in file order.
+pub struct Collector {
+    libs: Libraries,
+    opts: Options,
+    /// Per library id: counts of pass 1 (reads examined etc.) and whether any record had it.
+    counts: Vec<(bool, LibraryCounts)>,
+    fragments: Vec<Fragment>,
+    pairs: Vec<Pair>,
+    /// Pending first ends by read name + the reference their mate is on.
+    pending: HashMap<Box<[u8]>, (RecordEnd, u64)>,
+    key: Vec<u8>,
+    per_record: Vec<(u16, Option<RecordEnd>)>,
+    index: u64,
+    last: (i32, i32),
+}
+
+fn order_key(r: &RecordRef) -> (i32, i32) {
+    match r.reference_sequence_id() {
+        -1 => (i32::MAX, i32::MAX),
+        id => (id, r.position()),
+    }
+}
+
+impl Collector {
+    /// A collector for input with `libs`.
+    pub fn new(libs: Libraries, opts: Options) -> Self {
+        let n = libs.names.len();
+        Self {
+            libs,
+            opts,
+            counts: vec![(false, LibraryCounts::default()); n],
+            fragments: Vec::new(),
+            pairs: Vec::new(),
+            pending: HashMap::new(),
+            key: Vec::new(),
+            per_record: Vec::new(),
+            index: 0,
+            last: (0, i32::MIN),
+        }
+    }
+
+    fn record_end(&self, r: &RecordRef) -> (u16, Option<RecordEnd>) {
+        let flag = r.flag();
+        let (library, rg) = self.libs.of(r);
+        if !ends::is_examined(flag) || r.reference_sequence_id() < 0 {
+            return (library, None);
+        }
+        let reverse = flag & sortase_bam::flags::REVERSE != 0;
+        let location = self.opts.names.parse(r.read_name());
+        let end = RecordEnd {
+            library,
+            reference: r.reference_sequence_id(),
+            coordinate: ends::unclipped_five_prime(r, reverse),
+            reverse,
+            mate_reference: if ends::has_mapped_mate(flag) {
+                r.mate_reference_sequence_id()
+            } else {
+                -1
+            },
+            score: ends::score(r),
+            location: location.unwrap_or(Location::NONE),
+            read_group: if location.is_some() { rg } else { -1 },
+            first_of_pair: flag & sortase_bam::flags::READ1 != 0,
+        };
+        (library, Some(end))
+    }
+
+    /// Adds a batch (records in file order); fails on a record out of coordinate order.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), OrderError> {
+        let mut per_record = std::mem::take(&mut self.per_record);
+        (0..batch.len())
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|i| self.record_end(&batch.record(i)))
+            .collect_into_vec(&mut per_record);
+        for (i, (library, end)) in per_record.iter().enumerate() {
+            let r = batch.record(i);
+            let at = order_key(&r);
+            if at < self.last {
+                return Err(OrderError {
+                    record: self.index + 1,
+                    name: String::from_utf8_lossy(r.read_name()).into_owned(),
+                    at: (r.reference_sequence_id(), r.position()),
+                    after: self.last,
+                });
+            }
+            self.last = at;
+            let c = &mut self.counts[*library as usize];
+            c.0 = true;
+            c.1.add_read(r.flag());
+            if let Some(e) = end {
+                self.add_end(&r, e);
+            }
+            self.index += 1;
+        }
+        self.per_record = per_record;
+        Ok(())
+    }
+
+    fn add_end(&mut self, r: &RecordRef, e: &RecordEnd) {
+        let index = self.index;
+        self.fragments.push(Fragment {
+            library: e.library,
+            reference: e.reference,
+            coordinate: e.coordinate,
+            orientation: if e.reverse {
+                ends::orientation::R
+            } else {
+                ends::orientation::F
+            },
+            paired: e.mate_reference != -1,
+            tile: e.location.tile,
+            x: e.location.x,
+            y: e.location.y,
+            index,
+            score: e.score,
+        });
+        if e.mate_reference == -1 {
+            return;
+        }
+        // Looked up under this record's reference; a first end waits under its mate's.
+        self.key.clear();
+        self.key.extend_from_slice(r.read_name());
+        self.key.extend_from_slice(&e.reference.to_le_bytes());
+        if let Some((first, first_index)) = self.pending.remove(&self.key[..]) {
+            self.pairs.push(Pair::new(&first, first_index, e, index));
+        } else {
+            let n = self.key.len();
+            self.key[n - 4..].copy_from_slice(&e.mate_reference.to_le_bytes());
+            self.pending.insert(self.key.as_slice().into(), (*e, index));
+        }
+    }
+
+    /// Records seen so far.
+    pub fn records(&self) -> u64 {
+        self.index
+    }
+
+    /// Sorts the ends and finds the duplicates (on `threads` cores of rayon's pool).
+    pub fn finish(mut self, threads: usize) -> Outcome {
+        self.pending = HashMap::new();
+        self.fragments.par_sort_unstable();
+        self.pairs.par_sort_unstable();
+        let opt = chunks::OpticalOptions {
+            enabled: self.opts.names.enabled(),
+            distance: self.opts.optical_distance,
+            max_set: if self.opts.max_optical_set < 1 {
+                u64::MAX
+            } else {
+                self.opts.max_optical_set as u64
+            },
+        };
+        let found = chunks::find(&self.pairs, &self.fragments, opt, threads * 4);
+        Outcome {
+            libs: self.libs,
+            counts: self.counts,
+            found,
+            records: self.index,
+            pairs: self.pairs.len() as u64,
+        }
+    }
+}
+
+/// The result of pass 1: duplicate indices (sorted) and what the metrics need.
+pub struct Outcome {
+    /// Libraries of the input.
+    pub libs: Libraries,
+    /// Per library id: seen, counts (duplicates are added in pass 2).
+    pub counts: Vec<(bool, LibraryCounts)>,
+    /// Duplicate sets.
+    pub found: chunks::Found,
+    /// Records in the input.
+    pub records: u64,
+    /// Pairs formed.
+    pub pairs: u64,
+}
+
+impl Outcome {
+    /// The metrics file text after pass 2 added duplicate counts to `counts`.
+    pub fn metrics_file(&self, header: &[String]) -> String {
+        let libraries: BTreeMap<String, (u16, LibraryCounts)> = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(id, (seen, _))| *seen || self.libs.in_header[*id])
+            .map(|(id, (_, c))| (self.libs.names[id].clone(), (id as u16, c.clone())))
+            .collect();
+        metrics::write_file(header, &libraries, &self.found)
+    }
+}
