@@ -15,6 +15,8 @@ mod common;
 mod edge_cases;
 #[path = "e2e/fasta.rs"]
 mod fasta;
+#[path = "e2e/markdup_coord.rs"]
+mod markdup_coord;
 #[path = "e2e/markdup_query.rs"]
 mod markdup_query;
 #[path = "e2e/merge.rs"]

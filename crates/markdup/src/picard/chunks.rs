@@ -67,7 +67,7 @@ impl Found {
 }
 
 /// Cuts `v` (sorted) into about `parts` slices at boundaries where `same` is false.
-fn split<'a, T>(v: &'a [T], parts: usize, same: impl Fn(&T, &T) -> bool) -> Vec<&'a [T]> {
+fn split<T>(v: &[T], parts: usize, same: impl Fn(&T, &T) -> bool) -> Vec<&[T]> {
     let mut out = Vec::new();
     let step = (v.len() / parts.max(1)).max(1 << 14);
     let mut start = 0;
