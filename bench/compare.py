@@ -364,6 +364,40 @@ CASES.update({
 })
 
 # --------------------------------------------------------------------------
+# issue 6: markdup on coordinate-sorted input (Picard MarkDuplicates' algorithm)
+# --------------------------------------------------------------------------
+# Peers: Picard MarkDuplicates 2.27.5 (Debian; its default COMPRESSION_LEVEL=5, Java zlib), and the
+# samtools pipeline a user runs today on a sorted BAM (Debian samtools 1.16, libdeflate): name sort,
+# fixmate -m, coordinate sort, markdup, uncompressed in between, -@{threads} everywhere.
+SAMTOOLS_MARKDUP_PIPE = (
+    "/usr/bin/samtools sort -n -u -@{threads} -T {tmp}/n {input} | "
+    "/usr/bin/samtools fixmate -m -u -@{threads} - - | "
+    "/usr/bin/samtools sort -u -@{threads} -T {tmp}/c - | "
+    "/usr/bin/samtools markdup -@{threads} -T {tmp}/m - {out}")
+CASES.update({
+    "markdup-coord": {
+        "description": (
+            "markdup on a coordinate-sorted BAM, BAM output at samtools' default level (-l 6), with "
+            "Picard's metrics file, against Picard MarkDuplicates and against `samtools sort -n | "
+            "fixmate -m | sort | markdup -@N`. sortase-u writes uncompressed BAM (the marking "
+            "itself). Floor: recompress the input at the same level (`sortase view -b -l 6`). "
+            "Check: QNAME, FLAG, RNAME, POS of every record (Picard's and sortase's must be equal; "
+            "samtools markdup is a different algorithm and is timed, not compared)."),
+        "input": "sorted",
+        "variants": [
+            ("sortase", "{sortase} markdup -l 6 -@{threads} --metrics {out}.metrics -o {out} {input}"),
+            ("sortase-u", "{sortase} markdup -u -@{threads} --metrics {out}.metrics -o {out} {input}"),
+            ("picard", "PicardCommandLine MarkDuplicates I={input} O={out} M={out}.metrics "
+                       "VALIDATION_STRINGENCY=SILENT TMP_DIR={tmp} 2>/dev/null"),
+            ("samtools-pipeline", SAMTOOLS_MARKDUP_PIPE),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {input}"),
+        "check": "/usr/bin/samtools view -@{threads} {out} | cut -f1-4 | md5sum",
+        "check_skip": ("samtools-pipeline",),
+    },
+})
+
+# --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
 
