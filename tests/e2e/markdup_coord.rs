@@ -313,6 +313,11 @@ fn markdup_coord_matches_picard() {
             vec!["OPTICAL_DUPLICATE_PIXEL_DISTANCE=30".to_string()],
         ),
         (
+            "read ends spilled to runs (--max-memory 20K)",
+            vec!["--max-memory", "20K"],
+            vec![],
+        ),
+        (
             "no optical detection",
             vec!["--read-name-regex", "null"],
             vec!["READ_NAME_REGEX=null".to_string()],

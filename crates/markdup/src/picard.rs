@@ -15,13 +15,16 @@ pub mod ends;
 pub mod metrics;
 pub mod name;
 pub mod optical;
+pub mod spill;
 
 use ends::{Fragment, Pair, RecordEnd};
 use metrics::LibraryCounts;
 use name::{Location, NameParser};
 use rayon::prelude::*;
 use sortase_bam::{RecordBatch, RecordRef};
+use spill::Runs;
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 /// Picard's library name for records without one.
 pub const UNKNOWN_LIBRARY: &str = "Unknown Library";
@@ -129,6 +132,10 @@ pub struct Collector {
     per_record: Vec<(u16, Option<RecordEnd>)>,
     index: u64,
     last: (i32, i32),
+    spilled: Option<(Runs<Pair>, Runs<Fragment>)>,
+    /// Ends per window when merging spilled runs back.
+    window: usize,
+    pair_count: u64,
 }
 
 fn order_key(r: &RecordRef) -> (i32, i32) {
@@ -153,7 +160,39 @@ impl Collector {
             per_record: Vec::new(),
             index: 0,
             last: (0, i32::MIN),
+            spilled: None,
+            window: 0,
+            pair_count: 0,
         }
+    }
+
+    /// Bytes the ends held in memory take.
+    pub fn memory(&self) -> usize {
+        self.fragments.capacity() * std::mem::size_of::<Fragment>()
+            + self.pairs.capacity() * std::mem::size_of::<Pair>()
+    }
+
+    /// Writes the ends held in memory to sorted runs in `dir` when they take more than `budget`
+    /// bytes (call between batches).
+    pub fn spill_over(&mut self, budget: usize, dir: &Path) -> std::io::Result<()> {
+        let held = (self.fragments.len() * std::mem::size_of::<Fragment>())
+            + self.pairs.len() * std::mem::size_of::<Pair>();
+        if held <= budget {
+            return Ok(());
+        }
+        self.window = (budget / std::mem::size_of::<Pair>()).max(1024);
+        let (pairs, fragments) = self
+            .spilled
+            .get_or_insert_with(|| (Runs::new(dir, "pairs"), Runs::new(dir, "fragments")));
+        pairs.spill(&mut self.pairs)?;
+        fragments.spill(&mut self.fragments)
+    }
+
+    /// Runs written and their bytes.
+    pub fn spill_stats(&self) -> (usize, u64) {
+        self.spilled.as_ref().map_or((0, 0), |(p, f)| {
+            (p.count() + f.count(), p.bytes() + f.bytes())
+        })
     }
 
     fn record_end(&self, r: &RecordRef) -> (u16, Option<RecordEnd>) {
@@ -241,6 +280,7 @@ impl Collector {
         self.key.extend_from_slice(&e.reference.to_le_bytes());
         if let Some((first, first_index)) = self.pending.remove(&self.key[..]) {
             self.pairs.push(Pair::new(&first, first_index, e, index));
+            self.pair_count += 1;
         } else {
             let n = self.key.len();
             self.key[n - 4..].copy_from_slice(&e.mate_reference.to_le_bytes());
@@ -253,11 +293,10 @@ impl Collector {
         self.index
     }
 
-    /// Sorts the ends and finds the duplicates (on `threads` cores of rayon's pool).
-    pub fn finish(mut self, threads: usize) -> Outcome {
+    /// Sorts the ends and finds the duplicates (on `threads` cores of rayon's pool), merging the
+    /// spilled runs if there are any.
+    pub fn finish(mut self, threads: usize) -> std::io::Result<Outcome> {
         self.pending = HashMap::new();
-        self.fragments.par_sort_unstable();
-        self.pairs.par_sort_unstable();
         let opt = chunks::OpticalOptions {
             enabled: self.opts.names.enabled(),
             distance: self.opts.optical_distance,
@@ -267,14 +306,26 @@ impl Collector {
                 self.opts.max_optical_set as u64
             },
         };
-        let found = chunks::find(&self.pairs, &self.fragments, opt, threads * 4);
-        Outcome {
+        let found = match self.spilled.take() {
+            None => {
+                self.fragments.par_sort_unstable();
+                self.pairs.par_sort_unstable();
+                chunks::find(&self.pairs, &self.fragments, opt, threads * 4)
+            }
+            Some((p, f)) => {
+                let window = self.window;
+                let pairs = std::mem::take(&mut self.pairs);
+                let fragments = std::mem::take(&mut self.fragments);
+                spill::find_spilled((p, pairs), (f, fragments), opt, threads * 4, window)?
+            }
+        };
+        Ok(Outcome {
             libs: self.libs,
             counts: self.counts,
             found,
             records: self.index,
-            pairs: self.pairs.len() as u64,
-        }
+            pairs: self.pair_count,
+        })
     }
 }
 

@@ -42,7 +42,7 @@ fn add(m: &mut BTreeMap<u64, u64>, k: u64, v: u64) {
 }
 
 impl Found {
-    fn merge(mut self, o: Found) -> Found {
+    pub(crate) fn merge(mut self, o: Found) -> Found {
         self.duplicates.extend(o.duplicates);
         for (k, v) in o.optical_by_library {
             *self.optical_by_library.entry(k).or_default() += v;
@@ -82,12 +82,12 @@ fn split<T>(v: &[T], parts: usize, same: impl Fn(&T, &T) -> bool) -> Vec<&[T]> {
     out
 }
 
-fn same_pair_set(a: &Pair, b: &Pair) -> bool {
+pub(crate) fn same_pair_set(a: &Pair, b: &Pair) -> bool {
     (a.library, a.ref1, a.coord1, a.orientation, a.ref2, a.coord2)
         == (b.library, b.ref1, b.coord1, b.orientation, b.ref2, b.coord2)
 }
 
-fn same_fragment_set(a: &Fragment, b: &Fragment) -> bool {
+pub(crate) fn same_fragment_set(a: &Fragment, b: &Fragment) -> bool {
     (a.library, a.reference, a.coordinate, a.orientation)
         == (b.library, b.reference, b.coordinate, b.orientation)
 }
