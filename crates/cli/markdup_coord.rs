@@ -101,19 +101,11 @@ pub fn run(
 
     // Under -T: read ends spilled beyond --max-memory, and standard input kept as a BAM
     // (libdeflate 1) for pass 2.
-    let temp_prefix = args
-        .temp_prefix
-        .clone()
-        .unwrap_or_else(|| match &data_path {
-            Some(d) => {
-                let mut p = d.as_os_str().to_owned();
-                p.push(".tmp");
-                PathBuf::from(p)
-            }
-            None => std::env::temp_dir(),
-        });
     let budget = crate::sort::parse_memory(&c.max_memory, "--max-memory")?;
-    let temp = TempDir::create(&temp_prefix)?;
+    let temp = TempDir::create(&crate::sort::temp_prefix(
+        args.temp_prefix.as_deref(),
+        data_path.as_deref(),
+    ))?;
     let copy_path = (input_name == "-").then(|| temp.path().join("stdin.bam"));
     let mut copy = match &copy_path {
         Some(p) => {

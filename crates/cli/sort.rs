@@ -77,6 +77,19 @@ pub struct SortArgs {
     input: Option<String>,
 }
 
+/// Where temporary files go: `-T PREFIX`, else next to the output (`OUT.tmp`), else TMPDIR.
+pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>) -> PathBuf {
+    match (given, output) {
+        (Some(t), _) => t.to_path_buf(),
+        (None, Some(d)) => {
+            let mut p = d.as_os_str().to_owned();
+            p.push(".tmp");
+            PathBuf::from(p)
+        }
+        (None, None) => std::env::temp_dir(),
+    }
+}
+
 /// Parses samtools' `-m` syntax: an integer (`strtol` base 0) with an optional K/M/G suffix.
 pub fn parse_memory(s: &str, flag: &str) -> Result<usize> {
     let t = s.trim();
@@ -256,18 +269,10 @@ pub fn run(args: SortArgs) -> Result<()> {
     let mut input = Input::open(&input_name, threads, args.reference.as_deref(), &progress)
         .with_context(|| input_name.clone())?;
 
-    let temp_prefix = args
-        .temp_prefix
-        .clone()
-        .unwrap_or_else(|| match &data_path {
-            Some(d) => {
-                let mut p = d.as_os_str().to_owned();
-                p.push(".tmp");
-                PathBuf::from(p)
-            }
-            None => std::env::temp_dir(),
-        });
-    let temp = TempDir::create(&temp_prefix)?;
+    let temp = TempDir::create(&temp_prefix(
+        args.temp_prefix.as_deref(),
+        data_path.as_deref(),
+    ))?;
     // The sort's parallel steps (sorting, run compression) use rayon's global pool, sized to -@.
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)

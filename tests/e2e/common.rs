@@ -351,3 +351,19 @@ pub fn line(fields: &[&str]) -> String {
 pub fn unmapped(name: &str, seq: &str) -> String {
     line(&[name, "4", "*", "0", "0", "*", "*", "0", "0", seq, "*"])
 }
+
+/// Query length (bases of M, I, S, =, X) of a CIGAR string.
+pub fn query_len(cigar: &str) -> usize {
+    let (mut n, mut len) = (0usize, 0usize);
+    for c in cigar.bytes() {
+        if c.is_ascii_digit() {
+            n = n * 10 + usize::from(c - b'0');
+        } else {
+            if b"MIS=X".contains(&c) {
+                len += n;
+            }
+            n = 0;
+        }
+    }
+    len
+}

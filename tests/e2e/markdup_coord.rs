@@ -9,7 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{assert_no_failures, check_same, line, p, records, run, sortase, tempdir, Rng};
+use crate::common::{
+    assert_no_failures, check_same, line, p, query_len, records, run, sortase, tempdir, Rng,
+};
 use crate::oracle::{oracle, Oracle};
 
 fn picard() -> Option<PathBuf> {
@@ -31,21 +33,6 @@ const CIGARS: &[&str] = &[
     "4H10S36M2H",
     "30M20S",
 ];
-
-fn query_len(cigar: &str) -> usize {
-    let (mut n, mut len) = (0usize, 0usize);
-    for c in cigar.bytes() {
-        if c.is_ascii_digit() {
-            n = n * 10 + usize::from(c - b'0');
-        } else {
-            if b"MIS=X".contains(&c) {
-                len += n;
-            }
-            n = 0;
-        }
-    }
-    len
-}
 
 /// One alignment: reference, 1-based position, CIGAR, reverse.
 #[derive(Clone, Copy)]

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::{
-    assert_no_failures, check_same, line, p, records, run, sortase, tempdir, unmapped, Rng,
+    assert_no_failures, check_same, line, p, query_len, records, run, sortase, tempdir, unmapped,
+    Rng,
 };
 
 fn samblaster() -> Option<PathBuf> {
@@ -32,21 +33,6 @@ const CIGARS: &[&str] = &[
     "47M3H",
     "30M20S",
 ];
-
-fn query_len(cigar: &str) -> usize {
-    let (mut n, mut len) = (0usize, 0usize);
-    for c in cigar.bytes() {
-        if c.is_ascii_digit() {
-            n = n * 10 + usize::from(c - b'0');
-        } else {
-            if b"MIS=X".contains(&c) {
-                len += n;
-            }
-            n = 0;
-        }
-    }
-    len
-}
 
 struct Gen {
     rng: Rng,
