@@ -367,3 +367,11 @@ pub fn query_len(cigar: &str) -> usize {
     }
     len
 }
+
+/// An external tool: `$VAR` if set, else `default`; `None` when it is not a file.
+pub fn tool(var: &str, default: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    path.is_file().then_some(path)
+}

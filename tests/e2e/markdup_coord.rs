@@ -15,10 +15,7 @@ use crate::common::{
 use crate::oracle::{oracle, Oracle};
 
 fn picard() -> Option<PathBuf> {
-    let path = std::env::var_os("SORTASE_PICARD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/PicardCommandLine"));
-    path.is_file().then_some(path)
+    crate::common::tool("SORTASE_PICARD", "/usr/bin/PicardCommandLine")
 }
 
 const CIGARS: &[&str] = &[

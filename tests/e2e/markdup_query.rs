@@ -13,10 +13,7 @@ use crate::common::{
 };
 
 fn samblaster() -> Option<PathBuf> {
-    let path = std::env::var_os("SORTASE_SAMBLASTER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/samblaster"));
-    path.is_file().then_some(path)
+    crate::common::tool("SORTASE_SAMBLASTER", "/usr/bin/samblaster")
 }
 
 const CIGARS: &[&str] = &[
