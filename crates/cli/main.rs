@@ -13,6 +13,7 @@ mod markdup_query;
 mod merge;
 mod output;
 mod progress;
+mod range_output;
 mod record_sink;
 mod snp_pileup;
 mod sort;

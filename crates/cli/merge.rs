@@ -220,7 +220,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
             }))?);
         }
         let mut scratch = Vec::new();
-        merge(order, &mut sources, |i, r| {
+        merge(order, &mut sources, |i, _, r| {
             if attach[i].attach_rg_into(r, &mut scratch) {
                 Ok(out.sink.write(&scratch)?)
             } else {

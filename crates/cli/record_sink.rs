@@ -89,6 +89,18 @@ impl OnTheFlyIndex {
     }
 }
 
+impl OnTheFlyIndex {
+    /// The index format.
+    pub fn format(&self) -> IndexFormat {
+        self.format
+    }
+
+    /// References in the header.
+    pub fn n_ref(&self) -> usize {
+        self.n_ref
+    }
+}
+
 /// Where sorted records go.
 pub enum RecordSink {
     /// BAM through the parallel BGZF writer, with an optional on-the-fly index.
@@ -260,7 +272,11 @@ impl RecordSink {
             RecordSink::Bam { writer, index } => {
                 let (mut out, log) = writer.finish()?;
                 out.flush()?;
-                Ok(index.map(|ix| finish_index(*ix, &log)))
+                // INVARIANT: the builder is created when the sink writes the header.
+                Ok(index.map(|ix| {
+                    let builder = ix.builder.expect("index builder created with the header");
+                    finish_index(builder, &log)
+                }))
             }
             RecordSink::Sam {
                 mut formatter,
@@ -310,11 +326,12 @@ fn submit_sam(
 
 /// "block number << 16 | offset in block", translated by [`finish_index`].
 #[inline]
-fn pseudo_offset((block, within): (u64, u16)) -> u64 {
+pub fn pseudo_offset((block, within): (u64, u16)) -> u64 {
     block << 16 | u64::from(within)
 }
 
-fn finish_index(ix: OnTheFlyIndex, log: &BlockLog) -> Vec<u8> {
+/// Translates the builder's pseudo-offsets through the block log and serialises the index.
+pub fn finish_index(mut builder: IndexBuilder, log: &BlockLog) -> Vec<u8> {
     let starts = log.compressed_offsets();
     // A position at the very end of a block reads back (htslib `bgzf_tell` after the block is
     // consumed) as the start of the next block, and `samtools index` records it so.
@@ -325,8 +342,6 @@ fn finish_index(ix: OnTheFlyIndex, log: &BlockLog) -> Vec<u8> {
             _ => (starts[block] << 16) | within,
         }
     };
-    // INVARIANT: the builder is created when the sink writes the header.
-    let mut builder = ix.builder.expect("index builder created with the header");
     builder.translate_offsets(real);
     let end = *starts.last().expect("offsets has a final entry") << 16;
     builder.finish(end)

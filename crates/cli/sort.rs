@@ -3,7 +3,8 @@
 use crate::input::Input;
 use crate::output::TempDir;
 use crate::progress::Progress;
-use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
+use crate::range_output;
+use crate::record_sink::{resolve_format, OutFormat};
 use anyhow::{bail, Context, Result};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::{SortOptions, SortOrder, Sorter};
@@ -282,6 +283,7 @@ pub fn run(args: SortArgs) -> Result<()> {
         memory,
         temp_dir: temp.path().to_path_buf(),
         max_fan_in: args.max_fan_in,
+        ranges: Default::default(),
     });
     input
         .for_each_batch(|b| Ok(sorter.push(b)?))
@@ -298,21 +300,23 @@ pub fn run(args: SortArgs) -> Result<()> {
         (Some((p, bai)), true) => Some((p.as_path(), *bai)),
         _ => None,
     };
-    let mut out = SortedOutput::open(
+    let (encoder, mut writer) = range_output::open(
         data_path.as_deref(),
         index,
         format,
         &header,
-        threads,
         args.reference.as_deref(),
     )?;
+    let name = writer.name.clone();
     let stats = sorter
-        .finish(
+        .finish_ranges(
+            threads,
             |p| report.next(p),
-            |r| out.sink.write(r).map_err(sortase_sort::SortError::Output),
+            |records| encoder.encode(records),
+            |range| writer.write(range),
         )
-        .with_context(|| out.name.clone())?;
-    out.finish()?;
+        .with_context(|| name.clone())?;
+    writer.finish(matches!(format, OutFormat::Bam(_)))?;
     report.next("done");
     drop(temp);
     if args.verbose {
@@ -322,13 +326,14 @@ pub fn run(args: SortArgs) -> Result<()> {
             0.0
         };
         eprintln!(
-            "[sortase sort] {} records ({} MiB uncompressed); budget {} MiB; {} runs spilled, {} compactions, final merge of {} sources; {} temporary bytes written (write amplification {:.2})",
+            "[sortase sort] {} records ({} MiB uncompressed); budget {} MiB; {} runs spilled, {} compactions, final merge of {} sources in {} key ranges; {} temporary bytes written (write amplification {:.2})",
             stats.records,
             stats.record_bytes >> 20,
             memory >> 20,
             stats.runs_spilled,
             stats.compactions,
             stats.final_fan_in,
+            stats.ranges,
             stats.temp_bytes,
             amp
         );

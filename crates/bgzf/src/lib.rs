@@ -12,6 +12,7 @@
 //! Nothing here knows about BAM: record-level logic lives in `sortase-bam`.
 
 mod block;
+mod encoder;
 mod error;
 pub mod gzi;
 mod level;
@@ -25,6 +26,7 @@ pub use block::{
     deflate_block, inflate_block, inflate_block_prefix, parse_header, BlockHeader, BLOCK_DATA_MAX,
     BLOCK_HEADER_LEN, BLOCK_MAX, EOF_MARKER,
 };
+pub use encoder::{BlockEncoder, EncodedBlocks, BLOCKS_PER_DEFLATE};
 pub use error::BgzfError;
 pub use level::CompressionLevel;
 pub use reader::{BlockMeta, Chunk, ParallelReader, ReaderOptions, CHUNK_HEADROOM};

@@ -7,7 +7,9 @@ pub mod khash;
 mod parallel;
 pub mod range;
 mod save;
+mod summary;
 
 pub use build::IndexError;
 pub use builder::{IndexBuilder, IndexFormat, PushError, Segment};
 pub use parallel::index_file;
+pub use summary::RangeSummary;

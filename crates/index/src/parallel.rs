@@ -2,19 +2,11 @@
 //! reference and bin) plus a partial linear index; the ranges' summaries are then replayed in order
 //! through htslib's state machine ([`IndexBuilder`]), which gives the same bytes as a sequential build.
 
-use crate::builder::{set_linear, Segment};
 use crate::range::{map_ranges, plan_ranges, RangeStream};
+use crate::summary::RangeSummary;
 use crate::{IndexBuilder, IndexError, IndexFormat, PushError};
-use sortase_bam::bin::reg2bin_generic;
 use sortase_bam::{flags::UNMAPPED, virtual_offset, RecordRef};
 use std::path::Path;
-
-/// What one range contributes.
-struct RangeSummary {
-    segments: Vec<Segment>,
-    /// Partial linear index per reference touched, in order.
-    linear: Vec<(usize, Vec<u64>)>,
-}
 
 struct Rec {
     tid: i32,
@@ -31,25 +23,13 @@ fn summarise(
     min_shift: u32,
     n_lvls: u32,
 ) -> Result<RangeSummary, IndexError> {
-    let mut out = RangeSummary {
-        segments: Vec::new(),
-        linear: Vec::new(),
-    };
+    let mut out = RangeSummary::new((min_shift, n_lvls));
     let mut cursor = 0usize;
     let mut pending: Vec<Rec> = Vec::new();
-    let mut last: Option<(i32, u32, i64)> = None;
     let mut prev: Option<(i32, i64)> = None;
     loop {
         let batch = stream.next_batch()?;
-        let geometry = (min_shift, n_lvls);
-        resolve(
-            &mut out,
-            &mut last,
-            &mut pending,
-            stream.block_table(),
-            &mut cursor,
-            geometry,
-        )?;
+        resolve(&mut out, &mut pending, stream.block_table(), &mut cursor)?;
         let Some(batch) = batch else { break };
         let mut u = batch.stream_offset();
         for raw in batch.iter_raw() {
@@ -83,15 +63,7 @@ fn summarise(
         }
         // All but the last record can be resolved now (the last may end at a block not yet read).
         let keep = pending.pop();
-        let geometry = (min_shift, n_lvls);
-        resolve(
-            &mut out,
-            &mut last,
-            &mut pending,
-            stream.block_table(),
-            &mut cursor,
-            geometry,
-        )?;
+        resolve(&mut out, &mut pending, stream.block_table(), &mut cursor)?;
         pending.extend(keep);
     }
     Ok(out)
@@ -100,83 +72,19 @@ fn summarise(
 /// Turns pending records' stream offsets into virtual offsets and adds them to the summary.
 fn resolve(
     out: &mut RangeSummary,
-    last: &mut Option<(i32, u32, i64)>,
     pending: &mut Vec<Rec>,
     table: &[sortase_bam::BlockEntry],
     cursor: &mut usize,
-    (min_shift, n_lvls): (u32, u32),
 ) -> Result<(), IndexError> {
     for rec in pending.drain(..) {
         let start_off = virtual_offset(table, cursor, rec.start_u);
         let end_off = virtual_offset(table, cursor, rec.end_u);
-        add(out, last, rec, start_off, end_off, min_shift, n_lvls)?;
-    }
-    Ok(())
-}
-
-fn add(
-    out: &mut RangeSummary,
-    last: &mut Option<(i32, u32, i64)>,
-    rec: Rec,
-    start_off: u64,
-    end_off: u64,
-    min_shift: u32,
-    n_lvls: u32,
-) -> Result<(), IndexError> {
-    let (beg, end) = if rec.tid < 0 {
-        (-1, 0)
-    } else {
-        (rec.beg, rec.end)
-    };
-    let (cbeg, cend) = (beg.max(0), if end <= 0 { 1 } else { end });
-    let bin = if rec.tid < 0 {
-        reg2bin_generic(-1, 0, min_shift, n_lvls)
-    } else {
-        reg2bin_generic(cbeg, cend, min_shift, n_lvls)
-    };
-    if let Some((t, _, coor)) = *last {
-        if t == rec.tid && rec.tid >= 0 && coor > cbeg {
-            return Err(IndexError::Push {
+        out.push(rec.tid, rec.beg, rec.end, rec.mapped, start_off, end_off)
+            .map_err(|source| IndexError::Push {
                 name: rec.name,
-                source: PushError::Unsorted {
-                    tid: rec.tid + 1,
-                    prev: coor + 1,
-                    pos: cbeg + 1,
-                },
-            });
-        }
+                source,
+            })?;
     }
-    if rec.tid >= 0 {
-        let tid = rec.tid as usize;
-        if out.linear.last().map(|l| l.0) != Some(tid) {
-            out.linear.push((tid, Vec::new()));
-        }
-        let l = &mut out.linear.last_mut().expect("just pushed").1;
-        set_linear(l, cbeg, cend, start_off, min_shift);
-    }
-    let same = matches!(*last, Some((t, b, _)) if t == rec.tid && b == bin);
-    match out.segments.last_mut() {
-        Some(seg) if same => {
-            seg.last_beg = cbeg;
-            seg.end_off = end_off;
-            if rec.mapped {
-                seg.n_mapped += 1;
-            } else {
-                seg.n_unmapped += 1;
-            }
-        }
-        _ => out.segments.push(Segment {
-            tid: rec.tid,
-            first_beg: rec.beg,
-            first_end: rec.end,
-            first_mapped: rec.mapped,
-            last_beg: cbeg,
-            end_off,
-            n_mapped: u64::from(rec.mapped),
-            n_unmapped: u64::from(!rec.mapped),
-        }),
-    }
-    *last = Some((rec.tid, bin, cbeg));
     Ok(())
 }
 
@@ -203,18 +111,11 @@ pub fn index_file(
     })?;
     let mut final_offset = offset0;
     for s in &summaries {
-        for seg in &s.segments {
-            builder
-                .push_segment(seg)
-                .map_err(|source| IndexError::Push {
-                    name: String::new(),
-                    source,
-                })?;
-            final_offset = seg.end_off;
-        }
-        for (tid, l) in &s.linear {
-            builder.merge_linear(*tid, l);
-        }
+        s.replay(&mut builder).map_err(|source| IndexError::Push {
+            name: String::new(),
+            source,
+        })?;
+        final_offset = s.end_offset().unwrap_or(final_offset);
     }
     Ok(builder.finish(final_offset.max(eof_offset(path)?)))
 }

@@ -10,16 +10,21 @@
 //!     memory: 1 << 20,
 //!     temp_dir: dir,
 //!     max_fan_in: 64,
+//!     ranges: Default::default(),
 //! });
 //! let mut out = Vec::new();
 //! let stats = sorter.finish(|_| {}, |r| { out.extend_from_slice(r); Ok(()) }).unwrap();
 //! assert_eq!(stats.records, 0);
 //! ```
 
+mod final_merge;
 pub mod merge;
 pub mod order;
+pub mod ranges;
 pub mod run;
 mod sorter;
+
+pub use final_merge::RangeRecords;
 
 pub use order::SortOrder;
 pub use sorter::{SortOptions, SortStats, Sorter};

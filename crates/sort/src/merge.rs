@@ -1,8 +1,10 @@
 //! k-way merge of sorted sources (runs on disk and the last in-memory batch) with a binary heap of
 //! source numbers. Ties go to the lower source number: sources are numbered in input order, so the
 //! merge is stable exactly like samtools' heap merge (`heap_lt`: file number, then record number).
+//! [`merge_until`] stops at a split point, for the merge of one key range ([`crate::ranges`]).
 
 use crate::order::{coordinate_key, tag_offset, SortOrder};
+use crate::ranges::{before, SplitPoint};
 use crate::run::RunReader;
 use crate::SortError;
 use sortase_bam::RecordBatch;
@@ -16,6 +18,8 @@ pub enum Source<'a> {
     Memory {
         /// The batches the entries point into.
         batches: &'a [RecordBatch],
+        /// Input sequence number of each batch's first record.
+        first_seqs: &'a [u64],
         /// Sorted entries.
         entries: &'a [(u64, u64)],
         /// Next entry.
@@ -62,10 +66,28 @@ impl Source<'_> {
                 batches,
                 entries,
                 at,
+                ..
             } => entries
                 .get(*at)
                 .map(|&(_, loc)| batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)),
             Source::Feed { batch, at, .. } => (*at < batch.len()).then(|| batch.raw(*at)),
+        }
+    }
+
+    /// Input sequence number of the current record (sorted inputs of `merge` have none: 0).
+    #[inline]
+    fn current_seq(&self) -> u64 {
+        match self {
+            Source::Run(r) => r.current_seq(),
+            Source::Memory {
+                first_seqs,
+                entries,
+                at,
+                ..
+            } => entries
+                .get(*at)
+                .map_or(u64::MAX, |&(_, loc)| memory_seq(first_seqs, loc)),
+            Source::Feed { .. } => 0,
         }
     }
 
@@ -87,6 +109,12 @@ impl Source<'_> {
             }
         }
     }
+}
+
+/// Sequence number of the in-memory record at `loc` (`batch << 32 | record`).
+#[inline]
+pub fn memory_seq(first_seqs: &[u64], loc: u64) -> u64 {
+    first_seqs[(loc >> 32) as usize] + (loc & 0xffff_ffff)
 }
 
 /// Per-source cache of what comparisons need: the coordinate key, or the tag's offset.
@@ -129,12 +157,22 @@ impl Heads<'_, '_> {
     }
 }
 
-/// Merges `sources` in `order`, calling `emit` with each record's source number and bytes (with its
-/// `block_size` prefix).
+/// Merges `sources` in `order`, calling `emit` with each record's source number, sequence number
+/// and bytes (with its `block_size` prefix).
 pub fn merge(
     order: SortOrder,
     sources: &mut [Source<'_>],
-    mut emit: impl FnMut(usize, &[u8]) -> Result<(), SortError>,
+    emit: impl FnMut(usize, u64, &[u8]) -> Result<(), SortError>,
+) -> Result<u64, SortError> {
+    merge_until(order, sources, None, emit)
+}
+
+/// [`merge`], stopping before the first record that does not sort before `limit`.
+pub fn merge_until(
+    order: SortOrder,
+    sources: &mut [Source<'_>],
+    limit: Option<&SplitPoint>,
+    mut emit: impl FnMut(usize, u64, &[u8]) -> Result<(), SortError>,
 ) -> Result<u64, SortError> {
     let n = sources.len();
     let mut heads = Heads {
@@ -156,7 +194,14 @@ pub fn merge(
     let mut count = 0u64;
     // HOT: once per record. One sift-down per record (log2 of the number of sources comparisons).
     while let Some(&top) = heap.first() {
-        emit(top, heads.sources[top].current().expect("live source"))?;
+        let rec = heads.sources[top].current().expect("live source");
+        let seq = heads.sources[top].current_seq();
+        if let Some(limit) = limit {
+            if !before(&order, &rec[4..], seq, limit) {
+                break;
+            }
+        }
+        emit(top, seq, rec)?;
         count += 1;
         heads.sources[top].advance()?;
         match heads.sources[top].current() {

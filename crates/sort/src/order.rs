@@ -93,6 +93,21 @@ pub fn coordinate_key(rec: &[u8]) -> u64 {
     (tid << 33) | (pos1 << 1) | u64::from(flag & 0x10 != 0)
 }
 
+/// The leading bytes of a record (no `block_size` prefix) that [`SortOrder::compare`] reads: the
+/// fixed fields and the read name for coordinate and name orders, the whole record for tag order
+/// (the tag may be anywhere in the aux fields). Sparse run indexes and range split points keep only
+/// these bytes.
+#[inline]
+pub fn key_prefix<'a>(order: &SortOrder, rec: &'a [u8]) -> &'a [u8] {
+    match order {
+        SortOrder::Tag { .. } => rec,
+        _ => {
+            let l_read_name = usize::from(rec[8]);
+            &rec[..(32 + l_read_name).min(rec.len())]
+        }
+    }
+}
+
 /// Flag bits in samtools' tie order for equal names: READ1, READ2, primary, supplementary, secondary.
 #[inline]
 fn name_flag_rank(flag: u16) -> i32 {

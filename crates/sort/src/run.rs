@@ -1,18 +1,25 @@
 //! Temporary runs: sorted raw BAM records in LZ4 blocks, each with a CRC-32 of its raw bytes.
 //!
 //! Block layout (little-endian): `compressed_len u32, raw_len u32, crc32(raw) u32, n_records u32`,
-//! then `compressed_len` bytes of LZ4 block data. Records inside a block are whole BAM records with
-//! their `block_size` prefixes, so a reader needs no record framing of its own. Blocks are compressed in
+//! then `compressed_len` bytes of LZ4 block data. Inside a block each record is its input sequence
+//! number (`u64`, the record's place in the sort's input) followed by the whole BAM record with its
+//! `block_size` prefix, so a reader needs no record framing of its own. Blocks are compressed in
 //! parallel (rayon) in windows, written in order.
+//!
+//! Every run keeps a sparse index in memory ([`RunFile::blocks`]): each block's file offset, first
+//! sequence number and first record's key ([`crate::order::key_prefix`]), so the final merge can start
+//! reading any run at the first record of a key range ([`RunReader::open_at`]). Sequence numbers make
+//! the output order a strict order on (key, sequence), which lets key ranges split ties too.
 //!
 //! LZ4 rather than BGZF for temporary data: on the bench BAM's records lz4_flex compresses at several
 //! hundred MB/s per core and decompresses at GB/s, against ~40 MB/s for DEFLATE at samtools' level
 //! (the figure is in bench/RESULTS.md, "sort" section).
 
+use crate::order::{key_prefix, SortOrder};
 use crate::SortError;
 use rayon::prelude::*;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Raw bytes per run block: big enough for LZ4 to find matches across records, small enough that
@@ -20,8 +27,11 @@ use std::path::{Path, PathBuf};
 pub const RUN_BLOCK_RAW: usize = 128 << 10;
 const BLOCK_HEADER: usize = 16;
 
+/// Bytes before each record in a run block: its input sequence number.
+pub const SEQ_LEN: usize = 8;
+
 /// A run on disk.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunFile {
     /// Where it is.
     pub path: PathBuf,
@@ -29,6 +39,43 @@ pub struct RunFile {
     pub records: u64,
     /// Bytes on disk.
     pub bytes: u64,
+    /// The sparse index: one entry per block.
+    pub blocks: Vec<RunBlock>,
+    /// The blocks' first keys, back to back (see [`RunBlock::key_end`]).
+    pub keys: Vec<u8>,
+}
+
+/// Where a run block starts and what its first record is.
+#[derive(Debug, Clone, Copy)]
+pub struct RunBlock {
+    /// File offset of the block header.
+    pub offset: u64,
+    /// Sequence number of the block's first record.
+    pub first_seq: u64,
+    /// End of the first record's key in [`RunFile::keys`] (it starts where the previous one ends).
+    pub key_end: usize,
+}
+
+impl RunFile {
+    /// The first key of block `i`.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.blocks[i - 1].key_end
+        };
+        &self.keys[start..self.blocks[i].key_end]
+    }
+
+    fn add_block(&mut self, order: &SortOrder, first: (u64, &[u8]), offset: u64) {
+        self.keys
+            .extend_from_slice(key_prefix(order, &first.1[4..]));
+        self.blocks.push(RunBlock {
+            offset,
+            first_seq: first.0,
+            key_end: self.keys.len(),
+        });
+    }
 }
 
 fn crc32(data: &[u8]) -> u32 {
@@ -37,9 +84,10 @@ fn crc32(data: &[u8]) -> u32 {
     crc.sum()
 }
 
-fn encode_block(records: &[&[u8]], raw: &mut Vec<u8>) -> Vec<u8> {
+fn encode_block(records: &[(u64, &[u8])], raw: &mut Vec<u8>) -> Vec<u8> {
     raw.clear();
-    for r in records {
+    for (seq, r) in records {
+        raw.extend_from_slice(&seq.to_le_bytes());
         raw.extend_from_slice(r);
     }
     let body = lz4_flex::block::compress(raw);
@@ -52,31 +100,38 @@ fn encode_block(records: &[&[u8]], raw: &mut Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// Writes `records` (in order) to a new run at `path`, compressing blocks on the rayon pool.
-pub fn write_run<'a, I>(path: &Path, records: I) -> Result<RunFile, SortError>
+/// Writes `(sequence number, record)` pairs (in order) to a new run at `path`, compressing blocks on
+/// the rayon pool.
+pub fn write_run<'a, I>(path: &Path, order: SortOrder, records: I) -> Result<RunFile, SortError>
 where
-    I: IntoIterator<Item = &'a [u8]>,
+    I: IntoIterator<Item = (u64, &'a [u8])>,
 {
     let io = |e| SortError::temp(path, e);
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
     let window = rayon::current_num_threads().max(1) * 4;
-    let mut groups: Vec<Vec<&[u8]>> = Vec::with_capacity(window);
-    let mut current: Vec<&[u8]> = Vec::new();
+    let mut groups: Vec<Vec<(u64, &[u8])>> = Vec::with_capacity(window);
+    let mut current: Vec<(u64, &[u8])> = Vec::new();
     let mut current_len = 0usize;
-    let (mut n, mut bytes) = (0u64, 0u64);
-    let mut flush = |groups: &mut Vec<Vec<&[u8]>>| -> Result<(), SortError> {
+    let mut n = 0u64;
+    let mut file = RunFile {
+        path: path.to_path_buf(),
+        ..RunFile::default()
+    };
+    let mut flush = |groups: &mut Vec<Vec<(u64, &[u8])>>| -> Result<(), SortError> {
         let blocks: Vec<Vec<u8>> = groups
             .par_iter()
             .map_init(Vec::new, |raw, g| encode_block(g, raw))
             .collect();
-        for b in &blocks {
+        for (b, g) in blocks.iter().zip(groups.iter()) {
+            file.add_block(&order, g[0], file.bytes);
             out.write_all(b).map_err(io)?;
-            bytes += b.len() as u64;
+            file.bytes += b.len() as u64;
         }
         groups.clear();
         Ok(())
     };
-    for r in records {
+    for (seq, r) in records {
+        let r: &[u8] = r;
         if current_len + r.len() > RUN_BLOCK_RAW && !current.is_empty() {
             groups.push(std::mem::take(&mut current));
             current_len = 0;
@@ -84,8 +139,8 @@ where
                 flush(&mut groups)?;
             }
         }
-        current_len += r.len();
-        current.push(r);
+        current_len += SEQ_LEN + r.len();
+        current.push((seq, r));
         n += 1;
     }
     if !current.is_empty() {
@@ -93,46 +148,49 @@ where
     }
     flush(&mut groups)?;
     out.flush().map_err(io)?;
-    Ok(RunFile {
-        path: path.to_path_buf(),
-        records: n,
-        bytes,
-    })
+    file.records = n;
+    Ok(file)
 }
 
 /// Writes a run one record at a time on the calling thread (used by background compaction, which
 /// must not compete with the foreground for the rayon pool).
 pub struct StreamingRunWriter {
-    path: PathBuf,
+    order: SortOrder,
     out: BufWriter<File>,
     raw: Vec<u8>,
     n_block: u32,
-    records: u64,
-    bytes: u64,
+    file: RunFile,
 }
 
 impl StreamingRunWriter {
     /// Creates the run file.
-    pub fn create(path: &Path) -> Result<Self, SortError> {
-        let file = File::create(path).map_err(|e| SortError::temp(path, e))?;
+    pub fn create(path: &Path, order: SortOrder) -> Result<Self, SortError> {
+        let out = File::create(path).map_err(|e| SortError::temp(path, e))?;
         Ok(Self {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, file),
+            order,
+            out: BufWriter::with_capacity(1 << 20, out),
             raw: Vec::with_capacity(RUN_BLOCK_RAW),
             n_block: 0,
-            records: 0,
-            bytes: 0,
+            file: RunFile {
+                path: path.to_path_buf(),
+                ..RunFile::default()
+            },
         })
     }
 
-    /// Appends one record (with its `block_size` prefix).
-    pub fn push(&mut self, record: &[u8]) -> Result<(), SortError> {
-        if self.raw.len() + record.len() > RUN_BLOCK_RAW && !self.raw.is_empty() {
+    /// Appends one record (with its `block_size` prefix) and its input sequence number.
+    pub fn push(&mut self, seq: u64, record: &[u8]) -> Result<(), SortError> {
+        if self.raw.len() + SEQ_LEN + record.len() > RUN_BLOCK_RAW && !self.raw.is_empty() {
             self.flush_block()?;
         }
+        if self.raw.is_empty() {
+            let at = self.file.bytes;
+            self.file.add_block(&self.order, (seq, record), at);
+        }
+        self.raw.extend_from_slice(&seq.to_le_bytes());
         self.raw.extend_from_slice(record);
         self.n_block += 1;
-        self.records += 1;
+        self.file.records += 1;
         Ok(())
     }
 
@@ -143,10 +201,10 @@ impl StreamingRunWriter {
         head[4..8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
         head[8..12].copy_from_slice(&crc32(&self.raw).to_le_bytes());
         head[12..16].copy_from_slice(&self.n_block.to_le_bytes());
-        let io = |e| SortError::temp(&self.path, e);
+        let io = |e| SortError::temp(&self.file.path, e);
         self.out.write_all(&head).map_err(io)?;
         self.out.write_all(&body).map_err(io)?;
-        self.bytes += (BLOCK_HEADER + body.len()) as u64;
+        self.file.bytes += (BLOCK_HEADER + body.len()) as u64;
         self.raw.clear();
         self.n_block = 0;
         Ok(())
@@ -159,12 +217,8 @@ impl StreamingRunWriter {
         }
         self.out
             .flush()
-            .map_err(|e| SortError::temp(&self.path, e))?;
-        Ok(RunFile {
-            path: self.path,
-            records: self.records,
-            bytes: self.bytes,
-        })
+            .map_err(|e| SortError::temp(&self.file.path, e))?;
+        Ok(self.file)
     }
 }
 
@@ -186,14 +240,24 @@ pub struct RunReader {
 impl RunReader {
     /// Opens a run and positions the cursor on its first record.
     pub fn open(path: &Path) -> Result<Self, SortError> {
-        let file = File::open(path).map_err(|e| SortError::temp(path, e))?;
+        Self::open_at(path, 0)
+    }
+
+    /// Opens a run and positions the cursor on the first record of the block at file offset `offset`
+    /// (from [`RunFile::blocks`]).
+    pub fn open_at(path: &Path, offset: u64) -> Result<Self, SortError> {
+        let mut file = File::open(path).map_err(|e| SortError::temp(path, e))?;
+        if offset > 0 {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|e| SortError::temp(path, e))?;
+        }
         let mut r = Self {
             path: path.to_path_buf(),
             file,
             compressed: Vec::new(),
             raw: Vec::new(),
             at: 0,
-            offset: 0,
+            offset,
             done: false,
         };
         r.next_block()?;
@@ -243,8 +307,18 @@ impl RunReader {
         if self.done {
             return None;
         }
-        let n = record_len(&self.raw[self.at..]);
-        Some(&self.raw[self.at..self.at + n])
+        let start = self.at + SEQ_LEN;
+        let n = record_len(&self.raw[start..]);
+        Some(&self.raw[start..start + n])
+    }
+
+    /// The input sequence number of the record under the cursor (meaningless at the end).
+    #[inline]
+    pub fn current_seq(&self) -> u64 {
+        match self.raw.get(self.at..self.at + SEQ_LEN) {
+            Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+            None => u64::MAX,
+        }
     }
 
     /// Moves to the next record.
@@ -253,7 +327,7 @@ impl RunReader {
         if self.done {
             return Ok(());
         }
-        self.at += record_len(&self.raw[self.at..]);
+        self.at += SEQ_LEN + record_len(&self.raw[self.at + SEQ_LEN..]);
         if self.at >= self.raw.len() {
             self.next_block()?;
             if !self.done && self.raw.is_empty() {
@@ -274,6 +348,17 @@ fn record_len(b: &[u8]) -> usize {
 mod tests {
     use super::*;
 
+    const ORDER: SortOrder = SortOrder::Tag {
+        tag: *b"XX",
+        by_name: None,
+    };
+
+    fn seqs(recs: &[Vec<u8>]) -> impl Iterator<Item = (u64, &[u8])> {
+        recs.iter()
+            .enumerate()
+            .map(|(i, r)| (10 * i as u64, r.as_slice()))
+    }
+
     fn rec(i: u32, len: usize) -> Vec<u8> {
         let mut r = ((len - 4) as u32).to_le_bytes().to_vec();
         r.extend(std::iter::repeat_n((i % 251) as u8, len - 4));
@@ -289,21 +374,32 @@ mod tests {
             .collect();
         recs.push(rec(7, RUN_BLOCK_RAW * 3));
         recs.push(rec(8, 36));
-        let info = write_run(&path, recs.iter().map(|r| r.as_slice())).unwrap();
+        let info = write_run(&path, ORDER, seqs(&recs)).unwrap();
         assert_eq!(info.records, recs.len() as u64);
         let mut reader = RunReader::open(&path).unwrap();
-        for r in &recs {
+        for (i, r) in recs.iter().enumerate() {
             assert_eq!(reader.current(), Some(r.as_slice()));
+            assert_eq!(reader.current_seq(), 10 * i as u64);
             reader.advance().unwrap();
         }
         assert_eq!(reader.current(), None);
+        // Every block can be opened on its own, starting at its first record.
+        assert!(info.blocks.len() > 10);
+        let mut first = 0;
+        for b in &info.blocks {
+            let r = RunReader::open_at(&path, b.offset).unwrap();
+            assert_eq!(r.current_seq(), b.first_seq);
+            assert!(b.first_seq >= first);
+            first = b.first_seq;
+        }
     }
 
     #[test]
     fn empty_run_reads_as_empty() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.run");
-        write_run(&path, std::iter::empty()).unwrap();
+        let info = write_run(&path, ORDER, std::iter::empty()).unwrap();
+        assert!(info.blocks.is_empty());
         assert!(RunReader::open(&path).unwrap().current().is_none());
     }
 
@@ -312,7 +408,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.run");
         let recs: Vec<Vec<u8>> = (0..100).map(|i| rec(i, 64)).collect();
-        write_run(&path, recs.iter().map(|r| r.as_slice())).unwrap();
+        write_run(&path, ORDER, seqs(&recs)).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 3;
         bytes[last] ^= 0x55;

@@ -4,9 +4,14 @@
 //!
 //! Stability: every entry carries `batch << 32 | record` (input order within the in-memory set) and runs
 //! are numbered in input order, so records that compare equal come out in input order, as samtools'.
+//! Every record also has an input sequence number (stored in runs), and every
+//! `sample_every`-th record ([`RangePlan`]) is kept as a candidate split point, so the final phase
+//! can cut the output into key ranges that depend on the input alone ([`crate::ranges`]).
 
-use crate::merge::{merge, Source};
+use crate::final_merge::{ordered_tasks, FinalSources, RangeRecords};
+use crate::merge::{memory_seq, merge, Source};
 use crate::order::{coordinate_key, tag_at, tag_offset, SortOrder};
+use crate::ranges::{choose_splits, RangePlan, SplitPoint};
 use crate::run::{write_run, RunFile, RunReader};
 use crate::SortError;
 use rayon::prelude::*;
@@ -26,6 +31,8 @@ pub struct SortOptions {
     pub temp_dir: PathBuf,
     /// Most sources the final merge may open (runs + the in-memory batch); at least 2.
     pub max_fan_in: usize,
+    /// How the output is cut into key ranges (keep the default where output bytes must not vary).
+    pub ranges: RangePlan,
 }
 
 /// What a sort did, for `-v`.
@@ -45,6 +52,8 @@ pub struct SortStats {
     pub spilled_bytes: u64,
     /// Sources opened by the final merge (0: everything was in memory).
     pub final_fan_in: usize,
+    /// Key ranges the final phase was cut into.
+    pub ranges: usize,
     /// Time spent spilling (sorting + writing runs) while reading.
     pub spill_time: Duration,
     /// Time spent waiting for compaction.
@@ -69,6 +78,12 @@ struct Compaction {
 pub struct Sorter {
     opts: SortOptions,
     batches: Vec<RecordBatch>,
+    /// Input sequence number of each batch's first record.
+    first_seqs: Vec<u64>,
+    /// Sequence number of the next record pushed.
+    next_seq: u64,
+    /// Candidate split points (every `SAMPLE_EVERY`-th input record).
+    samples: Vec<SplitPoint>,
     entries: Vec<(u64, u64)>,
     used: usize,
     runs: Vec<Run>,
@@ -86,6 +101,9 @@ impl Sorter {
         Self {
             opts,
             batches: Vec::new(),
+            first_seqs: Vec::new(),
+            next_seq: 0,
+            samples: Vec::new(),
             entries: Vec::new(),
             used: 0,
             runs: Vec::new(),
@@ -109,6 +127,16 @@ impl Sorter {
             let key = entry_key(&order, rec);
             self.entries.push((key, b << 32 | i as u64));
         }
+        let first = self.next_seq;
+        let every = self.opts.ranges.sample_every.max(1);
+        let mut seq = first.next_multiple_of(every);
+        while seq < first + batch.len() as u64 {
+            let rec = &batch.raw((seq - first) as usize)[4..];
+            self.samples.push(SplitPoint::new(&order, rec, seq));
+            seq += every;
+        }
+        self.next_seq += batch.len() as u64;
+        self.first_seqs.push(first);
         self.stats.records += batch.len() as u64;
         self.stats.record_bytes += batch.bytes().len() as u64;
         self.used += batch.allocated() + batch.len() * ENTRY_COST;
@@ -136,18 +164,23 @@ impl Sorter {
         let id = self.next_id;
         self.next_id += 1;
         let path = self.opts.temp_dir.join(format!("run-{id:06}.lz4"));
-        let batches = &self.batches;
+        let (batches, first_seqs) = (&self.batches, &self.first_seqs);
         let file = write_run(
             &path,
-            self.entries
-                .iter()
-                .map(|&(_, loc)| batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)),
+            self.opts.order,
+            self.entries.iter().map(|&(_, loc)| {
+                (
+                    memory_seq(first_seqs, loc),
+                    batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize),
+                )
+            }),
         )?;
         self.stats.runs_spilled += 1;
         self.stats.temp_bytes += file.bytes;
         self.stats.spilled_bytes += file.bytes;
         self.runs.push(Run { file, level: 0, id });
         self.batches.clear();
+        self.first_seqs.clear();
         self.entries = Vec::new();
         self.used = 0;
         self.stats.spill_time += started.elapsed();
@@ -221,8 +254,8 @@ impl Sorter {
                 .iter()
                 .map(|p| RunReader::open(p).map(Source::Run))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut writer = crate::run::StreamingRunWriter::create(&out)?;
-            merge(order, &mut sources, |_, r| writer.push(r))?;
+            let mut writer = crate::run::StreamingRunWriter::create(&out, order)?;
+            merge(order, &mut sources, |_, seq, r| writer.push(seq, r))?;
             writer.finish()
         });
         self.compaction = Some(Compaction {
@@ -233,12 +266,48 @@ impl Sorter {
         });
     }
 
-    /// Sorts what is in memory and emits every record in order. `phase` is told when the final phase
-    /// starts ("sort", then "merge" or "write").
+    /// Sorts what is in memory and emits every record in order on the calling thread (a convenience
+    /// over [`Sorter::finish_ranges`]). `phase` is told when the final phase starts ("sort", then
+    /// "merge" or "write").
     pub fn finish(
+        self,
+        phase: impl FnMut(&str),
+        mut emit: impl FnMut(&[u8]) -> Result<(), SortError>,
+    ) -> Result<SortStats, SortError> {
+        let threads = rayon::current_num_threads();
+        self.finish_ranges(
+            threads,
+            phase,
+            |records| {
+                let mut batch = Vec::new();
+                records.for_each(|r| {
+                    batch.extend_from_slice(r);
+                    Ok(())
+                })?;
+                Ok(batch)
+            },
+            |batch| {
+                let mut rest = &batch[..];
+                while !rest.is_empty() {
+                    let n = 4 + u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                    emit(&rest[..n])?;
+                    rest = &rest[n..];
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Sorts what is in memory, then produces the output as key ranges on `threads` threads:
+    /// `encode` turns one range's records (in order) into output bytes on a worker thread, and `sink`
+    /// receives the encoded ranges in order on the calling thread. `phase` is told when the final
+    /// phase starts ("sort", then "merge" or "write").
+    pub fn finish_ranges<T: Send>(
         mut self,
+        threads: usize,
         mut phase: impl FnMut(&str),
-        emit: impl FnMut(&[u8]) -> Result<(), SortError>,
+        encode: impl Fn(&mut RangeRecords<'_>) -> Result<T, SortError> + Sync,
+        sink: impl FnMut(T) -> Result<(), SortError>,
     ) -> Result<SortStats, SortError> {
         phase("sort");
         self.sort_entries();
@@ -249,41 +318,40 @@ impl Sorter {
                 break;
             }
         }
-        let batches = std::mem::take(&mut self.batches);
-        let mut sources: Vec<Source<'_>> = Vec::with_capacity(self.runs.len() + 1);
-        for r in &self.runs {
-            sources.push(Source::Run(RunReader::open(&r.file.path)?));
-        }
-        if in_memory == 1 {
-            sources.push(Source::Memory {
-                batches: &batches,
-                entries: &self.entries,
-                at: 0,
-            });
-        }
+        let splits = choose_splits(
+            &self.opts.order,
+            &self.opts.ranges,
+            std::mem::take(&mut self.samples),
+            self.stats.record_bytes,
+        );
         let mut stats = self.stats.clone();
         stats.final_fan_in = if self.runs.is_empty() {
             0
         } else {
-            sources.len()
+            self.runs.len() + in_memory
         };
+        stats.ranges = splits.len() + 1;
         phase(if self.runs.is_empty() {
             "write"
         } else {
             "merge"
         });
-        let mut emit = emit;
-        let n = if self.runs.is_empty() {
-            // INVARIANT: entries point into `batches` (built together in `push`).
-            for &(_, loc) in &self.entries {
-                emit(batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize))?;
-            }
-            self.entries.len() as u64
-        } else {
-            merge(self.opts.order, &mut sources, |_, r| emit(r))?
+        let runs: Vec<RunFile> = self.runs.iter().map(|r| r.file.clone()).collect();
+        let sources = FinalSources {
+            order: self.opts.order,
+            runs: &runs,
+            batches: &self.batches,
+            first_seqs: &self.first_seqs,
+            entries: &self.entries,
+            splits: &splits,
         };
-        debug_assert_eq!(n, stats.records);
-        drop(sources);
+        ordered_tasks(
+            threads,
+            sources.ranges(),
+            threads + 2,
+            |i| encode(&mut sources.open(i)?),
+            sink,
+        )?;
         for r in &self.runs {
             let _ = std::fs::remove_file(&r.file.path);
         }
@@ -396,13 +464,20 @@ mod tests {
             .collect()
     }
 
-    fn sort_with(order: SortOrder, recs: &[Vec<u8>], memory: usize, fan_in: usize) -> Vec<Vec<u8>> {
+    fn sort_with(
+        order: SortOrder,
+        recs: &[Vec<u8>],
+        memory: usize,
+        fan_in: usize,
+        ranges: RangePlan,
+    ) -> Vec<Vec<u8>> {
         let dir = tempfile::tempdir().unwrap();
         let mut sorter = Sorter::new(SortOptions {
             order,
             memory,
             temp_dir: dir.path().to_path_buf(),
             max_fan_in: fan_in,
+            ranges,
         });
         for chunk in recs.chunks(37) {
             let mut buf = Vec::new();
@@ -417,7 +492,7 @@ mod tests {
                 .unwrap();
         }
         let mut out = Vec::new();
-        sorter
+        let stats = sorter
             .finish(
                 |_| {},
                 |r| {
@@ -426,6 +501,9 @@ mod tests {
                 },
             )
             .unwrap();
+        if ranges.range_bytes < 1000 {
+            assert!(stats.ranges > 50, "only {} ranges", stats.ranges);
+        }
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             0,
@@ -465,14 +543,24 @@ mod tests {
             },
         ] {
             let want = reference(order, &recs);
-            for (memory, fan_in) in [(1 << 30, 64), (1, 64), (1, 2), (2000, 3), (5000, 5)] {
-                let got = sort_with(order, &recs, memory, fan_in);
-                assert_eq!(got.len(), want.len());
-                let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
-                assert!(
-                    first_bad.is_none(),
-                    "{order:?} memory {memory} fan-in {fan_in}: first difference at record {first_bad:?}"
-                );
+            // One range, and many small ones (split points every 7 input records, so ties are
+            // split across ranges too).
+            let many = RangePlan {
+                sample_every: 7,
+                range_bytes: 600,
+                min_ranges: 1,
+                min_range_bytes: 600,
+            };
+            for plan in [RangePlan::default(), many] {
+                for (memory, fan_in) in [(1 << 30, 64), (1, 64), (1, 2), (2000, 3), (5000, 5)] {
+                    let got = sort_with(order, &recs, memory, fan_in, plan);
+                    assert_eq!(got.len(), want.len());
+                    let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
+                    assert!(
+                        first_bad.is_none(),
+                        "{order:?} memory {memory} fan-in {fan_in} {plan:?}: first difference at record {first_bad:?}"
+                    );
+                }
             }
         }
     }

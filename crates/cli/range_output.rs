@@ -1,0 +1,232 @@
+//! `sortase sort`'s output, written key range by key range (crates/sort `Sorter::finish_ranges`).
+//!
+//! [`RangeEncoder`] runs on the sort's worker threads: for BAM it fills BGZF blocks by htslib's rules
+//! and deflates them, and with `--write-index` summarises the range's records for the index with
+//! offsets local to the range; for SAM it formats text; for CRAM it gathers the records. The
+//! [`RangeWriter`] receives encoded ranges in order on the calling thread: it appends their bytes,
+//! keeps the block log, and replays each index summary shifted to the range's first block. Every
+//! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
+//! the bytes are the same for any `-@` and `-m`.
+
+use crate::output::{Destination, OutputFile};
+use crate::record_sink::{finish_index, pseudo_offset, OnTheFlyIndex, OutFormat};
+use anyhow::{bail, Context, Result};
+use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
+use sortase_index::{IndexBuilder, RangeSummary};
+use sortase_sort::{RangeRecords, SortError};
+use std::io::Write;
+use std::path::Path;
+
+/// One range, encoded.
+pub enum EncodedRange {
+    /// BGZF blocks and, with an index, the range's summary (offsets local to the range).
+    Bam(EncodedBlocks, Option<RangeSummary>),
+    /// SAM text.
+    Text(Vec<u8>),
+    /// Records for the CRAM writer.
+    Records(RecordBatch),
+}
+
+/// Encodes ranges on worker threads (shared by all of them).
+pub struct RangeEncoder {
+    format: OutFormat,
+    header: Header,
+    /// Index geometry, with `--write-index`.
+    index: Option<(u32, u32)>,
+}
+
+fn output_error(e: impl std::fmt::Display) -> SortError {
+    SortError::Output(std::io::Error::other(e.to_string()))
+}
+
+impl RangeEncoder {
+    /// Encodes one range.
+    pub fn encode(&self, records: &mut RangeRecords<'_>) -> Result<EncodedRange, SortError> {
+        match self.format {
+            OutFormat::Bam(level) => self.encode_bam(level, records),
+            OutFormat::Sam => {
+                let mut text = Vec::new();
+                records.for_each(|raw| {
+                    let r = RecordRef::new_unchecked(&raw[4..]);
+                    sam_format::format_record(&r, &self.header, &mut text);
+                    Ok(())
+                })?;
+                Ok(EncodedRange::Text(text))
+            }
+            OutFormat::Cram => {
+                let (mut buf, mut offsets) = (Vec::new(), Vec::new());
+                records.for_each(|raw| {
+                    offsets.push(buf.len() as u32);
+                    buf.extend_from_slice(raw);
+                    Ok(())
+                })?;
+                let end = buf.len();
+                Ok(EncodedRange::Records(RecordBatch::from_parts(
+                    buf, offsets, end, 0,
+                )))
+            }
+        }
+    }
+
+    fn encode_bam(
+        &self,
+        level: CompressionLevel,
+        records: &mut RangeRecords<'_>,
+    ) -> Result<EncodedRange, SortError> {
+        let mut enc = BlockEncoder::new(level);
+        let mut summary = self.index.map(RangeSummary::new);
+        // HOT: once per record: a copy into the open block; with an index also the record's end
+        // (CIGAR walk) and a segment update. Deflate runs every 16 blocks inside `enc`.
+        records.for_each(|raw| {
+            enc.reserve(raw.len()).map_err(output_error)?;
+            let start = pseudo_offset(enc.position());
+            enc.write_all(raw).map_err(output_error)?;
+            if let Some(s) = summary.as_mut() {
+                let r = RecordRef::new_unchecked(&raw[4..]);
+                s.push(
+                    r.reference_sequence_id(),
+                    i64::from(r.position()),
+                    r.end_position(),
+                    r.flag() & sortase_bam::flags::UNMAPPED == 0,
+                    start,
+                    pseudo_offset(enc.position()),
+                )
+                .map_err(|e| output_error(format!("indexing: {e}")))?;
+            }
+            Ok(())
+        })?;
+        Ok(EncodedRange::Bam(
+            enc.finish().map_err(output_error)?,
+            summary,
+        ))
+    }
+}
+
+/// Writes encoded ranges in order (on the calling thread).
+pub struct RangeWriter {
+    out: Box<dyn Write + Send>,
+    dest: Destination,
+    log: BlockLog,
+    index: Option<(IndexBuilder, OutputFile, std::fs::File)>,
+    cram: Option<Box<CramWriter<Box<dyn Write + Send>>>>,
+    /// The output's name for messages.
+    pub name: String,
+}
+
+/// Opens the output (`None`: stdout) and writes the header; `index` is `Some((path, bai))` with
+/// `--write-index` (BAM only). Returns the encoder for the workers and the writer for the caller.
+pub fn open(
+    path: Option<&Path>,
+    index: Option<(&Path, bool)>,
+    format: OutFormat,
+    header: &Header,
+    reference: Option<&Path>,
+) -> Result<(RangeEncoder, RangeWriter)> {
+    let (dest, mut out) = Destination::open(path)?;
+    let name = dest.name.clone();
+    let mut log = BlockLog::default();
+    let mut cram = None;
+    let mut builder = None;
+    match format {
+        OutFormat::Bam(level) => {
+            let mut enc = BlockEncoder::new(level);
+            enc.write_all(&header.to_bam_bytes())?;
+            let blocks = enc.finish()?;
+            out.write_all(&blocks.bytes).with_context(|| name.clone())?;
+            log.blocks.extend_from_slice(&blocks.blocks);
+            if let Some((_, bai)) = index {
+                let ix = OnTheFlyIndex::new(header, bai);
+                let offset0 = pseudo_offset((log.blocks.len() as u64, 0));
+                builder = Some(IndexBuilder::new(ix.format(), ix.n_ref(), offset0));
+            }
+        }
+        OutFormat::Sam => out
+            .write_all(header.text().as_bytes())
+            .with_context(|| name.clone())?,
+        OutFormat::Cram => {
+            if reference.is_none() {
+                bail!("CRAM output needs the reference: give --reference FILE");
+            }
+            let w = CramWriter::new(out, header, reference).with_context(|| name.clone())?;
+            cram = Some(Box::new(w));
+            out = Box::new(std::io::sink());
+        }
+    }
+    let geometry = builder.as_ref().map(IndexBuilder::geometry);
+    let index = match (builder, index) {
+        (Some(b), Some((p, _))) => {
+            let (pending, f) = OutputFile::create(p)?;
+            Some((b, pending, f))
+        }
+        _ => None,
+    };
+    Ok((
+        RangeEncoder {
+            format,
+            header: header.clone(),
+            index: geometry,
+        },
+        RangeWriter {
+            out,
+            dest,
+            log,
+            index,
+            cram,
+            name,
+        },
+    ))
+}
+
+impl RangeWriter {
+    /// Appends the next range.
+    pub fn write(&mut self, range: EncodedRange) -> Result<(), SortError> {
+        match range {
+            EncodedRange::Bam(blocks, summary) => {
+                if let (Some(mut s), Some((builder, _, _))) = (summary, self.index.as_mut()) {
+                    s.shift(pseudo_offset((self.log.blocks.len() as u64, 0)));
+                    s.replay(builder)
+                        .map_err(|e| output_error(format!("indexing: {e}")))?;
+                }
+                self.out.write_all(&blocks.bytes)?;
+                self.log.blocks.extend_from_slice(&blocks.blocks);
+            }
+            EncodedRange::Text(text) => self.out.write_all(&text)?,
+            EncodedRange::Records(batch) => {
+                let cram = self
+                    .cram
+                    .as_mut()
+                    .expect("records are encoded for CRAM only");
+                cram.write_batch(&batch).map_err(output_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the file (BGZF EOF marker, index) and renames the outputs into place.
+    pub fn finish(mut self, bam: bool) -> Result<()> {
+        let name = self.name.clone();
+        if let Some(cram) = self.cram.take() {
+            let mut out = cram.finish().with_context(|| name.clone())?;
+            out.flush().with_context(|| name.clone())?;
+        }
+        if bam {
+            self.out
+                .write_all(&EOF_MARKER)
+                .with_context(|| name.clone())?;
+        }
+        self.out.flush().with_context(|| name.clone())?;
+        drop(self.out);
+        match self.index {
+            Some((builder, pending, mut f)) => {
+                let bytes = finish_index(builder, &self.log);
+                f.write_all(&bytes)
+                    .with_context(|| format!("{name}: cannot write index"))?;
+                drop(f);
+                self.dest.commit()?;
+                pending.commit()
+            }
+            None => self.dest.commit(),
+        }
+    }
+}
