@@ -564,4 +564,72 @@ mod tests {
             }
         }
     }
+
+    /// Issue 3: equal keys are split across ranges by input order, so a long tie group (the
+    /// unmapped tail) does not fall to one worker, in memory and out of core.
+    #[test]
+    fn issue_3_ties_spread_over_ranges() {
+        let recs: Vec<Vec<u8>> = (0..5000)
+            .map(|i| record(-1, -1, 4, &format!("u{i}"), &[]))
+            .collect();
+        let plan = RangePlan {
+            sample_every: 10,
+            range_bytes: 20_000,
+            min_ranges: 1,
+            min_range_bytes: 20_000,
+        };
+        for memory in [1 << 30, 30_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sorter = Sorter::new(SortOptions {
+                order: SortOrder::Coordinate,
+                memory,
+                temp_dir: dir.path().to_path_buf(),
+                max_fan_in: 4,
+                ranges: plan,
+            });
+            for chunk in recs.chunks(100) {
+                let buf: Vec<u8> = chunk.concat();
+                let offsets = chunk
+                    .iter()
+                    .scan(0u32, |at, r| {
+                        let o = *at;
+                        *at += r.len() as u32;
+                        Some(o)
+                    })
+                    .collect();
+                let end = buf.len();
+                sorter
+                    .push(RecordBatch::from_parts(buf, offsets, end, 0))
+                    .unwrap();
+            }
+            let mut counts = Vec::new();
+            let mut all = Vec::new();
+            let stats = sorter
+                .finish_ranges(
+                    3,
+                    |_| {},
+                    |range| {
+                        let mut v = Vec::new();
+                        range.for_each(|r| {
+                            v.push(r.to_vec());
+                            Ok(())
+                        })?;
+                        Ok(v)
+                    },
+                    |v| {
+                        counts.push(v.len());
+                        all.extend(v);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            assert_eq!(all, recs, "memory {memory}: ties must keep input order");
+            let share = recs.len() / counts.len();
+            assert!(counts.len() > 5, "{stats:?}");
+            assert!(
+                counts.iter().all(|&c| c <= 2 * share),
+                "memory {memory}: unbalanced ranges {counts:?}"
+            );
+        }
+    }
 }
