@@ -337,6 +337,11 @@ pub fn run(args: SortArgs) -> Result<()> {
             stats.temp_bytes,
             amp
         );
+        eprintln!(
+            "[sortase sort] spilling (sort + write runs) {:.2} s of the read phase; waited {:.2} s for compactions",
+            stats.spill_time.as_secs_f64(),
+            stats.compaction_wait.as_secs_f64()
+        );
     }
     Ok(())
 }

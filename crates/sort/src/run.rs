@@ -101,55 +101,89 @@ fn encode_block(records: &[(u64, &[u8])], raw: &mut Vec<u8>) -> Vec<u8> {
 }
 
 /// Writes `(sequence number, record)` pairs (in order) to a new run at `path`, compressing blocks on
-/// the rayon pool.
+/// the rayon pool while a writer thread writes the previous window of blocks (writing on the
+/// compressing thread left one of two cores idle for a third of each spill: bench/RESULTS.md).
 pub fn write_run<'a, I>(path: &Path, order: SortOrder, records: I) -> Result<RunFile, SortError>
 where
     I: IntoIterator<Item = (u64, &'a [u8])>,
 {
     let io = |e| SortError::temp(path, e);
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
-    let window = rayon::current_num_threads().max(1) * 4;
-    let mut groups: Vec<Vec<(u64, &[u8])>> = Vec::with_capacity(window);
-    let mut current: Vec<(u64, &[u8])> = Vec::new();
-    let mut current_len = 0usize;
-    let mut n = 0u64;
+    let out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
     let mut file = RunFile {
         path: path.to_path_buf(),
         ..RunFile::default()
     };
-    let mut flush = |groups: &mut Vec<Vec<(u64, &[u8])>>| -> Result<(), SortError> {
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<Vec<u8>>>(2);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> std::io::Result<()> {
+            let mut out = out;
+            for window in rx {
+                for b in &window {
+                    out.write_all(b)?;
+                }
+            }
+            out.flush()
+        });
+        let compressed =
+            compress_windows(&order, records, &mut file, |window| tx.send(window).is_ok());
+        drop(tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("run writer panicked")));
+        written.map_err(io)?;
+        compressed
+    })?;
+    Ok(file)
+}
+
+/// Cuts records into blocks, compresses them a window at a time on the rayon pool, indexes them in
+/// `file`, and hands each window to `write` (which returns false if writing stopped).
+fn compress_windows<'a, I>(
+    order: &SortOrder,
+    records: I,
+    file: &mut RunFile,
+    mut write: impl FnMut(Vec<Vec<u8>>) -> bool,
+) -> Result<(), SortError>
+where
+    I: IntoIterator<Item = (u64, &'a [u8])>,
+{
+    let window = rayon::current_num_threads().max(1) * 4;
+    let mut groups: Vec<Vec<(u64, &[u8])>> = Vec::with_capacity(window);
+    let mut current: Vec<(u64, &[u8])> = Vec::new();
+    let mut current_len = 0usize;
+    let mut flush = |groups: &mut Vec<Vec<(u64, &[u8])>>, file: &mut RunFile| -> bool {
         let blocks: Vec<Vec<u8>> = groups
             .par_iter()
             .map_init(Vec::new, |raw, g| encode_block(g, raw))
             .collect();
         for (b, g) in blocks.iter().zip(groups.iter()) {
-            file.add_block(&order, g[0], file.bytes);
-            out.write_all(b).map_err(io)?;
+            file.add_block(order, g[0], file.bytes);
             file.bytes += b.len() as u64;
+            file.records += g.len() as u64;
         }
         groups.clear();
-        Ok(())
+        write(blocks)
     };
+    let stopped = || SortError::Internal("run writer stopped".into());
     for (seq, r) in records {
         let r: &[u8] = r;
         if current_len + r.len() > RUN_BLOCK_RAW && !current.is_empty() {
             groups.push(std::mem::take(&mut current));
             current_len = 0;
-            if groups.len() == window {
-                flush(&mut groups)?;
+            if groups.len() == window && !flush(&mut groups, file) {
+                return Err(stopped());
             }
         }
         current_len += SEQ_LEN + r.len();
         current.push((seq, r));
-        n += 1;
     }
     if !current.is_empty() {
         groups.push(current);
     }
-    flush(&mut groups)?;
-    out.flush().map_err(io)?;
-    file.records = n;
-    Ok(file)
+    if !flush(&mut groups, file) {
+        return Err(stopped());
+    }
+    Ok(())
 }
 
 /// Writes a run one record at a time on the calling thread (used by background compaction, which
