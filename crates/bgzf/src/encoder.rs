@@ -16,7 +16,8 @@
 //! assert_eq!(out.blocks[0].1, 8);
 //! ```
 
-use crate::block::{compressor_for, deflate_block, BLOCK_DATA_MAX};
+use crate::block::{compressor_for, BLOCK_DATA_MAX};
+use crate::cutter::{deflate_blocks, BlockCutter};
 use crate::{BgzfError, CompressionLevel};
 use libdeflater::Compressor;
 
@@ -36,11 +37,7 @@ pub struct EncodedBlocks {
 pub struct BlockEncoder {
     compressor: Option<Compressor>,
     /// Complete blocks not yet deflated, then the open block.
-    data: Vec<u8>,
-    /// End offset in `data` of each complete block not yet deflated.
-    cuts: Vec<u32>,
-    /// Start of the open block in `data`.
-    open: usize,
+    cutter: BlockCutter,
     out: EncodedBlocks,
 }
 
@@ -49,9 +46,11 @@ impl BlockEncoder {
     pub fn new(level: CompressionLevel) -> Self {
         Self {
             compressor: compressor_for(level),
-            data: Vec::with_capacity((BLOCKS_PER_DEFLATE + 1) * BLOCK_DATA_MAX),
-            cuts: Vec::with_capacity(BLOCKS_PER_DEFLATE),
-            open: 0,
+            cutter: BlockCutter {
+                data: Vec::with_capacity((BLOCKS_PER_DEFLATE + 1) * BLOCK_DATA_MAX),
+                cuts: Vec::with_capacity(BLOCKS_PER_DEFLATE),
+                open: 0,
+            },
             out: EncodedBlocks::default(),
         }
     }
@@ -60,16 +59,15 @@ impl BlockEncoder {
     #[inline]
     pub fn position(&self) -> (u64, u16) {
         (
-            (self.out.blocks.len() + self.cuts.len()) as u64,
-            (self.data.len() - self.open) as u16,
+            (self.out.blocks.len() + self.cutter.cuts.len()) as u64,
+            self.cutter.open_len() as u16,
         )
     }
 
     /// Ends the open block if `len` more bytes would not fit in it (htslib `bgzf_flush_try`).
     #[inline]
     pub fn reserve(&mut self, len: usize) -> Result<(), BgzfError> {
-        let open_len = self.data.len() - self.open;
-        if open_len > 0 && open_len + len > BLOCK_DATA_MAX {
+        if self.cutter.must_end_before(len) {
             self.end_block()?;
         }
         Ok(())
@@ -85,43 +83,41 @@ impl BlockEncoder {
     /// Writes bytes, ending each block when it is full.
     pub fn write_all(&mut self, mut buf: &[u8]) -> Result<(), BgzfError> {
         while !buf.is_empty() {
-            let room = BLOCK_DATA_MAX - (self.data.len() - self.open);
-            let take = room.min(buf.len());
-            self.data.extend_from_slice(&buf[..take]);
-            buf = &buf[take..];
-            if self.data.len() - self.open == BLOCK_DATA_MAX {
-                self.end_block()?;
-            }
+            buf = self.cutter.fill(buf);
+            self.deflate_if_full()?;
         }
         Ok(())
     }
 
     /// Ends the open block (if it holds any data).
     pub fn end_block(&mut self) -> Result<(), BgzfError> {
-        if self.data.len() > self.open {
-            self.cuts.push(self.data.len() as u32);
-            self.open = self.data.len();
-            if self.cuts.len() >= BLOCKS_PER_DEFLATE {
-                self.deflate_complete()?;
-            }
+        if self.cutter.end_block() {
+            self.deflate_if_full()?;
+        }
+        Ok(())
+    }
+
+    fn deflate_if_full(&mut self) -> Result<(), BgzfError> {
+        if self.cutter.cuts.len() >= BLOCKS_PER_DEFLATE {
+            self.deflate_complete()?;
         }
         Ok(())
     }
 
     /// Deflates the complete blocks and moves the open block to the front of `data`.
     fn deflate_complete(&mut self) -> Result<(), BgzfError> {
-        let mut start = 0usize;
-        for &end in &self.cuts {
-            let before = self.out.bytes.len();
-            let block = &self.data[start..end as usize];
-            deflate_block(self.compressor.as_mut(), block, &mut self.out.bytes)?;
-            let size = (self.out.bytes.len() - before) as u32;
-            self.out.blocks.push((size, block.len() as u32));
-            start = end as usize;
-        }
-        self.cuts.clear();
-        self.data.drain(..self.open);
-        self.open = 0;
+        let c = &mut self.cutter;
+        let out = &mut self.out;
+        deflate_blocks(
+            self.compressor.as_mut(),
+            &c.data,
+            &c.cuts,
+            &mut out.bytes,
+            &mut out.blocks,
+        )?;
+        c.cuts.clear();
+        c.data.drain(..c.open);
+        c.open = 0;
         Ok(())
     }
 

@@ -12,6 +12,7 @@
 //! Nothing here knows about BAM: record-level logic lives in `sortase-bam`.
 
 mod block;
+mod cutter;
 mod encoder;
 mod error;
 pub mod gzi;

@@ -6,7 +6,8 @@
 //! output is byte-identical for any number of threads. A caller that writes records can keep each record
 //! inside one block, as htslib does, with [`ParallelWriter::write_record`].
 
-use crate::block::{compressor_for, deflate_block, BLOCK_DATA_MAX, EOF_MARKER};
+use crate::block::{compressor_for, BLOCK_DATA_MAX, EOF_MARKER};
+use crate::cutter::{deflate_blocks, BlockCutter};
 use crate::pool::{ordered_pool, Submitter};
 use crate::{BgzfError, CompressionLevel};
 use std::io::{self, Write};
@@ -71,10 +72,7 @@ type Compressed = Result<(Vec<u8>, Vec<(u32, u32)>), BgzfError>;
 pub struct ParallelWriter<W: Write + Send + 'static> {
     submitter: Option<Submitter<Job, Compressed>>,
     writer_thread: Option<JoinHandle<io::Result<(W, BlockLog)>>>,
-    data: Vec<u8>,
-    cuts: Vec<u32>,
-    /// Start of the open block in `data`.
-    open: usize,
+    cutter: BlockCutter,
     blocks_per_job: usize,
     /// Blocks completed and submitted in earlier jobs.
     blocks_before: u64,
@@ -108,9 +106,11 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         Self {
             submitter: Some(submitter),
             writer_thread: Some(writer_thread),
-            data: Vec::with_capacity(blocks_per_job * BLOCK_DATA_MAX),
-            cuts: Vec::with_capacity(blocks_per_job),
-            open: 0,
+            cutter: BlockCutter {
+                data: Vec::with_capacity(blocks_per_job * BLOCK_DATA_MAX),
+                cuts: Vec::with_capacity(blocks_per_job),
+                open: 0,
+            },
             blocks_per_job,
             blocks_before: 0,
         }
@@ -118,8 +118,7 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
 
     /// Ends the open block if `len` more bytes would not fit in it (htslib `bgzf_flush_try`).
     pub fn reserve(&mut self, len: usize) -> io::Result<()> {
-        let open_len = self.data.len() - self.open;
-        if open_len > 0 && open_len + len > BLOCK_DATA_MAX {
+        if self.cutter.must_end_before(len) {
             self.end_block()?;
         }
         Ok(())
@@ -133,12 +132,15 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
 
     /// Ends the open block (if it holds any data), as htslib does after a header.
     pub fn end_block(&mut self) -> io::Result<()> {
-        if self.data.len() > self.open {
-            self.cuts.push(self.data.len() as u32);
-            self.open = self.data.len();
-            if self.cuts.len() >= self.blocks_per_job {
-                self.submit()?;
-            }
+        if self.cutter.end_block() {
+            self.submit_if_full()?;
+        }
+        Ok(())
+    }
+
+    fn submit_if_full(&mut self) -> io::Result<()> {
+        if self.cutter.cuts.len() >= self.blocks_per_job {
+            self.submit()?;
         }
         Ok(())
     }
@@ -147,19 +149,20 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// offset is known once written: see [`BlockLog::compressed_offsets`].
     pub fn position(&self) -> (u64, u16) {
         (
-            self.blocks_before + self.cuts.len() as u64,
-            (self.data.len() - self.open) as u16,
+            self.blocks_before + self.cutter.cuts.len() as u64,
+            self.cutter.open_len() as u16,
         )
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        let tail = self.data.split_off(self.open);
-        let data = std::mem::replace(&mut self.data, tail);
-        self.data
-            .reserve(self.blocks_per_job * BLOCK_DATA_MAX - self.data.len());
-        let cuts = std::mem::take(&mut self.cuts);
+        let c = &mut self.cutter;
+        let tail = c.data.split_off(c.open);
+        let data = std::mem::replace(&mut c.data, tail);
+        c.data
+            .reserve(self.blocks_per_job * BLOCK_DATA_MAX - c.data.len());
+        let cuts = std::mem::take(&mut c.cuts);
         self.blocks_before += cuts.len() as u64;
-        self.open = 0;
+        c.open = 0;
         let submitter = self.submitter.as_ref().expect("writer used after finish");
         if submitter.submit(Job { data, cuts }).is_err() {
             // The writing thread stopped: report its error.
@@ -183,7 +186,7 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// Writes the remaining data and the EOF marker; returns the inner writer and the block log.
     pub fn finish(mut self) -> io::Result<(W, BlockLog)> {
         self.end_block()?;
-        if !self.cuts.is_empty() {
+        if !self.cutter.cuts.is_empty() {
             self.submit()?;
         }
         self.join_writer()
@@ -194,13 +197,8 @@ impl<W: Write + Send + 'static> Write for ParallelWriter<W> {
     fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
         let n = buf.len();
         while !buf.is_empty() {
-            let room = BLOCK_DATA_MAX - (self.data.len() - self.open);
-            let take = room.min(buf.len());
-            self.data.extend_from_slice(&buf[..take]);
-            buf = &buf[take..];
-            if self.data.len() - self.open == BLOCK_DATA_MAX {
-                self.end_block()?;
-            }
+            buf = self.cutter.fill(buf);
+            self.submit_if_full()?;
         }
         Ok(n)
     }
@@ -221,17 +219,10 @@ impl<W: Write + Send + 'static> Drop for ParallelWriter<W> {
     }
 }
 
-fn compress_job(mut compressor: Option<&mut libdeflater::Compressor>, job: Job) -> Compressed {
+fn compress_job(compressor: Option<&mut libdeflater::Compressor>, job: Job) -> Compressed {
     let mut out = Vec::with_capacity(job.data.len() / 2 + 1024);
     let mut sizes = Vec::with_capacity(job.cuts.len());
-    let mut start = 0usize;
-    for &end in &job.cuts {
-        let before = out.len();
-        let block = &job.data[start..end as usize];
-        deflate_block(compressor.as_deref_mut(), block, &mut out)?;
-        sizes.push(((out.len() - before) as u32, block.len() as u32));
-        start = end as usize;
-    }
+    deflate_blocks(compressor, &job.data, &job.cuts, &mut out, &mut sizes)?;
     Ok((out, sizes))
 }
 

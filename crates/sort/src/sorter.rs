@@ -345,10 +345,12 @@ impl Sorter {
             entries: &self.entries,
             splits: &splits,
         };
+        // At most `threads` encoded ranges wait for the writer besides the `threads` being encoded:
+        // with `-u` a range is ~16 MiB, and out of core these buffers come on top of the budget.
         ordered_tasks(
             threads,
             sources.ranges(),
-            threads + 2,
+            threads,
             |i| encode(&mut sources.open(i)?),
             sink,
         )?;
