@@ -93,6 +93,16 @@ pub fn coordinate_key(rec: &[u8]) -> u64 {
     (tid << 33) | (pos1 << 1) | u64::from(flag & 0x10 != 0)
 }
 
+/// The read name (without its NUL) of a record or of a record's [`key_prefix`]: only the fixed
+/// fields and the name are read, so this works on key prefixes, which are not whole records.
+#[inline]
+fn read_name(rec: &[u8]) -> &[u8] {
+    // l_read_name at byte 8 (SAM spec §4.2.1), the name right after the 32 fixed bytes.
+    let name = &rec[32..32 + usize::from(rec[8])];
+    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    &name[..end]
+}
+
 /// The leading bytes of a record (no `block_size` prefix) that [`SortOrder::compare`] reads: the
 /// fixed fields and the read name for coordinate and name orders, the whole record for tag order
 /// (the tag may be anywhere in the aux fields). Sparse run indexes and range split points keep only
@@ -118,8 +128,7 @@ fn name_flag_rank(flag: u16) -> i32 {
 /// samtools' name comparison (`strnum_cmp` or `strcmp`, then the flag rank).
 #[inline]
 pub fn compare_names(a: &[u8], b: &[u8], natural: bool) -> Ordering {
-    let na = RecordRef::new_unchecked(a).read_name();
-    let nb = RecordRef::new_unchecked(b).read_name();
+    let (na, nb) = (read_name(a), read_name(b));
     let by_name = if natural {
         strnum_cmp(na, nb)
     } else {
