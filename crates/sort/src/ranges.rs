@@ -142,6 +142,32 @@ mod tests {
         assert!(before(&order, &rec(3, 1000, "v"), 900, &split));
     }
 
+    /// A split point keeps only the key prefix (fixed fields and name), which is not a whole record
+    /// once the record has a sequence: comparisons must read names from the bytes, not through a
+    /// record view that validates the whole record (a debug-build failure in CI, issue 3).
+    #[test]
+    fn split_points_of_records_with_sequences_compare_by_name() {
+        let with_seq = |name: &str, seq: u64| {
+            let mut r = rec(0, 5, name);
+            r[16..20].copy_from_slice(&4u32.to_le_bytes()); // l_seq = 4
+            r.extend_from_slice(&[0x12, 0x48]); // 4 bases, 4 bits each
+            r.extend_from_slice(&[30; 4]); // qualities
+            (r, seq)
+        };
+        for natural in [true, false] {
+            let order = SortOrder::Name { natural };
+            let (a, b) = (with_seq("r9", 1), with_seq("r10", 2));
+            let split = SplitPoint::new(&order, &b.0, b.1);
+            assert!(split.key.len() < b.0.len());
+            assert_eq!(
+                before(&order, &a.0, a.1, &split),
+                natural,
+                "natural {natural}"
+            );
+            assert!(!before(&order, &b.0, b.1, &split));
+        }
+    }
+
     #[test]
     fn splits_are_sorted_distinct_and_sized() {
         let order = SortOrder::Name { natural: true };
