@@ -17,7 +17,6 @@ use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeRecords, SortError};
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 /// One range, encoded.
 pub enum EncodedRange {
@@ -29,29 +28,12 @@ pub enum EncodedRange {
     Records(RecordBatch),
 }
 
-/// Encoders and output buffers handed back after use, so ranges reuse memory instead of faulting in
-/// fresh pages for every range (perf on the large bench sort: `clear_page_erms` 9% of CPU before).
-#[derive(Default)]
-struct Reuse {
-    encoders: Mutex<Vec<BlockEncoder>>,
-    buffers: Mutex<Vec<EncodedBlocks>>,
-}
-
-fn pop<T>(pool: &Mutex<Vec<T>>) -> Option<T> {
-    pool.lock().unwrap_or_else(|p| p.into_inner()).pop()
-}
-
-fn put<T>(pool: &Mutex<Vec<T>>, item: T) {
-    pool.lock().unwrap_or_else(|p| p.into_inner()).push(item);
-}
-
 /// Encodes ranges on worker threads (shared by all of them).
 pub struct RangeEncoder {
     format: OutFormat,
     header: Header,
     /// Index geometry, with `--write-index`.
     index: Option<(u32, u32)>,
-    reuse: Arc<Reuse>,
 }
 
 fn output_error(e: impl std::fmt::Display) -> SortError {
@@ -92,7 +74,7 @@ impl RangeEncoder {
         level: CompressionLevel,
         records: &mut RangeRecords<'_>,
     ) -> Result<EncodedRange, SortError> {
-        let mut enc = pop(&self.reuse.encoders).unwrap_or_else(|| BlockEncoder::new(level));
+        let mut enc = BlockEncoder::new(level);
         let mut summary = self.index.map(RangeSummary::new);
         // HOT: once per record: a copy into the open block; with an index also the record's end
         // (CIGAR walk) and a segment update. Deflate runs every 16 blocks inside `enc`.
@@ -114,10 +96,10 @@ impl RangeEncoder {
             }
             Ok(())
         })?;
-        let spare = pop(&self.reuse.buffers).unwrap_or_default();
-        let blocks = enc.take(spare).map_err(output_error)?;
-        put(&self.reuse.encoders, enc);
-        Ok(EncodedRange::Bam(blocks, summary))
+        Ok(EncodedRange::Bam(
+            enc.finish().map_err(output_error)?,
+            summary,
+        ))
     }
 }
 
@@ -128,7 +110,6 @@ pub struct RangeWriter {
     log: BlockLog,
     index: Option<(IndexBuilder, OutputFile, std::fs::File)>,
     cram: Option<Box<CramWriter<Box<dyn Write + Send>>>>,
-    reuse: Arc<Reuse>,
     /// The output's name for messages.
     pub name: String,
 }
@@ -173,7 +154,6 @@ pub fn open(
         }
     }
     let geometry = builder.as_ref().map(IndexBuilder::geometry);
-    let reuse = Arc::new(Reuse::default());
     let index = match (builder, index) {
         (Some(b), Some((p, _))) => {
             let (pending, f) = OutputFile::create(p)?;
@@ -186,7 +166,6 @@ pub fn open(
             format,
             header: header.clone(),
             index: geometry,
-            reuse: reuse.clone(),
         },
         RangeWriter {
             out,
@@ -194,7 +173,6 @@ pub fn open(
             log,
             index,
             cram,
-            reuse,
             name,
         },
     ))
@@ -212,7 +190,6 @@ impl RangeWriter {
                 }
                 self.out.write_all(&blocks.bytes)?;
                 self.log.blocks.extend_from_slice(&blocks.blocks);
-                put(&self.reuse.buffers, blocks);
             }
             EncodedRange::Text(text) => self.out.write_all(&text)?,
             EncodedRange::Records(batch) => {

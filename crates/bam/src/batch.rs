@@ -47,28 +47,6 @@ impl RecordBatch {
         &self.buf[start..next]
     }
 
-    /// Asks the CPU to start loading the `i`-th record's offset entry (`stage` 0) or the record
-    /// itself (`stage` 1), for loops that visit records in an order unrelated to memory order (the
-    /// write phase of a sort). Does nothing for `i` out of range or on other architectures.
-    #[inline(always)]
-    pub fn prefetch(&self, i: usize, stage: u8) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = if stage == 0 {
-                self.offsets.as_ptr().wrapping_add(i) as *const i8
-            } else {
-                match self.offsets.get(i) {
-                    Some(&o) => self.buf.as_ptr().wrapping_add(o as usize) as *const i8,
-                    None => return,
-                }
-            };
-            // SAFETY: prefetching is a hint; it never faults, even for an invalid address.
-            unsafe { core::arch::x86_64::_mm_prefetch(p, core::arch::x86_64::_MM_HINT_T0) }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (i, stage);
-    }
-
     /// Iterates the records.
     pub fn iter(&self) -> impl Iterator<Item = RecordRef<'_>> + '_ {
         (0..self.len()).map(|i| self.record(i))

@@ -123,18 +123,9 @@ impl BlockEncoder {
 
     /// Ends the open block and returns every block of the slice.
     pub fn finish(mut self) -> Result<EncodedBlocks, BgzfError> {
-        self.take(EncodedBlocks::default())
-    }
-
-    /// Ends the open block and returns every block written so far, leaving the encoder empty for
-    /// the next slice; `spare` (emptied) collects the next slice's blocks. Reusing encoders and
-    /// buffers keeps a long run of slices from faulting in fresh memory for each one.
-    pub fn take(&mut self, mut spare: EncodedBlocks) -> Result<EncodedBlocks, BgzfError> {
         self.end_block()?;
         self.deflate_complete()?;
-        spare.bytes.clear();
-        spare.blocks.clear();
-        Ok(std::mem::replace(&mut self.out, spare))
+        Ok(self.out)
     }
 }
 
@@ -166,21 +157,6 @@ mod tests {
         let out = enc.finish().unwrap();
         assert_eq!(out.blocks, log.blocks);
         assert_eq!(&bytes[..bytes.len() - EOF_MARKER.len()], &out.bytes[..]);
-    }
-
-    #[test]
-    fn a_reused_encoder_starts_each_slice_afresh() {
-        let level = CompressionLevel::default();
-        let mut enc = BlockEncoder::new(level);
-        enc.write_record(&[1u8; 5000]).unwrap();
-        let first = enc.take(EncodedBlocks::default()).unwrap();
-        enc.write_record(&[2u8; 7000]).unwrap();
-        let second = enc.take(first).unwrap();
-        let mut fresh = BlockEncoder::new(level);
-        fresh.write_record(&[2u8; 7000]).unwrap();
-        let want = fresh.finish().unwrap();
-        assert_eq!((second.bytes, second.blocks), (want.bytes, want.blocks));
-        assert_eq!(enc.position(), (0, 0));
     }
 
     #[test]

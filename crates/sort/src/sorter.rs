@@ -82,7 +82,7 @@ pub struct Sorter {
     first_seqs: Vec<u64>,
     /// Sequence number of the next record pushed.
     next_seq: u64,
-    /// Candidate split points (every `SAMPLE_EVERY`-th input record).
+    /// Candidate split points (every `RangePlan::sample_every`-th input record).
     samples: Vec<SplitPoint>,
     entries: Vec<(u64, u64)>,
     used: usize,
@@ -336,7 +336,7 @@ impl Sorter {
         } else {
             "merge"
         });
-        let runs: Vec<RunFile> = self.runs.iter().map(|r| r.file.clone()).collect();
+        let runs: Vec<&RunFile> = self.runs.iter().map(|r| &r.file).collect();
         let sources = FinalSources {
             order: self.opts.order,
             runs: &runs,
