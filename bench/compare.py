@@ -323,6 +323,48 @@ CASES.update({
 
 
 # --------------------------------------------------------------------------
+# issue 3: merge of sorted BAMs
+PARTS = " ".join("{data}/part%d.bam" % i for i in range(1, 5))
+MERGE_PREPARE = [
+    # four interleaved coordinate-sorted inputs: 30% subsamples of the sorted BAM (seeds 1-4)
+    "for s in 1 2 3 4; do test -s {data}/part$s.bam || /usr/bin/samtools view -@{threads} -b "
+    "--subsample 0.3 --subsample-seed $s -o {data}/part$s.bam {sorted}; done",
+    # the merged records, for the floor (recompressing the output)
+    "test -s {data}/parts.merged.bam || {sortase} merge -c -p -l 1 -@{threads} -o "
+    "{data}/parts.merged.bam " + PARTS,
+]
+CASES.update({
+    "merge": {
+        "description": (
+            "`merge -c -p` of four coordinate-sorted BAMs (30% subsamples of the sorted BAM with "
+            "seeds 1-4: interleaved, 1.2x its records) at samtools' default level (`-l 6`). sortase "
+            "merges key ranges on all threads; samtools merges on one thread, its -@ threads "
+            "(de)compress. Floor: recompress the merged records at the same level. " + THREADS_CAVEAT),
+        "input": "sorted",
+        "prepare": MERGE_PREPARE,
+        "variants": [
+            ("sortase", "{sortase} merge -c -p -f -l 6 -@{threads} -o {out} " + PARTS),
+            ("samtools-1.24", "{samtools} merge -c -p -f -l 6 -@{threads} -o {out} " + PARTS),
+        ],
+        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {data}/parts.merged.bam"),
+        "check": SORT_CHECK,
+    },
+    "merge-u": {
+        "description": (
+            "`merge -c -p -u` (uncompressed output) of the same four inputs as `merge`. Floor: "
+            "`sortase view -u` of the merged records (inflate + write). " + THREADS_CAVEAT),
+        "input": "sorted",
+        "prepare": MERGE_PREPARE,
+        "variants": [
+            ("sortase", "{sortase} merge -c -p -f -u -@{threads} -o {out} " + PARTS),
+            ("samtools-1.24", "{samtools} merge -c -p -f -u -@{threads} -o {out} " + PARTS),
+        ],
+        "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {data}/parts.merged.bam"),
+        "check": SORT_CHECK,
+    },
+})
+
+# --------------------------------------------------------------------------
 # issue 6: markdup on query-grouped input (samblaster's algorithm)
 # --------------------------------------------------------------------------
 # The peer is samblaster 0.1.26 (Debian) in its usual pipeline, SAM in and out, with Debian's

@@ -11,6 +11,7 @@ mod markdup;
 mod markdup_coord;
 mod markdup_query;
 mod merge;
+mod merge_ranges;
 mod output;
 mod progress;
 mod range_output;

@@ -1,15 +1,20 @@
 //! `sortase merge`: samtools merge for sorted inputs: headers combined as samtools combines them,
-//! records translated (reference ids, RG/PG tags) on one thread per input, then merged.
+//! records translated (reference ids, RG/PG tags). Sorted BAM files are merged by key range on all
+//! threads ([`crate::merge_ranges`]); stdin, SAM and CRAM inputs, inputs whose reference order
+//! conflicts, and inputs that turn out not to be sorted are merged on one thread (one reader thread
+//! per input), which reproduces samtools' heap merge exactly, unsorted inputs included.
 
-use crate::input::Input;
+use crate::input::{Format, Input};
+use crate::merge_ranges::{MergeInput, MergePlan};
 use crate::progress::Progress;
+use crate::range_output;
 use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::{Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::merge::{merge, Source};
-use sortase_sort::{SortError, SortOrder};
+use sortase_sort::{ordered_tasks, SortError, SortOrder};
 use std::path::PathBuf;
 
 /// Arguments of `sortase merge` (samtools merge's flags and meanings).
@@ -73,6 +78,9 @@ pub struct MergeArgs {
     /// Reference FASTA (CRAM).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
+    /// Report how the merge ran (key ranges, or why on one thread) on stderr.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -159,9 +167,11 @@ pub fn run(args: MergeArgs) -> Result<()> {
         merger.add(&base.header, usize::MAX);
     }
     let mut translations: Vec<std::sync::Arc<Translation>> = Vec::new();
+    let mut lost_order = false;
     for (i, input) in opened.iter().enumerate() {
         let t = merger.add(&input.header, i);
         if t.lost_coordinate_order && order == SortOrder::Coordinate {
+            lost_order = true;
             eprintln!(
                 "[bam_merge_core] Order of targets in file {} caused coordinate sort to be lost",
                 inputs[i]
@@ -181,6 +191,80 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let write_index = args.write_index && !to_stdout;
     if write_index && (order != SortOrder::Coordinate || !matches!(format, OutFormat::Bam(_))) {
         bail!("--write-index: sortase indexes coordinate-sorted BAM output only");
+    }
+    // Sorted BAM files merge by key range on all cores; stdin, SAM, CRAM, inputs whose reference
+    // order conflicts, and inputs found unsorted take the one-thread merge (samtools' interleaving).
+    let ranged = !lost_order
+        && inputs.iter().all(|n| n != "-")
+        && opened.iter().all(|i| i.format == Format::Bam);
+    if ranged {
+        let merge_inputs: Vec<MergeInput> = inputs
+            .iter()
+            .zip(&opened)
+            .zip(&translations)
+            .map(|((name, input), t)| MergeInput {
+                path: PathBuf::from(name),
+                n_ref: input.header.references().len(),
+                translation: t.clone(),
+            })
+            .collect();
+        drop(opened);
+        let index = write_index.then_some((index_path.as_path(), bai));
+        let output = (!to_stdout).then_some(data_path.as_path());
+        let target = RangedTarget {
+            output,
+            index,
+            format,
+            header: &header,
+            reference: args.reference.as_deref(),
+        };
+        let started = std::time::Instant::now();
+        // Sampling finds most unsorted inputs before any output exists; a range task that finds
+        // one later can start over on one thread only if the output is a file.
+        let result = match MergePlan::new(order, merge_inputs, threads) {
+            Ok(plan) => {
+                if args.verbose {
+                    eprintln!(
+                        "[sortase merge] {} inputs sampled in {:.2} s; merging {} key ranges on {threads} threads",
+                        inputs.len(),
+                        started.elapsed().as_secs_f64(),
+                        plan.ranges()
+                    );
+                }
+                ranged_merge(&plan, &translations, &target, threads, &progress)
+                    .map_err(|e| (e, !to_stdout))
+            }
+            Err(e) => Err((e.into(), true)),
+        };
+        match result {
+            Ok(()) => {
+                progress.finish();
+                return Ok(());
+            }
+            Err((e, true)) if is_unordered(&e) => {
+                if args.verbose {
+                    eprintln!("[sortase merge] {e:#}: merging on one thread instead");
+                }
+            }
+            Err((e, _)) => return Err(e),
+        }
+        opened = Vec::with_capacity(inputs.len());
+        for name in &inputs {
+            let input = Input::open(name, per_input, args.reference.as_deref(), &progress)
+                .with_context(|| name.clone())?;
+            opened.push(input);
+        }
+    }
+    if args.verbose {
+        eprintln!(
+            "[sortase merge] {} inputs merged on one thread ({})",
+            inputs.len(),
+            if ranged {
+                "an input is not sorted"
+            } else {
+                "stdin, SAM or CRAM input, or conflicting reference order"
+            }
+        );
     }
     let mut out = SortedOutput::open(
         (!to_stdout).then_some(data_path.as_path()),
@@ -232,4 +316,50 @@ pub fn run(args: MergeArgs) -> Result<()> {
     out.finish()?;
     progress.finish();
     Ok(())
+}
+
+/// Whether `e` says an input is not in the order the ranged merge needs.
+fn is_unordered(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<SortError>(), Some(SortError::Unordered(_)))
+}
+
+/// Where the ranged merge writes.
+struct RangedTarget<'a> {
+    output: Option<&'a std::path::Path>,
+    index: Option<(&'a std::path::Path, bool)>,
+    format: OutFormat,
+    header: &'a Header,
+    reference: Option<&'a std::path::Path>,
+}
+
+/// Merges sorted BAM files by key range on `threads` workers ([`crate::merge_ranges`]).
+fn ranged_merge(
+    plan: &MergePlan,
+    attach: &[std::sync::Arc<Translation>],
+    target: &RangedTarget<'_>,
+    threads: usize,
+    progress: &Progress,
+) -> Result<()> {
+    let (encoder, mut writer) = range_output::open(
+        target.output,
+        target.index,
+        target.format,
+        target.header,
+        target.reference,
+    )?;
+    let name = writer.name.clone();
+    let ranges = plan.ranges();
+    let per_range = plan.compressed_bytes() / ranges as u64;
+    ordered_tasks(
+        threads,
+        ranges,
+        threads,
+        |r| encoder.encode(&mut plan.open(r, attach)?),
+        |range| {
+            progress.add(per_range);
+            writer.write(range)
+        },
+    )
+    .with_context(|| name.clone())?;
+    writer.finish(matches!(target.format, OutFormat::Bam(_)))
 }

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
 use sortase_index::{IndexBuilder, RangeSummary};
-use sortase_sort::{RangeRecords, SortError};
+use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
 use std::path::Path;
 
@@ -42,7 +42,7 @@ fn output_error(e: impl std::fmt::Display) -> SortError {
 
 impl RangeEncoder {
     /// Encodes one range.
-    pub fn encode(&self, records: &mut RangeRecords<'_>) -> Result<EncodedRange, SortError> {
+    pub fn encode<R: RangeSource>(&self, records: &mut R) -> Result<EncodedRange, SortError> {
         match self.format {
             OutFormat::Bam(level) => self.encode_bam(level, records),
             OutFormat::Sam => {
@@ -72,7 +72,7 @@ impl RangeEncoder {
     fn encode_bam(
         &self,
         level: CompressionLevel,
-        records: &mut RangeRecords<'_>,
+        records: &mut impl RangeSource,
     ) -> Result<EncodedRange, SortError> {
         let mut enc = BlockEncoder::new(level);
         let mut summary = self.index.map(RangeSummary::new);

@@ -249,3 +249,181 @@ fn merge_write_index_list_and_force() {
     assert!(r.stderr.contains("bad.bam"), "{}", r.stderr);
     assert!(!out2.exists());
 }
+
+/// Records with 150-base sequences (so a few thousand make megabytes): a stack of ties at chr1:1000
+/// (same strand), a reverse stack at chr2:500, an unmapped tail, names that differ in digits
+/// (a9/a10/a09) and read1/read2/secondary flags of one name.
+fn big_sam(n: usize, seed: u64) -> String {
+    let mut s = crate::edge_cases::rows(
+        "@HD VN:1.6 SO:unsorted
+         @SQ SN:chr1 LN:100000
+         @SQ SN:chr2 LN:50000
+         @RG ID:a
+         @RG ID:b",
+    );
+    let mut rng = Rng::new(seed);
+    let names = ["a9", "a10", "a09", "a1", "b", "r"];
+    for i in 0..n {
+        let name = format!("{}{}", names[rng.below(6) as usize], rng.below(2000));
+        let flag_bits = [0u64, 0x40 | 0x1, 0x80 | 0x1, 0x100][rng.below(4) as usize];
+        let (rname, pos, flag) = match rng.below(10) {
+            0..=2 => ("*".to_string(), 0, 4 | (flag_bits & 0xc1)),
+            3..=4 => ("chr1".to_string(), 1000, flag_bits),
+            5 => ("chr2".to_string(), 500, flag_bits | 16),
+            k => (
+                ["chr1", "chr2"][k as usize % 2].to_string(),
+                1 + rng.below(40_000),
+                flag_bits | if k % 3 == 0 { 16 } else { 0 },
+            ),
+        };
+        let cigar = if flag & 4 != 0 { "*" } else { "150M" };
+        let (seq, qual) = (rng.bases(150), rng.quals(150));
+        let rg = format!("RG:Z:{}", ["a", "b"][rng.below(2) as usize]);
+        let xi = format!("XI:i:{i}");
+        s += &line(&[
+            &name,
+            &flag.to_string(),
+            &rname,
+            &pos.to_string(),
+            "60",
+            cigar,
+            "*",
+            "0",
+            "0",
+            &seq,
+            &qual,
+            &rg,
+            &xi,
+        ]);
+    }
+    s
+}
+
+/// The number of key ranges `sortase merge -v` reports (0 if it merged on one thread).
+fn ranges_reported(stderr: &str) -> usize {
+    stderr
+        .split("merging ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 3: `sortase merge` by key range on all cores. Inputs of a few MB each are cut into many
+/// ranges, whose boundaries fall inside tie stacks and the unmapped tail; every order against samtools
+/// merge, `-r`, bytes identical for any `-@`, and an unsorted input falling back to the one-thread
+/// merge (samtools' interleaving).
+#[test]
+fn issue_3_merge_by_key_range() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let d = tmp.path();
+    let mut failures = Vec::new();
+    for (order, flags) in [
+        (&[][..], &[][..]),
+        (&["-n"][..], &["-n"][..]),
+        (&["-N"][..], &["-N"][..]),
+        (&["-t", "RG"][..], &["-t", "RG"][..]),
+    ] {
+        let inputs: Vec<PathBuf> = (0..3)
+            .map(|k| sorted(st, d, &format!("big{k}"), &big_sam(20_000, 40 + k), order))
+            .collect();
+        let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        // Identical @RG lines in several inputs are renamed with random suffixes: a fixed seed.
+        let mut seeded = flags.to_vec();
+        seeded.extend_from_slice(&["-s", "5"]);
+        compare_merge(st, d, "key ranges", &seeded, &refs, &mut failures);
+        if flags.is_empty() {
+            compare_merge(st, d, "key ranges -r", &["-r", "-c"], &refs, &mut failures);
+        }
+        let mut bytes = Vec::new();
+        for threads in ["1", "3"] {
+            let out = d.join(format!("t{threads}.bam"));
+            let mut args = vec![
+                "merge",
+                "-v",
+                "-f",
+                "--no-PG",
+                "-s",
+                "5",
+                "-@",
+                threads,
+                "-o",
+                p(&out),
+            ];
+            args.extend_from_slice(flags);
+            if flags.is_empty() {
+                args.push("--write-index");
+            }
+            args.extend(refs.iter().map(|i| p(i)));
+            let r = sortase(&args).expect_ok();
+            if flags.is_empty() {
+                // The index, replayed range by range, is samtools index's.
+                let theirs = d.join("theirs.csi");
+                st.run(&["index", "-c", "-o", p(&theirs), p(&out)])
+                    .expect_ok();
+                let ours = std::fs::read(d.join(format!("t{threads}.bam.csi"))).unwrap();
+                if ours != std::fs::read(&theirs).unwrap() {
+                    failures.push(format!(
+                        "-@{threads}: --write-index differs from samtools index"
+                    ));
+                }
+            }
+            let n = ranges_reported(&r.stderr);
+            if n < 8 {
+                failures.push(format!("{flags:?}: only {n} key ranges: {}", r.stderr));
+            }
+            bytes.push(std::fs::read(&out).unwrap());
+        }
+        if bytes[0] != bytes[1] {
+            failures.push(format!(
+                "{flags:?}: output bytes differ between -@1 and -@3"
+            ));
+        }
+    }
+    // A header-only input among them takes no part in any range.
+    let empty = sorted(st, d, "empty", &big_sam(0, 1), &[]);
+    let big: Vec<PathBuf> = (0..2)
+        .map(|k| {
+            sorted(
+                st,
+                d,
+                &format!("withempty{k}"),
+                &big_sam(20_000, 60 + k),
+                &[],
+            )
+        })
+        .collect();
+    compare_merge(
+        st,
+        d,
+        "header-only input",
+        &["-c"],
+        &[&big[0], &empty, &big[1]],
+        &mut failures,
+    );
+    // An input that is not sorted: the one-thread merge, as samtools interleaves it.
+    let sorted_in = sorted(st, d, "sorted", &big_sam(20_000, 7), &[]);
+    let sam = d.join("unsorted.sam");
+    std::fs::write(&sam, big_sam(20_000, 8)).unwrap();
+    let unsorted = d.join("unsorted.bam");
+    st.run(&["view", "-b", "-o", p(&unsorted), p(&sam)])
+        .expect_ok();
+    compare_merge(
+        st,
+        d,
+        "unsorted input",
+        &["-c"],
+        &[&sorted_in, &unsorted],
+        &mut failures,
+    );
+    let out = d.join("u.bam");
+    let r = sortase(&["merge", "-v", "-o", p(&out), p(&sorted_in), p(&unsorted)]).expect_ok();
+    if !r.stderr.contains("one thread") {
+        failures.push(format!(
+            "unsorted input not merged on one thread: {}",
+            r.stderr
+        ));
+    }
+    assert_no_failures("merge by key range", &failures);
+}

@@ -59,6 +59,19 @@ impl<R: Read + Seek> SeekReader<R> {
         }
     }
 
+    /// The virtual position of the next byte, in the block that holds it: a used-up block is
+    /// replaced by the next non-empty one first, so a record starting at a block boundary gets the
+    /// position `(next block << 16) | 0`, as index builders and the range planner give it. `None` at
+    /// the end of the file.
+    pub fn next_byte_position(&mut self) -> Result<Option<VirtualPosition>, BgzfError> {
+        while self.pos == self.data.len() {
+            if !self.read_block()? {
+                return Ok(None);
+            }
+        }
+        Ok(Some((self.block_offset << 16) | self.pos as u64))
+    }
+
     /// Loads the next block; returns false at the end of the file.
     fn read_block(&mut self) -> Result<bool, BgzfError> {
         let offset = self.next_offset;

@@ -87,6 +87,28 @@ fn read_header_and_first_record(file: &mut File) -> Result<(Header, u64), BamErr
 /// The virtual offset of the first record starting in or after the first verified block at or after
 /// compressed offset `cut`, or `None` if no boundary can be proved before the end of the file.
 pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Option<u64>, BamError> {
+    find_record_start_within(file, cut, n_ref, CHAIN_WINDOW)
+}
+
+/// [`find_record_start`], checking the chain of records over `window` decompressed bytes (smaller
+/// is cheaper and less certain: for callers that verify the boundary again while reading).
+pub fn find_record_start_within(
+    file: &mut File,
+    cut: u64,
+    n_ref: usize,
+    window: usize,
+) -> Result<Option<u64>, BamError> {
+    Ok(find_first_record(file, cut, n_ref, window)?.map(|(v, _)| v))
+}
+
+/// [`find_record_start_within`], also returning the record found (with its `block_size` prefix),
+/// which the boundary check has already decompressed.
+pub fn find_first_record(
+    file: &mut File,
+    cut: u64,
+    n_ref: usize,
+    window: usize,
+) -> Result<Option<(u64, Vec<u8>)>, BamError> {
     let mut at = cut;
     loop {
         let Some(block) = scanner::find_block_start_in(file, at)? else {
@@ -95,17 +117,17 @@ pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Opti
         file.seek(SeekFrom::Start(block))?;
         let mut reader = SeekReader::new(BufReader::new(file.try_clone()?));
         reader.seek_virtual(block << 16)?;
-        let mut window = Vec::with_capacity(CHAIN_WINDOW);
-        reader
-            .by_ref()
-            .take(CHAIN_WINDOW as u64)
-            .read_to_end(&mut window)?;
-        let at_eof = window.len() < CHAIN_WINDOW;
+        let mut data = Vec::with_capacity(window);
+        reader.by_ref().take(window as u64).read_to_end(&mut data)?;
+        let at_eof = data.len() < window;
         // Only offsets inside the first non-empty block are candidates: later ones belong to later blocks.
         let first_block_len = first_block_data_len(file, block)?;
-        for o in 0..first_block_len.min(window.len()) {
-            if chain_is_valid(&window[o..], n_ref, at_eof) {
-                return Ok(Some((block << 16) | o as u64));
+        for o in 0..first_block_len.min(data.len()) {
+            if chain_is_valid(&data[o..], n_ref, at_eof) {
+                // A valid chain holds at least one whole record.
+                let bs = u32::from_le_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]);
+                let record = data[o..o + 4 + bs as usize].to_vec();
+                return Ok(Some(((block << 16) | o as u64, record)));
             }
         }
         at = block + 1;

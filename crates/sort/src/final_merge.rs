@@ -39,12 +39,21 @@ pub struct RangeRecords<'a> {
     limit: Option<&'a SplitPoint>,
 }
 
-impl RangeRecords<'_> {
+/// The records of one output range, in output order: what a range encoder consumes (the sort's
+/// [`RangeRecords`], or the key ranges of `sortase merge`'s sorted inputs).
+pub trait RangeSource {
     /// Calls `f` with every record of the range (with its `block_size` prefix), in order; returns the
     /// number of records.
-    pub fn for_each(
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
         &mut self,
-        mut f: impl FnMut(&[u8]) -> Result<(), SortError>,
+        f: F,
+    ) -> Result<u64, SortError>;
+}
+
+impl RangeSource for RangeRecords<'_> {
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
+        &mut self,
+        mut f: F,
     ) -> Result<u64, SortError> {
         if let Some((batches, entries)) = self.memory {
             // HOT: once per record of an in-memory sort: a random read of the record, then `f`.
@@ -186,7 +195,7 @@ struct Slots<T> {
 
 /// Runs `task(0..n)` on `threads` threads and hands the results to `sink` in order on the calling
 /// thread, with at most `lookahead` results computed but not yet sunk. Stops at the first error.
-pub(crate) fn ordered_tasks<T: Send>(
+pub fn ordered_tasks<T: Send>(
     threads: usize,
     n: usize,
     lookahead: usize,

@@ -24,7 +24,7 @@ pub mod ranges;
 pub mod run;
 mod sorter;
 
-pub use final_merge::RangeRecords;
+pub use final_merge::{ordered_tasks, RangeRecords, RangeSource};
 
 pub use order::SortOrder;
 pub use sorter::{SortOptions, SortStats, Sorter};
@@ -58,6 +58,10 @@ pub enum SortError {
     /// Reading an input failed (the message names the file).
     #[error("{0}")]
     Input(String),
+    /// An input is not in the order a fast path relies on (the caller falls back to a slower path
+    /// that handles it, e.g. `merge` of unsorted inputs); the message names the file.
+    #[error("{0}")]
+    Unordered(String),
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),

@@ -69,6 +69,11 @@ impl SplitPoint {
         Self { key, seq, cached }
     }
 
+    /// The key bytes ([`key_prefix`] of the record).
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     /// The sequence number.
     pub fn seq(&self) -> u64 {
         self.seq

@@ -8,7 +8,7 @@
 //! `sample_every`-th record ([`RangePlan`]) is kept as a candidate split point, so the final phase
 //! can cut the output into key ranges that depend on the input alone ([`crate::ranges`]).
 
-use crate::final_merge::{ordered_tasks, FinalSources, RangeRecords};
+use crate::final_merge::{ordered_tasks, FinalSources, RangeRecords, RangeSource};
 use crate::merge::{memory_seq, merge, Source};
 use crate::order::{coordinate_key, tag_at, tag_offset, SortOrder};
 use crate::ranges::{choose_splits, RangePlan, SplitPoint};

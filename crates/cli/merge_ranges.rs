@@ -1,0 +1,544 @@
+//! `sortase merge` on all cores: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
+//! inputs that are already sorted), and worker threads merge, encode and compress one range each
+//! from every input while the calling thread writes finished ranges in order.
+//!
+//! Sampling: each input is cut at equal compressed distances by the range planner (BGZF block scanner
+//! plus record-boundary finder, crates/index `range`), and the record at each cut, translated to the
+//! output header, is a sample. Output order is a strict order on (key, input number, virtual offset):
+//! samtools' heap merge breaks ties by input number, and within one input keeps file order. Split
+//! points are chosen among the sorted samples, so ranges (and the output's block boundaries) depend
+//! only on the inputs: the bytes are identical for any `-@`.
+//!
+//! A range task opens each input at its last sample before the range, skips records before the range
+//! and stops at the first record at or after its end. It checks, as it reads, that every sample it
+//! passes is a record start (the planner is never trusted blindly) and that the input is sorted; an
+//! input that is not sorted sends the caller back to the one-thread merge, whose interleaving of
+//! unsorted inputs is samtools' own.
+
+use sortase_bam::header_merge::Translation;
+use sortase_bam::{RecordBatch, RecordRef};
+use sortase_bgzf::SeekReader;
+use sortase_index::range::{find_first_record, plan_ranges};
+use sortase_sort::merge::{merge, Source};
+use sortase_sort::order::{find_tag, key_prefix};
+use sortase_sort::ranges::{cmp_split, SplitPoint};
+use sortase_sort::{RangeSource, SortError, SortOrder};
+use std::cmp::Ordering;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Compressed bytes a range aims at (about 16 MiB of records at level 6).
+const RANGE_COMPRESSED: u64 = 4 << 20;
+/// Small outputs still get up to this many ranges...
+const MIN_RANGES: u64 = 64;
+/// ... each at least this many compressed bytes.
+const MIN_RANGE_COMPRESSED: u64 = 256 << 10;
+/// Compressed bytes between an input's samples. Each sample costs a seek and a `SAMPLE_WINDOW`
+/// inflate; a range task reads on average half a cut of every input before its first record.
+const CUT: u64 = 512 << 10;
+/// The largest range (many inputs): bounds the memory of the ranges in flight.
+const MAX_RANGE: u64 = 32 << 20;
+/// Decompressed bytes of records the boundary finder checks per sample. Smaller than the range
+/// planner's 256 KiB because readers verify every sample they pass (a false one falls back to the
+/// one-thread merge).
+const SAMPLE_WINDOW: usize = 32 << 10;
+/// File bytes a range task's reader asks for at a time.
+const READ_BUFFER: usize = 128 << 10;
+/// Translated record bytes handed to the heap merge at a time.
+const FEED_BYTES: usize = 256 << 10;
+
+/// One sorted BAM input of the merge.
+pub struct MergeInput {
+    /// Its path (also its name in messages).
+    pub path: PathBuf,
+    /// References in its header.
+    pub n_ref: usize,
+    /// How its records are translated into the output header.
+    pub translation: Arc<Translation>,
+}
+
+/// A sample: the record at a planned cut of one input.
+struct Sample {
+    voffset: u64,
+    point: SplitPoint,
+}
+
+/// A split point of the output: a sample and the input it came from.
+#[derive(Clone, Copy)]
+struct Split<'a> {
+    input: usize,
+    sample: &'a Sample,
+}
+
+/// Compares a translated record (no `block_size` prefix) of `input` at `voffset` with `split`.
+fn cmp_at(order: &SortOrder, rec: &[u8], input: usize, voffset: u64, split: Split<'_>) -> Ordering {
+    cmp_split(order, rec, 0, &split.sample.point)
+        .then((input, voffset).cmp(&(split.input, split.sample.voffset)))
+}
+
+/// Compares two translated records (no prefixes) in `order`.
+fn cmp_records(order: &SortOrder, a: &[u8], b: &[u8]) -> Ordering {
+    match order {
+        SortOrder::Tag { tag, .. } => order.compare(a, b, find_tag(a, *tag), find_tag(b, *tag)),
+        _ => order.compare(a, b, None, None),
+    }
+}
+
+/// Reads one input's records from a virtual offset, validated and translated.
+struct Cursor<'a> {
+    input: &'a MergeInput,
+    index: usize,
+    reader: SeekReader<BufReader<File>>,
+    raw: Vec<u8>,
+    /// The key bytes of the previous record, translated, for the sortedness check.
+    prev: Vec<u8>,
+    /// Virtual offset of the current record.
+    voffset: u64,
+    identity: bool,
+    /// Samples of this input not yet passed (their offsets must be record starts).
+    samples: &'a [Sample],
+}
+
+impl<'a> Cursor<'a> {
+    /// Opens `input` (`file`, if already open) at `voffset`, reading `buffer` bytes at a time.
+    fn open(
+        input: &'a MergeInput,
+        file: Option<File>,
+        index: usize,
+        voffset: u64,
+        samples: &'a [Sample],
+        buffer: usize,
+    ) -> Result<Self, SortError> {
+        let file = match file {
+            Some(f) => f,
+            None => File::open(&input.path).map_err(|e| input_error(input, e))?,
+        };
+        let mut reader = SeekReader::new(BufReader::with_capacity(buffer, file));
+        reader
+            .seek_virtual(voffset)
+            .map_err(|e| input_error(input, e))?;
+        Ok(Self {
+            input,
+            index,
+            reader,
+            raw: Vec::new(),
+            prev: Vec::new(),
+            voffset,
+            identity: input.translation.tids_identity(),
+            samples,
+        })
+    }
+
+    /// Reads the next record and appends it, translated (with `block_size`), to `out`; returns where
+    /// it starts in `out`, or `None` at the end of the input. Checks that the input is sorted.
+    fn next_into(
+        &mut self,
+        order: &SortOrder,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<usize>, SortError> {
+        if !self.read_raw()? {
+            return Ok(None);
+        }
+        let start = out.len();
+        self.input
+            .translation
+            .translate_into(&self.raw, out, self.identity);
+        let rec = &out[start + 4..];
+        if !self.prev.is_empty() && cmp_records(order, rec, &self.prev) == Ordering::Less {
+            return Err(SortError::Unordered(format!(
+                "{}: not sorted in the merge order (record at virtual offset {})",
+                self.input.path.display(),
+                self.voffset
+            )));
+        }
+        self.prev.clear();
+        self.prev.extend_from_slice(key_prefix(order, rec));
+        Ok(Some(start))
+    }
+
+    /// Reads the next record into `raw` (validated, not translated); false at the end of the input.
+    fn read_raw(&mut self) -> Result<bool, SortError> {
+        let position = self
+            .reader
+            .next_byte_position()
+            .map_err(|e| input_error(self.input, e))?;
+        self.voffset = position.unwrap_or(u64::MAX);
+        while let Some(s) = self.samples.first() {
+            match s.voffset.cmp(&self.voffset) {
+                Ordering::Less => {
+                    return Err(SortError::Unordered(format!(
+                        "{}: planned record boundary at virtual offset {} is not a record start",
+                        self.input.path.display(),
+                        s.voffset
+                    )))
+                }
+                Ordering::Equal => self.samples = &self.samples[1..],
+                Ordering::Greater => break,
+            }
+        }
+        if position.is_none() {
+            return Ok(false);
+        }
+        let mut size = [0u8; 4];
+        let got = read_full(&mut self.reader, &mut size).map_err(|e| input_error(self.input, e))?;
+        let at = self.voffset;
+        if got < 4 {
+            return Err(input_error(
+                self.input,
+                format!("truncated record at virtual offset {at}"),
+            ));
+        }
+        let len = u32::from_le_bytes(size) as usize;
+        self.raw.clear();
+        self.raw.extend_from_slice(&size);
+        self.raw.resize(4 + len, 0);
+        let got = read_full(&mut self.reader, &mut self.raw[4..])
+            .map_err(|e| input_error(self.input, e))?;
+        if got < len {
+            return Err(input_error(
+                self.input,
+                format!("truncated record at virtual offset {at}: block_size {len}, {got} bytes"),
+            ));
+        }
+        let r = RecordRef::new(&self.raw[4..]).map_err(|reason| {
+            input_error(
+                self.input,
+                format!("record at virtual offset {at}: {reason}"),
+            )
+        })?;
+        let n_ref = self.input.n_ref as i32;
+        for (what, id) in [
+            ("refID", r.reference_sequence_id()),
+            ("next_refID", r.mate_reference_sequence_id()),
+        ] {
+            if id < -1 || id >= n_ref {
+                return Err(input_error(
+                    self.input,
+                    format!("record at virtual offset {at}: {what} {id} not in header ({n_ref} references)"),
+                ));
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn input_error(input: &MergeInput, e: impl std::fmt::Display) -> SortError {
+    SortError::Input(format!("{}: {e}", input.path.display()))
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The inputs, their samples and the split points: everything range tasks share.
+pub struct MergePlan {
+    order: SortOrder,
+    inputs: Vec<MergeInput>,
+    /// Samples of each input, in file order (the first is the input's first record).
+    samples: Vec<Vec<Sample>>,
+    /// `(input, sample index)` of each split point, in output order.
+    splits: Vec<(usize, usize)>,
+    /// Compressed bytes of all inputs.
+    compressed: u64,
+}
+
+/// The records of one range: a heap merge of the inputs' cursors, trimmed to the range.
+pub struct MergeRange<'a> {
+    order: SortOrder,
+    sources: Vec<Source<'a>>,
+    /// Input number of each source.
+    inputs: Vec<usize>,
+    attach: &'a [Arc<Translation>],
+    scratch: Vec<u8>,
+}
+
+impl RangeSource for MergeRange<'_> {
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
+        &mut self,
+        mut f: F,
+    ) -> Result<u64, SortError> {
+        let (inputs, attach, scratch) = (&self.inputs, self.attach, &mut self.scratch);
+        merge(self.order, &mut self.sources, |i, _, r| {
+            if attach[inputs[i]].attach_rg_into(r, scratch) {
+                f(scratch)
+            } else {
+                f(r)
+            }
+        })
+    }
+}
+
+impl MergePlan {
+    /// Samples every input (on `threads` threads) and chooses the split points.
+    pub fn new(
+        order: SortOrder,
+        inputs: Vec<MergeInput>,
+        threads: usize,
+    ) -> Result<Self, SortError> {
+        let sizes: Vec<u64> = inputs
+            .iter()
+            .map(|i| std::fs::metadata(&i.path).map(|m| m.len()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| SortError::Input(e.to_string()))?;
+        let total: u64 = sizes.iter().sum();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .build()
+            .map_err(|e| SortError::Internal(e.to_string()))?;
+        let samples: Vec<Vec<Sample>> = pool.install(|| {
+            use rayon::prelude::*;
+            let cuts: Vec<Vec<u64>> = inputs
+                .par_iter()
+                .zip(&sizes)
+                .map(|(input, &size)| sample_cuts(input, size, CUT))
+                .collect::<Result<_, SortError>>()?;
+            let tasks: Vec<(usize, usize)> = cuts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, c)| (0..c.len()).map(move |k| (i, k)))
+                .collect();
+            let found: Vec<(usize, Option<Sample>)> = tasks
+                .par_iter()
+                .map(|&(i, k)| Ok((i, sample_at(&order, &inputs[i], cuts[i][k], k == 0)?)))
+                .collect::<Result<_, SortError>>()?;
+            let mut per_input: Vec<Vec<Sample>> = inputs.iter().map(|_| Vec::new()).collect();
+            for (i, s) in found {
+                per_input[i].extend(s);
+            }
+            per_input
+                .into_par_iter()
+                .zip(&inputs)
+                .map(|(s, input)| input_samples(&order, input, s))
+                .collect::<Result<_, SortError>>()
+        })?;
+        let mut all: Vec<(usize, usize)> = samples
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| (0..s.len()).map(move |k| (i, k)))
+            .collect();
+        let split_of = |&(i, k): &(usize, usize)| Split {
+            input: i,
+            sample: &samples[i][k],
+        };
+        all.sort_unstable_by(|a, b| {
+            let (sa, sb) = (split_of(a), split_of(b));
+            cmp_split(&order, sa.sample.point.key(), 0, &sb.sample.point)
+                .then((sa.input, sa.sample.voffset).cmp(&(sb.input, sb.sample.voffset)))
+        });
+        // A range reads on average half a cut of every input before its first record: ranges of
+        // four cuts per input keep that to an eighth of the work (up to `MAX_RANGE`).
+        let range_bytes = (inputs.len() as u64 * (8 * CUT / 2)).clamp(RANGE_COMPRESSED, MAX_RANGE);
+        let by_size = total.div_ceil(range_bytes);
+        let small = (total / MIN_RANGE_COMPRESSED).min(MIN_RANGES);
+        let ranges = by_size.max(small).min(all.len() as u64).max(1) as usize;
+        let n = all.len();
+        let splits = (1..ranges).map(|j| all[j * n / ranges]).collect();
+        Ok(Self {
+            order,
+            inputs,
+            samples,
+            splits,
+            compressed: total,
+        })
+    }
+
+    /// Compressed bytes of all inputs.
+    pub fn compressed_bytes(&self) -> u64 {
+        self.compressed
+    }
+
+    /// Number of ranges.
+    pub fn ranges(&self) -> usize {
+        self.splits.len() + 1
+    }
+
+    fn split(&self, j: usize) -> Split<'_> {
+        let (i, k) = self.splits[j];
+        Split {
+            input: i,
+            sample: &self.samples[i][k],
+        }
+    }
+
+    /// Opens range `r`: every input with records in it, positioned on its first record there.
+    pub fn open<'a>(
+        &'a self,
+        r: usize,
+        attach: &'a [Arc<Translation>],
+    ) -> Result<MergeRange<'a>, SortError> {
+        let order = self.order;
+        let lo = r.checked_sub(1).map(|j| self.split(j));
+        let hi = (r < self.splits.len()).then(|| self.split(r));
+        let mut sources = Vec::new();
+        let mut inputs = Vec::new();
+        for (i, input) in self.inputs.iter().enumerate() {
+            let samples = &self.samples[i];
+            // The last sample before the range (or the first record): reading starts there.
+            let k = match lo {
+                None => 0,
+                Some(lo) => samples
+                    .partition_point(|s| {
+                        cmp_at(&order, s.point.key(), i, s.voffset, lo) == Ordering::Less
+                    })
+                    .saturating_sub(1),
+            };
+            let Some(start) = samples.get(k) else {
+                continue;
+            };
+            if let Some(hi) = hi {
+                if cmp_at(&order, start.point.key(), i, start.voffset, hi) != Ordering::Less {
+                    continue;
+                }
+            }
+            let mut cursor =
+                Cursor::open(input, None, i, start.voffset, &samples[k..], READ_BUFFER)?;
+            // Skip to the range's first record; it starts the first batch.
+            let mut first = Vec::new();
+            loop {
+                first.clear();
+                if cursor.next_into(&order, &mut first)?.is_none() {
+                    break;
+                }
+                match lo {
+                    Some(lo)
+                        if cmp_at(&order, &first[4..], i, cursor.voffset, lo) == Ordering::Less => {
+                    }
+                    _ => break,
+                }
+            }
+            if first.is_empty() {
+                continue;
+            }
+            sources.push(Source::feed(Box::new(feed(order, cursor, first, hi)))?);
+            inputs.push(i);
+        }
+        Ok(MergeRange {
+            order,
+            sources,
+            inputs,
+            attach,
+            scratch: Vec::new(),
+        })
+    }
+}
+
+/// Batches of a cursor's records (starting with `first`, already read) that sort before `hi`.
+fn feed<'a>(
+    order: SortOrder,
+    mut cursor: Cursor<'a>,
+    first: Vec<u8>,
+    hi: Option<Split<'a>>,
+) -> impl FnMut() -> Result<Option<RecordBatch>, SortError> + 'a {
+    let mut done = false;
+    let mut first = Some((first, cursor.voffset));
+    move || {
+        if done {
+            return Ok(None);
+        }
+        let (mut buf, mut offsets) = (Vec::with_capacity(FEED_BYTES + (64 << 10)), Vec::new());
+        let mut pending = first.take();
+        // HOT: once per record of a merge: read, translate into the batch, check order and range.
+        while buf.len() < FEED_BYTES {
+            let (start, voffset) = match pending.take() {
+                Some((rec, voffset)) => {
+                    buf.extend_from_slice(&rec);
+                    (0, voffset)
+                }
+                None => match cursor.next_into(&order, &mut buf)? {
+                    Some(start) => (start, cursor.voffset),
+                    None => {
+                        done = true;
+                        break;
+                    }
+                },
+            };
+            if let Some(hi) = hi {
+                if cmp_at(&order, &buf[start + 4..], cursor.index, voffset, hi) != Ordering::Less {
+                    buf.truncate(start);
+                    done = true;
+                    break;
+                }
+            }
+            offsets.push(start as u32);
+        }
+        let end = buf.len();
+        Ok(Some(RecordBatch::from_parts(buf, offsets, end, 0)))
+    }
+}
+
+/// Samples `input`: its first record, and the first record after every `cut` compressed bytes.
+/// Each sample is one task, so a single big input is sampled on all threads too.
+fn sample_cuts(input: &MergeInput, size: u64, cut: u64) -> Result<Vec<u64>, SortError> {
+    let path: &Path = &input.path;
+    let first = plan_ranges(path, 1)
+        .map_err(|e| input_error(input, e))?
+        .ranges[0]
+        .start;
+    Ok(std::iter::once(first)
+        .chain((1..size.div_ceil(cut)).map(|k| k * cut))
+        .collect())
+}
+
+/// The sample at compressed offset `at` (or, with `first`, the record at virtual offset `at`, the
+/// input's first): `None` if no record starts after `at`.
+fn sample_at(
+    order: &SortOrder,
+    input: &MergeInput,
+    at: u64,
+    first: bool,
+) -> Result<Option<Sample>, SortError> {
+    let mut file = File::open(&input.path).map_err(|e| input_error(input, e))?;
+    let (voffset, raw) = if first {
+        let mut cursor = Cursor::open(input, Some(file), 0, at, &[], 16 << 10)?;
+        if !cursor.read_raw()? {
+            return Ok(None); // a header-only input
+        }
+        (cursor.voffset, std::mem::take(&mut cursor.raw))
+    } else {
+        match find_first_record(&mut file, at, input.n_ref, SAMPLE_WINDOW)
+            .map_err(|e| input_error(input, e))?
+        {
+            Some(found) => found,
+            None => return Ok(None),
+        }
+    };
+    // The boundary finder checked the record's layout; translation needs nothing more.
+    let mut rec = Vec::with_capacity(raw.len() + 16);
+    let t = &input.translation;
+    t.translate_into(&raw, &mut rec, t.tids_identity());
+    Ok(Some(Sample {
+        voffset,
+        point: SplitPoint::new(order, &rec[4..], 0),
+    }))
+}
+
+/// The samples of one input in file order, checked to be in key order.
+fn input_samples(
+    order: &SortOrder,
+    input: &MergeInput,
+    mut samples: Vec<Sample>,
+) -> Result<Vec<Sample>, SortError> {
+    samples.sort_unstable_by_key(|s| s.voffset);
+    samples.dedup_by_key(|s| s.voffset);
+    for w in samples.windows(2) {
+        if cmp_split(order, w[0].point.key(), 0, &w[1].point) == Ordering::Greater {
+            return Err(SortError::Unordered(format!(
+                "{}: not sorted in the merge order (at virtual offset {})",
+                input.path.display(),
+                w[1].voffset
+            )));
+        }
+    }
+    Ok(samples)
+}
