@@ -361,5 +361,6 @@ fn ranged_merge(
         },
     )
     .with_context(|| name.clone())?;
+    plan.check_samples()?;
     writer.finish(matches!(target.format, OutFormat::Bam(_)))
 }

@@ -27,6 +27,7 @@ use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Compressed bytes a range aims at (about 16 MiB of records at level 6).
@@ -63,6 +64,10 @@ pub struct MergeInput {
 struct Sample {
     voffset: u64,
     point: SplitPoint,
+    /// A range task started reading here.
+    used: AtomicBool,
+    /// A reader that started at an earlier sample reached exactly this offset: a record start.
+    confirmed: AtomicBool,
 }
 
 /// A split point of the output: a sample and the input it came from.
@@ -97,7 +102,8 @@ struct Cursor<'a> {
     /// Virtual offset of the current record.
     voffset: u64,
     identity: bool,
-    /// Samples of this input not yet passed (their offsets must be record starts).
+    /// Samples of this input after the one reading started at, not yet passed (their offsets must
+    /// be record starts).
     samples: &'a [Sample],
 }
 
@@ -174,7 +180,10 @@ impl<'a> Cursor<'a> {
                         s.voffset
                     )))
                 }
-                Ordering::Equal => self.samples = &self.samples[1..],
+                Ordering::Equal => {
+                    s.confirmed.store(true, AtomicOrdering::Relaxed);
+                    self.samples = &self.samples[1..];
+                }
                 Ordering::Greater => break,
             }
         }
@@ -353,6 +362,27 @@ impl MergePlan {
         })
     }
 
+    /// After every range: checks that each sample a range started reading at is a record start,
+    /// confirmed by a reader that started at an earlier sample and reached it exactly (by induction
+    /// from the first record, which the header gives). The boundary finder may in theory be fooled
+    /// by data that looks like records; then this fails and the caller merges on one thread.
+    pub fn check_samples(&self) -> Result<(), SortError> {
+        for (input, samples) in self.inputs.iter().zip(&self.samples) {
+            for s in samples.iter().skip(1) {
+                if s.used.load(AtomicOrdering::Relaxed)
+                    && !s.confirmed.load(AtomicOrdering::Relaxed)
+                {
+                    return Err(SortError::Unordered(format!(
+                        "{}: planned record boundary at virtual offset {} not confirmed",
+                        input.path.display(),
+                        s.voffset
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Compressed bytes of all inputs.
     pub fn compressed_bytes(&self) -> u64 {
         self.compressed
@@ -401,8 +431,15 @@ impl MergePlan {
                     continue;
                 }
             }
-            let mut cursor =
-                Cursor::open(input, None, i, start.voffset, &samples[k..], READ_BUFFER)?;
+            start.used.store(true, AtomicOrdering::Relaxed);
+            let mut cursor = Cursor::open(
+                input,
+                None,
+                i,
+                start.voffset,
+                &samples[k + 1..],
+                READ_BUFFER,
+            )?;
             // Skip to the range's first record; it starts the first batch.
             let mut first = Vec::new();
             loop {
@@ -485,8 +522,11 @@ fn sample_cuts(input: &MergeInput, size: u64, cut: u64) -> Result<Vec<u64>, Sort
         .map_err(|e| input_error(input, e))?
         .ranges[0]
         .start;
+    // Cuts in the header's blocks would only find the first record again (or, fooled by header
+    // bytes, a false one): cuts start after the first record's block.
     Ok(std::iter::once(first)
         .chain((1..size.div_ceil(cut)).map(|k| k * cut))
+        .filter(|&c| c == first || c > first >> 16)
         .collect())
 }
 
@@ -520,6 +560,8 @@ fn sample_at(
     Ok(Some(Sample {
         voffset,
         point: SplitPoint::new(order, &rec[4..], 0),
+        used: AtomicBool::new(false),
+        confirmed: AtomicBool::new(false),
     }))
 }
 
@@ -541,4 +583,115 @@ fn input_samples(
         }
     }
     Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sortase_bam::sam_parse::parse_record;
+    use sortase_bam::{Header, Reference};
+    use sortase_bgzf::{BlockEncoder, CompressionLevel, EOF_MARKER};
+    use std::io::Write;
+
+    /// A coordinate-sorted BAM of `n` records with 150 random bases (a few MB: several samples).
+    fn write_bam(path: &Path, n: usize) -> Vec<Vec<u8>> {
+        let header = Header::new(
+            "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:10000000\n".into(),
+            vec![Reference {
+                name: b"chr1".to_vec(),
+                length: 10_000_000,
+            }],
+        );
+        let mut enc = BlockEncoder::new(CompressionLevel::samtools(1));
+        enc.write_all(&header.to_bam_bytes()).unwrap();
+        let mut state = 7u64;
+        let mut rand = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        let mut records = Vec::new();
+        for i in 0..n {
+            let seq: String = (0..150).map(|_| b"ACGT"[rand() % 4] as char).collect();
+            let qual: String = (0..150)
+                .map(|_| (b'!' + (rand() % 40) as u8) as char)
+                .collect();
+            // Ties: positions repeat ten times.
+            let line = format!(
+                "r{i}\t0\tchr1\t{}\t60\t150M\t*\t0\t0\t{seq}\t{qual}",
+                1 + i / 10
+            );
+            let mut rec = Vec::new();
+            parse_record(line.as_bytes(), &header, &mut rec).unwrap();
+            enc.write_all(&rec).unwrap();
+            records.push(rec);
+        }
+        let blocks = enc.finish().unwrap();
+        let mut f = File::create(path).unwrap();
+        f.write_all(&blocks.bytes).unwrap();
+        f.write_all(&EOF_MARKER).unwrap();
+        records
+    }
+
+    fn input(path: &Path) -> MergeInput {
+        MergeInput {
+            path: path.to_path_buf(),
+            n_ref: 1,
+            translation: Arc::new(Translation {
+                tids: vec![0],
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Every range in order, concatenated (the first error stops).
+    fn run_all(plan: &MergePlan) -> Result<Vec<Vec<u8>>, SortError> {
+        let attach = [Arc::new(Translation::default())];
+        let mut out = Vec::new();
+        for r in 0..plan.ranges() {
+            plan.open(r, &attach)?.for_each(|rec| {
+                out.push(rec.to_vec());
+                Ok(())
+            })?;
+        }
+        plan.check_samples()?;
+        Ok(out)
+    }
+
+    #[test]
+    fn ranges_tile_one_input_and_false_boundaries_are_caught() {
+        let dir = std::env::temp_dir().join(format!("sortase-merge-ranges-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("in.bam");
+        let records = write_bam(&path, 40_000);
+        let plan = MergePlan::new(SortOrder::Coordinate, vec![input(&path)], 2).unwrap();
+        assert!(
+            plan.samples[0].len() >= 4,
+            "{} samples",
+            plan.samples[0].len()
+        );
+        assert!(plan.ranges() >= 4, "{} ranges", plan.ranges());
+        assert!(
+            run_all(&plan).unwrap() == records,
+            "ranges do not tile the input"
+        );
+        // Every sample a range started at was confirmed by an earlier reader.
+        assert!(plan.samples[0]
+            .iter()
+            .skip(1)
+            .all(|s| !s.used.load(AtomicOrdering::Relaxed)
+                || s.confirmed.load(AtomicOrdering::Relaxed)));
+
+        // A planned boundary one byte into a record (as if the boundary finder had been fooled):
+        // the reader that passes it reports it, before any range reads from it.
+        let mut bad = MergePlan::new(SortOrder::Coordinate, vec![input(&path)], 2).unwrap();
+        let k = bad.samples[0].len() / 2;
+        bad.samples[0][k].voffset += 1;
+        match run_all(&bad) {
+            Err(SortError::Unordered(m)) => assert!(m.contains("not a record start"), "{m}"),
+            other => panic!("false boundary not caught: {:?}", other.map(|r| r.len())),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
