@@ -16,7 +16,7 @@
 //! unsorted inputs is samtools' own.
 
 use sortase_bam::header_merge::Translation;
-use sortase_bam::{RecordBatch, RecordRef};
+use sortase_bam::{check_record, BamError, RecordBatch};
 use sortase_bgzf::SeekReader;
 use sortase_index::range::{find_first_record, plan_ranges};
 use sortase_sort::merge::{merge, Source};
@@ -190,64 +190,40 @@ impl<'a> Cursor<'a> {
         if position.is_none() {
             return Ok(false);
         }
-        let mut size = [0u8; 4];
-        let got = read_full(&mut self.reader, &mut size).map_err(|e| input_error(self.input, e))?;
         let at = self.voffset;
-        if got < 4 {
-            return Err(input_error(
+        let truncated = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => input_error(
                 self.input,
                 format!("truncated record at virtual offset {at}"),
-            ));
-        }
+            ),
+            _ => input_error(self.input, e),
+        };
+        let mut size = [0u8; 4];
+        self.reader.read_exact(&mut size).map_err(truncated)?;
         let len = u32::from_le_bytes(size) as usize;
         self.raw.clear();
         self.raw.extend_from_slice(&size);
-        self.raw.resize(4 + len, 0);
-        let got = read_full(&mut self.reader, &mut self.raw[4..])
-            .map_err(|e| input_error(self.input, e))?;
-        if got < len {
-            return Err(input_error(
-                self.input,
-                format!("truncated record at virtual offset {at}: block_size {len}, {got} bytes"),
-            ));
+        // Grows with the data read, so a corrupt block_size cannot allocate gigabytes up front.
+        (&mut self.reader)
+            .take(len as u64)
+            .read_to_end(&mut self.raw)
+            .map_err(truncated)?;
+        if self.raw.len() < 4 + len {
+            return Err(truncated(std::io::ErrorKind::UnexpectedEof.into()));
         }
-        let r = RecordRef::new(&self.raw[4..]).map_err(|reason| {
-            input_error(
+        check_record(&self.raw[4..], self.input.n_ref as i32, at).map_err(|e| match e {
+            BamError::Record { reason, .. } => input_error(
                 self.input,
                 format!("record at virtual offset {at}: {reason}"),
-            )
+            ),
+            e => input_error(self.input, e),
         })?;
-        let n_ref = self.input.n_ref as i32;
-        for (what, id) in [
-            ("refID", r.reference_sequence_id()),
-            ("next_refID", r.mate_reference_sequence_id()),
-        ] {
-            if id < -1 || id >= n_ref {
-                return Err(input_error(
-                    self.input,
-                    format!("record at virtual offset {at}: {what} {id} not in header ({n_ref} references)"),
-                ));
-            }
-        }
         Ok(true)
     }
 }
 
 fn input_error(input: &MergeInput, e: impl std::fmt::Display) -> SortError {
     SortError::Input(format!("{}: {e}", input.path.display()))
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// The inputs, their samples and the split points: everything range tasks share.

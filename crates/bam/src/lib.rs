@@ -24,4 +24,4 @@ pub use error::BamError;
 pub use header::{Header, Reference};
 pub use record::{RecordRef, FIXED_LEN};
 pub use sam_read::SamReader;
-pub use stream::{virtual_offset, BlockEntry, ChunkSource, ChunkStream};
+pub use stream::{check_record, virtual_offset, BlockEntry, ChunkSource, ChunkStream};

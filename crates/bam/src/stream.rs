@@ -179,28 +179,11 @@ impl ChunkStream {
                 break;
             }
             let at = region_offset + (i - start) as u64;
-            let record = RecordRef::new(&buf[i + 4..i + 4 + block_size])
-                .map_err(|reason| BamError::record(at, reason))?;
-            self.check_references(&record, at)?;
+            check_record(&buf[i + 4..i + 4 + block_size], self.n_ref, at)?;
             offsets.push(i as u32);
             i += 4 + block_size;
         }
         Ok((offsets, i))
-    }
-
-    fn check_references(&self, r: &RecordRef<'_>, at: u64) -> Result<(), BamError> {
-        for (what, id) in [
-            ("refID", r.reference_sequence_id()),
-            ("next_refID", r.mate_reference_sequence_id()),
-        ] {
-            if id < -1 || id >= self.n_ref {
-                return Err(BamError::record(
-                    at,
-                    format!("{what} {id} not in header ({} references)", self.n_ref),
-                ));
-            }
-        }
-        Ok(())
     }
 
     fn truncated_tail(&self) -> BamError {
@@ -254,6 +237,24 @@ impl Read for ChunkStream {
             }
         }
     }
+}
+
+/// Validates one record (no `block_size` prefix) whose `block_size` field is at `at`: its layout
+/// ([`RecordRef::new`]) and its reference ids against the header's `n_ref` references.
+pub fn check_record(bytes: &[u8], n_ref: i32, at: u64) -> Result<RecordRef<'_>, BamError> {
+    let r = RecordRef::new(bytes).map_err(|reason| BamError::record(at, reason))?;
+    for (what, id) in [
+        ("refID", r.reference_sequence_id()),
+        ("next_refID", r.mate_reference_sequence_id()),
+    ] {
+        if id < -1 || id >= n_ref {
+            return Err(BamError::record(
+                at,
+                format!("{what} {id} not in header ({n_ref} references)"),
+            ));
+        }
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
