@@ -87,22 +87,12 @@ fn read_header_and_first_record(file: &mut File) -> Result<(Header, u64), BamErr
 /// The virtual offset of the first record starting in or after the first verified block at or after
 /// compressed offset `cut`, or `None` if no boundary can be proved before the end of the file.
 pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Option<u64>, BamError> {
-    find_record_start_within(file, cut, n_ref, CHAIN_WINDOW)
+    Ok(find_first_record(file, cut, n_ref, CHAIN_WINDOW)?.map(|(v, _)| v))
 }
 
-/// [`find_record_start`], checking the chain of records over `window` decompressed bytes (smaller
-/// is cheaper and less certain: for callers that verify the boundary again while reading).
-pub fn find_record_start_within(
-    file: &mut File,
-    cut: u64,
-    n_ref: usize,
-    window: usize,
-) -> Result<Option<u64>, BamError> {
-    Ok(find_first_record(file, cut, n_ref, window)?.map(|(v, _)| v))
-}
-
-/// [`find_record_start_within`], also returning the record found (with its `block_size` prefix),
-/// which the boundary check has already decompressed.
+/// [`find_record_start`] with the chain of records checked over `window` decompressed bytes (smaller
+/// is cheaper and less certain: for callers that verify the boundary again while reading), also
+/// returning the record found (with its `block_size` prefix), already decompressed by the check.
 pub fn find_first_record(
     file: &mut File,
     cut: u64,
