@@ -3,6 +3,7 @@
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
 mod bgzip;
+mod direct_io;
 mod faidx;
 mod fetch;
 mod index;

@@ -340,7 +340,7 @@ fn ranged_merge(
     threads: usize,
     progress: &Progress,
 ) -> Result<()> {
-    let (encoder, mut writer) = range_output::open(
+    let (mut encoder, mut writer) = range_output::open(
         target.output,
         target.index,
         target.format,
@@ -350,6 +350,8 @@ fn ranged_merge(
     let name = writer.name.clone();
     let ranges = plan.ranges();
     let per_range = plan.compressed_bytes() / ranges as u64;
+    // BAM records take about 3-4 times their compressed size.
+    encoder.expect_range_bytes((per_range * 4) as usize);
     ordered_tasks(
         threads,
         ranges,

@@ -1,6 +1,7 @@
 //! Output files written under a temporary name next to the target and renamed on success; temporary
 //! files are removed on error (drop) and on SIGINT/SIGTERM.
 
+use crate::direct_io::DirectWriter;
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{self, Write};
@@ -137,12 +138,19 @@ impl Destination {
             Some(p) if p != Path::new("-") => {
                 let (file, f) = OutputFile::create(p)?;
                 let name = p.display().to_string();
+                // A new regular file goes through `DirectWriter` (page cache bypassed once large);
+                // a device or FIFO written in place through a plain buffer.
+                let writer: Box<dyn Write + Send> = if file.temp.is_some() {
+                    Box::new(DirectWriter::new(f))
+                } else {
+                    Box::new(io::BufWriter::with_capacity(1 << 20, f))
+                };
                 Ok((
                     Self {
                         file: Some(file),
                         name,
                     },
-                    Box::new(io::BufWriter::with_capacity(1 << 20, f)),
+                    writer,
                 ))
             }
             _ => Ok((

@@ -44,6 +44,12 @@ pub struct BlockEncoder {
 impl BlockEncoder {
     /// An encoder at `level`.
     pub fn new(level: CompressionLevel) -> Self {
+        Self::with_capacity(level, 0)
+    }
+
+    /// An encoder at `level` whose output buffer starts with room for `bytes` (the expected size of
+    /// the slice's blocks): a large slice then costs no reallocation, and no doubled capacity.
+    pub fn with_capacity(level: CompressionLevel, bytes: usize) -> Self {
         Self {
             compressor: compressor_for(level),
             cutter: BlockCutter {
@@ -51,7 +57,10 @@ impl BlockEncoder {
                 cuts: Vec::with_capacity(BLOCKS_PER_DEFLATE),
                 open: 0,
             },
-            out: EncodedBlocks::default(),
+            out: EncodedBlocks {
+                bytes: Vec::with_capacity(bytes),
+                blocks: Vec::with_capacity(bytes / BLOCK_DATA_MAX + 1),
+            },
         }
     }
 
