@@ -3,7 +3,6 @@
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
 mod bgzip;
-mod direct_io;
 mod faidx;
 mod fetch;
 mod index;

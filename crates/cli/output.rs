@@ -1,8 +1,8 @@
 //! Output files written under a temporary name next to the target and renamed on success; temporary
 //! files are removed on error (drop) and on SIGINT/SIGTERM.
 
-use crate::direct_io::DirectWriter;
 use anyhow::{Context, Result};
+use sortase_bgzf::direct_io::DirectWriter;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

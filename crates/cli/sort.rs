@@ -223,7 +223,7 @@ fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usiz
         OutFormat::Sam => range * 2,
         OutFormat::Cram => range,
     };
-    ((threads + 1) * encoded + crate::direct_io::BUFFER_BYTES).min(memory / 4)
+    ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
 
 /// Returns the heap's free pages to the kernel (glibc `malloc_trim`). Called when an out-of-core

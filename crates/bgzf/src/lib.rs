@@ -13,6 +13,7 @@
 
 mod block;
 mod cutter;
+pub mod direct_io;
 mod encoder;
 mod error;
 pub mod gzi;
