@@ -15,7 +15,11 @@ Procedure:
      variant sees a warm page cache (dropping caches is not possible here);
   2. the variants run in alternation (A B [floor] A B [floor] ...), --pairs
      rounds, each under `/usr/bin/time -v` (user/sys CPU, peak RSS, exit
-     status) with the wall time taken around it in Python;
+     status) with the wall time taken around it in Python; an untimed `sync`
+     before each run, so no variant competes with the write-back of the
+     previous one's output (a tool whose output is still in the page cache
+     when it exits is not charged for writing it; one writing with O_DIRECT,
+     as sortase does past 64 MiB, is);
   3. per variant: median wall, min-max wall, median CPU% ((user+sys)/wall),
      median user+sys, max peak RSS, and the ratio variant/sortase of the
      median walls (>1 means sortase is faster); with a floor also
@@ -760,6 +764,7 @@ def main():
         for rnd in range(1, args.pairs + 1):
             for label, m in runs_meta.items():
                 n = len(m["results"])
+                subprocess.run(["sync"], check=True)
                 r = run_timed(m["cmd"], m["dir"], m["stdout"], os.path.join(m["dir"], f"stderr.{n}"),
                               os.path.join(m["dir"], f"time.{n}"))
                 m["results"].append(r)
