@@ -472,11 +472,16 @@ fn bgzip_large_output_written_directly_identical_to_htslib() {
     let dir = tempdir();
     let plain = dir.path().join("big.txt");
     std::fs::write(&plain, text(80_000_123, 7)).unwrap();
-    let theirs = run(&bgzip, &[], &["-c", "-l", "0", p(&plain)]).expect_ok().stdout;
+    let theirs = run(&bgzip, &[], &["-c", "-l", "0", p(&plain)])
+        .expect_ok()
+        .stdout;
     let ours = dir.path().join("big.txt.gz");
     sortase(&["bgzip", "-@", "2", "-l", "0", "-o", p(&ours), p(&plain)]).expect_ok();
     let ours = read(&ours);
-    assert!(ours.len() > 64 << 20, "output too small to reach direct writes");
+    assert!(
+        ours.len() > 64 << 20,
+        "output too small to reach direct writes"
+    );
     assert_eq!(ours.len(), theirs.len(), "output sizes differ");
     assert!(ours == theirs, "bytes differ from htslib's bgzip -l 0");
 }
