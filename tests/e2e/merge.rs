@@ -51,6 +51,9 @@ fn sam(header: &str, refs: &[&str], rgs: &[&str], n: usize, seed: u64) -> String
     s
 }
 
+/// The orders merge is tested in: coordinate, `-n`, `-N`, `-t RG` (flags of sort and merge alike).
+const ORDERS: [&[&str]; 4] = [&[], &["-n"], &["-N"], &["-t", "RG"]];
+
 /// Sorts `text` with samtools (`order` flags) into `dir/name.bam`.
 fn sorted(st: &Oracle, dir: &Path, name: &str, text: &str, order: &[&str]) -> PathBuf {
     let s = dir.join(format!("{name}.sam"));
@@ -116,12 +119,9 @@ fn merge_matches_samtools() {
     let h_c = "@SQ SN:chr1 LN:10000
                @SQ SN:chr2 LN:10000";
     let mut failures = Vec::new();
-    for (order, flags) in [
-        (&[][..], &[][..]),
-        (&["-n"][..], &["-n"][..]),
-        (&["-N"][..], &["-N"][..]),
-        (&["-t", "RG"][..], &["-t", "RG"][..]),
-    ] {
+    for flags in ORDERS {
+        // The same flags sort the inputs (samtools sort) and merge them.
+        let order = flags;
         let a = sorted(
             st,
             d,
@@ -319,12 +319,9 @@ fn issue_3_merge_by_key_range() {
     let tmp = tempdir();
     let d = tmp.path();
     let mut failures = Vec::new();
-    for (order, flags) in [
-        (&[][..], &[][..]),
-        (&["-n"][..], &["-n"][..]),
-        (&["-N"][..], &["-N"][..]),
-        (&["-t", "RG"][..], &["-t", "RG"][..]),
-    ] {
+    for flags in ORDERS {
+        // The same flags sort the inputs (samtools sort) and merge them.
+        let order = flags;
         let inputs: Vec<PathBuf> = (0..3)
             .map(|k| sorted(st, d, &format!("big{k}"), &big_sam(20_000, 40 + k), order))
             .collect();
