@@ -68,6 +68,10 @@ impl Buf {
     }
 }
 
+fn stopped() -> io::Error {
+    io::Error::other("output writer thread stopped")
+}
+
 enum Job {
     /// Write the buffer's bytes at this file offset, then hand the buffer back.
     Write(Buf, u64),
@@ -108,12 +112,11 @@ impl DirectWriter {
     }
 
     fn send(&self, job: Job) -> io::Result<()> {
-        let broken = || io::Error::other("output writer thread stopped");
         self.jobs
             .as_ref()
-            .ok_or_else(broken)?
+            .ok_or_else(stopped)?
             .send(job)
-            .map_err(|_| broken())
+            .map_err(|_| stopped())
     }
 
     fn next_buffer(&mut self) -> io::Result<Buf> {
@@ -121,16 +124,13 @@ impl DirectWriter {
             self.unallocated -= 1;
             return Ok(Buf::new());
         }
-        let mut b = self
-            .free
-            .recv()
-            .map_err(|_| io::Error::other("output writer thread stopped"))?;
+        let mut b = self.free.recv().map_err(|_| stopped())?;
         b.len = 0;
         Ok(b)
     }
 
-    /// Queues the current buffer; the new one starts with its unaligned tail (`keep_tail`, after a flush)
-    /// or empty (a full buffer).
+    /// Queues the current buffer; the new one starts with the old one's unaligned tail (after a
+    /// flush; empty after a full buffer), so the next write of that region is aligned again.
     fn submit(&mut self) -> io::Result<()> {
         let mut next = self.next_buffer()?;
         let aligned = self.buf.len - self.buf.len % ALIGN;
@@ -145,9 +145,7 @@ impl DirectWriter {
     fn sync(&mut self) -> io::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(Job::Sync(tx))?;
-        self.direct_bytes = rx
-            .recv()
-            .map_err(|_| io::Error::other("output writer thread stopped"))??;
+        self.direct_bytes = rx.recv().map_err(|_| stopped())??;
         Ok(())
     }
 
@@ -165,14 +163,6 @@ impl Write for DirectWriter {
             self.submit()?;
         }
         Ok(n)
-    }
-
-    fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        while !bytes.is_empty() {
-            let n = self.write(bytes)?;
-            bytes = &bytes[n..];
-        }
-        Ok(())
     }
 
     /// Writes everything so far (the unaligned tail through the page cache) and waits for it.
