@@ -4,7 +4,6 @@
 //! `-k`/`-c`/`-o`) only after the output is complete, as bgzip does.
 
 use crate::output::{Destination, OutputFile};
-use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_bgzf::{
     CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions,
@@ -69,7 +68,10 @@ pub struct BgzipArgs {
 
 /// Runs `sortase bgzip`.
 pub fn run(args: BgzipArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let files: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]
     } else {
@@ -158,7 +160,7 @@ fn compress(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()
         None
     };
     let (mut reader, total) = open_input(input)?;
-    let progress = Progress::new("bgzip", total);
+    let progress = crate::common::progress("bgzip", total);
     let (dest, out) = Destination::open(Some(target.as_deref().unwrap_or(Path::new("-"))))?;
     let level = CompressionLevel::samtools(args.level.unwrap_or(-1));
     let mut writer = ParallelWriter::new(out, WriterOptions::new(threads, level));
@@ -223,7 +225,7 @@ fn decompress(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<
         _ => None,
     };
     let (reader, total) = open_input(input)?;
-    let progress = Progress::new("bgzip -d", total);
+    let progress = crate::common::progress("bgzip -d", total);
     let (compression, reader) =
         sortase_fasta::scan::sniff(progress.wrap(reader)).with_context(|| what.clone())?;
     if compression == Compression::None {
@@ -268,7 +270,7 @@ fn reindex(input: Option<&Path>, args: &BgzipArgs, threads: usize) -> Result<()>
     };
     let what = input.display().to_string();
     let (reader, total) = open_input(Some(input))?;
-    let progress = Progress::new("bgzip -r", total);
+    let progress = crate::common::progress("bgzip -r", total);
     let gzi = scan_gzi(progress.wrap(reader), threads).with_context(|| what.clone())?;
     progress.finish();
     write_gzi(&gzi_path(args, input), &gzi)

@@ -2,7 +2,6 @@
 //! region retrieval with samtools faidx's output.
 
 use crate::output::{Destination, OutputFile};
-use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_fasta::access::RandomAccess;
@@ -85,7 +84,7 @@ fn strand_marks(spec: &str) -> Result<(String, String)> {
 pub fn build_fai(input: &Path, threads: usize) -> Result<(Fai, ScanSummary, Vec<String>)> {
     let what = input.display().to_string();
     let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
-    let progress = Progress::new("faidx", file.metadata().map(|m| m.len()).unwrap_or(0));
+    let progress = crate::common::progress("faidx", file.metadata().map(|m| m.len()).unwrap_or(0));
     let mut builder = FaiBuilder::new();
     let summary = scan(progress.wrap(file), threads, &mut builder)
         .with_context(|| format!("{what}: cannot build the fai index"))?;
@@ -110,7 +109,10 @@ pub fn write_file(path: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>)
 
 /// Runs `sortase faidx`.
 pub fn run(args: FaidxArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let build_only = args.regions.is_empty() && args.region_file.is_none();
     let fai_path = args
         .fai_idx

@@ -2,7 +2,6 @@
 
 use crate::faidx::write_file;
 use crate::output::Destination;
-use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_fasta::access::{RandomAccess, DEFAULT_WINDOW};
 use sortase_fasta::gzi::GziIndex;
@@ -69,7 +68,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 fn build_loc(input: &Path, loc_path: &Path, gzi_path: &Path, threads: usize) -> Result<()> {
     let what = input.display().to_string();
     let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
-    let progress = Progress::new("loc", file.metadata().map(|m| m.len()).unwrap_or(0));
+    let progress = crate::common::progress("loc", file.metadata().map(|m| m.len()).unwrap_or(0));
     let mut builder = LocBuilder::new();
     let summary = scan(progress.wrap(file), threads, &mut builder)
         .with_context(|| format!("{what}: cannot build the loc index"))?;
@@ -85,7 +84,10 @@ fn build_loc(input: &Path, loc_path: &Path, gzi_path: &Path, threads: usize) -> 
 
 /// Runs `sortase loc`.
 pub fn loc(args: LocArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let out = args
         .output
         .clone()
@@ -175,7 +177,10 @@ impl sortase_fasta::lines::LineSink for IgnoreLines {
 
 /// Runs `sortase fetch`.
 pub fn fetch(args: FetchArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let what = args.input.display().to_string();
     let gzi_path = with_suffix(&args.input, ".gzi");
     let compression = {

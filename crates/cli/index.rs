@@ -32,7 +32,10 @@ pub struct IndexArgs {
 
 /// Runs `sortase index`.
 pub fn run(args: IndexArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let csi = args.csi || args.min_shift.is_some();
     let min_shift = args.min_shift.unwrap_or(14);
     let out = args

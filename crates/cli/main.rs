@@ -3,23 +3,21 @@
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
 mod bgzip;
+mod common;
 mod faidx;
 mod fetch;
 mod index;
-mod input;
 mod markdup;
 mod markdup_coord;
 mod markdup_query;
 mod merge;
 mod merge_ranges;
-mod output;
-mod progress;
-mod range_output;
-mod record_sink;
 mod snp_pileup;
 mod sort;
 mod stats;
 mod view;
+
+use sortase::{files as output, input, range_output, writer as record_sink};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -74,7 +72,7 @@ fn tune_allocator() {
 
 fn main() -> ExitCode {
     tune_allocator();
-    output::install_signal_cleanup();
+    common::install_signal_handling();
     let cli = Cli::parse();
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
     // files are still removed by their destructors during unwinding.
@@ -108,10 +106,17 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS, // `sortase view | head` is not an error
-        Err(e) => {
-            eprintln!("sortase: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => match common::cancelled_exit_code() {
+            // Cancelled by a signal: whatever the job ran into while stopping is not the news.
+            Some(code) => {
+                eprintln!("sortase: interrupted");
+                ExitCode::from(code)
+            }
+            None => {
+                eprintln!("sortase: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -119,17 +124,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<sortase::Error>()
+                .is_some_and(sortase::Error::is_broken_pipe)
     })
-}
-
-/// The number of threads `-@` means when not given: all cores.
-pub(crate) fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The command line for `@PG CL:`, as samtools writes it (arguments joined by spaces).
-pub(crate) fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -85,8 +85,11 @@ pub fn detect_mode(header: &Header) -> Mode {
 /// Runs `sortase markdup`.
 pub fn run(args: MarkdupArgs) -> Result<()> {
     let input_name = args.input.clone().unwrap_or_else(|| "-".into());
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
-    let progress = crate::progress::Progress::new(
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
+    let progress = crate::common::progress(
         "markdup",
         std::fs::metadata(&input_name).map(|m| m.len()).unwrap_or(0),
     );

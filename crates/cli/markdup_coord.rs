@@ -7,9 +7,9 @@
 use crate::input::Input;
 use crate::markdup::MarkdupArgs;
 use crate::output::{OutputFile, TempDir};
-use crate::progress::Progress;
 use crate::record_sink::{resolve_format, OutFormat, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
+use sortase::Progress;
 use sortase_bam::{flags, Header, RecordRef};
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options, OrderError};
@@ -80,10 +80,10 @@ pub fn run(
     };
     let (data_path, index_path) = match &args.output {
         Some(o) if args.write_index => {
-            let (d, i, bai) = crate::sort::index_target(o, args.index_format.as_deref())?;
+            let (d, i, bai) = sortase::options::index_target(o, args.index_format.as_deref())?;
             (Some(d), Some((i, bai)))
         }
-        Some(o) => (Some(crate::sort::index_target(o, None)?.0), None),
+        Some(o) => (Some(sortase::options::index_target(o, None)?.0), None),
         None => (None, None),
     };
     let format = resolve_format(
@@ -101,10 +101,11 @@ pub fn run(
 
     // Under -T: read ends spilled beyond --max-memory, and standard input kept as a BAM
     // (libdeflate 1) for pass 2.
-    let budget = crate::sort::parse_memory(&c.max_memory, "--max-memory")?;
-    let temp = TempDir::create(&crate::sort::temp_prefix(
+    let budget = sortase::options::parse_size(&c.max_memory, "--max-memory")?;
+    let temp = TempDir::create(&sortase::options::temp_prefix(
         args.temp_prefix.as_deref(),
         data_path.as_deref(),
+        &std::env::temp_dir(),
     ))?;
     let copy_path = (input_name == "-").then(|| temp.path().join("stdin.bam"));
     let mut copy = match &copy_path {
@@ -160,12 +161,16 @@ pub fn run(
         .as_ref()
         .map_or(input_name.to_string(), |p| p.display().to_string());
     let size = std::fs::metadata(&pass2_name).map(|m| m.len()).unwrap_or(0);
-    let progress = Progress::new("markdup (write)", size);
+    let progress = crate::common::progress("markdup (write)", size);
     let mut second = Input::open(&pass2_name, threads, args.reference.as_deref(), &progress)
         .with_context(|| input_name.to_string())?;
     let mut out_header = header.clone();
     if !args.no_pg {
-        out_header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+        out_header.add_program(
+            "sortase",
+            env!("CARGO_PKG_VERSION"),
+            &crate::common::command_line(),
+        );
     }
     let index = index_path.as_ref().map(|(p, bai)| (p.as_path(), *bai));
     let mut out = SortedOutput::open(
@@ -239,7 +244,7 @@ fn flatten(e: anyhow::Error, file: &str) -> anyhow::Error {
 fn write_metrics(path: &Path, outcome: &sortase_markdup::picard::Outcome) -> Result<()> {
     let header = vec![format!(
         "sortase markdup (Picard MarkDuplicates 2.27.5 metrics) {}",
-        crate::command_line()
+        crate::common::command_line()
     )];
     let text = outcome.metrics_file(&header);
     let (pending, mut f) = OutputFile::create(path)?;

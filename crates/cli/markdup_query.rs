@@ -6,9 +6,9 @@
 
 use crate::input::Input;
 use crate::markdup::MarkdupArgs;
-use crate::progress::Progress;
 use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
+use sortase::Progress;
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::samblaster::side::SideOptions;
 use sortase_markdup::samblaster::{Layout, Options, SigSet};
@@ -142,7 +142,11 @@ pub fn run(
     )?;
     let mut header = input.header.clone();
     if !args.no_pg {
-        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+        header.add_program(
+            "sortase",
+            env!("CARGO_PKG_VERSION"),
+            &crate::common::command_line(),
+        );
     }
     let mut out = SortedOutput::open(
         args.output.as_deref(),

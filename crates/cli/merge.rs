@@ -6,10 +6,10 @@
 
 use crate::input::{Format, Input};
 use crate::merge_ranges::{MergeInput, MergePlan};
-use crate::progress::Progress;
 use crate::range_output;
 use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{bail, Context, Result};
+use sortase::Progress;
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::{Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
@@ -104,8 +104,12 @@ fn rg_name(path: &str) -> String {
 
 /// Runs `sortase merge`.
 pub fn run(args: MergeArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
-    let order = crate::sort::order_from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())?;
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
+    let order = sortase::Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+        .resolve()?;
     let mut inputs = Vec::new();
     if let Some(list) = &args.list {
         let text = std::fs::read_to_string(list)
@@ -117,7 +121,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         bail!("merge: give at least one (and usually two or more) input files");
     }
     let output = args.output.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let (data_path, index_path, bai) = crate::sort::index_target(&output, None)?;
+    let (data_path, index_path, bai) = sortase::options::index_target(&output, None)?;
     let to_stdout = data_path == std::path::Path::new("-");
     if !args.force && !to_stdout && data_path.is_file() {
         bail!("{}: file exists; use -f to overwrite", data_path.display());
@@ -137,7 +141,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     )?;
 
     let per_input = (threads / inputs.len()).max(1);
-    let progress = Progress::new("merge", 0);
+    let progress = crate::common::progress("merge", 0);
     let mut opened = Vec::with_capacity(inputs.len());
     for name in &inputs {
         let input = Input::open(name, per_input, args.reference.as_deref(), &progress)
@@ -185,7 +189,11 @@ pub fn run(args: MergeArgs) -> Result<()> {
     }
     let mut header: Header = merger.finish();
     if !args.no_pg {
-        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+        header.add_program(
+            "sortase",
+            env!("CARGO_PKG_VERSION"),
+            &crate::common::command_line(),
+        );
     }
 
     let write_index = args.write_index && !to_stdout;

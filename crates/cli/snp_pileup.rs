@@ -1,7 +1,6 @@
 //! `sortase snp-pileup`: FACETS' snp-pileup (same options, same CSV) on all cores.
 
 use crate::output::OutputFile;
-use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_ops::pileup::{self, engine::PileupOptions, SnpPileupOptions};
@@ -105,7 +104,10 @@ pub fn run(args: SnpPileupArgs) -> Result<()> {
         );
     }
     let inputs = pileup::open_bams(&args.bams)?;
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let opts = SnpPileupOptions {
         pileup: PileupOptions {
             min_map_quality: args.min_map_quality,
@@ -126,7 +128,7 @@ pub fn run(args: SnpPileupArgs) -> Result<()> {
         .map(|m| m.len())
         .sum();
     let (output, file) = OutputFile::create(&target)?;
-    let progress = Progress::new("snp-pileup", total);
+    let progress = crate::common::progress("snp-pileup", total);
     let summary = if args.gzip {
         let mut w = ParallelWriter::new(file, WriterOptions::new(1, CompressionLevel::default()));
         let s = pileup::snp_pileup(&args.vcf, inputs, &opts, &mut w, &|n| progress.add(n));

@@ -38,7 +38,7 @@ pub struct IdxstatsArgs {
 }
 
 fn threads(t: Option<usize>) -> usize {
-    t.unwrap_or_else(crate::default_threads).max(1)
+    t.unwrap_or_else(crate::common::default_threads).max(1)
 }
 
 /// Counts records of a BAM on all cores with `add`, one accumulator per range, merged in order.

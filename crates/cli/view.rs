@@ -5,7 +5,6 @@
 
 use crate::input::{Format, Input};
 use crate::output::Destination;
-use crate::progress::Progress;
 use crate::record_sink::{OutFormat as RecordFormat, RecordSink};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{cram::CramWriter, flags, query, Header, RecordBatch, RecordRef};
@@ -169,7 +168,10 @@ fn output_format(args: &ViewArgs) -> Result<OutFormat> {
 
 /// Runs `sortase view`.
 pub fn run(args: ViewArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::default_threads).max(1);
+    let threads = args
+        .threads
+        .unwrap_or_else(crate::common::default_threads)
+        .max(1);
     let filter = Filter {
         require: args
             .require
@@ -202,13 +204,17 @@ pub fn run(args: ViewArgs) -> Result<()> {
         return dest.commit();
     }
     let size = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
-    let progress = Progress::new("view", size);
+    let progress = crate::common::progress("view", size);
     let input_name = args.input.clone();
     let mut input = Input::open(&args.input, threads, args.reference.as_deref(), &progress)
         .with_context(|| input_name.clone())?;
     let mut header = input.header.clone();
     if !args.no_pg && !args.count {
-        header.add_program("sortase", env!("CARGO_PKG_VERSION"), &crate::command_line());
+        header.add_program(
+            "sortase",
+            env!("CARGO_PKG_VERSION"),
+            &crate::common::command_line(),
+        );
     }
     let (dest, out) = Destination::open(args.output.as_deref())?;
     let out_name = dest.name.clone();

@@ -27,7 +27,7 @@ mod sorter;
 pub use final_merge::{ordered_tasks, RangeRecords, RangeSource};
 
 pub use order::SortOrder;
-pub use sorter::{SortOptions, SortStats, Sorter};
+pub use sorter::{Budget, FixedBudget, SortOptions, SortStats, Sorter};
 
 use std::path::{Path, PathBuf};
 
@@ -62,6 +62,9 @@ pub enum SortError {
     /// that handles it, e.g. `merge` of unsorted inputs); the message names the file.
     #[error("{0}")]
     Unordered(String),
+    /// The caller cancelled the sort (its flag, [`SortOptions::cancel`], was set).
+    #[error("interrupted")]
+    Cancelled,
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),

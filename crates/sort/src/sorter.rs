@@ -17,15 +17,63 @@ use crate::SortError;
 use rayon::prelude::*;
 use sortase_bam::RecordBatch;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Memory for records held in memory, granted by the caller (the facade's memory pool): the sorter
+/// asks before it keeps a batch and spills when refused.
+pub trait Budget: Send {
+    /// Takes `n` more bytes if they are available now.
+    fn try_grow(&mut self, n: usize) -> bool;
+    /// Takes `n` more bytes, waiting for other holders to give memory back; false if `n` can never
+    /// be granted (or the wait was stopped).
+    fn grow_waiting(&mut self, n: usize) -> bool;
+    /// Gives back everything held.
+    fn free(&mut self);
+}
+
+/// A budget of a fixed number of bytes used by this sorter alone.
+#[derive(Debug, Clone)]
+pub struct FixedBudget {
+    limit: usize,
+    used: usize,
+}
+
+impl FixedBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self { limit, used: 0 }
+    }
+}
+
+impl Budget for FixedBudget {
+    fn try_grow(&mut self, n: usize) -> bool {
+        if self.used + n <= self.limit {
+            self.used += n;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn grow_waiting(&mut self, n: usize) -> bool {
+        self.try_grow(n)
+    }
+
+    fn free(&mut self) {
+        self.used = 0;
+    }
+}
 
 /// How to sort.
 #[derive(Debug, Clone)]
 pub struct SortOptions {
     /// The order.
     pub order: SortOrder,
-    /// Memory budget in bytes for records held in memory (all threads together).
+    /// Memory budget in bytes for records held in memory (all threads together), used when the
+    /// caller gives no [`Budget`] of its own ([`Sorter::with_budget`]).
     pub memory: usize,
     /// Directory for temporary runs (created by the caller, removed by the caller).
     pub temp_dir: PathBuf,
@@ -77,6 +125,9 @@ struct Compaction {
 /// Sorts batches pushed in input order; [`Sorter::finish`] emits the records in order.
 pub struct Sorter {
     opts: SortOptions,
+    budget: Box<dyn Budget>,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    cancel: Arc<AtomicBool>,
     batches: Vec<RecordBatch>,
     /// Input sequence number of each batch's first record.
     first_seqs: Vec<u64>,
@@ -99,6 +150,9 @@ impl Sorter {
     /// A sorter with `opts`.
     pub fn new(opts: SortOptions) -> Self {
         Self {
+            budget: Box::new(FixedBudget::new(opts.memory)),
+            pool: None,
+            cancel: Arc::new(AtomicBool::new(false)),
             opts,
             batches: Vec::new(),
             first_seqs: Vec::new(),
@@ -113,8 +167,49 @@ impl Sorter {
         }
     }
 
-    /// Adds a batch (records in input order). Spills a run when the budget is full.
+    /// Takes memory for records from `budget` instead of `SortOptions::memory`.
+    pub fn with_budget(mut self, budget: Box<dyn Budget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Runs the parallel steps (sorting batches, compressing runs, choosing split points) on `pool`
+    /// instead of the pool of the calling thread.
+    pub fn with_pool(mut self, pool: Arc<rayon::ThreadPool>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Stops (with [`SortError::Cancelled`]) once `flag` is set: checked for every batch pushed,
+    /// every 64Ki records merged by a compaction and every key range of the final phase.
+    pub fn with_cancel(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = flag;
+        self
+    }
+
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), SortError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(SortError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Threads of the pool the parallel steps run on.
+    pub fn threads(&self) -> usize {
+        self.install(rayon::current_num_threads)
+    }
+
+    /// Adds a batch (records in input order). Spills a run when the budget refuses the batch.
     pub fn push(&mut self, batch: RecordBatch) -> Result<(), SortError> {
+        self.check_cancel()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -136,13 +231,31 @@ impl Sorter {
             seq += every;
         }
         self.next_seq += batch.len() as u64;
-        self.first_seqs.push(first);
         self.stats.records += batch.len() as u64;
         self.stats.record_bytes += batch.bytes().len() as u64;
-        self.used += batch.allocated() + batch.len() * ENTRY_COST;
-        self.batches.push(batch);
-        if self.used >= self.opts.memory {
+        let cost = batch.allocated() + batch.len() * ENTRY_COST;
+        let fits = self.budget.try_grow(cost);
+        if !fits && !self.batches.is_empty() {
+            // Spill what is held before this batch (its entries were pushed last: set them aside).
+            let mine = self.entries.split_off(self.entries.len() - batch.len());
             self.spill()?;
+            self.entries = mine;
+            for e in &mut self.entries {
+                e.1 &= 0xffff_ffff; // the batch becomes batch 0
+            }
+            self.first_seqs.push(first);
+            self.batches.push(batch);
+            self.used = cost;
+            if !self.budget.grow_waiting(cost) {
+                self.spill()?; // bigger than the whole budget: a run of its own
+            }
+            return Ok(());
+        }
+        self.first_seqs.push(first);
+        self.used += cost;
+        self.batches.push(batch);
+        if !fits {
+            self.spill()?; // a first batch bigger than the budget: a run of its own
         }
         Ok(())
     }
@@ -150,31 +263,41 @@ impl Sorter {
     fn sort_entries(&mut self) {
         let order = self.opts.order;
         let batches = &self.batches;
-        match order {
-            SortOrder::Coordinate => self.entries.par_sort_unstable(),
-            _ => self.entries.par_sort_unstable_by(|a, b| {
+        let entries = &mut self.entries;
+        let pool = self.pool.clone();
+        let mut sort = move || match order {
+            SortOrder::Coordinate => entries.par_sort_unstable(),
+            _ => entries.par_sort_unstable_by(|a, b| {
                 compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
             }),
+        };
+        match pool {
+            Some(p) => p.install(sort),
+            None => sort(),
         }
     }
 
     fn spill(&mut self) -> Result<(), SortError> {
+        self.check_cancel()?;
         let started = Instant::now();
         self.sort_entries();
         let id = self.next_id;
         self.next_id += 1;
         let path = self.opts.temp_dir.join(format!("run-{id:06}.lz4"));
-        let (batches, first_seqs) = (&self.batches, &self.first_seqs);
-        let file = write_run(
-            &path,
-            self.opts.order,
-            self.entries.iter().map(|&(_, loc)| {
-                (
-                    memory_seq(first_seqs, loc),
-                    batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize),
-                )
-            }),
-        )?;
+        let (batches, first_seqs, entries) = (&self.batches, &self.first_seqs, &self.entries);
+        let order = self.opts.order;
+        let file = self.install(|| {
+            write_run(
+                &path,
+                order,
+                entries.iter().map(|&(_, loc)| {
+                    (
+                        memory_seq(first_seqs, loc),
+                        batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize),
+                    )
+                }),
+            )
+        })?;
         self.stats.runs_spilled += 1;
         self.stats.temp_bytes += file.bytes;
         self.stats.spilled_bytes += file.bytes;
@@ -183,6 +306,7 @@ impl Sorter {
         self.first_seqs.clear();
         self.entries = Vec::new();
         self.used = 0;
+        self.budget.free();
         self.stats.spill_time += started.elapsed();
         self.maybe_compact(false)?;
         Ok(())
@@ -249,13 +373,21 @@ impl Sorter {
         self.next_id += 1;
         let out = self.opts.temp_dir.join(format!("run-{new_id:06}.lz4"));
         let order = self.opts.order;
+        let cancel = self.cancel.clone();
         let handle = std::thread::spawn(move || -> Result<RunFile, SortError> {
             let mut sources = paths
                 .iter()
                 .map(|p| RunReader::open(p).map(Source::Run))
                 .collect::<Result<Vec<_>, _>>()?;
             let mut writer = crate::run::StreamingRunWriter::create(&out, order)?;
-            merge(order, &mut sources, |_, seq, r| writer.push(seq, r))?;
+            let mut n = 0u32;
+            merge(order, &mut sources, |_, seq, r| {
+                n = n.wrapping_add(1);
+                if n % (1 << 16) == 0 && cancel.load(Ordering::Relaxed) {
+                    return Err(SortError::Cancelled);
+                }
+                writer.push(seq, r)
+            })?;
             writer.finish()
         });
         self.compaction = Some(Compaction {
@@ -274,7 +406,7 @@ impl Sorter {
         phase: impl FnMut(&str),
         mut emit: impl FnMut(&[u8]) -> Result<(), SortError>,
     ) -> Result<SortStats, SortError> {
-        let threads = rayon::current_num_threads();
+        let threads = self.threads();
         self.finish_ranges(
             threads,
             phase,
@@ -318,12 +450,9 @@ impl Sorter {
                 break;
             }
         }
-        let splits = choose_splits(
-            &self.opts.order,
-            &self.opts.ranges,
-            std::mem::take(&mut self.samples),
-            self.stats.record_bytes,
-        );
+        let samples = std::mem::take(&mut self.samples);
+        let (order, plan, bytes) = (self.opts.order, self.opts.ranges, self.stats.record_bytes);
+        let splits = self.install(|| choose_splits(&order, &plan, samples, bytes));
         let mut stats = self.stats.clone();
         stats.final_fan_in = if self.runs.is_empty() {
             0
@@ -347,11 +476,17 @@ impl Sorter {
         };
         // At most `threads` encoded ranges wait for the writer besides the `threads` being encoded:
         // with `-u` a range is ~16 MiB, and out of core these buffers come on top of the budget.
+        let cancel = &self.cancel;
         ordered_tasks(
             threads,
             sources.ranges(),
             threads,
-            |i| encode(&mut sources.open(i)?),
+            |i| {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(SortError::Cancelled);
+                }
+                encode(&mut sources.open(i)?)
+            },
             sink,
         )?;
         for r in &self.runs {

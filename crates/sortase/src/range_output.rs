@@ -8,8 +8,8 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::output::{Destination, OutputFile};
-use crate::record_sink::{finish_index, pseudo_offset, OnTheFlyIndex, OutFormat};
+use crate::files::{Destination, OutputFile};
+use crate::writer::{finish_index, pseudo_offset, OnTheFlyIndex, OutFormat};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};

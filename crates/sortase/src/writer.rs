@@ -6,7 +6,7 @@
 //! << 16 | offset in block" and translated to real virtual offsets from the [`BlockLog`] at the end
 //! ([`IndexBuilder::translate_offsets`]).
 
-use crate::output::{Destination, OutputFile};
+use crate::files::{Destination, OutputFile};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};

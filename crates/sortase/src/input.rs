@@ -35,6 +35,7 @@ pub struct Input {
     /// The detected format.
     pub format: Format,
     records: Records,
+    cancel: Option<crate::runtime::CancelFlag>,
 }
 
 fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
@@ -74,6 +75,7 @@ impl Input {
                     header,
                     format: Format::Bam,
                     records: Records::Bam(stream),
+                    cancel: None,
                 });
             }
             let text: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, stream));
@@ -85,6 +87,7 @@ impl Input {
                 header,
                 format: Format::Cram,
                 records: Records::Cram(Box::new(reader)),
+                cancel: None,
             });
         }
         if head.starts_with(b"BAM\x01") {
@@ -99,11 +102,24 @@ impl Input {
             header,
             format: Format::Sam,
             records: Records::Sam(reader),
+            cancel: None,
         })
+    }
+
+    /// Stops [`Input::for_each_batch`] between batches once `flag` is set.
+    pub fn set_cancel(&mut self, flag: crate::runtime::CancelFlag) {
+        self.cancel = Some(flag);
     }
 
     /// Calls `f` on every batch of records, in file order.
     pub fn for_each_batch(&mut self, mut f: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        let cancel = self.cancel.clone();
+        let mut f = move |b: RecordBatch| -> Result<()> {
+            if let Some(c) = &cancel {
+                c.check()?;
+            }
+            f(b)
+        };
         match &mut self.records {
             Records::Bam(stream) => {
                 while let Some(batch) = stream.next_batch()? {

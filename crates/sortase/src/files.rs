@@ -1,5 +1,7 @@
 //! Output files written under a temporary name next to the target and renamed on success; temporary
-//! files are removed on error (drop) and on SIGINT/SIGTERM.
+//! files and directories are removed on error and cancellation (drop). Every pending name is also
+//! kept in a process-wide list so that a process that must exit at once can remove them
+//! ([`remove_pending_files`]).
 
 use anyhow::{Context, Result};
 use sortase_bgzf::direct_io::DirectWriter;
@@ -25,28 +27,22 @@ fn unregister(path: &Path) {
         .retain(|p| p != path);
 }
 
-/// Removes every registered temporary file and exits with 128 + the signal number on SIGINT/SIGTERM.
-pub fn install_signal_cleanup() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
-        return;
-    };
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            for p in TEMP_FILES
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain(..)
-            {
-                if p.is_dir() {
-                    remove_dir_now(&p);
-                } else {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-            std::process::exit(128 + sig);
+/// Removes every temporary file and directory still registered (outputs not yet renamed, sort
+/// runs). For a process that must exit at once (a second Ctrl-C, or a job blocked on a read that
+/// cancellation cannot interrupt); a job that returns normally cleans up after itself.
+pub fn remove_pending_files() {
+    let pending: Vec<PathBuf> = TEMP_FILES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain(..)
+        .collect();
+    for p in pending {
+        if p.is_dir() {
+            remove_dir_now(&p);
+        } else {
+            let _ = std::fs::remove_file(p);
         }
-    });
+    }
 }
 
 /// A file being written under a temporary name; [`OutputFile::commit`] renames it to the target.

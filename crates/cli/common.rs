@@ -1,0 +1,183 @@
+//! What every subcommand shares: the runtime it runs its job on (threads from `-@`, the memory
+//! budget, the cancellation flag that SIGINT/SIGTERM set), the progress bar on a terminal, the `@PG`
+//! command line, and the output flags samtools' commands have in common.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sortase::{CancelFlag, OutputSpec, Program, ProgressSink, Runtime};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The flag every job of this process watches; set by SIGINT/SIGTERM.
+fn cancel_flag() -> &'static CancelFlag {
+    static FLAG: OnceLock<CancelFlag> = OnceLock::new();
+    FLAG.get_or_init(CancelFlag::new)
+}
+
+/// The signal that cancelled the process (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// How long a cancelled job has to stop its threads and remove its files before the process removes
+/// what is left and exits anyway (a job blocked reading a pipe cannot see the flag).
+const GRACE: Duration = Duration::from_secs(2);
+
+/// On SIGINT/SIGTERM: cancels the running job, which stops its threads, removes its temporary files
+/// and returns (main then exits with 128 + the signal). A second signal, or a job that has not
+/// returned within [`GRACE`], removes the remaining temporary files and exits at once.
+pub fn install_signal_handling() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let Some(sig) = signals.forever().next() else {
+            return;
+        };
+        SIGNAL.store(sig, Ordering::SeqCst);
+        cancel_flag().cancel();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                let _ = tx.send(());
+            }
+        });
+        let _ = rx.recv_timeout(GRACE);
+        sortase::files::remove_pending_files();
+        std::process::exit(128 + sig);
+    });
+}
+
+/// The exit code for a cancelled job: 128 + the signal.
+pub fn cancelled_exit_code() -> Option<u8> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some((128 + s) as u8),
+    }
+}
+
+/// An `indicatif` bar on stderr when it is a terminal.
+struct Bar {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl ProgressSink for Bar {
+    fn update(&self, label: &str, done: u64, total: u64) {
+        let mut slot = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        let bar = slot.get_or_insert_with(|| {
+            let bar = if total > 0 {
+                ProgressBar::new(total)
+            } else {
+                ProgressBar::new_spinner()
+            };
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_message(label.to_string());
+            bar
+        });
+        bar.set_position(done);
+    }
+
+    fn finish(&self, _label: &str) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn progress_sink() -> Option<Arc<dyn ProgressSink>> {
+    std::io::stderr().is_terminal().then(|| {
+        Arc::new(Bar {
+            bar: Mutex::new(None),
+        }) as Arc<dyn ProgressSink>
+    })
+}
+
+/// The number of threads `-@` means when not given: all cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The runtime for a command: `threads` from `-@` (default all cores), `memory` bytes of budget
+/// (default samtools sort's 768 MiB per thread), the process's cancellation flag and progress bar.
+pub fn runtime(threads: Option<usize>, memory: Option<usize>) -> anyhow::Result<Runtime> {
+    let threads = threads.unwrap_or_else(default_threads).max(1);
+    let mut b = Runtime::builder()
+        .threads(threads)
+        .cancel_flag(cancel_flag().clone());
+    if let Some(m) = memory {
+        b = b.memory(m);
+    }
+    if let Some(sink) = progress_sink() {
+        b = b.progress(sink);
+    }
+    Ok(b.build()?)
+}
+
+/// A progress counter for CLI code that is not a job yet.
+pub fn progress(label: &str, total: u64) -> sortase::Progress {
+    sortase::Progress::new(progress_sink(), label, total)
+}
+
+/// The command line for `@PG CL:`, as samtools writes it (arguments joined by spaces).
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// The `@PG` line of this run, or none with `--no-PG`.
+pub fn program(no_pg: bool) -> Option<Program> {
+    (!no_pg).then(|| Program::new(command_line()))
+}
+
+/// Prints a job's warnings as samtools prints its own.
+pub fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("{w}");
+    }
+}
+
+/// samtools' output flags, declared once for every command that writes records.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the final output to FILE [stdout].
+    #[arg(short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Output format: sam, bam or cram [bam, or from the -o extension].
+    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
+    pub output_fmt: Option<String>,
+    /// Compression level 0-9 with samtools' meaning.
+    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
+    pub level: Option<i32>,
+    /// Uncompressed BAM output.
+    #[arg(short = 'u')]
+    pub uncompressed: bool,
+    /// Write an index with the output (CSI; `out.bam##idx##out.bam.bai` for BAI).
+    #[arg(long = "write-index")]
+    pub write_index: bool,
+    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
+    #[arg(long = "index-format", value_name = "bai|csi")]
+    pub index_format: Option<String>,
+    /// Reference FASTA (CRAM input or output).
+    #[arg(long = "reference", value_name = "FILE")]
+    pub reference: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// The library's output spec.
+    pub fn spec(&self) -> OutputSpec {
+        OutputSpec {
+            path: self.output.clone(),
+            format: self.output_fmt.clone(),
+            level: self.level,
+            uncompressed: self.uncompressed,
+            write_index: self.write_index,
+            index_format: self.index_format.clone(),
+            reference: self.reference.clone(),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Plain, serialisable pieces that job specs share: the sort order, where and how output is written,
+//! the `@PG` line, and samtools' parsing of sizes and index names.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::SortOrder;
+use std::path::{Path, PathBuf};
+
+/// The version written in `@PG VN:` (the facade's, which is the workspace's).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A sort order as samtools names it (`-n`, `-N`, `-t TAG`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// By reference and position (samtools' default).
+    #[default]
+    Coordinate,
+    /// By read name, natural order (`-n`).
+    Name,
+    /// By read name, strcmp order (`-N`).
+    NameLex,
+    /// By the value of a tag, then by position (`-t TAG`), or by name (`-t TAG -n/-N`).
+    Tag {
+        /// The two-character tag.
+        tag: String,
+        /// `None`: then by position; `Some(true)`: by natural name; `Some(false)`: strcmp name.
+        by_name: Option<bool>,
+    },
+}
+
+impl Order {
+    /// The order samtools sort and merge take from `-n`, `-N` and `-t TAG`.
+    pub fn from_flags(by_name: bool, by_name_lex: bool, tag: Option<&str>) -> Self {
+        let names = (by_name || by_name_lex).then_some(!by_name_lex);
+        match (tag, names) {
+            (Some(t), by_name) => Order::Tag {
+                tag: t.to_string(),
+                by_name,
+            },
+            (None, Some(true)) => Order::Name,
+            (None, Some(false)) => Order::NameLex,
+            (None, None) => Order::Coordinate,
+        }
+    }
+
+    /// The sort crate's order.
+    pub fn resolve(&self) -> Result<SortOrder> {
+        Ok(match self {
+            Order::Coordinate => SortOrder::Coordinate,
+            Order::Name => SortOrder::Name { natural: true },
+            Order::NameLex => SortOrder::Name { natural: false },
+            Order::Tag { tag, by_name } if tag.len() == 2 => SortOrder::Tag {
+                tag: [tag.as_bytes()[0], tag.as_bytes()[1]],
+                by_name: *by_name,
+            },
+            Order::Tag { tag, .. } => {
+                return Err(Error::argument(format!(
+                    "-t {tag}: a tag is two characters, e.g. -t RG"
+                )))
+            }
+        })
+    }
+}
+
+/// Where and how a job writes its main output (samtools' `-o -O -l -u --write-index --reference`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    /// The file (`None` or `-`: standard output). A `out.bam##idx##out.bam.bai` name sets the
+    /// index's name, as in samtools.
+    pub path: Option<PathBuf>,
+    /// `sam`, `bam` or `cram` (default: from the file's extension, else the job's default).
+    pub format: Option<String>,
+    /// Compression level 0-9 with samtools' meaning (default: the job's).
+    pub level: Option<i32>,
+    /// Uncompressed BAM (`-u`).
+    pub uncompressed: bool,
+    /// Write an index with the output (`--write-index`).
+    pub write_index: bool,
+    /// `bai` or `csi` for the index (default: CSI, or from the `##idx##` name).
+    pub index_format: Option<String>,
+    /// Reference FASTA (CRAM).
+    pub reference: Option<PathBuf>,
+}
+
+impl OutputSpec {
+    /// Output to `path` with every other option at its default.
+    pub fn to_path(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: Some(path.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The BGZF level: `-u` wins, then `-l` (samtools' meaning), then `default_libdeflate`.
+    pub fn compression_level(&self, default_libdeflate: u8) -> CompressionLevel {
+        match (self.uncompressed, self.level) {
+            (true, _) => CompressionLevel::STORED,
+            (false, Some(l)) => CompressionLevel::samtools(l),
+            (false, None) => CompressionLevel::from_libdeflate(default_libdeflate),
+        }
+    }
+
+    /// The data file's path without a `##idx##` suffix (`None`: standard output).
+    pub fn data_path(&self) -> Result<Option<PathBuf>> {
+        match self.path.as_deref() {
+            Some(p) if p != Path::new("-") => Ok(Some(index_target(p, None)?.0)),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The `@PG` line a job adds to the header it writes (`None` in a job spec: `--no-PG`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    /// The command line for `CL:` (samtools joins its arguments with spaces).
+    pub command_line: String,
+}
+
+impl Program {
+    /// A `@PG` with this command line.
+    pub fn new(command_line: impl Into<String>) -> Self {
+        Self {
+            command_line: command_line.into(),
+        }
+    }
+
+    /// Adds the line to `header` (`ID:sortase`, `PN:sortase`, `VN:`, `CL:`, chained with `PP:`).
+    pub fn add_to(&self, header: &mut sortase_bam::Header) {
+        header.add_program("sortase", VERSION, &self.command_line);
+    }
+}
+
+/// Adds `program`'s `@PG` line to `header` if there is one.
+pub fn add_program(header: &mut sortase_bam::Header, program: Option<&Program>) {
+    if let Some(p) = program {
+        p.add_to(header);
+    }
+}
+
+/// Where temporary files go: `-T PREFIX`, else next to the output (`OUT.tmp`), else `fallback`.
+pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>, fallback: &Path) -> PathBuf {
+    match (given, output) {
+        (Some(t), _) => t.to_path_buf(),
+        (None, Some(d)) => {
+            let mut p = d.as_os_str().to_owned();
+            p.push(".tmp");
+            PathBuf::from(p)
+        }
+        (None, None) => fallback.to_path_buf(),
+    }
+}
+
+/// Parses samtools' `-m` syntax: an integer (`strtol` base 0) with an optional K/M/G suffix; `flag`
+/// names the option in the error.
+pub fn parse_size(s: &str, flag: &str) -> Result<usize> {
+    let t = s.trim();
+    let (digits, shift) = match t.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&t[..t.len() - 1], 10),
+        Some(b'M') => (&t[..t.len() - 1], 20),
+        Some(b'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        usize::from_str_radix(hex, 16).ok()
+    } else {
+        digits.parse::<usize>().ok()
+    };
+    match n.and_then(|n| n.checked_mul(1 << shift)) {
+        Some(v) => Ok(v),
+        None => Err(Error::argument(format!(
+            "{flag} {s}: not a whole number of bytes with an optional K/M/G suffix (e.g. 768M)"
+        ))),
+    }
+}
+
+/// Index path and format for `--write-index`, as samtools' `auto_index`: returns the data path, the
+/// index path and whether it is a BAI.
+pub fn index_target(output: &Path, format: Option<&str>) -> Result<(PathBuf, PathBuf, bool)> {
+    let s = output.to_string_lossy();
+    let (data, idx) = match s.split_once("##idx##") {
+        Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
+        None => (output.to_path_buf(), None),
+    };
+    let bai = match format.map(str::to_ascii_lowercase).as_deref() {
+        Some("bai") => true,
+        Some("csi") => false,
+        Some(other) => {
+            return Err(Error::argument(format!(
+                "--index-format {other}: use bai or csi"
+            )))
+        }
+        None => idx
+            .as_ref()
+            .is_some_and(|i| i.to_string_lossy().ends_with(".bai")),
+    };
+    let idx = idx.unwrap_or_else(|| {
+        let mut n = data.as_os_str().to_owned();
+        n.push(if bai { ".bai" } else { ".csi" });
+        PathBuf::from(n)
+    });
+    Ok((data, idx, bai))
+}
+
+/// Process CPU time (user + system) in seconds.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    }
+}
+
+/// One phase of a job: its name, wall time and the process's CPU use over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// The phase's name (`read`, `merge`, ...).
+    pub name: String,
+    /// Wall time in seconds.
+    pub seconds: f64,
+    /// Process CPU time over the phase / wall time, in percent.
+    pub cpu_percent: f64,
+}
+
+/// Times the phases of a job.
+pub struct PhaseClock {
+    name: String,
+    wall: std::time::Instant,
+    cpu: f64,
+    done: Vec<Phase>,
+}
+
+impl PhaseClock {
+    /// Starts the first phase.
+    pub fn new(first: &str) -> Self {
+        Self {
+            name: first.into(),
+            wall: std::time::Instant::now(),
+            cpu: cpu_seconds(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the current phase and starts `next`.
+    pub fn next(&mut self, next: &str) {
+        let (wall, cpu) = (self.wall.elapsed().as_secs_f64(), cpu_seconds());
+        let cpu_percent = if wall > 0.0 {
+            100.0 * (cpu - self.cpu) / wall
+        } else {
+            0.0
+        };
+        self.done.push(Phase {
+            name: std::mem::replace(&mut self.name, next.into()),
+            seconds: wall,
+            cpu_percent,
+        });
+        self.wall = std::time::Instant::now();
+        self.cpu = cpu;
+    }
+
+    /// Ends the current phase; returns every phase.
+    pub fn finish(mut self) -> Vec<Phase> {
+        self.next("");
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_orders_parse_as_samtools() {
+        assert_eq!(parse_size("768M", "-m").unwrap(), 768 << 20);
+        assert_eq!(parse_size("0x10k", "-m").unwrap(), 16 << 10);
+        assert!(parse_size("1.5G", "-m").is_err());
+        assert_eq!(Order::from_flags(true, false, None), Order::Name);
+        assert_eq!(
+            Order::from_flags(false, true, Some("RG"))
+                .resolve()
+                .unwrap(),
+            SortOrder::Tag {
+                tag: *b"RG",
+                by_name: Some(false)
+            }
+        );
+        assert!(Order::from_flags(false, false, Some("RGX"))
+            .resolve()
+            .is_err());
+        let (d, i, bai) = index_target(Path::new("o.bam##idx##o.bam.bai"), None).unwrap();
+        assert_eq!((d, i, bai), ("o.bam".into(), "o.bam.bai".into(), true));
+    }
+}

@@ -1,0 +1,329 @@
+//! [`SortJob`]: samtools sort's job on all cores (crates/sort does the sorting; this module opens the
+//! input, hands the sorter its share of the memory pool, and writes the key ranges it produces).
+//!
+//! ```
+//! use sortase::{Runtime, SortJob, OutputSpec};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let input = dir.path().join("in.sam");
+//! # std::fs::write(&input, "@SQ\tSN:chr1\tLN:100\nr2\t0\tchr1\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n").unwrap();
+//! let runtime = Runtime::with_threads(2)?;
+//! let job = SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(dir.path().join("out.bam")));
+//! let report = job.run(&runtime)?;
+//! assert_eq!(report.records, 2);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::error::{Error, Result};
+use crate::files::TempDir;
+use crate::input::Input;
+use crate::memory::Reservation;
+use crate::options::{add_program, temp_prefix, Order, OutputSpec, Phase, PhaseClock, Program};
+use crate::range_output;
+use crate::runtime::{CancelFlag, Runtime};
+use crate::writer::{resolve_format, OutFormat};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
+use std::path::PathBuf;
+
+/// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
+/// bench/RESULTS.md, "level curve"): 1.78x the speed of libdeflate 7 (samtools' default `-l 6`) for
+/// 0.9% larger output; libdeflate 5 is 2.1x faster but 2.1% larger.
+pub const DEFAULT_LEVEL: u8 = 6;
+
+/// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
+/// The memory budget is the runtime's memory pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortJob {
+    /// The input path (`-`: standard input).
+    pub input: String,
+    /// The output.
+    pub output: OutputSpec,
+    /// The order.
+    pub order: Order,
+    /// Temporary files go to `PREFIX.sortase-PID-N.tmp/` (a directory: inside it); default: next to
+    /// the output, else the runtime's temporary directory.
+    pub temp_prefix: Option<PathBuf>,
+    /// Most runs the final merge may open (background compaction keeps it so); at least 2.
+    pub max_fan_in: usize,
+    /// The `@PG` line to add (`None`: `--no-PG`).
+    pub program: Option<Program>,
+}
+
+/// What a sort did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SortReport {
+    /// Records sorted.
+    pub records: u64,
+    /// Uncompressed bytes of the records.
+    pub record_bytes: u64,
+    /// The memory budget (the runtime's pool) and the part of it left for records.
+    pub memory_budget: usize,
+    /// The part of the budget left for records once the final phase's buffers are reserved.
+    pub record_memory: usize,
+    /// Runs spilled from memory.
+    pub runs_spilled: u64,
+    /// Compactions of runs.
+    pub compactions: u64,
+    /// Sources the final merge opened (0: all in memory).
+    pub final_fan_in: usize,
+    /// Key ranges of the final phase.
+    pub ranges: usize,
+    /// Bytes written to temporary files.
+    pub temp_bytes: u64,
+    /// Bytes spilled from memory (first writes only).
+    pub spilled_bytes: u64,
+    /// Seconds spent spilling during the read phase.
+    pub spill_seconds: f64,
+    /// Seconds waited for compactions.
+    pub compaction_wait_seconds: f64,
+    /// Threads the sort's parallel steps ran on.
+    pub threads: usize,
+    /// Phases with wall time and CPU use.
+    pub phases: Vec<Phase>,
+    /// Files written (data file, then index).
+    pub outputs: Vec<PathBuf>,
+    /// Warnings (samtools' text).
+    pub warnings: Vec<String>,
+}
+
+impl SortJob {
+    /// Sorts `input` by coordinate into `output` with every other option at samtools' default.
+    pub fn new(input: impl Into<String>, output: OutputSpec) -> Self {
+        Self {
+            input: input.into(),
+            output,
+            order: Order::Coordinate,
+            temp_prefix: None,
+            max_fan_in: 64,
+            program: None,
+        }
+    }
+
+    /// Runs the sort on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<SortReport> {
+        run(self, rt).map_err(Error::from)
+    }
+}
+
+/// Memory the final phase holds besides the records: up to `threads + 1` encoded ranges (being
+/// encoded, done and waiting, being written; see `Sorter::finish_ranges`) and the output writer's
+/// buffers. It is reserved from the pool before records so that the whole sort stays within the
+/// budget (out of core with `-u`, 16 MiB ranges took peak RSS ~45 MiB past the bound of issue 3 at a
+/// 228 MiB budget); at most a quarter of the budget.
+fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usize {
+    let range = sortase_sort::ranges::RANGE_BYTES as usize;
+    let encoded = match format {
+        OutFormat::Bam(level) if level == CompressionLevel::STORED => range,
+        OutFormat::Bam(_) => range / 2,
+        OutFormat::Sam => range * 2,
+        OutFormat::Cram => range,
+    };
+    ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
+}
+
+/// Returns the heap's free pages to the kernel (glibc `malloc_trim`). Called when an out-of-core
+/// sort starts its final merge: the read phase's batches were freed into the arenas of the threads
+/// that allocated them, where the final phase's new threads cannot reuse them. On the large bench BAM
+/// with `-u --max-memory 228M` peak RSS was 308-350 MiB without it and 262-280 MiB with it.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; it takes the allocator's locks itself.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The sorter's records budget: a reservation from the runtime's pool.
+struct PoolBudget {
+    reservation: Reservation,
+    cancel: CancelFlag,
+}
+
+impl Budget for PoolBudget {
+    fn try_grow(&mut self, n: usize) -> bool {
+        self.reservation.try_grow(n).is_ok()
+    }
+
+    fn grow_waiting(&mut self, n: usize) -> bool {
+        let cancel = self.cancel.clone();
+        self.reservation
+            .grow_waiting(n, || cancel.is_cancelled())
+            .is_ok()
+    }
+
+    fn free(&mut self) {
+        self.reservation.free();
+    }
+}
+
+/// The output's resolved form: data path, index (path, BAI?), format.
+pub(crate) struct ResolvedOutput {
+    pub data: Option<PathBuf>,
+    pub index: Option<(PathBuf, bool)>,
+    pub format: OutFormat,
+}
+
+/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does.
+pub(crate) fn resolve_output(
+    output: &OutputSpec,
+    default_level: u8,
+    order: SortOrder,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<ResolvedOutput> {
+    let level = output.compression_level(default_level);
+    let path = output
+        .path
+        .as_deref()
+        .filter(|p| *p != std::path::Path::new("-"));
+    let (data, index) = match path {
+        Some(o) if output.write_index => {
+            let (d, i, bai) = crate::options::index_target(o, output.index_format.as_deref())?;
+            (Some(d), Some((i, bai)))
+        }
+        Some(o) => (Some(crate::options::index_target(o, None)?.0), None),
+        None => (None, None),
+    };
+    let format = resolve_format(
+        output.format.as_deref(),
+        data.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    let index = match (index, order, format) {
+        (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
+        (Some(_), SortOrder::Coordinate, _) => {
+            return Err(Error::argument(
+                "--write-index: sortase writes indexes for BAM output only",
+            )
+            .into())
+        }
+        (Some(_), _, _) => {
+            warnings.push(
+                "[W::bam_sort] Ignoring --write-index as it only works for position sorted files."
+                    .into(),
+            );
+            None
+        }
+        (None, _, _) => None,
+    };
+    if output.write_index && data.is_none() {
+        return Err(Error::argument("--write-index needs an output file (-o)").into());
+    }
+    Ok(ResolvedOutput {
+        data,
+        index,
+        format,
+    })
+}
+
+fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
+    let threads = rt.threads();
+    let order = job.order.resolve()?;
+    if job.max_fan_in < 2 {
+        return Err(Error::argument(format!(
+            "--max-fan-in {}: must be at least 2",
+            job.max_fan_in
+        ))
+        .into());
+    }
+    let mut report = SortReport::default();
+    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, &mut report.warnings)?;
+    let memory = rt.memory().limit();
+
+    let input_name = job.input.clone();
+    let size = std::fs::metadata(&input_name).map(|m| m.len()).unwrap_or(0);
+    let progress = rt.progress("sort", size);
+    let mut clock = PhaseClock::new("read");
+    let mut input = Input::open(
+        &input_name,
+        threads,
+        job.output.reference.as_deref(),
+        &progress,
+    )
+    .with_context(|| input_name.clone())?;
+    input.set_cancel(rt.cancel_flag().clone());
+
+    let temp = TempDir::create(&temp_prefix(
+        job.temp_prefix.as_deref(),
+        out.data.as_deref(),
+        rt.temp_dir(),
+    ))?;
+    let mut final_reserve = rt.memory().reservation("sort: final phase");
+    let reserve = final_phase_reserve(memory, threads, out.format);
+    let cancel = rt.cancel_flag().clone();
+    if final_reserve
+        .grow_waiting(reserve, || cancel.is_cancelled())
+        .is_err()
+    {
+        rt.check_cancelled()?;
+    }
+    let record_memory = memory.saturating_sub(reserve);
+    let budget = PoolBudget {
+        reservation: rt.memory().reservation("sort: records"),
+        cancel: rt.cancel_flag().clone(),
+    };
+    let mut sorter = Sorter::new(SortOptions {
+        order,
+        memory: record_memory,
+        temp_dir: temp.path().to_path_buf(),
+        max_fan_in: job.max_fan_in,
+        ranges: Default::default(),
+    })
+    .with_budget(Box::new(budget))
+    .with_pool(rt.shared_pool())
+    .with_cancel(rt.cancel_flag().shared());
+    report.threads = sorter.threads();
+    input
+        .for_each_batch(|b| Ok(sorter.push(b)?))
+        .with_context(|| input_name.clone())?;
+    progress.finish();
+
+    let mut header = input.header.clone();
+    let (so, ss) = order.header_values();
+    header.set_sort_order(so, ss.as_deref());
+    add_program(&mut header, job.program.as_ref());
+    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+    let (encoder, mut writer) = range_output::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        &header,
+        job.output.reference.as_deref(),
+    )?;
+    let name = writer.name.clone();
+    let stats = sorter
+        .finish_ranges(
+            threads,
+            |p| {
+                if p == "merge" {
+                    release_free_memory();
+                }
+                clock.next(p)
+            },
+            |records| encoder.encode(records),
+            |range| writer.write(range),
+        )
+        .with_context(|| name.clone())?;
+    rt.check_cancelled()?;
+    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    drop(temp);
+    drop(final_reserve);
+    report.phases = clock.finish();
+    report.records = stats.records;
+    report.record_bytes = stats.record_bytes;
+    report.memory_budget = memory;
+    report.record_memory = record_memory;
+    report.runs_spilled = stats.runs_spilled;
+    report.compactions = stats.compactions;
+    report.final_fan_in = stats.final_fan_in;
+    report.ranges = stats.ranges;
+    report.temp_bytes = stats.temp_bytes;
+    report.spilled_bytes = stats.spilled_bytes;
+    report.spill_seconds = stats.spill_time.as_secs_f64();
+    report.compaction_wait_seconds = stats.compaction_wait.as_secs_f64();
+    report.outputs = out.data.into_iter().collect();
+    report.outputs.extend(out.index.map(|(p, _)| p));
+    Ok(report)
+}
