@@ -11,6 +11,8 @@ mod bgzf;
 mod checks;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/disk_full.rs"]
+mod disk_full;
 #[path = "e2e/edge_cases.rs"]
 mod edge_cases;
 #[path = "e2e/fasta.rs"]

@@ -72,6 +72,10 @@ fn tune_allocator() {
 
 fn main() -> ExitCode {
     tune_allocator();
+    // Output files bypass the page cache past 64 MiB unless SORTASE_DIRECT_IO=0 (README).
+    if std::env::var_os("SORTASE_DIRECT_IO").is_some_and(|v| v == "0") {
+        sortase_bgzf::direct_io::set_direct_writes(false);
+    }
     common::install_signal_handling();
     let cli = Cli::parse();
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output

@@ -15,7 +15,8 @@
 //! `O_DIRECT`. Unaligned tails (at `flush`) are written through the page cache and kept in the buffer,
 //! so a later buffer rewrites them with the bytes that follow. A file system that refuses `O_DIRECT`
 //! (`EINVAL`: tmpfs on older kernels, some FUSE mounts) is written through the page cache throughout.
-//! `SORTASE_DIRECT_IO=0` turns direct writes off.
+//! [`set_direct_writes`] turns direct writes off for the process (the `sortase` binary does so when
+//! `SORTASE_DIRECT_IO=0`; this library reads no environment).
 //!
 //! Not used for the sort's temporary runs: they are read back within seconds, from the page cache
 //! when written through it. Direct runs made the out-of-core `sort -u` bench 6% faster here
@@ -93,10 +94,18 @@ pub struct DirectWriter {
     direct_bytes: u64,
 }
 
+/// Whether new [`DirectWriter`]s may use `O_DIRECT` (default: yes).
+static DIRECT_WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Allows or forbids `O_DIRECT` for every [`DirectWriter`] created from now on in this process.
+pub fn set_direct_writes(allowed: bool) {
+    DIRECT_WRITES.store(allowed, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl DirectWriter {
     /// Takes over `file` (opened for writing at offset 0, normally, without `O_DIRECT`).
     pub fn new(file: File) -> Self {
-        let direct = std::env::var_os("SORTASE_DIRECT_IO").is_none_or(|v| v != "0");
+        let direct = DIRECT_WRITES.load(std::sync::atomic::Ordering::Relaxed);
         let (jobs, job_rx) = mpsc::sync_channel(BUFFERS);
         let (free_tx, free) = mpsc::sync_channel(BUFFERS);
         let thread = std::thread::spawn(move || run(file, direct, job_rx, free_tx));

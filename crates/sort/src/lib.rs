@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum SortError {
     /// Reading or writing a temporary file failed.
-    #[error("temporary file {path}: {source}")]
+    #[error("temporary file {path}")]
     Temp {
         /// The file.
         path: PathBuf,
