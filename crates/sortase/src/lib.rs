@@ -7,7 +7,10 @@
 //! leaves neither partial output nor temporary files. Nothing here prints or reads the environment:
 //! warnings come back in the job's report.
 
+pub mod bgzip;
 pub mod error;
+pub mod faidx;
+pub mod fetch;
 pub mod files;
 pub mod input;
 pub mod memory;
@@ -16,9 +19,13 @@ pub mod progress;
 pub mod range_output;
 pub mod runtime;
 pub mod sort;
+mod stream;
 pub mod writer;
 
+pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};
+pub use faidx::{FaidxJob, FaidxReport};
+pub use fetch::{FetchJob, FetchReport, FetchRequest, LocJob, LocReport};
 pub use memory::{MemoryPool, Reservation};
 pub use options::{Order, OutputSpec, Phase, Program};
 pub use progress::{Progress, ProgressSink};
