@@ -148,12 +148,17 @@ fn io_kind(io: &std::io::Error) -> ErrorKind {
 
 impl From<anyhow::Error> for Error {
     fn from(inner: anyhow::Error) -> Self {
-        match inner.downcast::<Error>() {
-            Ok(e) => e,
-            Err(inner) => Self {
-                kind: classify(&inner),
-                inner,
-            },
+        // anyhow's `downcast` also reaches through context layers and would drop them: unwrap only
+        // an `Error` that nothing was added to.
+        if inner.chain().count() == 1 && inner.is::<Error>() {
+            if let Ok(e) = inner.downcast::<Error>() {
+                return e;
+            }
+            unreachable!("checked with is::<Error>()");
+        }
+        Self {
+            kind: classify(&inner),
+            inner,
         }
     }
 }

