@@ -14,7 +14,7 @@ fn write_sam(path: &Path, n: usize) {
     for i in 0..n {
         let x = (i as u64).wrapping_mul(2_654_435_761) % 1_000_003;
         let (tid, pos) = (x % 3, 1 + x % 400_000);
-        let flag = if x % 5 == 0 { 16 } else { 0 };
+        let flag = if x.is_multiple_of(5) { 16 } else { 0 };
         s.push_str(&format!(
             "read{i}\t{flag}\tchr{}\t{pos}\t60\t50M\t*\t0\t0\t{}\t{}\tNM:i:{}\n",
             tid + 1,
