@@ -11,6 +11,7 @@ pub mod error;
 pub mod files;
 pub mod input;
 pub mod memory;
+pub mod merge;
 pub mod options;
 pub mod progress;
 pub mod range_output;
@@ -20,6 +21,7 @@ pub mod writer;
 
 pub use error::{Error, ErrorKind, Result};
 pub use memory::{MemoryPool, Reservation};
+pub use merge::{MergeJob, MergeMethod, MergeReport};
 pub use options::{Order, OutputSpec, Phase, Program};
 pub use progress::{Progress, ProgressSink};
 pub use runtime::{CancelFlag, Runtime, RuntimeBuilder};
