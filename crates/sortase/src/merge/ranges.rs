@@ -1,4 +1,4 @@
-//! `sortase merge` on all cores: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
+//! samtools merge on all cores: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
 //! inputs that are already sorted), and worker threads merge, encode and compress one range each
 //! from every input while the calling thread writes finished ranges in order.
 //!
@@ -14,6 +14,9 @@
 //! passes is a record start (the planner is never trusted blindly) and that the input is sorted; an
 //! input that is not sorted sends the caller back to the one-thread merge, whose interleaving of
 //! unsorted inputs is samtools' own.
+//!
+//! Sampling runs on the caller's rayon pool (the job runs it inside `Runtime::install`); range tasks
+//! stop between batches once the plan's cancellation flag is set.
 
 use sortase_bam::header_merge::Translation;
 use sortase_bam::{check_record, BamError, RecordBatch};
@@ -236,6 +239,8 @@ pub struct MergePlan {
     splits: Vec<(usize, usize)>,
     /// Compressed bytes of all inputs.
     compressed: u64,
+    /// Set when the job is cancelled: range readers stop between batches.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// The records of one range: a heap merge of the inputs' cursors, trimmed to the range.
@@ -265,23 +270,15 @@ impl RangeSource for MergeRange<'_> {
 }
 
 impl MergePlan {
-    /// Samples every input (on `threads` threads) and chooses the split points.
-    pub fn new(
-        order: SortOrder,
-        inputs: Vec<MergeInput>,
-        threads: usize,
-    ) -> Result<Self, SortError> {
+    /// Samples every input (on the current rayon pool) and chooses the split points.
+    pub fn new(order: SortOrder, inputs: Vec<MergeInput>) -> Result<Self, SortError> {
         let sizes: Vec<u64> = inputs
             .iter()
             .map(|i| std::fs::metadata(&i.path).map(|m| m.len()))
             .collect::<Result<_, _>>()
             .map_err(|e| SortError::Input(e.to_string()))?;
         let total: u64 = sizes.iter().sum();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .build()
-            .map_err(|e| SortError::Internal(e.to_string()))?;
-        let samples: Vec<Vec<Sample>> = pool.install(|| {
+        let samples: Vec<Vec<Sample>> = {
             use rayon::prelude::*;
             let cuts: Vec<Vec<u64>> = inputs
                 .par_iter()
@@ -305,8 +302,8 @@ impl MergePlan {
                 .into_par_iter()
                 .zip(&inputs)
                 .map(|(s, input)| input_samples(&order, input, s))
-                .collect::<Result<_, SortError>>()
-        })?;
+                .collect::<Result<_, SortError>>()?
+        };
         let mut all: Vec<(usize, usize)> = samples
             .iter()
             .enumerate()
@@ -335,7 +332,14 @@ impl MergePlan {
             samples,
             splits,
             compressed: total,
+            cancel: None,
         })
+    }
+
+    /// Range readers stop with [`SortError::Cancelled`] between batches once `flag` is set.
+    pub fn with_cancel(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
     }
 
     /// After every range: checks that each sample a range started reading at is a record start,
@@ -433,7 +437,10 @@ impl MergePlan {
             if first.is_empty() {
                 continue;
             }
-            sources.push(Source::feed(Box::new(feed(order, cursor, first, hi)))?);
+            let cancel = self.cancel.clone();
+            sources.push(Source::feed(Box::new(feed(
+                order, cursor, first, hi, cancel,
+            )))?);
             inputs.push(i);
         }
         Ok(MergeRange {
@@ -446,18 +453,26 @@ impl MergePlan {
     }
 }
 
-/// Batches of a cursor's records (starting with `first`, already read) that sort before `hi`.
+/// Batches of a cursor's records (starting with `first`, already read) that sort before `hi`;
+/// stops with [`SortError::Cancelled`] once `cancel` is set.
 fn feed<'a>(
     order: SortOrder,
     mut cursor: Cursor<'a>,
     first: Vec<u8>,
     hi: Option<Split<'a>>,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> impl FnMut() -> Result<Option<RecordBatch>, SortError> + 'a {
     let mut done = false;
     let mut first = Some((first, cursor.voffset));
     move || {
         if done {
             return Ok(None);
+        }
+        if cancel
+            .as_ref()
+            .is_some_and(|c| c.load(AtomicOrdering::Relaxed))
+        {
+            return Err(SortError::Cancelled);
         }
         let (mut buf, mut offsets) = (Vec::with_capacity(FEED_BYTES + (64 << 10)), Vec::new());
         let mut pending = first.take();
@@ -637,11 +652,12 @@ mod tests {
 
     #[test]
     fn ranges_tile_one_input_and_false_boundaries_are_caught() {
-        let dir = std::env::temp_dir().join(format!("sortase-merge-ranges-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("in.bam");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.bam");
         let records = write_bam(&path, 40_000);
-        let plan = MergePlan::new(SortOrder::Coordinate, vec![input(&path)], 2).unwrap();
+        let rt = crate::Runtime::with_threads(2).unwrap();
+        let plan_one = || rt.install(|| MergePlan::new(SortOrder::Coordinate, vec![input(&path)]));
+        let plan = plan_one().unwrap();
         assert!(
             plan.samples[0].len() >= 4,
             "{} samples",
@@ -661,13 +677,12 @@ mod tests {
 
         // A planned boundary one byte into a record (as if the boundary finder had been fooled):
         // the reader that passes it reports it, before any range reads from it.
-        let mut bad = MergePlan::new(SortOrder::Coordinate, vec![input(&path)], 2).unwrap();
+        let mut bad = plan_one().unwrap();
         let k = bad.samples[0].len() / 2;
         bad.samples[0][k].voffset += 1;
         match run_all(&bad) {
             Err(SortError::Unordered(m)) => assert!(m.contains("not a record start"), "{m}"),
             other => panic!("false boundary not caught: {:?}", other.map(|r| r.len())),
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

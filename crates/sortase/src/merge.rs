@@ -1,0 +1,472 @@
+//! [`MergeJob`]: samtools merge for sorted inputs. Headers are combined as samtools combines them
+//! and records translated (reference ids, RG/PG tags). Sorted BAM files are merged by key range on
+//! all threads (`ranges`); stdin, SAM and CRAM inputs, inputs whose reference order conflicts, and
+//! inputs that turn out not to be sorted are merged on one thread (`one_thread`, one reader thread
+//! per input), which reproduces samtools' heap merge exactly, unsorted inputs included.
+
+mod one_thread;
+mod ranges;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::input::{Format, Input};
+use crate::options::{add_program, index_target, Order, OutputSpec, Program};
+use crate::progress::Progress;
+use crate::range_output;
+use crate::runtime::Runtime;
+use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use anyhow::Context;
+use ranges::{MergeInput, MergePlan};
+use serde::{Deserialize, Serialize};
+use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
+use sortase_bam::Header;
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::{ordered_tasks, SortError, SortOrder};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// samtools merge as a job: sorted inputs (SAM, BAM, CRAM; `-` for standard input) merged into one
+/// output in their common order.
+///
+/// ```
+/// use sortase::{MergeJob, MergeMethod, OutputSpec, Runtime, SortJob};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let sam = |name: &str, pos: u32| {
+/// #     let p = dir.path().join(name);
+/// #     std::fs::write(&p, format!("@SQ\tSN:chr1\tLN:100\nr{pos}\t0\tchr1\t{pos}\t60\t4M\t*\t0\t0\tACGT\tIIII\n")).unwrap();
+/// #     p.to_str().unwrap().to_string()
+/// # };
+/// # let (a_sam, b_sam) = (sam("a.sam", 50), sam("b.sam", 10));
+/// let runtime = Runtime::with_threads(2)?;
+/// let (a, b) = (dir.path().join("a.bam"), dir.path().join("b.bam"));
+/// SortJob::new(a_sam, OutputSpec::to_path(&a)).run(&runtime)?;
+/// SortJob::new(b_sam, OutputSpec::to_path(&b)).run(&runtime)?;
+/// let inputs = vec![a.display().to_string(), b.display().to_string()];
+/// let out = dir.path().join("merged.bam");
+/// let report = MergeJob::new(inputs, OutputSpec::to_path(&out)).run(&runtime)?;
+/// assert_eq!(report.method, MergeMethod::KeyRanges);
+/// assert_eq!(report.outputs, vec![out]);
+/// # Ok::<(), sortase::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeJob {
+    /// The input paths (`-`: standard input), in samtools' order (`-b` list first, then arguments).
+    pub inputs: Vec<String>,
+    /// The output (default level: samtools' `-l 6`; `--index-format` or a `##idx##` name for BAI).
+    pub output: OutputSpec,
+    /// The order the inputs are sorted in (`-n`, `-N`, `-t TAG`).
+    pub order: Order,
+    /// Attach an RG tag to each record, named after its input file (`-r`).
+    pub attach_rg: bool,
+    /// Combine @RG lines with colliding IDs instead of renaming them (`-c`).
+    pub combine_rg: bool,
+    /// Combine @PG lines with colliding IDs instead of renaming them (`-p`).
+    pub combine_pg: bool,
+    /// Seed for the suffixes of renamed IDs (`-s`; `None`: the current time, as samtools).
+    pub seed: Option<i64>,
+    /// Use this file's header as the base of the output header (`-h`).
+    pub header_file: Option<PathBuf>,
+    /// Overwrite an existing output file (`-f`); without it an existing file is an error.
+    pub force: bool,
+    /// The `@PG` line to add (`None`: `--no-PG`).
+    pub program: Option<Program>,
+}
+
+/// Which merge produced the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeMethod {
+    /// Sorted BAM files merged by key range on all threads.
+    #[default]
+    KeyRanges,
+    /// samtools' heap merge on one thread (one reader thread per input).
+    OneThread,
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MergeReport {
+    /// Number of inputs.
+    pub inputs: usize,
+    /// Threads of the runtime (the key-range merge's workers).
+    pub threads: usize,
+    /// Which merge produced the output.
+    pub method: MergeMethod,
+    /// Key ranges planned (0: the inputs were not sampled).
+    pub ranges: usize,
+    /// Seconds spent sampling the inputs for the key ranges.
+    pub sampling_seconds: f64,
+    /// Why the key-range merge gave way to the one-thread merge (an input found unsorted).
+    pub key_ranges_abandoned: Option<String>,
+    /// Files written (data file, then index).
+    pub outputs: Vec<PathBuf>,
+    /// Warnings (samtools' text).
+    pub warnings: Vec<String>,
+}
+
+impl MergeJob {
+    /// Merges coordinate-sorted `inputs` into `output` with every other option at samtools' default.
+    pub fn new(inputs: Vec<String>, output: OutputSpec) -> Self {
+        Self {
+            inputs,
+            output,
+            order: Order::Coordinate,
+            attach_rg: false,
+            combine_rg: false,
+            combine_pg: false,
+            seed: None,
+            header_file: None,
+            force: false,
+            program: None,
+        }
+    }
+
+    /// Runs the merge on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<MergeReport> {
+        run(self, rt).map_err(Error::from)
+    }
+}
+
+/// samtools' RG name for `-r`: the file name without directory and .bam/.sam/.cram.
+fn rg_name(path: &str) -> String {
+    let mut s = path;
+    for ext in [".bam", ".sam"] {
+        if s.len() > 4 && s.ends_with(ext) {
+            s = &s[..s.len() - 4];
+        }
+    }
+    if s.len() > 5 && s.ends_with(".cram") {
+        s = &s[..s.len() - 5];
+    }
+    s.rsplit('/').next().unwrap_or(s).to_string()
+}
+
+/// Where the merge writes: data file (`None`: stdout), index (path, BAI?) and format.
+struct Target {
+    data: Option<PathBuf>,
+    index: Option<(PathBuf, bool)>,
+    format: OutFormat,
+}
+
+impl Target {
+    /// Resolves `-o -O -l -u -f` as samtools merge does; the index is checked once the order is
+    /// known to hold ([`Target::check_index`]).
+    fn resolve(job: &MergeJob) -> anyhow::Result<Self> {
+        let out = &job.output;
+        let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
+        let (data, index, bai) = index_target(&path, out.index_format.as_deref())?;
+        let data = (data != Path::new("-")).then_some(data);
+        if let Some(d) = data.as_ref().filter(|d| !job.force && d.is_file()) {
+            return Err(Error::new(
+                ErrorKind::Output,
+                format!("{}: file exists; use -f to overwrite", d.display()),
+            )
+            .into());
+        }
+        let level = match (out.uncompressed, out.level) {
+            (true, _) => CompressionLevel::STORED,
+            (false, l) => CompressionLevel::samtools(l.unwrap_or(-1)),
+        };
+        let format = resolve_format(
+            out.format.as_deref(),
+            data.as_deref(),
+            level,
+            OutFormat::Bam(level),
+        )?;
+        let index = (out.write_index && data.is_some()).then_some((index, bai));
+        Ok(Self {
+            data,
+            index,
+            format,
+        })
+    }
+
+    /// `--write-index` needs coordinate-sorted BAM output.
+    fn check_index(&self, order: SortOrder) -> anyhow::Result<()> {
+        if self.index.is_some()
+            && (order != SortOrder::Coordinate || !matches!(self.format, OutFormat::Bam(_)))
+        {
+            return Err(Error::argument(
+                "--write-index: sortase indexes coordinate-sorted BAM output only",
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    fn index(&self) -> Option<(&Path, bool)> {
+        self.index.as_ref().map(|(p, bai)| (p.as_path(), *bai))
+    }
+
+    fn outputs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.data.iter().cloned().collect();
+        v.extend(self.index.iter().map(|(p, _)| p.clone()));
+        v
+    }
+}
+
+/// The output header and how each input's records are translated into it.
+struct Merged {
+    header: Header,
+    translations: Vec<Arc<Translation>>,
+    /// An input's reference order broke the coordinate order: only the one-thread merge applies.
+    lost_order: bool,
+}
+
+fn open_inputs(job: &MergeJob, threads: usize, progress: &Progress) -> anyhow::Result<Vec<Input>> {
+    job.inputs
+        .iter()
+        .map(|name| {
+            Input::open(name, threads, job.output.reference.as_deref(), progress)
+                .with_context(|| name.clone())
+        })
+        .collect()
+}
+
+/// Combines the headers as samtools merge does (`bam_merge_core2`).
+fn merge_headers(
+    job: &MergeJob,
+    order: SortOrder,
+    opened: &[Input],
+    progress: &Progress,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Merged> {
+    let seed = job.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
+    let mut merger = HeaderMerger::new(
+        MergeOptions {
+            combine_rg: job.combine_rg,
+            combine_pg: job.combine_pg,
+            rg_override: job
+                .inputs
+                .iter()
+                .map(|n| job.attach_rg.then(|| rg_name(n)))
+                .collect(),
+        },
+        seed,
+    );
+    if let Some(h) = &job.header_file {
+        let name = h.display().to_string();
+        let base = Input::open(&name, 1, job.output.reference.as_deref(), progress)
+            .with_context(|| name.clone())?;
+        merger.add(&base.header, usize::MAX);
+    }
+    let mut translations = Vec::with_capacity(opened.len());
+    let mut lost_order = false;
+    for (i, input) in opened.iter().enumerate() {
+        let t = merger.add(&input.header, i);
+        if t.lost_coordinate_order && order == SortOrder::Coordinate {
+            lost_order = true;
+            warnings.push(format!(
+                "[bam_merge_core] Order of targets in file {} caused coordinate sort to be lost",
+                job.inputs[i]
+            ));
+            merger.reset_order();
+        }
+        translations.push(Arc::new(t));
+    }
+    if !merger.has_hd() {
+        warnings.push("[W::bam_merge_core2] No @HD tag found.".into());
+    }
+    let mut header = merger.finish();
+    add_program(&mut header, job.program.as_ref());
+    Ok(Merged {
+        header,
+        translations,
+        lost_order,
+    })
+}
+
+fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
+    let threads = rt.threads();
+    let order = job.order.resolve()?;
+    if job.inputs.is_empty() {
+        return Err(Error::argument(
+            "merge: give at least one (and usually two or more) input files",
+        )
+        .into());
+    }
+    let mut report = MergeReport {
+        inputs: job.inputs.len(),
+        threads,
+        ..MergeReport::default()
+    };
+    let target = Target::resolve(job)?;
+    let per_input = (threads / job.inputs.len()).max(1);
+    let progress = rt.progress("merge", 0);
+    let mut opened = open_inputs(job, per_input, &progress)?;
+    let merged = merge_headers(job, order, &opened, &progress, &mut report.warnings)?;
+    target.check_index(order)?;
+    rt.check_cancelled()?;
+
+    // Sorted BAM files merge by key range on all cores; stdin, SAM, CRAM, inputs whose reference
+    // order conflicts, and inputs found unsorted take the one-thread merge (samtools' interleaving).
+    let ranged = !merged.lost_order
+        && job.inputs.iter().all(|n| n != "-")
+        && opened.iter().all(|i| i.format == Format::Bam);
+    if ranged {
+        let inputs: Vec<MergeInput> = job
+            .inputs
+            .iter()
+            .zip(&opened)
+            .zip(&merged.translations)
+            .map(|((name, input), t)| MergeInput {
+                path: PathBuf::from(name),
+                n_ref: input.header.references().len(),
+                translation: t.clone(),
+            })
+            .collect();
+        drop(opened);
+        match key_ranges(
+            job,
+            rt,
+            order,
+            inputs,
+            &merged,
+            &target,
+            &progress,
+            &mut report,
+        ) {
+            Ok(()) => {
+                progress.finish();
+                report.method = MergeMethod::KeyRanges;
+                report.outputs = target.outputs();
+                return Ok(report);
+            }
+            Err((e, restartable)) => {
+                rt.check_cancelled()?;
+                if !(restartable && is_unordered(&e)) {
+                    return Err(e);
+                }
+                report.key_ranges_abandoned = Some(format!("{e:#}"));
+            }
+        }
+        opened = open_inputs(job, per_input, &progress)?;
+    }
+    report.method = MergeMethod::OneThread;
+    let mut out = SortedOutput::open(
+        target.data.as_deref(),
+        target.index(),
+        target.format,
+        &merged.header,
+        threads,
+        job.output.reference.as_deref(),
+    )?;
+    let result = one_thread::merge(
+        order,
+        opened,
+        merged.translations,
+        &job.inputs,
+        rt,
+        &mut out.sink,
+    );
+    rt.check_cancelled()?;
+    result?;
+    out.finish()?;
+    progress.finish();
+    report.outputs = target.outputs();
+    Ok(report)
+}
+
+/// Whether `e` says an input is not in the order the key-range merge needs.
+fn is_unordered(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<SortError>(), Some(SortError::Unordered(_)))
+}
+
+/// Samples the inputs and merges them by key range. On error, also says whether the one-thread
+/// merge may start over: sampling finds most unsorted inputs before any output exists; a range task
+/// that finds one later can start over only if the output is a file.
+#[allow(clippy::too_many_arguments)]
+fn key_ranges(
+    job: &MergeJob,
+    rt: &Runtime,
+    order: SortOrder,
+    inputs: Vec<MergeInput>,
+    merged: &Merged,
+    target: &Target,
+    progress: &Progress,
+    report: &mut MergeReport,
+) -> Result<(), (anyhow::Error, bool)> {
+    let started = std::time::Instant::now();
+    let plan = rt
+        .install(|| MergePlan::new(order, inputs))
+        .map_err(|e| (e.into(), true))?
+        .with_cancel(rt.cancel_flag().shared());
+    report.sampling_seconds = started.elapsed().as_secs_f64();
+    report.ranges = plan.ranges();
+    write_ranges(job, rt, &plan, merged, target, progress).map_err(|e| (e, target.data.is_some()))
+}
+
+/// Merges the plan's ranges on the runtime's threads ([`ranges`]) and writes them in order.
+fn write_ranges(
+    job: &MergeJob,
+    rt: &Runtime,
+    plan: &MergePlan,
+    merged: &Merged,
+    target: &Target,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let threads = rt.threads();
+    let (mut encoder, mut writer) = range_output::open(
+        target.data.as_deref(),
+        target.index(),
+        target.format,
+        &merged.header,
+        job.output.reference.as_deref(),
+    )?;
+    let name = writer.name.clone();
+    let ranges = plan.ranges();
+    let per_range = plan.compressed_bytes() / ranges as u64;
+    // BAM records take about 3-4 times their compressed size.
+    encoder.expect_range_bytes((per_range * 4) as usize);
+    let cancel = rt.cancel_flag();
+    ordered_tasks(
+        threads,
+        ranges,
+        threads,
+        |r| {
+            if cancel.is_cancelled() {
+                return Err(SortError::Cancelled);
+            }
+            encoder.encode(&mut plan.open(r, &merged.translations)?)
+        },
+        |range| {
+            progress.add(per_range);
+            writer.write(range)
+        },
+    )
+    .with_context(|| name.clone())?;
+    plan.check_samples()?;
+    rt.check_cancelled()?;
+    writer.finish(matches!(target.format, OutFormat::Bam(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancelled_merge_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.sam");
+        std::fs::write(
+            &input,
+            "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n",
+        )
+        .unwrap();
+        let out = dir.path().join("out.bam");
+        let job = MergeJob::new(vec![input.display().to_string()], OutputSpec::to_path(&out));
+        let rt = Runtime::with_threads(2).unwrap();
+        rt.cancel();
+        let e = job.run(&rt).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Cancelled);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "output left behind"
+        );
+        assert_eq!(rg_name("dir/x.sorted.bam"), "x.sorted");
+    }
+}
