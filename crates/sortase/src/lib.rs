@@ -7,20 +7,34 @@
 //! leaves neither partial output nor temporary files. Nothing here prints or reads the environment:
 //! warnings come back in the job's report.
 
+pub mod bam_ranges;
 pub mod error;
 pub mod files;
+pub mod index;
 pub mod input;
 pub mod memory;
 pub mod options;
 pub mod progress;
 pub mod range_output;
 pub mod runtime;
+pub mod snp_pileup;
 pub mod sort;
+pub mod stats;
+#[cfg(test)]
+mod test_data;
+pub mod view;
 pub mod writer;
 
 pub use error::{Error, ErrorKind, Result};
+pub use index::{IndexJob, IndexPart, IndexPlan, IndexReport, IndexTask};
 pub use memory::{MemoryPool, Reservation};
 pub use options::{Order, OutputSpec, Phase, Program};
 pub use progress::{Progress, ProgressSink};
 pub use runtime::{CancelFlag, Runtime, RuntimeBuilder};
+pub use snp_pileup::{SnpPileupJob, SnpPileupPart, SnpPileupPlan, SnpPileupReport, SnpPileupTask};
 pub use sort::{SortJob, SortReport};
+pub use stats::{
+    FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
+    IdxstatsReport, IdxstatsRow,
+};
+pub use view::{ViewJob, ViewReport};
