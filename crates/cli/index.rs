@@ -1,9 +1,7 @@
-//! `sortase index`: BAI (default) or CSI (`-c`) identical to `samtools index`.
+//! `sortase index`: samtools index's flags → [`sortase::IndexJob`] (BAI, or CSI with `-c`/`-m`).
 
-use crate::output::OutputFile;
-use anyhow::{Context, Result};
-use sortase_index::IndexFormat;
-use std::io::Write;
+use anyhow::Result;
+use sortase::IndexJob;
 use std::path::PathBuf;
 
 /// Arguments of `sortase index` (samtools index's flags).
@@ -32,34 +30,13 @@ pub struct IndexArgs {
 
 /// Runs `sortase index`.
 pub fn run(args: IndexArgs) -> Result<()> {
-    let threads = args
-        .threads
-        .unwrap_or_else(crate::common::default_threads)
-        .max(1);
-    let csi = args.csi || args.min_shift.is_some();
-    let min_shift = args.min_shift.unwrap_or(14);
-    let out = args
-        .output
-        .clone()
-        .or(args.out_positional.clone())
-        .unwrap_or_else(|| {
-            let mut s = args.input.as_os_str().to_owned();
-            s.push(if csi { ".csi" } else { ".bai" });
-            PathBuf::from(s)
-        });
-    let name = args.input.display().to_string();
-    std::fs::File::open(&args.input).with_context(|| format!("{name}: cannot open"))?;
-    let bytes = sortase_index::index_file(&args.input, threads, |longest| {
-        if csi {
-            IndexFormat::csi_for(min_shift, longest)
-        } else {
-            IndexFormat::Bai
-        }
-    })
-    .with_context(|| name.clone())?;
-    let (pending, mut f) = OutputFile::create(&out)?;
-    f.write_all(&bytes)
-        .with_context(|| format!("{}: cannot write", out.display()))?;
-    f.sync_all().ok();
-    pending.commit()
+    let job = IndexJob {
+        input: args.input,
+        output: args.output.or(args.out_positional),
+        csi: args.csi || args.min_shift.is_some(),
+        min_shift: args.min_shift.unwrap_or(14),
+    };
+    let report = job.run(&crate::common::runtime(args.threads, None)?)?;
+    crate::common::print_warnings(&report.warnings);
+    Ok(())
 }

@@ -1,10 +1,8 @@
-//! `sortase snp-pileup`: FACETS' snp-pileup (same options, same CSV) on all cores.
+//! `sortase snp-pileup`: FACETS snp-pileup's flags → [`sortase::SnpPileupJob`] → `-v` summary.
 
-use crate::output::OutputFile;
-use anyhow::{bail, Context, Result};
-use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
-use sortase_ops::pileup::{self, engine::PileupOptions, SnpPileupOptions};
-use std::io::{BufWriter, Write};
+use crate::common;
+use anyhow::Result;
+use sortase::SnpPileupJob;
 use std::path::PathBuf;
 
 /// Arguments of `sortase snp-pileup` (FACETS snp-pileup's, plus `-@`).
@@ -82,85 +80,26 @@ pub struct SnpPileupArgs {
 
 /// Runs `sortase snp-pileup`.
 pub fn run(args: SnpPileupArgs) -> Result<()> {
-    let mut target = args.output.clone();
-    if args.gzip && !target.as_os_str().to_string_lossy().ends_with(".gz") {
-        let mut s = target.into_os_string();
-        s.push(".gz");
-        target = PathBuf::from(s);
-    }
-    if std::fs::symlink_metadata(&target).is_ok() {
-        bail!(
-            "{}: output file already exists; snp-pileup does not overwrite it",
-            target.display()
-        );
-    }
-    if let Err(e) = std::fs::metadata(&args.vcf) {
-        bail!("{}: {e}", args.vcf.display());
-    }
-    if args.pseudo_snps < 0 {
-        bail!(
-            "-P {} is negative; use 0 (none) or a positive multiple",
-            args.pseudo_snps
-        );
-    }
-    let inputs = pileup::open_bams(&args.bams)?;
-    let threads = args
-        .threads
-        .unwrap_or_else(crate::common::default_threads)
-        .max(1);
-    let opts = SnpPileupOptions {
-        pileup: PileupOptions {
-            min_map_quality: args.min_map_quality,
-            min_base_quality: args.min_base_quality,
-            max_depth: args.max_depth,
-            count_orphans: args.count_orphans,
-            ignore_overlaps: args.ignore_overlaps,
-        },
-        min_read_counts: args.min_read_counts.clone(),
+    let job = SnpPileupJob {
+        vcf: args.vcf,
+        output: args.output,
+        bams: args.bams,
+        count_orphans: args.count_orphans,
+        gzip: args.gzip,
+        ignore_overlaps: args.ignore_overlaps,
+        min_base_quality: args.min_base_quality,
+        min_map_quality: args.min_map_quality,
+        min_read_counts: args.min_read_counts,
+        max_depth: args.max_depth,
         pseudo_snps: args.pseudo_snps,
-        threads,
         batch_bytes: args.batch_bytes,
     };
-    let total: u64 = args
-        .bams
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum();
-    let (output, file) = OutputFile::create(&target)?;
-    let progress = crate::common::progress("snp-pileup", total);
-    let summary = if args.gzip {
-        let mut w = ParallelWriter::new(file, WriterOptions::new(1, CompressionLevel::default()));
-        let s = pileup::snp_pileup(&args.vcf, inputs, &opts, &mut w, &|n| progress.add(n));
-        let s = s.with_context(|| format!("snp-pileup {}", args.vcf.display()))?;
-        w.finish()
-            .with_context(|| format!("{}: cannot write", target.display()))?;
-        s
-    } else {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        let s = pileup::snp_pileup(&args.vcf, inputs, &opts, &mut w, &|n| progress.add(n));
-        let s = s.with_context(|| format!("snp-pileup {}", args.vcf.display()))?;
-        w.flush()
-            .with_context(|| format!("{}: cannot write", target.display()))?;
-        s
-    };
-    progress.finish();
-    if std::fs::symlink_metadata(&target).is_ok() {
-        bail!(
-            "{}: output file appeared while running; not overwriting it",
-            target.display()
-        );
-    }
-    output.commit()?;
+    let r = job.run(&common::runtime(args.threads, None)?)?;
+    common::print_warnings(&r.warnings);
     if args.verbose {
         eprintln!(
             "snp-pileup: {} VCF lines, {} SNVs, {} SNP lines and {} pseudo-SNP lines written, {} batches, {} threads",
-            summary.vcf_lines,
-            summary.snvs,
-            summary.lines.snp_lines,
-            summary.lines.pseudo_lines,
-            summary.batches,
-            threads
+            r.vcf_lines, r.snvs, r.snp_lines, r.pseudo_lines, r.batches, r.threads
         );
     }
     Ok(())

@@ -17,4 +17,7 @@ pub enum IndexError {
         /// Why.
         source: PushError,
     },
+    /// The caller's cancellation flag was set.
+    #[error("interrupted")]
+    Cancelled,
 }

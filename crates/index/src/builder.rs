@@ -11,7 +11,7 @@ use sortase_bam::bin::reg2bin_generic;
 const MIN_MARKER_DIST: u64 = 0x10000;
 
 /// The index flavour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum IndexFormat {
     /// BAI: 16 kbp windows, 5 levels, linear index.
     Bai,
@@ -44,6 +44,14 @@ impl IndexFormat {
         IndexFormat::Csi {
             min_shift: shift,
             depth: lvls,
+        }
+    }
+
+    /// `(min_shift, depth)`: BAI is 14 and 5 (what [`IndexBuilder::geometry`] reports).
+    pub fn geometry(self) -> (u32, u32) {
+        match self {
+            IndexFormat::Bai => (14, 5),
+            IndexFormat::Csi { min_shift, depth } => (min_shift, depth),
         }
     }
 }
@@ -117,7 +125,7 @@ pub(crate) fn set_linear(l: &mut Vec<u64>, beg: i64, end: i64, offset: u64, min_
 }
 
 /// A run of consecutive records with the same reference and bin, as a range task summarises them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Reference (-1: unplaced).
     pub tid: i32,
@@ -153,10 +161,7 @@ fn bin_level(bin: u32) -> u32 {
 impl IndexBuilder {
     /// A builder for `n_ref` references; `offset0` is the virtual offset just after the header.
     pub fn new(format: IndexFormat, n_ref: usize, offset0: u64) -> Self {
-        let (min_shift, n_lvls) = match format {
-            IndexFormat::Bai => (14, 5),
-            IndexFormat::Csi { min_shift, depth } => (min_shift, depth),
-        };
+        let (min_shift, n_lvls) = format.geometry();
         Self {
             format,
             min_shift,

@@ -11,5 +11,7 @@ mod summary;
 
 pub use build::IndexError;
 pub use builder::{IndexBuilder, IndexFormat, PushError, Segment};
-pub use parallel::index_file;
+pub use parallel::{
+    assemble, index_file, index_file_cancellable, longest_reference, summarise_range,
+};
 pub use summary::RangeSummary;

@@ -1,12 +1,16 @@
 //! Building an index on all cores: each byte range summarises its records as [`Segment`]s (runs of one
 //! reference and bin) plus a partial linear index; the ranges' summaries are then replayed in order
 //! through htslib's state machine ([`IndexBuilder`]), which gives the same bytes as a sequential build.
+//!
+//! The two steps are public ([`summarise_range`], [`assemble`]) so that ranges can be summarised
+//! anywhere (another process or machine: [`RangeSummary`] is serialisable) and assembled in one place.
 
-use crate::range::{map_ranges, plan_ranges, RangeStream};
+use crate::range::{map_ranges, plan_ranges, RangeStream, RecordRange};
 use crate::summary::RangeSummary;
 use crate::{IndexBuilder, IndexError, IndexFormat, PushError};
-use sortase_bam::{flags::UNMAPPED, virtual_offset, RecordRef};
+use sortase_bam::{flags::UNMAPPED, virtual_offset, Header, RecordRef};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 struct Rec {
     tid: i32,
@@ -20,14 +24,17 @@ struct Rec {
 
 fn summarise(
     mut stream: RangeStream,
-    min_shift: u32,
-    n_lvls: u32,
+    geometry: (u32, u32),
+    cancel: Option<&AtomicBool>,
 ) -> Result<RangeSummary, IndexError> {
-    let mut out = RangeSummary::new((min_shift, n_lvls));
+    let mut out = RangeSummary::new(geometry);
     let mut cursor = 0usize;
     let mut pending: Vec<Rec> = Vec::new();
     let mut prev: Option<(i32, i64)> = None;
     loop {
+        if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(IndexError::Cancelled);
+        }
         let batch = stream.next_batch()?;
         resolve(&mut out, &mut pending, stream.block_table(), &mut cursor)?;
         let Some(batch) = batch else { break };
@@ -88,29 +95,41 @@ fn resolve(
     Ok(())
 }
 
-/// Builds the index of the BAM at `path` on `threads` threads and returns the index file's bytes.
-pub fn index_file(
-    path: &Path,
-    threads: usize,
-    format: impl Fn(u64) -> IndexFormat,
-) -> Result<Vec<u8>, IndexError> {
-    let plan = plan_ranges(path, threads.max(1) * 4)?;
-    let longest = plan
-        .header
+/// The length of the longest reference of `header` (what [`IndexFormat::csi_for`] sizes a CSI by).
+pub fn longest_reference(header: &Header) -> u64 {
+    header
         .references()
         .iter()
         .map(|r| u64::from(r.length))
         .max()
-        .unwrap_or(0);
-    let format = format(longest);
-    let offset0 = plan.ranges[0].start;
-    let mut builder = IndexBuilder::new(format, plan.header.references().len(), offset0);
-    let (min_shift, n_lvls) = builder.geometry();
-    let summaries = map_ranges(path, &plan, threads, |stream| {
-        summarise(stream, min_shift, n_lvls)
-    })?;
+        .unwrap_or(0)
+}
+
+/// Summarises the records of one `range` of the BAM at `path` (`n_ref` references) for an index in
+/// `format`; stops with [`IndexError::Cancelled`] between batches once `cancel` is set.
+pub fn summarise_range(
+    path: &Path,
+    range: &RecordRange,
+    n_ref: usize,
+    format: IndexFormat,
+    cancel: Option<&AtomicBool>,
+) -> Result<RangeSummary, IndexError> {
+    let stream = RangeStream::open(path, range, n_ref)?;
+    summarise(stream, format.geometry(), cancel)
+}
+
+/// The index file's bytes from the summaries of every range of the BAM at `path`, in file order;
+/// `offset0` is the virtual offset of the first record (the first range's start).
+pub fn assemble(
+    path: &Path,
+    format: IndexFormat,
+    n_ref: usize,
+    offset0: u64,
+    summaries: &[RangeSummary],
+) -> Result<Vec<u8>, IndexError> {
+    let mut builder = IndexBuilder::new(format, n_ref, offset0);
     let mut final_offset = offset0;
-    for s in &summaries {
+    for s in summaries {
         s.replay(&mut builder).map_err(|source| IndexError::Push {
             name: String::new(),
             source,
@@ -118,6 +137,33 @@ pub fn index_file(
         final_offset = s.end_offset().unwrap_or(final_offset);
     }
     Ok(builder.finish(final_offset.max(eof_offset(path)?)))
+}
+
+/// Builds the index of the BAM at `path` on `threads` threads and returns the index file's bytes;
+/// `format` is chosen from the longest reference's length.
+pub fn index_file(
+    path: &Path,
+    threads: usize,
+    format: impl Fn(u64) -> IndexFormat,
+) -> Result<Vec<u8>, IndexError> {
+    index_file_cancellable(path, threads, format, None)
+}
+
+/// [`index_file`] that stops with [`IndexError::Cancelled`] once `cancel` is set.
+pub fn index_file_cancellable(
+    path: &Path,
+    threads: usize,
+    format: impl Fn(u64) -> IndexFormat,
+    cancel: Option<&AtomicBool>,
+) -> Result<Vec<u8>, IndexError> {
+    let plan = plan_ranges(path, threads.max(1) * 4)?;
+    let format = format(longest_reference(&plan.header));
+    let geometry = format.geometry();
+    let summaries = map_ranges(path, &plan, threads, |stream| {
+        summarise(stream, geometry, cancel)
+    })?;
+    let n_ref = plan.header.references().len();
+    assemble(path, format, n_ref, plan.ranges[0].start, &summaries)
 }
 
 /// Virtual offset of the end of the data: the start of the EOF marker block (or of the file's end).

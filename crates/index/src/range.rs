@@ -27,7 +27,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// Records whose first byte's virtual offset is in `[start, end)`; `end == u64::MAX` for the last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordRange {
     /// Virtual offset of the first record.
     pub start: u64,

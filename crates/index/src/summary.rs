@@ -10,8 +10,9 @@ use crate::builder::{set_linear, Segment};
 use crate::{IndexBuilder, PushError};
 use sortase_bam::bin::reg2bin_generic;
 
-/// The summary of one slice of records (see the module documentation).
-#[derive(Debug, Clone)]
+/// The summary of one slice of records (see the module documentation). Serialisable: a range task
+/// on another machine sends it back to the one that assembles the index.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RangeSummary {
     /// Runs of one reference and bin, in order.
     pub segments: Vec<Segment>,

@@ -3,25 +3,41 @@
 use sortase_bam::{flags::*, RecordRef};
 use std::fmt::Write;
 
-/// Counters, each for QC-passed `[0]` and QC-failed `[1]` records.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters, each for QC-passed `[0]` and QC-failed `[1]` records (samtools `bam_flagstat_t`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlagStat {
-    reads: [u64; 2],
-    mapped: [u64; 2],
-    pair_all: [u64; 2],
-    pair_map: [u64; 2],
-    pair_good: [u64; 2],
-    singletons: [u64; 2],
-    read1: [u64; 2],
-    read2: [u64; 2],
-    dup: [u64; 2],
-    diff_chr: [u64; 2],
-    diff_high: [u64; 2],
-    secondary: [u64; 2],
-    supplementary: [u64; 2],
-    primary: [u64; 2],
-    primary_mapped: [u64; 2],
-    primary_dup: [u64; 2],
+    /// All records.
+    pub reads: [u64; 2],
+    /// Mapped (flag 0x4 clear).
+    pub mapped: [u64; 2],
+    /// Primary records paired in sequencing.
+    pub pair_all: [u64; 2],
+    /// Primary pairs with itself and mate mapped.
+    pub pair_map: [u64; 2],
+    /// Primary properly paired and mapped.
+    pub pair_good: [u64; 2],
+    /// Primary mapped with the mate unmapped.
+    pub singletons: [u64; 2],
+    /// Primary READ1.
+    pub read1: [u64; 2],
+    /// Primary READ2.
+    pub read2: [u64; 2],
+    /// Duplicates.
+    pub dup: [u64; 2],
+    /// Primary pairs with the mate mapped to a different reference.
+    pub diff_chr: [u64; 2],
+    /// The same with MAPQ >= 5.
+    pub diff_high: [u64; 2],
+    /// Secondary.
+    pub secondary: [u64; 2],
+    /// Supplementary.
+    pub supplementary: [u64; 2],
+    /// Primary (neither secondary nor supplementary).
+    pub primary: [u64; 2],
+    /// Primary mapped.
+    pub primary_mapped: [u64; 2],
+    /// Primary duplicates.
+    pub primary_dup: [u64; 2],
 }
 
 impl FlagStat {

@@ -3,7 +3,7 @@
 use sortase_bam::{flags::UNMAPPED, RecordRef};
 
 /// Mapped and unmapped record counts per reference, plus the unplaced ones (`*`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IdxStats {
     /// `[mapped, unmapped]` per reference.
     pub per_reference: Vec<[u64; 2]>,

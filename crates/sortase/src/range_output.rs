@@ -1,4 +1,5 @@
-//! `sortase sort`'s output, written key range by key range (crates/sort `Sorter::finish_ranges`).
+//! The output writer ([`crate::writer`]) for output produced key range by key range on many threads
+//! (crates/sort `Sorter::finish_ranges`; sort and merge).
 //!
 //! [`RangeEncoder`] runs on the sort's worker threads: for BAM it fills BGZF blocks by htslib's rules
 //! and deflates them, and with `--write-index` summarises the range's records for the index with
@@ -8,9 +9,10 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::files::{Destination, OutputFile};
-use crate::writer::{finish_index, pseudo_offset, OnTheFlyIndex, OutFormat};
-use anyhow::{bail, Context, Result};
+use crate::writer::{
+    finish_index, pseudo_offset, require_reference, OnTheFlyIndex, OutFormat, OutputFiles,
+};
+use anyhow::{Context, Result};
 use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
 use sortase_index::{IndexBuilder, RangeSummary};
@@ -122,9 +124,9 @@ impl RangeEncoder {
 /// Writes encoded ranges in order (on the calling thread).
 pub struct RangeWriter {
     out: Box<dyn Write + Send>,
-    dest: Destination,
+    files: OutputFiles,
     log: BlockLog,
-    index: Option<(IndexBuilder, OutputFile, std::fs::File)>,
+    index: Option<IndexBuilder>,
     cram: Option<Box<CramWriter<Box<dyn Write + Send>>>>,
     /// The output's name for messages.
     pub name: String,
@@ -139,8 +141,9 @@ pub fn open(
     header: &Header,
     reference: Option<&Path>,
 ) -> Result<(RangeEncoder, RangeWriter)> {
-    let (dest, mut out) = Destination::open(path)?;
-    let name = dest.name.clone();
+    let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
+    let (files, mut out) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
+    let name = files.name.clone();
     let mut log = BlockLog::default();
     let mut cram = None;
     let mut builder = None;
@@ -161,22 +164,13 @@ pub fn open(
             .write_all(header.text().as_bytes())
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
-            if reference.is_none() {
-                bail!("CRAM output needs the reference: give --reference FILE");
-            }
+            require_reference(reference)?;
             let w = CramWriter::new(out, header, reference).with_context(|| name.clone())?;
             cram = Some(Box::new(w));
             out = Box::new(std::io::sink());
         }
     }
     let geometry = builder.as_ref().map(IndexBuilder::geometry);
-    let index = match (builder, index) {
-        (Some(b), Some((p, _))) => {
-            let (pending, f) = OutputFile::create(p)?;
-            Some((b, pending, f))
-        }
-        _ => None,
-    };
     Ok((
         RangeEncoder {
             format,
@@ -186,9 +180,9 @@ pub fn open(
         },
         RangeWriter {
             out,
-            dest,
+            files,
             log,
-            index,
+            index: builder,
             cram,
             name,
         },
@@ -200,7 +194,7 @@ impl RangeWriter {
     pub fn write(&mut self, range: EncodedRange) -> Result<(), SortError> {
         match range {
             EncodedRange::Bam(blocks, summary) => {
-                if let (Some(mut s), Some((builder, _, _))) = (summary, self.index.as_mut()) {
+                if let (Some(mut s), Some(builder)) = (summary, self.index.as_mut()) {
                     s.shift(pseudo_offset((self.log.blocks.len() as u64, 0)));
                     s.replay(builder)
                         .map_err(|e| output_error(format!("indexing: {e}")))?;
@@ -234,16 +228,7 @@ impl RangeWriter {
         }
         self.out.flush().with_context(|| name.clone())?;
         drop(self.out);
-        match self.index {
-            Some((builder, pending, mut f)) => {
-                let bytes = finish_index(builder, &self.log);
-                f.write_all(&bytes)
-                    .with_context(|| format!("{name}: cannot write index"))?;
-                drop(f);
-                self.dest.commit()?;
-                pending.commit()
-            }
-            None => self.dest.commit(),
-        }
+        let bytes = self.index.map(|builder| finish_index(builder, &self.log));
+        self.files.commit(bytes.as_deref())
     }
 }

@@ -1,5 +1,9 @@
-//! Writing a stream of raw records (in their final order) as BAM, SAM or CRAM, with an optional
-//! index built on the fly for BAM (`--write-index`), as samtools sort and merge write their output.
+//! The one output writer of the library: a stream of raw records (in their final order) written as
+//! BAM, SAM or CRAM, with an optional index built on the fly for BAM (`--write-index`), as samtools
+//! view, sort, merge and markdup write their output. [`crate::range_output`] is its front end for
+//! output produced range by range on many threads (sort, merge); both resolve the format with
+//! [`resolve_format`] and write their files through [`OutputFiles`] (temporary names, renamed on
+//! success).
 //!
 //! The index: records are written into [`ParallelWriter`], whose blocks are deflated on other threads,
 //! so a record's compressed offset is unknown when it is written. The builder is fed "block number
@@ -197,9 +201,7 @@ impl RecordSink {
                 }
             }
             OutFormat::Cram => {
-                if reference.is_none() {
-                    bail!("CRAM output needs the reference: give --reference FILE");
-                }
+                require_reference(reference)?;
                 RecordSink::Cram {
                     writer: Box::new(CramWriter::new(out, header, reference)?),
                     pending: Pending::default(),
@@ -249,7 +251,8 @@ impl RecordSink {
         }
     }
 
-    /// Writes a whole batch of records (SAM: one formatting job; other formats: record by record).
+    /// Writes a whole batch of records (SAM: one formatting job; CRAM: one batch; BAM: record by
+    /// record).
     pub fn write_batch(&mut self, batch: RecordBatch) -> std::io::Result<()> {
         match self {
             RecordSink::Sam {
@@ -262,7 +265,15 @@ impl RecordSink {
                 }
                 submit_sam(formatter, writer, batch)
             }
-            _ => batch.iter_raw().try_for_each(|r| self.write(r)),
+            RecordSink::Cram { writer, pending } => {
+                if !pending.offsets.is_empty() {
+                    writer
+                        .write_batch(&pending.take())
+                        .map_err(std::io::Error::other)?;
+                }
+                writer.write_batch(&batch).map_err(std::io::Error::other)
+            }
+            RecordSink::Bam { .. } => batch.iter_raw().try_for_each(|r| self.write(r)),
         }
     }
 
@@ -347,14 +358,60 @@ pub fn finish_index(mut builder: IndexBuilder, log: &BlockLog) -> Vec<u8> {
     builder.finish(end)
 }
 
-/// The output of a sort or merge: the data file (or stdout) being written through a [`RecordSink`]
-/// and, with `--write-index`, the index file. Both are written under temporary names and renamed
-/// only by [`SortedOutput::finish`], so a failed run leaves neither.
+/// CRAM output's one requirement.
+pub(crate) fn require_reference(reference: Option<&Path>) -> Result<()> {
+    if reference.is_none() {
+        bail!("CRAM output needs the reference: give --reference FILE");
+    }
+    Ok(())
+}
+
+/// The files of one output: the data file (or standard output) and, with `--write-index`, the index
+/// file, both under temporary names until [`OutputFiles::commit`] renames them; dropped uncommitted
+/// (error, cancellation) they are removed.
+pub struct OutputFiles {
+    dest: Destination,
+    index: Option<(OutputFile, std::fs::File)>,
+    /// The output's name for messages.
+    pub name: String,
+}
+
+impl OutputFiles {
+    /// Opens `path` (`None` or `-`: standard output) and the index file `index`; returns the writer of
+    /// the data file.
+    pub fn open(
+        path: Option<&Path>,
+        index: Option<&Path>,
+    ) -> Result<(Self, Box<dyn Write + Send>)> {
+        let (dest, out) = Destination::open(path)?;
+        let name = dest.name.clone();
+        let index = index.map(OutputFile::create).transpose()?;
+        Ok((Self { dest, index, name }, out))
+    }
+
+    /// Writes the index's bytes (if there is an index file and `index` is `Some`) and renames the
+    /// files into place. The data file's writer must be flushed and dropped first.
+    pub fn commit(self, index: Option<&[u8]>) -> Result<()> {
+        match (self.index, index) {
+            (Some((pending, mut f)), Some(bytes)) => {
+                f.write_all(bytes)
+                    .with_context(|| format!("{}: cannot write index", self.name))?;
+                drop(f);
+                self.dest.commit()?;
+                pending.commit()
+            }
+            _ => self.dest.commit(),
+        }
+    }
+}
+
+/// The output of a sort, merge or view: the data file (or stdout) being written through a
+/// [`RecordSink`] and, with `--write-index`, the index file. Both are written under temporary names
+/// and renamed only by [`SortedOutput::finish`], so a failed run leaves neither.
 pub struct SortedOutput {
     /// Where records go.
     pub sink: RecordSink,
-    dest: Destination,
-    pending_index: Option<(OutputFile, std::fs::File)>,
+    files: OutputFiles,
     /// The output's name for messages.
     pub name: String,
 }
@@ -369,32 +426,17 @@ impl SortedOutput {
         threads: usize,
         reference: Option<&Path>,
     ) -> Result<Self> {
-        let (dest, out) = Destination::open(path)?;
-        let name = dest.name.clone();
-        let pending_index = index.map(|(p, _)| OutputFile::create(p)).transpose()?;
+        let (files, out) = OutputFiles::open(path, index.map(|(p, _)| p))?;
+        let name = files.name.clone();
         let builder = index.map(|(_, bai)| OnTheFlyIndex::new(header, bai));
         let sink = RecordSink::new(format, header, threads, reference, builder, out)
             .with_context(|| name.clone())?;
-        Ok(Self {
-            sink,
-            dest,
-            pending_index,
-            name,
-        })
+        Ok(Self { sink, files, name })
     }
 
     /// Flushes the records, writes the index, and renames both into place.
     pub fn finish(self) -> Result<()> {
-        let name = self.name;
-        let index_bytes = self.sink.finish().with_context(|| name.clone())?;
-        if let (Some((pending, mut f)), Some(bytes)) = (self.pending_index, index_bytes) {
-            f.write_all(&bytes)
-                .with_context(|| format!("{name}: cannot write index"))?;
-            drop(f);
-            self.dest.commit()?;
-            pending.commit()
-        } else {
-            self.dest.commit()
-        }
+        let index_bytes = self.sink.finish().with_context(|| self.name.clone())?;
+        self.files.commit(index_bytes.as_deref())
     }
 }

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 
 /// Piled-up results of one batch for all BAMs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BatchResult {
     /// Reference index.
     pub tid: usize,
@@ -65,7 +65,7 @@ pub struct DriverOptions {
 }
 
 /// Lines written.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DriverSummary {
     /// SNV lines.
     pub snp_lines: u64,

@@ -62,7 +62,7 @@ impl Hasher for NameHasher {
 type NameMap<'b> = HashMap<&'b [u8], usize, BuildHasherDefault<NameHasher>>;
 
 /// Read and base filters and pileup limits (snp-pileup's options).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PileupOptions {
     /// `-q`: reads with a lower MAPQ are skipped (MAPQ 0 always is).
     pub min_map_quality: i32,
@@ -89,7 +89,7 @@ impl Default for PileupOptions {
 }
 
 /// What one file shows at one position.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     /// Reads in the pileup (htslib `n_plp`), deletions and reference skips included.
     pub depth: u32,

@@ -19,6 +19,8 @@ use sortase_bam::query::{find_index, IndexedBam, Region};
 use sortase_bam::{BamError, Header};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// An error of `snp-pileup`.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +58,9 @@ pub enum PileupError {
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The caller's cancellation flag was set.
+    #[error("interrupted")]
+    Cancelled,
     /// Writing failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -83,6 +88,8 @@ pub struct SnpPileupOptions {
     pub threads: usize,
     /// Compressed bytes per batch (`None`: from the input size and thread count).
     pub batch_bytes: Option<u64>,
+    /// Stops the run between batches once set.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// What a run did.
@@ -185,59 +192,93 @@ fn sort_order(h: &Header) -> Option<&str> {
     hd.split('\t').find_map(|f| f.strip_prefix("SO:"))
 }
 
-/// Runs snp-pileup: reads `vcf`, piles up `inputs` and writes the CSV (header line included) to `out`.
-/// `progress` receives compressed bytes as batches complete.
-pub fn snp_pileup(
-    vcf: &Path,
-    inputs: Inputs,
-    opts: &SnpPileupOptions,
-    out: &mut dyn Write,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<Summary, PileupError> {
-    let sites = vcf::read_sites(vcf)?;
-    let names: Vec<String> = inputs
-        .header
-        .references()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.name).into_owned())
-        .collect();
-    let name_bytes: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-    let contig_tid: Vec<i64> = sites
-        .contigs
-        .iter()
-        .map(|c| vcf::vcf_contig_to_bam(c, &name_bytes).map_or(-1, |t| t as i64))
-        .collect();
-    if !sites.contigs.is_empty() && contig_tid.iter().all(|&t| t < 0) {
-        return Err(PileupError::Input(format!(
-            "{}: no VCF contig ({}) matches a reference of {} ({}), even ignoring a `chr` prefix",
-            vcf.display(),
-            abbreviate(&sites.contigs),
-            inputs.bams[0].display(),
-            abbreviate(&names)
-        )));
+/// The VCF's SNVs placed on the BAMs' references: what both the planner and the output loop need.
+pub struct SiteList {
+    sites: vcf::Sites,
+    names: Vec<String>,
+    contig_tid: Vec<i64>,
+}
+
+impl SiteList {
+    /// Reads the SNVs of `vcf` and matches its contigs to the references of `inputs` (by name,
+    /// ignoring a `chr` prefix, as snp-pileup does).
+    pub fn read(vcf: &Path, inputs: &Inputs) -> Result<Self, PileupError> {
+        let sites = vcf::read_sites(vcf)?;
+        let names: Vec<String> = inputs
+            .header
+            .references()
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.name).into_owned())
+            .collect();
+        let name_bytes: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        let contig_tid: Vec<i64> = sites
+            .contigs
+            .iter()
+            .map(|c| vcf::vcf_contig_to_bam(c, &name_bytes).map_or(-1, |t| t as i64))
+            .collect();
+        if !sites.contigs.is_empty() && contig_tid.iter().all(|&t| t < 0) {
+            return Err(PileupError::Input(format!(
+                "{}: no VCF contig ({}) matches a reference of {} ({}), even ignoring a `chr` prefix",
+                vcf.display(),
+                abbreviate(&sites.contigs),
+                inputs.bams[0].display(),
+                abbreviate(&names)
+            )));
+        }
+        Ok(Self {
+            sites,
+            names,
+            contig_tid,
+        })
     }
-    let driver_site = |s: &vcf::Site| DriverSite {
-        tid: contig_tid[s.contig as usize],
-        pos: i64::from(s.pos),
-        reference: s.reference,
-        alternate: s.alternate,
-    };
-    // Only sites at or after every earlier site (in BAM order) can be reached by the loop.
-    let mut wanted: Vec<Vec<i64>> = vec![Vec::new(); names.len()];
-    let mut high = (i64::MIN, i64::MIN);
-    for s in sites.sites.iter().map(driver_site) {
-        let key = (s.tid, s.pos);
-        if key >= high {
-            high = key;
-            if s.tid >= 0 {
-                let v = &mut wanted[s.tid as usize];
-                if v.last() != Some(&s.pos) {
-                    v.push(s.pos);
+
+    /// VCF data lines read (all variants).
+    pub fn vcf_lines(&self) -> u64 {
+        self.sites.lines
+    }
+
+    /// Biallelic SNVs among them.
+    pub fn snvs(&self) -> u64 {
+        self.sites.sites.len() as u64
+    }
+
+    fn driver_sites(&self) -> impl Iterator<Item = DriverSite> + '_ {
+        self.sites.sites.iter().map(|s| DriverSite {
+            tid: self.contig_tid[s.contig as usize],
+            pos: i64::from(s.pos),
+            reference: s.reference,
+            alternate: s.alternate,
+        })
+    }
+
+    /// Per reference, the sorted distinct positions the output loop can reach: only sites at or after
+    /// every earlier site (in BAM order).
+    fn wanted(&self) -> Vec<Vec<i64>> {
+        let mut wanted: Vec<Vec<i64>> = vec![Vec::new(); self.names.len()];
+        let mut high = (i64::MIN, i64::MIN);
+        for s in self.driver_sites() {
+            let key = (s.tid, s.pos);
+            if key >= high {
+                high = key;
+                if s.tid >= 0 {
+                    let v = &mut wanted[s.tid as usize];
+                    if v.last() != Some(&s.pos) {
+                        v.push(s.pos);
+                    }
                 }
             }
         }
+        wanted
     }
-    let total: u64 = (0..names.len())
+}
+
+/// The batches of a run, in BAM order, and the compressed bytes of the BAMs' placed records.
+pub fn plan_run(
+    inputs: &Inputs,
+    sites: &SiteList,
+    opts: &SnpPileupOptions,
+) -> Result<(Vec<Batch>, u64), PileupError> {
+    let total: u64 = (0..sites.names.len())
         .map(|t| {
             inputs
                 .handles
@@ -253,48 +294,115 @@ pub fn snp_pileup(
         .unwrap_or_else(|| (total / (threads as u64 * 16)).clamp(1 << 20, 16 << 20));
     // With a fine pseudo-SNP grid, a batch's counts (72 bytes per grid point and file) bound its span.
     let max_span = (opts.pseudo_snps > 0).then(|| opts.pseudo_snps.saturating_mul(MAX_GRID_POINTS));
-    let batches = plan_batches(&inputs.handles, &wanted, target, max_span)?;
-    let n_batches = batches.len();
+    let batches = plan_batches(&inputs.handles, &sites.wanted(), target, max_span)?;
+    Ok((batches, total))
+}
 
+/// Piles up batches one after the other in `bams` (a range task; [`snp_pileup`] spreads batches over
+/// threads instead). Stops with [`PileupError::Cancelled`] between batches once `cancel` is set.
+pub fn pile_batches(
+    bams: &[PathBuf],
+    batches: &[Batch],
+    opts: &SnpPileupOptions,
+) -> Result<Vec<BatchResult>, PileupError> {
+    let mut worker = Worker::new(bams.to_vec(), opts);
+    batches.iter().map(|b| worker.run(b.clone())).collect()
+}
+
+/// Writes the CSV (header line included) to `out` from the batch results of a whole run in BAM
+/// order: snp-pileup's loop over the VCF's sites. `progress` receives each result's compressed bytes.
+pub fn write_csv(
+    sites: &SiteList,
+    n_files: usize,
+    opts: &SnpPileupOptions,
+    results: impl Iterator<Item = Result<BatchResult, PileupError>>,
+    out: &mut dyn Write,
+    progress: &dyn Fn(u64),
+) -> Result<DriverSummary, PileupError> {
     let mut header_line = String::from("Chromosome,Position,Ref,Alt");
-    for i in 1..=inputs.bams.len() {
+    for i in 1..=n_files {
         header_line.push_str(&format!(",File{i}R,File{i}A,File{i}E,File{i}D"));
     }
     header_line.push('\n');
     out.write_all(header_line.as_bytes())?;
-
     let mut min_read_counts = opts.min_read_counts.clone();
-    min_read_counts.resize(min_read_counts.len().max(inputs.bams.len()), 0);
+    min_read_counts.resize(min_read_counts.len().max(n_files), 0);
     let driver_opts = DriverOptions {
         min_read_counts,
         pseudo_snps: opts.pseudo_snps,
     };
+    let mut driver = Driver::new(results, &sites.names, n_files, &driver_opts, progress);
+    driver.run(sites.driver_sites(), out)?;
+    Ok(driver.summary)
+}
+
+/// One thread's open BAMs and reusable record buffers, opened at its first batch.
+struct Worker {
+    bams: Vec<PathBuf>,
+    pileup: PileupOptions,
+    grid: i64,
+    cancel: Option<Arc<AtomicBool>>,
+    handles: Option<Vec<IndexedBam>>,
+    buffers: Vec<Vec<u8>>,
+}
+
+impl Worker {
+    fn new(bams: Vec<PathBuf>, opts: &SnpPileupOptions) -> Self {
+        let buffers = vec![Vec::new(); bams.len()];
+        Self {
+            bams,
+            pileup: opts.pileup.clone(),
+            grid: opts.pseudo_snps,
+            cancel: opts.cancel.clone(),
+            handles: None,
+            buffers,
+        }
+    }
+
+    fn run(&mut self, batch: Batch) -> Result<BatchResult, PileupError> {
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(PileupError::Cancelled);
+        }
+        if self.handles.is_none() {
+            let mut opened = Vec::new();
+            for p in &self.bams {
+                opened.push(IndexedBam::open(p).map_err(|e| bam_error(p, e))?);
+            }
+            self.handles = Some(opened);
+        }
+        // INVARIANT: set just above.
+        let h = self.handles.as_mut().expect("opened");
+        let mut files = Files {
+            handles: h,
+            paths: &self.bams,
+            buffers: &mut self.buffers,
+        };
+        run_batch(&mut files, &batch, &self.pileup, self.grid)
+    }
+}
+
+/// Runs snp-pileup: reads `vcf`, piles up `inputs` and writes the CSV (header line included) to `out`.
+/// `progress` receives compressed bytes as batches complete.
+pub fn snp_pileup(
+    vcf: &Path,
+    inputs: Inputs,
+    opts: &SnpPileupOptions,
+    out: &mut dyn Write,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Summary, PileupError> {
+    let sites = SiteList::read(vcf, &inputs)?;
+    let (batches, total) = plan_run(&inputs, &sites, opts)?;
+    let n_batches = batches.len();
+    let threads = opts.threads.max(1);
     let bams = inputs.bams.clone();
     drop(inputs.handles);
-    let pileup = opts.pileup.clone();
-    let grid = opts.pseudo_snps;
     let (submitter, collector) = sortase_bgzf::pool::ordered_pool(threads, threads * 4, || {
-        let bams = bams.clone();
-        let pileup = pileup.clone();
-        let mut handles: Option<Vec<IndexedBam>> = None;
-        let mut buffers: Vec<Vec<u8>> = vec![Vec::new(); bams.len()];
-        move |batch: Batch| -> Result<BatchResult, PileupError> {
-            if handles.is_none() {
-                let mut opened = Vec::new();
-                for p in &bams {
-                    opened.push(IndexedBam::open(p).map_err(|e| bam_error(p, e))?);
-                }
-                handles = Some(opened);
-            }
-            // INVARIANT: set just above.
-            let h = handles.as_mut().expect("opened");
-            let mut files = Files {
-                handles: h,
-                paths: &bams,
-                buffers: &mut buffers,
-            };
-            run_batch(&mut files, &batch, &pileup, grid)
-        }
+        let mut worker = Worker::new(bams.clone(), opts);
+        move |batch: Batch| worker.run(batch)
     });
     let feeder = std::thread::spawn(move || {
         for b in batches {
@@ -303,17 +411,12 @@ pub fn snp_pileup(
             }
         }
     });
-    let report = |bytes| progress(bytes);
-    let mut driver = Driver::new(collector, &names, bams.len(), &driver_opts, &report);
-    let result = driver.run(sites.sites.iter().map(driver_site), out);
-    let lines = driver.summary;
-    drop(driver);
+    let result = write_csv(&sites, bams.len(), opts, collector, out, &|b| progress(b));
     let _ = feeder.join();
-    result?;
     Ok(Summary {
-        lines,
-        vcf_lines: sites.lines,
-        snvs: sites.sites.len() as u64,
+        lines: result?,
+        vcf_lines: sites.vcf_lines(),
+        snvs: sites.snvs(),
         batches: n_batches,
         bytes: total,
     })

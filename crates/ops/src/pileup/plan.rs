@@ -10,7 +10,7 @@ use super::PileupError;
 use sortase_bam::query::IndexedBam;
 
 /// One unit of work: a region of one contig and the site positions inside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     /// Reference index.
     pub tid: usize,

@@ -1,0 +1,447 @@
+//! [`SnpPileupJob`]: FACETS' snp-pileup (same options, same CSV) on all cores. crates/ops cuts the
+//! genome into batches of about equal compressed size, piles each up at the VCF's sites, and replays
+//! snp-pileup's loop over the results in order; this module checks the files and writes the output.
+//!
+//! As range tasks ([`SnpPileupPlan`]): each task piles up a run of consecutive batches (a region of
+//! the genome) and returns its counts; `finish` replays snp-pileup's loop over all of them and writes
+//! the CSV. The loop carries a cursor from one site to the next (a site before the last consumed
+//! position is skipped), so the CSV of a region depends on the regions before it: tasks return counts,
+//! not CSV text, and the lines are written once, in order, from the whole VCF.
+//!
+//! ```no_run
+//! use sortase::{Runtime, SnpPileupJob};
+//! let job = SnpPileupJob::new("sites.vcf.gz", "out.csv", vec!["tumor.bam".into(), "normal.bam".into()]);
+//! let report = job.run(&Runtime::with_threads(4)?)?;
+//! println!("{} SNP lines", report.snp_lines);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::files::OutputFile;
+use crate::runtime::Runtime;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_ops::pileup::driver::{BatchResult, DriverSummary};
+use sortase_ops::pileup::engine::PileupOptions;
+use sortase_ops::pileup::plan::Batch;
+use sortase_ops::pileup::{self, PileupError, SiteList, SnpPileupOptions};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+/// snp-pileup as a job: the VCF, the output CSV and the BAMs, with FACETS' options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnpPileupJob {
+    /// VCF (plain or bgzipped) with the SNP positions.
+    pub vcf: PathBuf,
+    /// The output CSV (never overwritten; `.gz` is appended with `gzip` if missing).
+    pub output: PathBuf,
+    /// Coordinate-sorted, indexed BAMs.
+    pub bams: Vec<PathBuf>,
+    /// `-A`: do not discard anomalous read pairs.
+    pub count_orphans: bool,
+    /// `-g`: compress the output with BGZF.
+    pub gzip: bool,
+    /// `-x`: no read-pair overlap detection.
+    pub ignore_overlaps: bool,
+    /// `-Q`: minimum base quality.
+    pub min_base_quality: i32,
+    /// `-q`: minimum mapping quality (MAPQ 0 is always skipped).
+    pub min_map_quality: i32,
+    /// `-r`: minimum read counts per file for a position to be written.
+    pub min_read_counts: Vec<i32>,
+    /// `-d`: maximum depth per file (htslib pileup maxcnt).
+    pub max_depth: i32,
+    /// `-P`: every this many positions without a SNP, a pseudo-SNP line (0: none).
+    pub pseudo_snps: i64,
+    /// Compressed bytes per batch (`None`: from the input size and thread count).
+    pub batch_bytes: Option<u64>,
+}
+
+/// What snp-pileup did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnpPileupReport {
+    /// VCF data lines read.
+    pub vcf_lines: u64,
+    /// Biallelic SNVs among them.
+    pub snvs: u64,
+    /// SNP lines written.
+    pub snp_lines: u64,
+    /// Pseudo-SNP lines written.
+    pub pseudo_lines: u64,
+    /// Batches piled up.
+    pub batches: usize,
+    /// Threads.
+    pub threads: usize,
+    /// Files written.
+    pub outputs: Vec<PathBuf>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// snp-pileup's range tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnpPileupPlan {
+    /// The job.
+    pub job: SnpPileupJob,
+    /// The tasks, in genome (BAM) order.
+    pub tasks: Vec<SnpPileupTask>,
+}
+
+/// Piling up a run of consecutive batches (one region of the genome) in every BAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnpPileupTask {
+    /// The task's number in genome order.
+    pub part: usize,
+    /// The BAMs.
+    pub bams: Vec<PathBuf>,
+    /// Read and base filters.
+    pub pileup: PileupOptions,
+    /// `-P`.
+    pub pseudo_snps: i64,
+    /// The batches (regions and the site positions in them).
+    pub batches: Vec<Batch>,
+}
+
+/// The counts of one task's batches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnpPileupPart {
+    /// The task's number.
+    pub part: usize,
+    /// Per batch: covered positions and counts at sites and pseudo-SNP grid points.
+    pub results: Vec<BatchResult>,
+}
+
+impl SnpPileupJob {
+    /// snp-pileup of `bams` at the SNVs of `vcf` into `output`, with FACETS' default options.
+    pub fn new(vcf: impl Into<PathBuf>, output: impl Into<PathBuf>, bams: Vec<PathBuf>) -> Self {
+        let pileup = PileupOptions::default();
+        Self {
+            vcf: vcf.into(),
+            output: output.into(),
+            bams,
+            count_orphans: pileup.count_orphans,
+            gzip: false,
+            ignore_overlaps: pileup.ignore_overlaps,
+            min_base_quality: pileup.min_base_quality,
+            min_map_quality: pileup.min_map_quality,
+            min_read_counts: Vec::new(),
+            max_depth: pileup.max_depth,
+            pseudo_snps: 0,
+            batch_bytes: None,
+        }
+    }
+
+    /// The file written: `output`, with `.gz` appended under `gzip` if missing.
+    pub fn target(&self) -> PathBuf {
+        let mut target = self.output.clone();
+        if self.gzip && !target.as_os_str().to_string_lossy().ends_with(".gz") {
+            let mut s = target.into_os_string();
+            s.push(".gz");
+            target = PathBuf::from(s);
+        }
+        target
+    }
+
+    fn options(&self, rt: &Runtime) -> SnpPileupOptions {
+        SnpPileupOptions {
+            pileup: PileupOptions {
+                min_map_quality: self.min_map_quality,
+                min_base_quality: self.min_base_quality,
+                max_depth: self.max_depth,
+                count_orphans: self.count_orphans,
+                ignore_overlaps: self.ignore_overlaps,
+            },
+            min_read_counts: self.min_read_counts.clone(),
+            pseudo_snps: self.pseudo_snps,
+            threads: rt.threads(),
+            batch_bytes: self.batch_bytes,
+            cancel: Some(rt.cancel_flag().shared()),
+        }
+    }
+
+    /// Checks the options and files before any work: the output must not exist, the VCF must.
+    fn check(&self) -> Result<PathBuf> {
+        let target = self.target();
+        if std::fs::symlink_metadata(&target).is_ok() {
+            return Err(Error::new(
+                ErrorKind::Output,
+                format!(
+                    "{}: output file already exists; snp-pileup does not overwrite it",
+                    target.display()
+                ),
+            ));
+        }
+        if let Err(e) = std::fs::metadata(&self.vcf) {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!("{}: {e}", self.vcf.display()),
+            ));
+        }
+        if self.pseudo_snps < 0 {
+            return Err(Error::argument(format!(
+                "-P {} is negative; use 0 (none) or a positive multiple",
+                self.pseudo_snps
+            )));
+        }
+        Ok(target)
+    }
+
+    /// Runs on all of `rt`'s threads.
+    pub fn run(&self, rt: &Runtime) -> Result<SnpPileupReport> {
+        let target = self.check()?;
+        let inputs = pileup::open_bams(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
+        let opts = self.options(rt);
+        let total: u64 = self
+            .bams
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        let progress = rt.progress("snp-pileup", total);
+        let context = format!("snp-pileup {}", self.vcf.display());
+        let summary = write_output(&target, self.gzip, rt, |out| {
+            pileup::snp_pileup(&self.vcf, inputs, &opts, out, &|n| progress.add(n))
+                .map_err(|e| pileup_error(e, Some(&context), rt))
+        })?;
+        progress.finish();
+        Ok(SnpPileupReport {
+            vcf_lines: summary.vcf_lines,
+            snvs: summary.snvs,
+            snp_lines: summary.lines.snp_lines,
+            pseudo_lines: summary.lines.pseudo_lines,
+            batches: summary.batches,
+            threads: rt.threads(),
+            outputs: vec![target],
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Range tasks: the batches [`SnpPileupJob::run`] would pile up on `rt`, grouped into about
+    /// `rt.threads() * 4` tasks.
+    pub fn plan(&self, rt: &Runtime) -> Result<SnpPileupPlan> {
+        self.plan_tasks(rt, rt.threads() * 4)
+    }
+
+    /// Range tasks: the batches grouped into about `n` tasks of equal compressed size.
+    pub fn plan_tasks(&self, rt: &Runtime, n: usize) -> Result<SnpPileupPlan> {
+        self.check()?;
+        let inputs = pileup::open_bams(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
+        let opts = self.options(rt);
+        let context = format!("snp-pileup {}", self.vcf.display());
+        let (batches, total) = SiteList::read(&self.vcf, &inputs)
+            .and_then(|sites| pileup::plan_run(&inputs, &sites, &opts))
+            .map_err(|e| pileup_error(e, Some(&context), rt))?;
+        // Consecutive batches, cut when a group reaches its share of the bytes or of the batches
+        // (the bytes come from the indexes' linear offsets and may be coarse for small files).
+        let n = n.max(1);
+        let (bytes_each, batches_each) =
+            (total.div_ceil(n as u64).max(1), batches.len().div_ceil(n));
+        let mut groups: Vec<Vec<Batch>> = vec![Vec::new()];
+        let mut bytes = 0;
+        for b in batches {
+            let current = groups.last().expect("one group at least");
+            if bytes >= bytes_each || current.len() >= batches_each {
+                groups.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += b.bytes;
+            groups.last_mut().expect("one group at least").push(b);
+        }
+        let tasks = groups
+            .into_iter()
+            .enumerate()
+            .map(|(part, batches)| SnpPileupTask {
+                part,
+                bams: self.bams.clone(),
+                pileup: opts.pileup.clone(),
+                pseudo_snps: self.pseudo_snps,
+                batches,
+            })
+            .collect();
+        Ok(SnpPileupPlan {
+            job: self.clone(),
+            tasks,
+        })
+    }
+}
+
+impl SnpPileupTask {
+    /// Piles up the task's batches (one after the other, on the calling thread).
+    pub fn run(&self, rt: &Runtime) -> Result<SnpPileupPart> {
+        let opts = SnpPileupOptions {
+            pileup: self.pileup.clone(),
+            min_read_counts: Vec::new(),
+            pseudo_snps: self.pseudo_snps,
+            threads: 1,
+            batch_bytes: None,
+            cancel: Some(rt.cancel_flag().shared()),
+        };
+        let results = pileup::pile_batches(&self.bams, &self.batches, &opts)
+            .map_err(|e| pileup_error(e, Some("snp-pileup"), rt))?;
+        Ok(SnpPileupPart {
+            part: self.part,
+            results,
+        })
+    }
+}
+
+impl SnpPileupPlan {
+    /// Writes the CSV from the parts of every task (any order): snp-pileup's loop over the VCF's
+    /// sites and the tasks' counts.
+    pub fn finish(&self, parts: Vec<SnpPileupPart>, rt: &Runtime) -> Result<SnpPileupReport> {
+        let job = &self.job;
+        let target = job.check()?;
+        let parts = crate::bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let inputs = pileup::open_bams(&job.bams).map_err(|e| pileup_error(e, None, rt))?;
+        let context = format!("snp-pileup {}", job.vcf.display());
+        let sites =
+            SiteList::read(&job.vcf, &inputs).map_err(|e| pileup_error(e, Some(&context), rt))?;
+        let opts = job.options(rt);
+        let batches = parts.iter().map(|p| p.results.len()).sum();
+        let results = parts.into_iter().flat_map(|p| p.results).map(Ok);
+        let lines: DriverSummary = write_output(&target, job.gzip, rt, |out| {
+            pileup::write_csv(&sites, job.bams.len(), &opts, results, out, &|_| {})
+                .map_err(|e| pileup_error(e, Some(&context), rt))
+        })?;
+        Ok(SnpPileupReport {
+            vcf_lines: sites.vcf_lines(),
+            snvs: sites.snvs(),
+            snp_lines: lines.snp_lines,
+            pseudo_lines: lines.pseudo_lines,
+            batches,
+            threads: rt.threads(),
+            outputs: vec![target],
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// Writes `target` (BGZF with `gzip`) under a temporary name through `write`, and renames it into
+/// place unless the target appeared meanwhile (snp-pileup never overwrites).
+fn write_output<T>(
+    target: &std::path::Path,
+    gzip: bool,
+    rt: &Runtime,
+    write: impl FnOnce(&mut dyn Write) -> Result<T>,
+) -> Result<T> {
+    let (output, file) = OutputFile::create(target)?;
+    let cannot_write = || format!("{}: cannot write", target.display());
+    let result = if gzip {
+        let mut w = ParallelWriter::new(file, WriterOptions::new(1, CompressionLevel::default()));
+        let r = write(&mut w)?;
+        w.finish().with_context(cannot_write)?;
+        r
+    } else {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let r = write(&mut w)?;
+        w.flush().with_context(cannot_write)?;
+        r
+    };
+    rt.check_cancelled()?;
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Err(Error::new(
+            ErrorKind::Output,
+            format!(
+                "{}: output file appeared while running; not overwriting it",
+                target.display()
+            ),
+        ));
+    }
+    output.commit()?;
+    Ok(result)
+}
+
+/// The library's error for a pileup error, with `context` in front.
+fn pileup_error(e: PileupError, context: Option<&str>, rt: &Runtime) -> Error {
+    let kind = match &e {
+        _ if rt.cancel_flag().is_cancelled() => return Error::cancelled(),
+        PileupError::Cancelled => return Error::cancelled(),
+        PileupError::Input(_) => ErrorKind::Input,
+        PileupError::Bam { .. } | PileupError::Unsorted { .. } | PileupError::BadCigar(_) => {
+            ErrorKind::Format
+        }
+        PileupError::InFile { .. } => ErrorKind::Format,
+        PileupError::Internal(_) => ErrorKind::Internal,
+        PileupError::Io(_) => ErrorKind::Output,
+    };
+    // The whole chain, as the CLI has always printed it (anyhow's "{:#}").
+    let chain = anyhow::Error::new(e);
+    let message = match context {
+        Some(c) => format!("{:#}", chain.context(c.to_string())),
+        None => format!("{chain:#}"),
+    };
+    Error::new(kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_data;
+    use std::fmt::Write as _;
+
+    #[test]
+    fn snp_pileup_tasks_in_any_order_give_run_s_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 3000);
+        let rt = Runtime::with_threads(2).unwrap();
+        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        let vcf = dir.path().join("sites.vcf");
+        let mut text =
+            String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");
+        for (name, len) in test_data::REFERENCES {
+            for pos in (1000..len).step_by(997) {
+                let _ = writeln!(text, "{name}\t{pos}\t.\tA\tC\t.\t.\t.");
+            }
+        }
+        std::fs::write(&vcf, text).unwrap();
+        let job = SnpPileupJob {
+            pseudo_snps: 500,
+            batch_bytes: Some(20_000),
+            ..SnpPileupJob::new(&vcf, dir.path().join("run.csv"), vec![bam.clone(), bam])
+        };
+        let report = job.run(&rt).unwrap();
+        let expected = std::fs::read(&report.outputs[0]).unwrap();
+        assert!(
+            report.snp_lines > 10 && report.pseudo_lines > 10,
+            "{report:?}"
+        );
+        let plan = SnpPileupJob {
+            output: dir.path().join("tasks.csv"),
+            ..job.clone()
+        }
+        .plan_tasks(&rt, 6)
+        .unwrap();
+        assert!(plan.tasks.len() > 2, "{} tasks", plan.tasks.len());
+        let plan: SnpPileupPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts: Vec<SnpPileupPart> = plan
+            .tasks
+            .iter()
+            .rev()
+            .map(|t| {
+                let part = t.run(&rt).unwrap();
+                serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap()
+            })
+            .collect();
+        let done = plan.finish(parts, &rt).unwrap();
+        assert_eq!(std::fs::read(&done.outputs[0]).unwrap(), expected);
+        assert_eq!(
+            (done.snp_lines, done.pseudo_lines, done.batches),
+            (report.snp_lines, report.pseudo_lines, report.batches)
+        );
+    }
+
+    #[test]
+    fn an_existing_output_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.csv");
+        std::fs::write(&out, "keep").unwrap();
+        let rt = Runtime::with_threads(1).unwrap();
+        let e = SnpPileupJob::new("x.vcf", &out, vec![])
+            .run(&rt)
+            .unwrap_err();
+        assert!(e.to_string().contains("already exists"));
+        assert_eq!(std::fs::read(&out).unwrap(), b"keep");
+    }
+}

@@ -1,0 +1,350 @@
+//! [`FlagstatJob`] and [`IdxstatsJob`]: samtools flagstat and idxstats, counted per byte range of the
+//! BAM on all cores and summed (crates/ops holds the counters). Flagstat also comes as serialisable
+//! range tasks ([`FlagstatPlan`]) for a distributed driver.
+//!
+//! ```
+//! use sortase::{FlagstatJob, OutputSpec, Runtime, SortJob};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = dir.path().join("in.sam");
+//! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n").unwrap();
+//! # let bam = dir.path().join("in.bam");
+//! let rt = Runtime::with_threads(2)?;
+//! # SortJob::new(sam.to_str().unwrap(), OutputSpec::to_path(&bam)).run(&rt)?;
+//! let report = FlagstatJob::new(&bam).run(&rt)?;
+//! assert_eq!(report.counts.reads, [2, 0]);
+//! assert!(report.to_text().starts_with("2 + 0 in total"));
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::Runtime;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_ops::{flagstat::FlagStat, idxstats::IdxStats};
+use std::path::{Path, PathBuf};
+
+/// samtools flagstat as a job: one BAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagstatJob {
+    /// The BAM.
+    pub input: PathBuf,
+}
+
+/// samtools flagstat's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagstatReport {
+    /// The counters, each `[QC-passed, QC-failed]`.
+    pub counts: FlagStat,
+    /// Warnings (samtools' text).
+    pub warnings: Vec<String>,
+}
+
+impl FlagstatReport {
+    /// samtools flagstat's default text.
+    pub fn to_text(&self) -> String {
+        self.counts.to_default()
+    }
+
+    /// samtools flagstat `-O json` (its keys and spacing).
+    pub fn to_json(&self) -> String {
+        self.counts.to_json()
+    }
+
+    /// samtools flagstat `-O tsv`.
+    pub fn to_tsv(&self) -> String {
+        self.counts.to_tsv()
+    }
+
+    /// The text for an `-O` name (`json`/`JSON`, `tsv`/`TSV`; anything else: the default text).
+    pub fn format(&self, name: &str) -> String {
+        match name {
+            "json" | "JSON" => self.to_json(),
+            "tsv" | "TSV" => self.to_tsv(),
+            _ => self.to_text(),
+        }
+    }
+}
+
+/// Flagstat's range tasks: one per byte range of the BAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagstatPlan {
+    /// The tasks, in file order.
+    pub tasks: Vec<FlagstatTask>,
+}
+
+/// Counting one byte range of the BAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagstatTask {
+    /// The range.
+    pub slice: BamSlice,
+}
+
+/// The counters of one range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagstatPart {
+    /// The task's range number.
+    pub part: usize,
+    /// Its counters.
+    pub counts: FlagStat,
+}
+
+impl FlagstatJob {
+    /// Flagstat of `input`.
+    pub fn new(input: impl Into<PathBuf>) -> Self {
+        Self {
+            input: input.into(),
+        }
+    }
+
+    /// Counts on all of `rt`'s threads.
+    pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
+        let name = self.input.display().to_string();
+        let (_, parts) = bam_ranges::scan(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
+            .with_context(|| name.clone())?;
+        let mut report = FlagstatReport::default();
+        parts.iter().for_each(|p| report.counts.merge(p));
+        Ok(report)
+    }
+
+    /// Range tasks: about `rt.threads() * 4` ranges, as [`FlagstatJob::run`] cuts them.
+    pub fn plan(&self, rt: &Runtime) -> Result<FlagstatPlan> {
+        self.plan_ranges(rt.threads() * RANGES_PER_THREAD)
+    }
+
+    /// Range tasks: about `n` ranges of equal compressed size (fewer for small files).
+    pub fn plan_ranges(&self, n: usize) -> Result<FlagstatPlan> {
+        let (_, slices) = bam_ranges::plan_slices(&self.input, n)
+            .with_context(|| self.input.display().to_string())?;
+        let tasks = slices
+            .into_iter()
+            .map(|slice| FlagstatTask { slice })
+            .collect();
+        Ok(FlagstatPlan { tasks })
+    }
+}
+
+impl FlagstatTask {
+    /// Counts the range's records.
+    pub fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
+        let mut counts = FlagStat::default();
+        self.slice
+            .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
+            .with_context(|| self.slice.input.display().to_string())?;
+        Ok(FlagstatPart {
+            part: self.slice.part,
+            counts,
+        })
+    }
+}
+
+impl FlagstatPlan {
+    /// The report from the parts of every task (any order).
+    pub fn finish(&self, parts: Vec<FlagstatPart>) -> Result<FlagstatReport> {
+        let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let mut report = FlagstatReport::default();
+        parts.iter().for_each(|p| report.counts.merge(&p.counts));
+        Ok(report)
+    }
+
+    /// The plan to run instead when a task failed: the whole file as one task (see
+    /// [`crate::bam_ranges`]).
+    pub fn fallback(&self) -> FlagstatPlan {
+        let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
+        let tasks = bam_ranges::whole(&slices)
+            .into_iter()
+            .map(|slice| FlagstatTask { slice })
+            .collect();
+        FlagstatPlan { tasks }
+    }
+}
+
+/// samtools idxstats as a job: from the BAM's index when it has one, else by counting its records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsJob {
+    /// The BAM.
+    pub input: PathBuf,
+}
+
+/// One line of samtools idxstats.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsRow {
+    /// Reference name (`*` for records without a reference).
+    pub name: String,
+    /// Reference length (0 for `*`).
+    pub length: u64,
+    /// Mapped records.
+    pub mapped: u64,
+    /// Unmapped records.
+    pub unmapped: u64,
+}
+
+/// samtools idxstats' lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsReport {
+    /// One row per reference in header order, then `*`.
+    pub rows: Vec<IdxstatsRow>,
+    /// Warnings (samtools' text).
+    pub warnings: Vec<String>,
+}
+
+impl IdxstatsReport {
+    /// samtools idxstats' text (tab-separated lines).
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for r in &self.rows {
+            out.push_str(&format!(
+                "{}\t{}\t{}\t{}\n",
+                r.name, r.length, r.mapped, r.unmapped
+            ));
+        }
+        out
+    }
+}
+
+impl IdxstatsJob {
+    /// Idxstats of `input`.
+    pub fn new(input: impl Into<PathBuf>) -> Self {
+        Self {
+            input: input.into(),
+        }
+    }
+
+    /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
+    pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
+        let name = self.input.display().to_string();
+        let mut report = IdxstatsReport::default();
+        let row = |r: &sortase_bam::Reference, [mapped, unmapped]: [u64; 2]| IdxstatsRow {
+            name: String::from_utf8_lossy(&r.name).into_owned(),
+            length: u64::from(r.length),
+            mapped,
+            unmapped,
+        };
+        let unplaced = |[mapped, unmapped]: [u64; 2]| IdxstatsRow {
+            name: "*".into(),
+            length: 0,
+            mapped,
+            unmapped,
+        };
+        if let Some(index) = sortase_bam::query::find_index(&self.input) {
+            let header = read_header(&self.input).with_context(|| name.clone())?;
+            let (per_ref, n_unplaced) =
+                read_index_stats(&index).with_context(|| index.display().to_string())?;
+            for (i, r) in header.references().iter().enumerate() {
+                let (m, u) = per_ref.get(i).copied().flatten().unwrap_or((0, 0));
+                report.rows.push(row(r, [m, u]));
+            }
+            report.rows.push(unplaced([0, n_unplaced]));
+        } else {
+            let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
+                .with_context(|| name.clone())?;
+            let mut total = IdxStats::new(header.references().len());
+            parts.iter().for_each(|p| total.merge(p));
+            if !total.is_position_sorted() {
+                return Err(Error::new(
+                    ErrorKind::Format,
+                    format!("{name}: file is not position sorted"),
+                ));
+            }
+            for (r, c) in header.references().iter().zip(&total.per_reference) {
+                report.rows.push(row(r, *c));
+            }
+            report.rows.push(unplaced(total.unplaced));
+        }
+        Ok(report)
+    }
+}
+
+fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
+    let file = std::fs::File::open(path).context("cannot open")?;
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
+    Ok(sortase_bam::Header::read_bam(&mut reader)?)
+}
+
+type IndexStats = (Vec<Option<(u64, u64)>>, u64);
+
+/// Per-reference (mapped, unmapped) from the index's metadata pseudo-bins, and the unplaced count.
+fn read_index_stats(path: &Path) -> anyhow::Result<IndexStats> {
+    if path.extension().is_some_and(|e| e == "csi") {
+        Ok(stats_of(&noodles::csi::fs::read(path)?))
+    } else {
+        Ok(stats_of(&noodles::bam::bai::fs::read(path)?))
+    }
+}
+
+fn stats_of<I>(index: &noodles::csi::binning_index::Index<I>) -> IndexStats
+where
+    I: noodles::csi::binning_index::index::reference_sequence::Index,
+{
+    use noodles::csi::binning_index::{BinningIndex, ReferenceSequence as _};
+    let refs = index
+        .reference_sequences()
+        .iter()
+        .map(|r| {
+            r.metadata()
+                .map(|m| (m.mapped_record_count(), m.unmapped_record_count()))
+        })
+        .collect();
+    (refs, index.unplaced_unmapped_record_count().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_data;
+
+    #[test]
+    fn flagstat_tasks_in_any_order_give_run_s_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 3000);
+        let rt = Runtime::with_threads(2).unwrap();
+        let job = FlagstatJob::new(&bam);
+        let expected = job.run(&rt).unwrap();
+        assert_eq!(expected.counts.reads[0] + expected.counts.reads[1], 3000);
+        let plan = job.plan_ranges(8).unwrap();
+        assert!(
+            plan.tasks.len() > 1,
+            "the test BAM should give several ranges"
+        );
+        let plan: FlagstatPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts: Vec<FlagstatPart> = plan
+            .tasks
+            .iter()
+            .rev()
+            .map(|t| {
+                let part = t.run(&rt).unwrap();
+                serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap()
+            })
+            .collect();
+        assert_eq!(plan.finish(parts.clone()).unwrap(), expected);
+        assert!(plan.finish(parts[1..].to_vec()).is_err());
+        let fallback = plan.fallback();
+        let whole = fallback.tasks[0].run(&rt).unwrap();
+        assert_eq!(fallback.finish(vec![whole]).unwrap(), expected);
+    }
+
+    #[test]
+    fn idxstats_rows_come_from_the_index_or_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 500);
+        let rt = Runtime::with_threads(2).unwrap();
+        let scanned = IdxstatsJob::new(&bam).run(&rt).unwrap();
+        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        let indexed = IdxstatsJob::new(&bam).run(&rt).unwrap();
+        assert_eq!(scanned, indexed);
+        let total: u64 = scanned.rows.iter().map(|r| r.mapped + r.unmapped).sum();
+        assert_eq!(total, 500);
+        assert_eq!(scanned.rows.last().unwrap().name, "*");
+    }
+
+    #[test]
+    fn cancelled_flagstat_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 100);
+        let rt = Runtime::with_threads(2).unwrap();
+        rt.cancel();
+        let e = FlagstatJob::new(&bam).run(&rt).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Cancelled);
+    }
+}

@@ -1,0 +1,418 @@
+//! [`ViewJob`]: samtools view's conversions, filters (`-f/-F/-q`), region queries and counting (`-c`).
+//!
+//! Records go through the library's one output writer ([`crate::writer::SortedOutput`]): BAM → BAM
+//! copies raw records into the parallel BGZF writer (no decode/encode), SAM is formatted in parallel
+//! batches, CRAM goes through noodles. Counting a BAM file runs over byte ranges on all cores.
+//!
+//! ```
+//! use sortase::{OutputSpec, Runtime, ViewJob};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let input = dir.path().join("in.sam");
+//! # std::fs::write(&input, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n").unwrap();
+//! let rt = Runtime::with_threads(2)?;
+//! let bam = dir.path().join("out.bam");
+//! ViewJob::new(input.to_str().unwrap(), OutputSpec::to_path(&bam)).run(&rt)?;
+//! let count = ViewJob {
+//!     count: true,
+//!     exclude_flags: sortase::view::parse_flags("UNMAP")?,
+//!     ..ViewJob::new(bam.to_str().unwrap(), OutputSpec::default())
+//! };
+//! assert_eq!(count.run(&rt)?.count, Some(1));
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::bam_ranges;
+use crate::error::{Error, Result};
+use crate::input::{Format, Input};
+use crate::options::{add_program, OutputSpec, Program};
+use crate::runtime::Runtime;
+use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use sortase_bam::{flags, query, Header, RecordBatch, RecordRef};
+use sortase_bgzf::CompressionLevel;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// samtools view as a job: one input (SAM, BAM, CRAM; `-` for standard input) converted, filtered
+/// and/or counted.
+///
+/// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
+/// `output.level` (`-l`) is set, else from the output file's extension, else SAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewJob {
+    /// The input path (`-`: standard input).
+    pub input: String,
+    /// Where records (or, with `count`, the count) go. With `count` and no file, the count is only in
+    /// the report.
+    pub output: OutputSpec,
+    /// Include the header in SAM output (`-h`).
+    pub with_header: bool,
+    /// Write the header only (`-H`).
+    pub header_only: bool,
+    /// Count the matching records instead of writing them (`-c`).
+    pub count: bool,
+    /// Only records with all of these flag bits set (`-f`).
+    pub require_flags: u16,
+    /// Only records with none of these flag bits set (`-F`).
+    pub exclude_flags: u16,
+    /// Only records with at least this mapping quality (`-q`).
+    pub min_mapq: u8,
+    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM; empty: the whole input.
+    pub regions: Vec<String>,
+    /// The `@PG` line to add (`None`: `--no-PG`).
+    pub program: Option<Program>,
+}
+
+/// What a view did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewReport {
+    /// Records that passed the filters (written, or counted).
+    pub records: u64,
+    /// With `count`: the count.
+    pub count: Option<u64>,
+    /// Files written.
+    pub outputs: Vec<PathBuf>,
+    /// Warnings (regions that could not be parsed), as samtools prints them.
+    pub warnings: Vec<String>,
+}
+
+/// Parses a flag as samtools does: decimal, 0x hex, 0 octal, or comma-separated names (`UNMAP`, ...).
+pub fn parse_flags(s: &str) -> Result<u16> {
+    let parsed = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u16::from_str_radix(hex, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        u16::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse().ok()
+    };
+    if let Some(v) = parsed {
+        return Ok(v);
+    }
+    let mut v = 0;
+    for name in s.split(',') {
+        v |= match name {
+            "PAIRED" => flags::PAIRED,
+            "PROPER_PAIR" => flags::PROPER_PAIR,
+            "UNMAP" => flags::UNMAPPED,
+            "MUNMAP" => flags::MATE_UNMAPPED,
+            "REVERSE" => flags::REVERSE,
+            "MREVERSE" => flags::MATE_REVERSE,
+            "READ1" => flags::READ1,
+            "READ2" => flags::READ2,
+            "SECONDARY" => flags::SECONDARY,
+            "QCFAIL" => flags::QC_FAIL,
+            "DUP" => flags::DUPLICATE,
+            "SUPPLEMENTARY" => flags::SUPPLEMENTARY,
+            _ => {
+                return Err(Error::argument(format!(
+                    "invalid flag {s:?}: use a number or names such as UNMAP,SECONDARY"
+                )))
+            }
+        };
+    }
+    Ok(v)
+}
+
+/// Which records pass `-f/-F/-q`.
+#[derive(Debug, Clone, Copy)]
+struct Filter {
+    require: u16,
+    exclude: u16,
+    min_mapq: u8,
+}
+
+impl Filter {
+    #[inline]
+    fn pass(&self, r: &RecordRef<'_>) -> bool {
+        let flag = r.flag();
+        flag & self.require == self.require
+            && flag & self.exclude == 0
+            && r.mapping_quality() >= self.min_mapq
+    }
+
+    fn passes_all(&self) -> bool {
+        self.require == 0 && self.exclude == 0 && self.min_mapq == 0
+    }
+}
+
+impl ViewJob {
+    /// `input` converted to `output` with every other option at samtools' default.
+    pub fn new(input: impl Into<String>, output: OutputSpec) -> Self {
+        Self {
+            input: input.into(),
+            output,
+            with_header: false,
+            header_only: false,
+            count: false,
+            require_flags: 0,
+            exclude_flags: 0,
+            min_mapq: 0,
+            regions: Vec::new(),
+            program: None,
+        }
+    }
+
+    /// The output format (see [`ViewJob`]).
+    pub fn format(&self) -> Result<OutFormat> {
+        let o = &self.output;
+        let level = if o.uncompressed {
+            CompressionLevel::STORED
+        } else {
+            CompressionLevel::samtools(o.level.unwrap_or(-1))
+        };
+        if o.format.is_none() && (o.uncompressed || o.level.is_some()) {
+            return Ok(OutFormat::Bam(level));
+        }
+        resolve_format(
+            o.format.as_deref(),
+            o.path.as_deref(),
+            level,
+            OutFormat::Sam,
+        )
+        .map_err(|e| Error::argument(e.to_string()))
+    }
+
+    /// Runs the view on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<ViewReport> {
+        run(self, rt).map_err(Error::from)
+    }
+
+    fn filter(&self) -> Filter {
+        Filter {
+            require: self.require_flags,
+            exclude: self.exclude_flags,
+            min_mapq: self.min_mapq,
+        }
+    }
+}
+
+fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
+    if job.output.write_index {
+        bail!(Error::argument("view: --write-index is not supported"));
+    }
+    let filter = job.filter();
+    let format = job.format()?;
+    if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
+        // Counting a BAM file: byte ranges on all cores, per-range counts summed.
+        let (_, parts) = bam_ranges::scan(
+            job.input.as_ref(),
+            rt,
+            |_| 0u64,
+            |n, r| *n += u64::from(filter.pass(r)),
+        )
+        .with_context(|| job.input.clone())?;
+        return counted(job, parts.iter().sum());
+    }
+    let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
+    let progress = rt.progress("view", size);
+    let mut input = Input::open(
+        &job.input,
+        rt.threads(),
+        job.output.reference.as_deref(),
+        &progress,
+    )
+    .with_context(|| job.input.clone())?;
+    input.set_cancel(rt.cancel_flag().clone());
+    let mut report = ViewReport::default();
+    if job.count {
+        let mut n = 0u64;
+        if !job.header_only {
+            for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
+                n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
+                Ok(())
+            })?;
+        }
+        progress.finish();
+        let warnings = std::mem::take(&mut report.warnings);
+        let mut report = counted(job, n)?;
+        report.warnings = warnings;
+        return Ok(report);
+    }
+    let mut header = input.header.clone();
+    add_program(&mut header, job.program.as_ref());
+    if format == OutFormat::Cram && job.output.reference.is_none() {
+        bail!(Error::argument(
+            "CRAM output needs the reference: give -T/--reference FILE"
+        ));
+    }
+    let shown = match format {
+        OutFormat::Sam if !(job.with_header || job.header_only) => {
+            Header::new(String::new(), header.references().to_vec())
+        }
+        _ => header,
+    };
+    let path = job.output.path.as_deref();
+    let mut out = SortedOutput::open(
+        path,
+        None,
+        format,
+        &shown,
+        rt.threads(),
+        job.output.reference.as_deref(),
+    )?;
+    if !job.header_only {
+        let mut records = 0u64;
+        for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
+            if filter.passes_all() {
+                records += batch.len() as u64;
+                out.sink.write_batch(batch)?;
+            } else {
+                for (i, r) in batch.iter().enumerate() {
+                    if filter.pass(&r) {
+                        records += 1;
+                        out.sink.write(batch.raw(i))?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        report.records = records;
+    }
+    rt.check_cancelled()?;
+    out.finish()?;
+    progress.finish();
+    report.outputs = job.output.data_path()?.into_iter().collect();
+    Ok(report)
+}
+
+/// The report of a count, written to the output file if there is one.
+fn counted(job: &ViewJob, n: u64) -> anyhow::Result<ViewReport> {
+    let mut report = ViewReport {
+        records: n,
+        count: Some(n),
+        ..ViewReport::default()
+    };
+    if let Some(path) = job.output.data_path()? {
+        let (dest, mut out) = crate::files::Destination::open(Some(&path))?;
+        writeln!(out, "{n}").with_context(|| dest.name.clone())?;
+        out.flush().with_context(|| dest.name.clone())?;
+        drop(out);
+        dest.commit()?;
+        report.outputs.push(path);
+    }
+    Ok(report)
+}
+
+/// Whether `path` is a BGZF file holding BAM (checked from its first block).
+fn is_bam_file(path: &str) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
+    let mut magic = [0u8; 4];
+    std::io::Read::read_exact(&mut reader, &mut magic).is_ok() && &magic == b"BAM\x01"
+}
+
+/// Calls `each` on the input's batches: all of them, or those of the job's regions.
+fn for_each_batch(
+    job: &ViewJob,
+    input: &mut Input,
+    warnings: &mut Vec<String>,
+    each: &mut dyn FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let name = || job.input.clone();
+    if job.regions.is_empty() {
+        return input.for_each_batch(each).with_context(name);
+    }
+    if input.format != Format::Bam || job.input == "-" {
+        bail!(
+            "{}: region queries need an indexed BAM file (not SAM, CRAM or stdin)",
+            name()
+        );
+    }
+    let mut indexed = query::IndexedBam::open(Path::new(&job.input)).with_context(name)?;
+    for r in &job.regions {
+        if r == "*" {
+            each(indexed.query_unplaced().with_context(name)?).with_context(name)?;
+            continue;
+        }
+        match query::parse_region(r, &input.header) {
+            Ok(region) => each(indexed.query(region).with_context(name)?).with_context(name)?,
+            Err(why) => warnings.push(format!("sortase: region \"{r}\" {why}; continuing")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_data;
+
+    #[test]
+    fn flags_parse_as_samtools() {
+        assert_eq!(parse_flags("0x904").unwrap(), 0x904);
+        assert_eq!(parse_flags("010").unwrap(), 8);
+        assert_eq!(parse_flags("UNMAP,SECONDARY").unwrap(), 0x104);
+        assert!(parse_flags("UNMAPPED").is_err());
+    }
+
+    #[test]
+    fn formats_resolve_as_samtools_view() {
+        let job = |path: &str, format: Option<&str>, level: Option<i32>| {
+            let output = OutputSpec {
+                format: format.map(str::to_string),
+                level,
+                ..OutputSpec::to_path(path)
+            };
+            ViewJob::new("in.bam", output).format().unwrap()
+        };
+        assert_eq!(job("o.sam", None, None), OutFormat::Sam);
+        assert_eq!(job("o.out", None, None), OutFormat::Sam);
+        assert_eq!(job("o.cram", None, None), OutFormat::Cram);
+        let bam = OutFormat::Bam(CompressionLevel::samtools(1));
+        assert_eq!(job("o.sam", None, Some(1)), bam);
+        assert_eq!(job("o.bam", Some("sam"), Some(1)), OutFormat::Sam);
+    }
+
+    #[test]
+    fn counts_and_conversions_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 2000);
+        let bam = bam.to_str().unwrap();
+        let rt = Runtime::with_threads(2).unwrap();
+        let count = |input: &str, exclude: u16| {
+            let job = ViewJob {
+                count: true,
+                exclude_flags: exclude,
+                ..ViewJob::new(input, OutputSpec::default())
+            };
+            job.run(&rt).unwrap().count.unwrap()
+        };
+        assert_eq!(count(bam, 0), 2000);
+        let mapped = count(bam, flags::UNMAPPED);
+        let sam = dir.path().join("mapped.sam");
+        let job = ViewJob {
+            with_header: true,
+            exclude_flags: flags::UNMAPPED,
+            ..ViewJob::new(bam, OutputSpec::to_path(&sam))
+        };
+        let report = job.run(&rt).unwrap();
+        assert_eq!(
+            (report.records, report.outputs),
+            (mapped, vec![sam.clone()])
+        );
+        assert_eq!(count(sam.to_str().unwrap(), 0), mapped);
+        let file = dir.path().join("count.txt");
+        let job = ViewJob {
+            count: true,
+            ..ViewJob::new(bam, OutputSpec::to_path(&file))
+        };
+        job.run(&rt).unwrap();
+        assert_eq!(std::fs::read_to_string(file).unwrap(), "2000\n");
+    }
+
+    #[test]
+    fn cram_without_reference_is_an_argument_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 10);
+        let rt = Runtime::with_threads(1).unwrap();
+        let out = dir.path().join("o.cram");
+        let e = ViewJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out))
+            .run(&rt)
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Argument);
+        assert!(!out.exists());
+    }
+}
