@@ -6,6 +6,31 @@
 //! Outputs are written under temporary names and renamed on success, so a failed or cancelled job
 //! leaves neither partial output nor temporary files. Nothing here prints or reads the environment:
 //! warnings come back in the job's report.
+//!
+//! Sort a file and count its flags, from Rust:
+//!
+//! ```
+//! use sortase::{FlagstatJob, OutputSpec, Runtime, SortJob};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let input = dir.path().join("in.sam");
+//! # std::fs::write(&input, "@SQ\tSN:chr1\tLN:100\nr2\t0\tchr1\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\nr1\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n").unwrap();
+//! # let sorted = dir.path().join("sorted.bam");
+//! let rt = Runtime::builder().threads(4).memory(1 << 30).build()?;
+//!
+//! let mut sort = SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(&sorted));
+//! sort.output.write_index = true; // sorted.bam.csi, built while writing
+//! let report = sort.run(&rt)?;
+//! assert_eq!(report.records, 2);
+//!
+//! let stats = FlagstatJob::new(&sorted).run(&rt)?;
+//! assert_eq!(stats.counts.mapped[0], 1); // [passed QC, failed QC], as samtools counts them
+//! println!("{}", stats.to_json()); // samtools flagstat -O json
+//! # Ok::<(), sortase::Error>(())
+//! ```
+//!
+//! The range work of sort, merge, index, flagstat and snp-pileup is also exposed as serialisable
+//! tasks (`plan` → tasks → `finish`), which run on any thread, process or machine and give the same
+//! bytes as `run`: see [`IndexJob::plan`], [`FlagstatJob::plan`], [`SnpPileupJob::plan`].
 
 pub mod bam_ranges;
 pub mod bgzip;
