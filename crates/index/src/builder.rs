@@ -117,7 +117,7 @@ pub(crate) fn set_linear(l: &mut Vec<u64>, beg: i64, end: i64, offset: u64, min_
 }
 
 /// A run of consecutive records with the same reference and bin, as a range task summarises them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Reference (-1: unplaced).
     pub tid: i32,

@@ -10,8 +10,9 @@ use crate::builder::{set_linear, Segment};
 use crate::{IndexBuilder, PushError};
 use sortase_bam::bin::reg2bin_generic;
 
-/// The summary of one slice of records (see the module documentation).
-#[derive(Debug, Clone)]
+/// The summary of one slice of records (see the module documentation). Serialisable, so that a
+/// slice summarised by one process (a sort task) is replayed by another.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RangeSummary {
     /// Runs of one reference and bin, in order.
     pub segments: Vec<Segment>,

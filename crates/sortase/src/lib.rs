@@ -16,6 +16,7 @@ pub mod progress;
 pub mod range_output;
 pub mod runtime;
 pub mod sort;
+pub mod tasks;
 pub mod writer;
 
 pub use error::{Error, ErrorKind, Result};
