@@ -378,7 +378,7 @@ impl Sorter {
             let mut n = 0u32;
             merge(order, &mut sources, |_, seq, r| {
                 n = n.wrapping_add(1);
-                if n % (1 << 16) == 0 && cancel.load(Ordering::Relaxed) {
+                if n.is_multiple_of(1 << 16) && cancel.load(Ordering::Relaxed) {
                     return Err(SortError::Cancelled);
                 }
                 writer.push(seq, r)

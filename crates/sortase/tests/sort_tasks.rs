@@ -289,6 +289,15 @@ fn a_false_boundary_is_absorbed_by_the_range_before_it() {
     };
     assert_eq!(second.first_seq, counts[0].records + counts[1].records);
     assert!(plan.map_tasks(&counts[1..]).is_err(), "range 0 is missing");
+    // A map task whose range does not fit the runtime's memory pool says so (and does not wait).
+    let small = Runtime::builder()
+        .threads(1)
+        .memory(64 << 10)
+        .build()
+        .unwrap();
+    let err = maps[0].run(&small).unwrap_err();
+    assert_eq!(err.kind(), sortase::ErrorKind::Argument, "{err}");
+    assert!(err.to_string().contains("task_memory"), "{err}");
     plan.abort().unwrap();
     assert!(!plan.work_dir().exists());
 }

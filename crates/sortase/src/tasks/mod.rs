@@ -8,7 +8,7 @@
 //! JSON call [`run_task_json`].
 //!
 //! ```no_run
-//! use sortase::tasks::{run_task_json, Task};
+//! use sortase::tasks::{run_task_json, SortTaskOutput, Task, TaskOutput};
 //! use sortase::{OutputSpec, Runtime, SortJob};
 //! let rt = Runtime::with_threads(1)?;
 //! let plan = SortJob::new("in.bam", OutputSpec::to_path("out.bam")).plan(&rt)?;
@@ -16,13 +16,17 @@
 //! for task in plan.count_tasks() {
 //!     let json = serde_json::to_string(&Task::from(task)).unwrap();
 //!     let output = run_task_json(&json, &rt)?; // on any machine that sees the files
-//!     counts.push(serde_json::from_str(&output).unwrap());
+//!     let TaskOutput::Sort(SortTaskOutput::Count(count)) = serde_json::from_str(&output).unwrap()
+//!     else {
+//!         unreachable!("a count task returns a count")
+//!     };
+//!     counts.push(count);
 //! }
+//! let map_tasks = plan.map_tasks(&counts)?; // and so on: see `sortase::tasks::sort`
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
 pub mod sort;
-mod sort_stages;
 mod wire;
 
 pub use sort::{
