@@ -298,6 +298,14 @@ fn a_false_boundary_is_absorbed_by_the_range_before_it() {
     let err = maps[0].run(&small).unwrap_err();
     assert_eq!(err.kind(), sortase::ErrorKind::Argument, "{err}");
     assert!(err.to_string().contains("task_memory"), "{err}");
+    // Cancelled tasks stop, and leave no file in the work directory.
+    let cancelled = Runtime::with_threads(1).unwrap();
+    cancelled.cancel();
+    for task in [&tasks[0], &maps[0]] {
+        let err = task.run(&cancelled).unwrap_err();
+        assert_eq!(err.kind(), sortase::ErrorKind::Cancelled, "{err}");
+    }
+    assert_eq!(std::fs::read_dir(plan.work_dir()).unwrap().count(), 0);
     plan.abort().unwrap();
     assert!(!plan.work_dir().exists());
 }
