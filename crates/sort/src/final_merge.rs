@@ -15,6 +15,7 @@ use crate::SortError;
 use sortase_bam::RecordBatch;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::sync::{Condvar, Mutex};
 
 /// Everything the final phase reads: runs on disk (in input order) and the sorted in-memory records.
@@ -143,11 +144,25 @@ fn open_run_at(
     lo: Option<&SplitPoint>,
     hi: Option<&SplitPoint>,
 ) -> Result<Option<RunReader>, SortError> {
+    match start_block(order, run, lo, hi) {
+        Some(block) => open_run_from(order, &run.path, run.blocks[block].offset, lo),
+        None => Ok(None),
+    }
+}
+
+/// The block of `run` where reading the key range `[lo, hi)` starts, from the run's sparse index
+/// alone; `None` if the run has no record in the range.
+pub fn start_block(
+    order: &SortOrder,
+    run: &RunFile,
+    lo: Option<&SplitPoint>,
+    hi: Option<&SplitPoint>,
+) -> Option<usize> {
     let starts_before =
         |i: usize, s: &SplitPoint| before(order, run.key(i), run.blocks[i].first_seq, s);
     let n = run.blocks.len();
     if n == 0 {
-        return Ok(None);
+        return None;
     }
     // The last block starting before `lo` holds the first record at or after it (or it is the
     // next block's first record).
@@ -155,12 +170,21 @@ fn open_run_at(
         None => 0,
         Some(s) => partition(n, |i| starts_before(i, s)).saturating_sub(1),
     };
-    if let Some(h) = hi {
-        if !starts_before(block, h) {
-            return Ok(None);
-        }
+    match hi {
+        Some(h) if !starts_before(block, h) => None,
+        _ => Some(block),
     }
-    let mut reader = RunReader::open_at(&run.path, run.blocks[block].offset)?;
+}
+
+/// Opens the run at `path` on the block at file offset `offset` ([`start_block`]) and moves to its
+/// first record at or after `lo`; `None` if the run has none.
+pub fn open_run_from(
+    order: &SortOrder,
+    path: &Path,
+    offset: u64,
+    lo: Option<&SplitPoint>,
+) -> Result<Option<RunReader>, SortError> {
+    let mut reader = RunReader::open_at(path, offset)?;
     if let Some(s) = lo {
         while let Some(rec) = reader.current() {
             if !before(order, &rec[4..], reader.current_seq(), s) {

@@ -24,10 +24,10 @@ pub mod ranges;
 pub mod run;
 mod sorter;
 
-pub use final_merge::{ordered_tasks, RangeRecords, RangeSource};
+pub use final_merge::{open_run_from, ordered_tasks, start_block, RangeRecords, RangeSource};
 
 pub use order::SortOrder;
-pub use sorter::{Budget, FixedBudget, SortOptions, SortStats, Sorter};
+pub use sorter::{sort_batches, Budget, FixedBudget, SortOptions, SortStats, Sorter};
 
 use std::path::{Path, PathBuf};
 

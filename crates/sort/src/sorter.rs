@@ -265,12 +265,7 @@ impl Sorter {
         let batches = &self.batches;
         let entries = &mut self.entries;
         let pool = self.pool.clone();
-        let mut sort = move || match order {
-            SortOrder::Coordinate => entries.par_sort_unstable(),
-            _ => entries.par_sort_unstable_by(|a, b| {
-                compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
-            }),
-        };
+        let mut sort = move || sort_entries(order, batches, entries);
         match pool {
             Some(p) => p.install(sort),
             None => sort(),
@@ -504,6 +499,32 @@ impl Drop for Sorter {
         for r in &self.runs {
             let _ = std::fs::remove_file(&r.file.path);
         }
+    }
+}
+
+/// Sorts the records of `batches` (in input order) as the sorter sorts what it holds in memory, on
+/// the current rayon pool: returns `(key, batch << 32 | record)` entries in output order, records
+/// that compare equal in input order. For callers that sort one slice of an input on their own
+/// (the facade's sort tasks), so that their order and ties are exactly the sorter's.
+pub fn sort_batches(order: SortOrder, batches: &[RecordBatch]) -> Vec<(u64, u64)> {
+    let mut entries = Vec::with_capacity(batches.iter().map(RecordBatch::len).sum());
+    for (b, batch) in batches.iter().enumerate() {
+        for i in 0..batch.len() {
+            let key = entry_key(&order, &batch.raw(i)[4..]);
+            entries.push((key, (b as u64) << 32 | i as u64));
+        }
+    }
+    sort_entries(order, batches, &mut entries);
+    entries
+}
+
+/// Sorts entries by the order's comparison, ties by `batch << 32 | record` (input order).
+fn sort_entries(order: SortOrder, batches: &[RecordBatch], entries: &mut [(u64, u64)]) {
+    match order {
+        SortOrder::Coordinate => entries.par_sort_unstable(),
+        _ => entries.par_sort_unstable_by(|a, b| {
+            compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
+        }),
     }
 }
 

@@ -50,6 +50,7 @@ pub mod snp_pileup;
 pub mod sort;
 pub mod stats;
 mod stream;
+pub mod tasks;
 #[cfg(test)]
 mod test_data;
 pub mod view;

@@ -45,6 +45,18 @@ fn output_error(e: impl std::fmt::Display) -> SortError {
 }
 
 impl RangeEncoder {
+    /// An encoder with no output file, for ranges written by another process (the sort tasks of
+    /// [`crate::tasks`]): `index` is the index geometry ([`IndexBuilder::geometry`]) with
+    /// `--write-index`. The header is read for SAM output only.
+    pub fn new(format: OutFormat, header: Header, index: Option<(u32, u32)>) -> Self {
+        Self {
+            format,
+            header,
+            index,
+            range_bytes: sortase_sort::ranges::RANGE_BYTES as usize,
+        }
+    }
+
     /// Sets the expected record bytes per range (default: the sort's `RANGE_BYTES`).
     pub fn expect_range_bytes(&mut self, bytes: usize) {
         self.range_bytes = bytes;

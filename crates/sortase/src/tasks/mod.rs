@@ -1,0 +1,81 @@
+//! Jobs cut into serialisable tasks, so that a driver (the Dask driver of issue 18, a test, another
+//! process) can run the pieces anywhere and in any order, then put the results together.
+//!
+//! A task is plain data ([`Task`], serde); running it on a [`Runtime`] returns plain data
+//! ([`TaskOutput`]); files a task writes go to the job's work directory under a temporary name and
+//! are renamed when complete, so a retried task overwrites its earlier attempt harmlessly. Only the
+//! driver writes the job's outputs, once every task is done ([`SortPlan::finish`]). Faces that speak
+//! JSON call [`run_task_json`].
+//!
+//! ```no_run
+//! use sortase::tasks::{run_task_json, SortTaskOutput, Task, TaskOutput};
+//! use sortase::{OutputSpec, Runtime, SortJob};
+//! let rt = Runtime::with_threads(1)?;
+//! let plan = SortJob::new("in.bam", OutputSpec::to_path("out.bam")).plan(&rt)?;
+//! let mut counts = Vec::new();
+//! for task in plan.count_tasks() {
+//!     let json = serde_json::to_string(&Task::from(task)).unwrap();
+//!     let output = run_task_json(&json, &rt)?; // on any machine that sees the files
+//!     let TaskOutput::Sort(SortTaskOutput::Count(count)) = serde_json::from_str(&output).unwrap()
+//!     else {
+//!         unreachable!("a count task returns a count")
+//!     };
+//!     counts.push(count);
+//! }
+//! let map_tasks = plan.map_tasks(&counts)?; // and so on: see `sortase::tasks::sort`
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+pub mod sort;
+mod wire;
+
+pub use sort::{
+    ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput, ReduceTask,
+    SortPlan, SortTask, SortTaskOutput, TaskError,
+};
+pub use wire::{RunIndex, Sample};
+
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use serde::{Deserialize, Serialize};
+
+/// A task of any job (one variant per job that has tasks).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// A stage of `sortase sort`.
+    Sort(SortTask),
+}
+
+/// What a [`Task`] returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskOutput {
+    /// The output of a [`SortTask`].
+    Sort(SortTaskOutput),
+}
+
+impl From<SortTask> for Task {
+    fn from(t: SortTask) -> Self {
+        Task::Sort(t)
+    }
+}
+
+impl Task {
+    /// Runs the task on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<TaskOutput> {
+        match self {
+            Task::Sort(t) => t.run(rt).map(TaskOutput::Sort),
+        }
+    }
+}
+
+/// Runs one task given as JSON (a serialised [`Task`]) and returns its output as JSON (a serialised
+/// [`TaskOutput`]): the entry point for faces that pass tasks as text (Python, Dask).
+pub fn run_task_json(task_json: &str, rt: &Runtime) -> Result<String> {
+    let task: Task =
+        serde_json::from_str(task_json).map_err(|e| Error::argument(format!("task JSON: {e}")))?;
+    let output = task.run(rt)?;
+    serde_json::to_string(&output)
+        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("task output JSON: {e}")))
+}

@@ -1,0 +1,299 @@
+//! The driver's side of a [`SortPlan`] between stages: the tasks of each stage from the outputs of
+//! the one before, and [`SortPlan::finish`], which writes the output.
+
+use super::{
+    ByteRange, CountOutput, CountTask, MapOutput, MapTask, PartIndex, ReduceOutput, ReduceTask,
+    RunStart, SortPlan, SortTask,
+};
+use crate::bail_argument;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::PhaseClock;
+use crate::range_output::{self, EncodedRange};
+use crate::runtime::Runtime;
+use crate::sort::{resolve_output, SortJob, SortReport, DEFAULT_LEVEL};
+use crate::tasks::wire::Sample;
+use anyhow::{bail, Context};
+use sortase_bgzf::EncodedBlocks;
+use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
+use sortase_sort::start_block;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// The outputs of one stage by task number, each once (repeats of a task, e.g. a retry that also
+/// finished, are ignored), checked complete.
+fn complete<'a, T>(
+    outputs: &'a [T],
+    stage: &str,
+    number: impl Fn(&T) -> (usize, usize),
+) -> Result<Vec<&'a T>> {
+    let Some(parts) = outputs.first().map(|o| number(o).1) else {
+        return Err(Error::argument(format!("no {stage} outputs")));
+    };
+    let mut by_part: Vec<Option<&T>> = vec![None; parts];
+    for o in outputs {
+        let (part, of) = number(o);
+        if of != parts || part >= parts {
+            return Err(Error::argument(format!(
+                "{stage} output {part} of {of} does not belong with the others ({parts} tasks)"
+            )));
+        }
+        by_part[part].get_or_insert(o);
+    }
+    by_part
+        .iter()
+        .enumerate()
+        .map(|(i, o)| o.ok_or_else(|| Error::argument(format!("no output of {stage} task {i}"))))
+        .collect()
+}
+
+impl SortPlan {
+    /// The planned byte ranges of the input.
+    pub fn ranges(&self) -> &[ByteRange] {
+        &self.ranges
+    }
+
+    /// The work directory (every task's files go there).
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// The job.
+    pub fn job(&self) -> &SortJob {
+        &self.job
+    }
+
+    /// Stage 1: one count task per byte range.
+    pub fn count_tasks(&self) -> Vec<SortTask> {
+        (0..self.ranges.len())
+            .map(|i| {
+                SortTask::Count(CountTask {
+                    input: self.input.clone(),
+                    n_ref: self.n_ref,
+                    range: i,
+                    start: self.ranges[i].start,
+                    later_starts: self.ranges[i + 1..].iter().map(|r| r.start).collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Stage 2 from the outputs of stage 1 (in any order): one map task per proved range, walking
+    /// from the first range to the end of the file (a range whose planned start proved not to be
+    /// a record start was absorbed by the range before it, and is skipped with its count).
+    pub fn map_tasks(&self, counts: &[CountOutput]) -> Result<Vec<SortTask>> {
+        let mut by_range: Vec<Option<&CountOutput>> = vec![None; self.ranges.len()];
+        for c in counts {
+            if self.ranges.get(c.range).map(|r| r.start) != Some(c.start) {
+                return Err(Error::argument(format!(
+                    "count output for range {} does not belong to this plan",
+                    c.range
+                )));
+            }
+            by_range[c.range].get_or_insert(c);
+        }
+        let mut proved = Vec::new();
+        let mut i = 0;
+        loop {
+            let c = by_range[i]
+                .ok_or_else(|| Error::argument(format!("no output of count task {i}")))?;
+            if let Some(e) = &c.error {
+                return Err(e.to_error());
+            }
+            proved.push(c);
+            let Some(end) = c.end else { break };
+            match self.ranges[i + 1..].iter().position(|r| r.start == end) {
+                Some(k) => i += 1 + k,
+                None => {
+                    return Err(Error::argument(format!(
+                        "count output for range {i} ends at {end:#x}, no planned range start"
+                    )))
+                }
+            }
+        }
+        let order = self.job.order.clone();
+        let mut first_seq = 0;
+        Ok(proved
+            .iter()
+            .enumerate()
+            .map(|(part, c)| {
+                let task = MapTask {
+                    input: self.input.clone(),
+                    n_ref: self.n_ref,
+                    order: order.clone(),
+                    part,
+                    parts: proved.len(),
+                    start: c.start,
+                    end: c.end,
+                    first_seq,
+                    records: c.records,
+                    record_bytes: c.record_bytes,
+                    run_path: self.work_dir.join(format!("map-{part:06}.run")),
+                };
+                first_seq += c.records;
+                SortTask::Map(task)
+            })
+            .collect())
+    }
+
+    /// Stage 3 from the outputs of stage 2 (in any order): chooses the split points from every
+    /// range's samples as the sorter does (on `rt`'s threads), and cuts the key ranges into
+    /// stretches of consecutive ranges, one per reduce task.
+    pub fn reduce_tasks(&self, maps: &[MapOutput], rt: &Runtime) -> Result<Vec<SortTask>> {
+        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let order = self.job.order.resolve()?;
+        let samples: Vec<SplitPoint> = maps
+            .iter()
+            .flat_map(|m| &m.samples)
+            .map(|s| s.to_split(&order))
+            .collect();
+        let total = maps.iter().map(|m| m.record_bytes).sum();
+        let splits = rt.install(|| choose_splits(&order, &RangePlan::default(), samples, total));
+        let runs: Vec<_> = maps.iter().map(|m| m.run.to_run_file()).collect();
+        let ranges = splits.len() + 1;
+        let n = self
+            .options
+            .reduce_tasks
+            .unwrap_or(maps.len())
+            .clamp(1, ranges);
+        let bound = |k: usize| k.checked_sub(1).and_then(|j| splits.get(j));
+        Ok((0..n)
+            .map(|part| {
+                let (a, b) = (part * ranges / n, (part + 1) * ranges / n);
+                let (lo, hi) = (bound(a), bound(b));
+                let runs = runs
+                    .iter()
+                    .filter_map(|run| {
+                        start_block(&order, run, lo, hi).map(|block| RunStart {
+                            path: run.path.clone(),
+                            offset: run.blocks[block].offset,
+                        })
+                    })
+                    .collect();
+                SortTask::Reduce(ReduceTask {
+                    order: self.job.order.clone(),
+                    level: self.level,
+                    index: self.index,
+                    part,
+                    parts: n,
+                    first_range: a,
+                    total_ranges: ranges,
+                    bounds: (a..=b).map(|k| bound(k).map(Sample::of)).collect(),
+                    runs,
+                    total_runs: maps.len(),
+                    part_path: self.work_dir.join(format!("reduce-{part:06}.bgzf")),
+                    sidecar_path: self.work_dir.join(format!("reduce-{part:06}.json")),
+                })
+            })
+            .collect())
+    }
+
+    /// Writes the output from the outputs of stage 3 (in any order) exactly as `SortJob::run`
+    /// does: header blocks, every key range's blocks, the EOF block, and with `--write-index` the
+    /// index replayed from the ranges' summaries; both files under temporary names, renamed when
+    /// complete. Then removes the work directory (a failure to is a warning of the report). On
+    /// error the work directory stays: retry `finish`, or give up with [`SortPlan::abort`].
+    pub fn finish(&self, reduces: &[ReduceOutput], rt: &Runtime) -> Result<SortReport> {
+        self.finish_inner(reduces, rt).map_err(Error::from)
+    }
+
+    fn finish_inner(&self, reduces: &[ReduceOutput], rt: &Runtime) -> anyhow::Result<SortReport> {
+        let parts = complete(reduces, "reduce", |r| (r.part, r.parts))?;
+        let total_ranges = parts[0].total_ranges;
+        let mut next = 0;
+        for p in &parts {
+            if p.first_range != next || p.total_ranges != total_ranges {
+                bail_argument!(
+                    "reduce output {} does not continue key range {next}",
+                    p.part
+                );
+            }
+            next += p.ranges;
+        }
+        if next != total_ranges {
+            bail_argument!("reduce outputs cover {next} of {total_ranges} key ranges");
+        }
+        let order = self.job.order.resolve()?;
+        let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
+        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+        let clock = PhaseClock::new("finish");
+        let header = self.header.to_header();
+        let (_, mut writer) =
+            range_output::open(out.data.as_deref(), index, out.format, &header, None)?;
+        let name = writer.name.clone();
+        for p in &parts {
+            let at = |path: &Path| path.display().to_string();
+            let side: PartIndex = serde_json::from_slice(
+                &std::fs::read(&p.sidecar_path).with_context(|| at(&p.sidecar_path))?,
+            )
+            .with_context(|| at(&p.sidecar_path))?;
+            if side.ranges.len() != p.ranges {
+                bail!(
+                    "{}: {} key ranges, expected {}",
+                    at(&p.sidecar_path),
+                    side.ranges.len(),
+                    p.ranges
+                );
+            }
+            let mut part =
+                BufReader::new(File::open(&p.part_path).with_context(|| at(&p.part_path))?);
+            for r in side.ranges {
+                rt.check_cancelled()?;
+                let mut bytes = vec![0; r.bytes as usize];
+                part.read_exact(&mut bytes)
+                    .with_context(|| at(&p.part_path))?;
+                let blocks = EncodedBlocks {
+                    bytes,
+                    blocks: r.blocks,
+                };
+                writer
+                    .write(EncodedRange::Bam(blocks, r.summary))
+                    .with_context(|| name.clone())?;
+            }
+        }
+        rt.check_cancelled()?;
+        writer.finish(true)?;
+        let mut warnings = self.warnings.clone();
+        if let Err(e) = self.abort() {
+            warnings.push(format!("sort tasks: {e}"));
+        }
+        let mut report = SortReport {
+            records: parts.iter().map(|p| p.records).sum(),
+            record_bytes: parts.iter().map(|p| p.record_bytes).sum(),
+            runs_spilled: parts[0].total_runs as u64,
+            final_fan_in: parts[0].total_runs,
+            ranges: total_ranges,
+            threads: rt.threads(),
+            phases: clock.finish(),
+            warnings,
+            ..SortReport::default()
+        };
+        report.outputs = out.data.into_iter().collect();
+        report.outputs.extend(out.index.map(|(p, _)| p));
+        Ok(report)
+    }
+
+    /// Removes the work directory and every task file in it (a job given up, or after
+    /// [`SortPlan::finish`], which calls it).
+    pub fn abort(&self) -> Result<()> {
+        match std::fs::remove_dir_all(&self.work_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from(
+                anyhow::Error::new(e)
+                    .context(format!("{}: cannot remove", self.work_dir.display())),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The plan as JSON.
+    pub fn to_json(&self) -> String {
+        // INVARIANT: every field serialises (plain data, string map keys only).
+        serde_json::to_string(self).expect("a plan serialises")
+    }
+
+    /// A plan from [`SortPlan::to_json`]'s text.
+    pub fn from_json(json: &str) -> Result<Self> {
+        serde_json::from_str(json)
+            .map_err(|e| Error::new(ErrorKind::Argument, format!("plan JSON: {e}")))
+    }
+}

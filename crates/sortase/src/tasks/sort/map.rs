@@ -1,0 +1,164 @@
+//! Stage 2 ([`MapTask`]): one byte range sorted in memory into one run, with its split-point samples.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::Order;
+use crate::runtime::Runtime;
+use crate::tasks::wire::{RunIndex, Sample, WorkFile};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bam::RecordBatch;
+use sortase_index::range::{RangeStream, RecordRange};
+use sortase_sort::merge::memory_seq;
+use sortase_sort::ranges::{RangePlan, SplitPoint};
+use sortase_sort::run::write_run;
+use sortase_sort::{sort_batches, SortOrder};
+use std::path::PathBuf;
+
+/// Memory a map task charges per record besides its bytes: its sort entry (as the sorter).
+const ENTRY_COST: usize = 16;
+
+/// Stage 2: sort one byte range into one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapTask {
+    /// The input BAM.
+    pub input: PathBuf,
+    /// References in its header.
+    pub n_ref: usize,
+    /// The order.
+    pub order: Order,
+    /// This task's number (runs are numbered in input order).
+    pub part: usize,
+    /// Map tasks in the plan.
+    pub parts: usize,
+    /// Virtual offset of the first record.
+    pub start: u64,
+    /// Virtual offset of the next range's first record (`None`: the end of the file).
+    pub end: Option<u64>,
+    /// Input sequence number of the first record.
+    pub first_seq: u64,
+    /// Records in the range (from stage 1; checked).
+    pub records: u64,
+    /// Their bytes (from stage 1; checked).
+    pub record_bytes: u64,
+    /// Where the run goes.
+    pub run_path: PathBuf,
+}
+
+/// What a [`MapTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapOutput {
+    /// The task's number.
+    pub part: usize,
+    /// Map tasks in the plan.
+    pub parts: usize,
+    /// The run and its sparse index.
+    pub run: RunIndex,
+    /// Candidate split points: the records whose input sequence number is a multiple of
+    /// [`sortase_sort::ranges::SAMPLE_EVERY`].
+    pub samples: Vec<Sample>,
+    /// Records sorted.
+    pub records: u64,
+    /// Their bytes.
+    pub record_bytes: u64,
+}
+
+impl MapTask {
+    /// Reads, sorts and writes the range.
+    pub fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        self.run_inner(rt)
+            .with_context(|| format!("sort map task {}", self.part))
+            .map_err(Error::from)
+    }
+
+    fn run_inner(&self, rt: &Runtime) -> anyhow::Result<MapOutput> {
+        let order = self.order.resolve()?;
+        let name = self.input.display().to_string();
+        let range = RecordRange {
+            start: self.start,
+            end: self.end.unwrap_or(u64::MAX),
+        };
+        let mut memory = rt.memory().reservation("sort task: records");
+        let mut stream =
+            RangeStream::open(&self.input, &range, self.n_ref).context(name.clone())?;
+        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
+        let (mut seq, mut bytes) = (self.first_seq, 0u64);
+        while let Some(batch) = stream.next_batch().context(name.clone())? {
+            rt.check_cancelled()?;
+            if batch.is_empty() {
+                continue;
+            }
+            let cost = batch.allocated() + batch.len() * ENTRY_COST;
+            if memory.size() + cost > rt.memory().limit() {
+                return Err(Error::argument(format!(
+                    "the range of {} records ({} bytes) needs more than the runtime's memory \
+                     pool ({} bytes); plan with a smaller task_memory",
+                    self.records,
+                    self.record_bytes,
+                    rt.memory().limit()
+                ))
+                .into());
+            }
+            // Within the pool's limit: wait for other jobs on the pool to give memory back.
+            let cancel = rt.cancel_flag().clone();
+            if memory.grow_waiting(cost, || cancel.is_cancelled()).is_err() {
+                rt.check_cancelled()?;
+            }
+            first_seqs.push(seq);
+            seq += batch.len() as u64;
+            bytes += batch.bytes().len() as u64;
+            batches.push(batch);
+        }
+        if (seq - self.first_seq, bytes) != (self.records, self.record_bytes) {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{name}: the range holds {} records ({bytes} bytes), counted {} ({} bytes): \
+                     the input changed",
+                    seq - self.first_seq,
+                    self.records,
+                    self.record_bytes
+                ),
+            )
+            .into());
+        }
+        let entries = rt.install(|| sort_batches(order, &batches));
+        let samples = samples(&order, &batches, &first_seqs);
+        rt.check_cancelled()?;
+        let temp = WorkFile::new(&self.run_path)?;
+        let mut run = rt.install(|| {
+            write_run(
+                temp.path(),
+                order,
+                entries.iter().map(|&(_, loc)| {
+                    let record = batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize);
+                    (memory_seq(&first_seqs, loc), record)
+                }),
+            )
+        })?;
+        temp.commit()?;
+        run.path = self.run_path.clone();
+        Ok(MapOutput {
+            part: self.part,
+            parts: self.parts,
+            run: RunIndex::from(&run),
+            samples,
+            records: self.records,
+            record_bytes: bytes,
+        })
+    }
+}
+
+/// The candidate split points among `batches` (as `Sorter::push` takes them).
+fn samples(order: &SortOrder, batches: &[RecordBatch], first_seqs: &[u64]) -> Vec<Sample> {
+    let every = RangePlan::default().sample_every;
+    let mut out = Vec::new();
+    for (batch, &first) in batches.iter().zip(first_seqs) {
+        let mut seq = first.next_multiple_of(every);
+        while seq < first + batch.len() as u64 {
+            let rec = &batch.raw((seq - first) as usize)[4..];
+            out.push(Sample::of(&SplitPoint::new(order, rec, seq)));
+            seq += every;
+        }
+    }
+    out
+}

@@ -1,0 +1,178 @@
+//! [`SortJob::plan`]: checks that the job can run as tasks (BAM in, BAM out), estimates the input's
+//! record bytes, cuts the input into byte ranges (crates/index's range planner and record-boundary
+//! finder), builds the output header and creates the work directory.
+
+use super::{ByteRange, PlanOptions, SortPlan};
+use crate::bail_argument;
+use crate::error::{Error, Result};
+use crate::options::{add_program, temp_prefix};
+use crate::runtime::Runtime;
+use crate::sort::{resolve_output, SortJob, DEFAULT_LEVEL};
+use crate::tasks::wire::HeaderData;
+use crate::writer::{OnTheFlyIndex, OutFormat};
+use anyhow::{bail, Context};
+use sortase_bgzf::scanner;
+use sortase_index::range::plan_ranges;
+use sortase_index::IndexBuilder;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+impl SortJob {
+    /// Plans the sort as tasks with [`PlanOptions::default`] (see [`SortJob::plan_with`]).
+    pub fn plan(&self, rt: &Runtime) -> Result<SortPlan> {
+        self.plan_with(rt, &PlanOptions::default())
+    }
+
+    /// Plans the sort as tasks: BAM input (a file) and BAM output (a file) only. Creates the work
+    /// directory for the tasks' files (`PREFIX.sortase-tasks-PID-N.tmp/`, `PREFIX` as for
+    /// [`SortJob::temp_prefix`]); [`SortPlan::finish`] or [`SortPlan::abort`] removes it.
+    pub fn plan_with(&self, rt: &Runtime, options: &PlanOptions) -> Result<SortPlan> {
+        plan(self, rt, options).map_err(Error::from)
+    }
+}
+
+fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<SortPlan> {
+    let order = job.order.resolve()?;
+    if job.input == "-" {
+        bail_argument!("sort tasks read a BAM file, not standard input");
+    }
+    let format = input_format(Path::new(&job.input)).context(job.input.clone())?;
+    if format != "BAM" {
+        bail_argument!(
+            "{}: sort tasks read BAM only, this is {format}; convert it with `sortase view -b`",
+            job.input
+        );
+    }
+    let mut warnings = Vec::new();
+    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, &mut warnings)?;
+    let OutFormat::Bam(level) = out.format else {
+        bail_argument!("sort tasks write BAM only (the output's format is SAM or CRAM)");
+    };
+    let Some(data) = out.data.as_deref() else {
+        bail_argument!("sort tasks need an output file (-o), not standard output");
+    };
+    if options.task_memory == 0 {
+        bail_argument!("task_memory 0: give the memory of one map task, e.g. 768M");
+    }
+    let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
+    let file_len = std::fs::metadata(&input).context(job.input.clone())?.len();
+    let estimate = estimate_record_bytes(&input, file_len).context(job.input.clone())?;
+    // A map task holds its records and a 16-byte entry per record; a quarter more than the
+    // records covers the entries of ~100-byte records and the batches' slack.
+    let wanted = (estimate + estimate / 4).div_ceil(options.task_memory as u64);
+    let n = wanted.clamp(1, (file_len >> 16).max(1)) as usize;
+    let planned = plan_ranges(&input, n).context(job.input.clone())?;
+    let mut header = planned.header.clone();
+    let (so, ss) = order.header_values();
+    header.set_sort_order(so, ss.as_deref());
+    add_program(&mut header, job.program.as_ref());
+    let index = out.index.as_ref().map(|&(_, bai)| {
+        let ix = OnTheFlyIndex::new(&header, bai);
+        IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
+    });
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(data), rt.temp_dir());
+    let work_dir = create_work_dir(&prefix)?;
+    let ranges = planned
+        .ranges
+        .iter()
+        .map(|r| ByteRange {
+            start: r.start,
+            end: (r.end != u64::MAX).then_some(r.end),
+        })
+        .collect();
+    Ok(SortPlan {
+        job: job.clone(),
+        options: options.clone(),
+        input,
+        n_ref: header.references().len(),
+        header: HeaderData::of(&header),
+        ranges,
+        work_dir,
+        level: level.libdeflate(),
+        index,
+        warnings,
+    })
+}
+
+/// "BAM", "CRAM", "SAM" or "bgzipped SAM", from the first bytes.
+fn input_format(path: &Path) -> anyhow::Result<&'static str> {
+    let mut file = File::open(path).context("cannot open")?;
+    let mut head = Vec::new();
+    file.by_ref().take(18).read_to_end(&mut head)?;
+    if head.starts_with(b"CRAM") {
+        return Ok("CRAM");
+    }
+    if !sortase_bgzf::is_bgzf(&head) {
+        return Ok("SAM");
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut magic = Vec::new();
+    sortase_bgzf::SeekReader::new(BufReader::new(file))
+        .take(4)
+        .read_to_end(&mut magic)?;
+    Ok(if magic == b"BAM\x01" {
+        "BAM"
+    } else {
+        "bgzipped SAM"
+    })
+}
+
+/// The file's uncompressed size, estimated from the compression ratio of up to 16 BGZF blocks at
+/// evenly spaced offsets (a whole scan of block headers would read the whole file).
+fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
+    const SAMPLES: u64 = 16;
+    let mut file = File::open(path)?;
+    let (mut compressed, mut uncompressed) = (0u64, 0u64);
+    let mut seen = Vec::new();
+    for k in 0..SAMPLES {
+        let Some(block) = scanner::find_block_start_in(&mut file, file_len * k / SAMPLES)? else {
+            break;
+        };
+        if seen.contains(&block) {
+            continue;
+        }
+        seen.push(block);
+        let mut head = [0u8; 18];
+        file.seek(SeekFrom::Start(block))?;
+        file.read_exact(&mut head)?;
+        let size = sortase_bgzf::parse_header(&head)
+            .map_err(|reason| sortase_bgzf::BgzfError::BadHeader {
+                offset: block,
+                reason,
+            })?
+            .block_size as u64;
+        let mut isize = [0u8; 4];
+        file.seek(SeekFrom::Start(block + size - 4))?;
+        file.read_exact(&mut isize)?;
+        compressed += size;
+        uncompressed += u64::from(u32::from_le_bytes(isize));
+    }
+    Ok(match compressed {
+        0 => file_len,
+        c => (u128::from(file_len) * u128::from(uncompressed) / u128::from(c)) as u64,
+    })
+}
+
+/// Creates `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a directory); absolute.
+fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
+    let base = if prefix.is_dir() {
+        prefix.join("sortase")
+    } else {
+        prefix.to_path_buf()
+    };
+    for n in 0..1000 {
+        let mut name = base.as_os_str().to_owned();
+        name.push(format!(".sortase-tasks-{}-{n}.tmp", std::process::id()));
+        let path = PathBuf::from(name);
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(std::fs::canonicalize(&path)?),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot create work directory {}", path.display()))
+            }
+        }
+    }
+    bail!("cannot create a work directory next to {}", base.display())
+}

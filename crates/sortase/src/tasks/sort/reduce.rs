@@ -1,0 +1,204 @@
+//! Stage 3 ([`ReduceTask`]): a stretch of key ranges merged from every run and encoded as
+//! `SortJob::run` encodes them, into one part file and its sidecar ([`PartIndex`]).
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::Order;
+use crate::range_output::{EncodedRange, RangeEncoder};
+use crate::runtime::Runtime;
+use crate::tasks::wire::{Sample, WorkFile};
+use crate::writer::OutFormat;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bam::Header;
+use sortase_bgzf::CompressionLevel;
+use sortase_index::RangeSummary;
+use sortase_sort::merge::{merge_until, Source};
+use sortase_sort::ranges::SplitPoint;
+use sortase_sort::{open_run_from, RangeSource, SortError, SortOrder};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+/// Where a reduce task starts reading one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStart {
+    /// The run file.
+    pub path: PathBuf,
+    /// File offset of the block holding the stretch's first record of this run.
+    pub offset: u64,
+}
+
+/// Stage 3: merge and encode a stretch of consecutive key ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReduceTask {
+    /// The order.
+    pub order: Order,
+    /// The output's libdeflate level.
+    pub level: u8,
+    /// The index geometry (`min_shift`, depth) with `--write-index`.
+    pub index: Option<(u32, u32)>,
+    /// This task's number.
+    pub part: usize,
+    /// Reduce tasks in the plan.
+    pub parts: usize,
+    /// The number of the stretch's first key range.
+    pub first_range: usize,
+    /// Key ranges of the whole output.
+    pub total_ranges: usize,
+    /// Bounds of the stretch's key ranges: range `first_range + k` is `[bounds[k], bounds[k + 1])`
+    /// (`None`: the start or the end of the output).
+    pub bounds: Vec<Option<Sample>>,
+    /// The runs that hold records of the stretch, in input order.
+    pub runs: Vec<RunStart>,
+    /// Map tasks (runs) in the plan.
+    pub total_runs: usize,
+    /// Where the BGZF blocks go.
+    pub part_path: PathBuf,
+    /// Where the sidecar ([`PartIndex`]) goes.
+    pub sidecar_path: PathBuf,
+}
+
+/// What a [`ReduceTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReduceOutput {
+    /// The task's number.
+    pub part: usize,
+    /// Reduce tasks in the plan.
+    pub parts: usize,
+    /// The number of its first key range.
+    pub first_range: usize,
+    /// Key ranges it encoded.
+    pub ranges: usize,
+    /// Key ranges of the whole output.
+    pub total_ranges: usize,
+    /// Map tasks (runs) in the plan.
+    pub total_runs: usize,
+    /// Records written.
+    pub records: u64,
+    /// Their bytes.
+    pub record_bytes: u64,
+    /// The BGZF blocks of its key ranges, back to back.
+    pub part_path: PathBuf,
+    /// Their sizes and index summaries ([`PartIndex`] as JSON).
+    pub sidecar_path: PathBuf,
+}
+
+/// The sidecar of a part file: per key range, its blocks and index summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PartIndex {
+    /// The key ranges in order.
+    pub ranges: Vec<EncodedRangeIndex>,
+}
+
+/// One key range of a part file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EncodedRangeIndex {
+    /// Bytes of its blocks.
+    pub bytes: u64,
+    /// `(compressed size, uncompressed size)` of each block.
+    pub blocks: Vec<(u32, u32)>,
+    /// Its index summary (offsets local to the range), with `--write-index`.
+    pub summary: Option<RangeSummary>,
+}
+
+/// The records of one key range: the merge of the runs' heads up to `limit`, counted.
+struct KeyRange<'s> {
+    order: SortOrder,
+    sources: &'s mut [Source<'static>],
+    limit: Option<&'s SplitPoint>,
+    records: u64,
+    bytes: u64,
+}
+
+impl RangeSource for KeyRange<'_> {
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
+        &mut self,
+        mut f: F,
+    ) -> Result<u64, SortError> {
+        let (records, bytes) = (&mut self.records, &mut self.bytes);
+        merge_until(self.order, self.sources, self.limit, |_, _, r| {
+            *records += 1;
+            *bytes += r.len() as u64;
+            f(r)
+        })
+    }
+}
+
+impl ReduceTask {
+    /// Merges and encodes the stretch.
+    pub fn run(&self, rt: &Runtime) -> Result<ReduceOutput> {
+        rt.install(|| self.run_inner(rt))
+            .with_context(|| format!("sort reduce task {}", self.part))
+            .map_err(Error::from)
+    }
+
+    fn run_inner(&self, rt: &Runtime) -> anyhow::Result<ReduceOutput> {
+        let order = self.order.resolve()?;
+        if self.bounds.len() < 2 {
+            return Err(Error::argument("a reduce task needs at least one key range").into());
+        }
+        let bounds: Vec<Option<SplitPoint>> = self
+            .bounds
+            .iter()
+            .map(|b| b.as_ref().map(|s| s.to_split(&order)))
+            .collect();
+        let mut sources = Vec::with_capacity(self.runs.len());
+        for run in &self.runs {
+            if let Some(r) = open_run_from(&order, &run.path, run.offset, bounds[0].as_ref())? {
+                sources.push(Source::Run(r));
+            }
+        }
+        let level = CompressionLevel::from_libdeflate(self.level);
+        let encoder = RangeEncoder::new(OutFormat::Bam(level), Header::default(), self.index);
+        let part = WorkFile::new(&self.part_path)?;
+        let file = std::fs::File::create(part.path())
+            .with_context(|| format!("{}: cannot create", part.path().display()))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut sidecar = PartIndex::default();
+        let (mut records, mut record_bytes) = (0, 0);
+        for limit in &bounds[1..] {
+            rt.check_cancelled()?;
+            let mut range = KeyRange {
+                order,
+                sources: &mut sources,
+                limit: limit.as_ref(),
+                records: 0,
+                bytes: 0,
+            };
+            let EncodedRange::Bam(blocks, summary) = encoder.encode(&mut range)? else {
+                return Err(
+                    Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
+                );
+            };
+            records += range.records;
+            record_bytes += range.bytes;
+            out.write_all(&blocks.bytes)
+                .with_context(|| part.path().display().to_string())?;
+            sidecar.ranges.push(EncodedRangeIndex {
+                bytes: blocks.bytes.len() as u64,
+                blocks: blocks.blocks,
+                summary,
+            });
+        }
+        out.flush()
+            .with_context(|| part.path().display().to_string())?;
+        drop(out);
+        let side = WorkFile::new(&self.sidecar_path)?;
+        let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
+        std::fs::write(side.path(), json)
+            .with_context(|| format!("{}: cannot write", side.path().display()))?;
+        part.commit()?;
+        side.commit()?;
+        Ok(ReduceOutput {
+            part: self.part,
+            parts: self.parts,
+            first_range: self.first_range,
+            ranges: bounds.len() - 1,
+            total_ranges: self.total_ranges,
+            total_runs: self.total_runs,
+            records,
+            record_bytes,
+            part_path: self.part_path.clone(),
+            sidecar_path: self.sidecar_path.clone(),
+        })
+    }
+}
