@@ -10,6 +10,7 @@
 pub mod error;
 pub mod files;
 pub mod input;
+pub mod markdup;
 pub mod memory;
 pub mod options;
 pub mod progress;
@@ -19,6 +20,7 @@ pub mod sort;
 pub mod writer;
 
 pub use error::{Error, ErrorKind, Result};
+pub use markdup::{MarkdupJob, MarkdupReport};
 pub use memory::{MemoryPool, Reservation};
 pub use options::{Order, OutputSpec, Phase, Program};
 pub use progress::{Progress, ProgressSink};
