@@ -1,9 +1,12 @@
-//! `sortase markdup`: duplicate marking on query-grouped input (samblaster's algorithm, see
-//! `markdup_query.rs`) or on coordinate-sorted input (Picard MarkDuplicates', see `markdup_coord.rs`).
-//! The input's `@HD` line decides which, unless `--mode` says so.
+//! `sortase markdup`: flags → [`sortase::MarkdupJob`] (samblaster's algorithm on query-grouped
+//! input, Picard MarkDuplicates' on coordinate-sorted input; the input's `@HD` line decides which,
+//! unless `--mode` says so) → samblaster's summary on stderr.
 
+use crate::common;
 use anyhow::Result;
-use sortase_bam::Header;
+use sortase::markdup::Mode as JobMode;
+use sortase::options::parse_size;
+use sortase::{MarkdupJob, OutputSpec};
 use std::path::PathBuf;
 
 /// Which algorithm runs.
@@ -66,65 +69,46 @@ pub struct MarkdupArgs {
     pub input: Option<String>,
 }
 
-/// The `@HD` field `key` (e.g. `SO`), if the header has one.
-pub fn hd_field<'h>(header: &'h Header, key: &str) -> Option<&'h str> {
-    let hd = header.text().lines().find(|l| l.starts_with("@HD\t"))?;
-    hd.split('\t')
-        .skip(1)
-        .find_map(|f| f.strip_prefix(key)?.strip_prefix(':'))
-}
-
-/// The algorithm for `header` when `--mode auto`.
-pub fn detect_mode(header: &Header) -> Mode {
-    match hd_field(header, "SO") {
-        Some("coordinate") => Mode::Coordinate,
-        _ => Mode::Query,
+impl From<Mode> for JobMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Auto => JobMode::Auto,
+            Mode::Query => JobMode::Query,
+            Mode::Coordinate => JobMode::Coordinate,
+        }
     }
 }
 
 /// Runs `sortase markdup`.
 pub fn run(args: MarkdupArgs) -> Result<()> {
-    let input_name = args.input.clone().unwrap_or_else(|| "-".into());
-    let threads = args
-        .threads
-        .unwrap_or_else(crate::common::default_threads)
-        .max(1);
-    let progress = crate::common::progress(
-        "markdup",
-        std::fs::metadata(&input_name).map(|m| m.len()).unwrap_or(0),
-    );
-    let input =
-        crate::input::Input::open(&input_name, threads, args.reference.as_deref(), &progress)
-            .map_err(|e| e.context(input_name.clone()))?;
-    let mode = match args.mode {
-        Mode::Auto => detect_mode(&input.header),
-        m => m,
+    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    // --max-memory is the runtime's memory pool, from which Picard's read ends are reserved.
+    let memory = parse_size(&args.coord.max_memory, "--max-memory")?;
+    let rt = common::runtime(Some(threads), Some(memory))?;
+    let job = MarkdupJob {
+        input: args.input.clone().unwrap_or_else(|| "-".into()),
+        output: OutputSpec {
+            path: args.output.clone(),
+            format: args.output_fmt.clone(),
+            level: args.level,
+            uncompressed: args.uncompressed,
+            write_index: args.write_index,
+            index_format: args.index_format.clone(),
+            reference: args.reference.clone(),
+        },
+        mode: args.mode.into(),
+        remove_duplicates: args.remove,
+        temp_prefix: args.temp_prefix.clone(),
+        samblaster: args.query.options(),
+        picard: args.coord.options(common::command_line()),
+        program: common::program(args.no_pg),
     };
-    match mode {
-        Mode::Coordinate => {
-            crate::markdup_coord::run(&args, input, &input_name, threads, &progress)
+    let report = job.run(&rt)?;
+    common::print_warnings(&report.warnings);
+    if !args.query.quiet {
+        for line in &report.summary {
+            eprintln!("{line}");
         }
-        _ => crate::markdup_query::run(&args, input, &input_name, threads, &progress),
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mode_from_hd() {
-        let h = |t: &str| Header::from_sam_text(t.into()).unwrap();
-        assert_eq!(
-            detect_mode(&h("@HD\tVN:1.6\tSO:coordinate\n")),
-            Mode::Coordinate
-        );
-        assert_eq!(detect_mode(&h("@HD\tVN:1.6\tSO:queryname\n")), Mode::Query);
-        assert_eq!(
-            detect_mode(&h("@HD\tVN:1.6\tSO:unsorted\tGO:query\n")),
-            Mode::Query
-        );
-        assert_eq!(detect_mode(&h("@SQ\tSN:c\tLN:5\n")), Mode::Query);
-        assert_eq!(hd_field(&h("@HD\tVN:1.6\tGO:query\n"), "GO"), Some("query"));
-    }
+    Ok(())
 }

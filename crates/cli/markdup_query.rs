@@ -1,23 +1,8 @@
-//! `sortase markdup` on query-grouped input: samblaster's algorithm (`sortase_markdup::samblaster`).
-//!
-//! Each input batch is cut into read-name groups (a group straddling batches is carried into the
-//! next one); the groups' signatures are computed in parallel, then inserted into the signature set
-//! in input order (first seen wins), and the records written with their 0x400 flags in input order.
+//! samblaster's flags of `sortase markdup` (query-grouped input), as
+//! [`sortase::markdup::SamblasterOptions`].
 
-use crate::input::Input;
-use crate::markdup::MarkdupArgs;
-use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
-use anyhow::{bail, Context, Result};
-use sortase::Progress;
-use sortase_bgzf::CompressionLevel;
-use sortase_markdup::samblaster::side::SideOptions;
-use sortase_markdup::samblaster::{Layout, Options, SigSet};
+use sortase::markdup::SamblasterOptions;
 use std::path::PathBuf;
-
-mod marking;
-mod side_out;
-
-use marking::{Carry, State};
 
 /// samblaster's own options.
 #[derive(clap::Args, Debug)]
@@ -75,171 +60,23 @@ pub struct QueryArgs {
 }
 
 impl QueryArgs {
-    fn side_options(&self) -> Result<SideOptions> {
-        if self.splitter_file.is_some() && self.min_non_overlap < 1 {
-            bail!(
-                "--minNonOverlap {}: must be at least 1",
-                self.min_non_overlap
-            );
-        }
-        if self.splitter_file.is_some() && self.max_split_count < 2 {
-            bail!(
-                "--maxSplitCount {}: must be at least 2",
-                self.max_split_count
-            );
-        }
-        Ok(SideOptions {
-            splitters: self.splitter_file.is_some(),
-            unmapped_clipped: self.unmapped_file.is_some(),
+    /// The job's samblaster options (`-q` stays with the CLI: it only silences the summary).
+    pub fn options(&self) -> SamblasterOptions {
+        SamblasterOptions {
+            add_mate_tags: self.add_mate_tags,
+            accept_dups: self.accept_dups,
+            ignore_unmated: self.ignore_unmated,
+            max_read_length: self.max_read_length,
+            exclude_dups: self.exclude_dups,
+            discordant_file: self.discordant_file.clone(),
+            splitter_file: self.splitter_file.clone(),
+            unmapped_file: self.unmapped_file.clone(),
             compat: self.compat,
-            max_split_count: self.max_split_count.max(0) as usize,
+            max_split_count: self.max_split_count,
             min_non_overlap: self.min_non_overlap,
             min_indel_size: self.min_indel_size,
             max_unmapped_bases: self.max_unmapped_bases,
             min_clip: self.min_clip,
-        })
-    }
-}
-
-/// Marks duplicates in query-grouped `input`.
-pub fn run(
-    args: &MarkdupArgs,
-    mut input: Input,
-    input_name: &str,
-    threads: usize,
-    progress: &Progress,
-) -> Result<()> {
-    let q = &args.query;
-    let lengths: Vec<u64> = input
-        .header
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    // samblaster needs @SQ lines only to mark (-a marks nothing).
-    let lengths = if q.accept_dups && lengths.is_empty() {
-        vec![0]
-    } else {
-        lengths
-    };
-    let layout =
-        Layout::new(&lengths, q.max_read_length).with_context(|| input_name.to_string())?;
-    let opts = Options {
-        ignore_unmated: q.ignore_unmated,
-        accept_dups: q.accept_dups,
-    };
-    let side_opts = q.side_options()?;
-    let level = if args.uncompressed {
-        CompressionLevel::STORED
-    } else {
-        CompressionLevel::samtools(args.level.unwrap_or(-1))
-    };
-    let format = resolve_format(
-        args.output_fmt.as_deref(),
-        args.output.as_deref(),
-        level,
-        OutFormat::Bam(level),
-    )?;
-    let mut header = input.header.clone();
-    if !args.no_pg {
-        header.add_program(
-            "sortase",
-            env!("CARGO_PKG_VERSION"),
-            &crate::common::command_line(),
-        );
-    }
-    let mut out = SortedOutput::open(
-        args.output.as_deref(),
-        None,
-        format,
-        &header,
-        threads,
-        args.reference.as_deref(),
-    )?;
-    let side = side_out::Side::open(
-        q.discordant_file.as_deref(),
-        q.splitter_file.as_deref(),
-        q.unmapped_file.as_deref(),
-        q.exclude_dups || args.remove,
-        &header,
-        threads,
-    )?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()?;
-    let mut state = State {
-        layout,
-        opts,
-        sigs: SigSet::default(),
-        remove: args.remove,
-        mate_tags: q.add_mate_tags,
-        scratch: Vec::new(),
-        side,
-        side_opts,
-        marks: Vec::new(),
-        extents: Vec::new(),
-        groups: 0,
-        dups: 0,
-        names: (input_name.to_string(), out.name.clone()),
-    };
-    let mut carry = Carry::default();
-    let mut failed: Option<anyhow::Error> = None;
-    let read = input.for_each_batch(|batch| {
-        let sink = &mut out.sink;
-        // Records continuing the carried group come first.
-        let mut start = 0;
-        if !carry.is_empty() {
-            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                carry.push(batch.raw(start));
-                start += 1;
-            }
-            if start == batch.len() {
-                return Ok(());
-            }
-            let group = carry.take();
-            if let Err(e) = state.process_whole(&group, sink, &pool) {
-                return Err(anyhow::Error::msg(failed.insert(e).to_string()));
-            }
         }
-        let mut bounds = Vec::with_capacity(batch.len() / 2);
-        let mut g = start;
-        let mut prev = batch.record(start).read_name();
-        for i in start + 1..batch.len() {
-            let name = batch.record(i).read_name();
-            if name != prev {
-                bounds.push(g..i);
-                g = i;
-                prev = name;
-            }
-        }
-        for i in g..batch.len() {
-            carry.push(batch.raw(i));
-        }
-        if let Err(e) = state.process(&batch, &bounds, sink, &pool) {
-            return Err(anyhow::Error::msg(failed.insert(e).to_string()));
-        }
-        Ok(())
-    });
-    // Errors of the marking and writing name their file already; reading errors get the input's.
-    if let Err(e) = read {
-        return Err(failed
-            .take()
-            .unwrap_or_else(|| e.context(input_name.to_string())));
     }
-    if !carry.is_empty() {
-        let group = carry.take();
-        state.process_whole(&group, &mut out.sink, &pool)?;
-    }
-    out.finish()?;
-    state.side.finish()?;
-    let _ = progress;
-    if !q.quiet {
-        eprintln!(
-            "sortase markdup: {} {} duplicate groups of {} read names",
-            if args.remove { "removed" } else { "marked" },
-            state.dups,
-            state.groups
-        );
-    }
-    Ok(())
 }

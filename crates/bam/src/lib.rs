@@ -22,6 +22,6 @@ mod stream;
 pub use batch::RecordBatch;
 pub use error::BamError;
 pub use header::{Header, Reference};
-pub use record::{RecordRef, FIXED_LEN};
+pub use record::{RecordBuf, RecordMut, RecordRef, FIXED_LEN};
 pub use sam_read::SamReader;
 pub use stream::{check_record, virtual_offset, BlockEntry, ChunkSource, ChunkStream};

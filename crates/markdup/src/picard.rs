@@ -172,14 +172,16 @@ impl Collector {
             + self.pairs.capacity() * std::mem::size_of::<Pair>()
     }
 
-    /// Writes the ends held in memory to sorted runs in `dir` when they take more than `budget`
-    /// bytes (call between batches).
-    pub fn spill_over(&mut self, budget: usize, dir: &Path) -> std::io::Result<()> {
-        let held = (self.fragments.len() * std::mem::size_of::<Fragment>())
-            + self.pairs.len() * std::mem::size_of::<Pair>();
-        if held <= budget {
-            return Ok(());
-        }
+    /// Bytes the ends collected since the last spill take (what a memory budget must cover).
+    pub fn held(&self) -> usize {
+        self.fragments.len() * std::mem::size_of::<Fragment>()
+            + self.pairs.len() * std::mem::size_of::<Pair>()
+    }
+
+    /// Writes the ends held in memory to sorted runs in `dir` (call between batches, when
+    /// [`Collector::held`] is over the budget); `budget` bytes size the windows in which
+    /// [`Collector::finish`] merges the runs back.
+    pub fn spill(&mut self, budget: usize, dir: &Path) -> std::io::Result<()> {
         self.window = (budget / std::mem::size_of::<Pair>()).max(1024);
         let (pairs, fragments) = self
             .spilled
@@ -293,8 +295,8 @@ impl Collector {
         self.index
     }
 
-    /// Sorts the ends and finds the duplicates (on `threads` cores of rayon's pool), merging the
-    /// spilled runs if there are any.
+    /// Sorts the ends and finds the duplicates in `threads * 4` chunks on the current rayon pool (the
+    /// caller runs it inside its own), merging the spilled runs if there are any.
     pub fn finish(mut self, threads: usize) -> std::io::Result<Outcome> {
         self.pending = HashMap::new();
         let opt = chunks::OpticalOptions {

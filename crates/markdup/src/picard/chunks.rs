@@ -103,7 +103,7 @@ fn best<T>(set: &[T], score: impl Fn(&T) -> i16) -> usize {
     b
 }
 
-/// Duplicate sets of sorted `pairs` and `fragments`, on all cores (rayon's pool).
+/// Duplicate sets of sorted `pairs` and `fragments`, on all cores of the current rayon pool.
 pub fn find(pairs: &[Pair], fragments: &[Fragment], opt: OpticalOptions, parts: usize) -> Found {
     let p = split(pairs, parts, same_pair_set)
         .into_par_iter()

@@ -2,7 +2,7 @@
 //! segment (secondary and supplementary ones included) gets `MC:Z` (the other primary's CIGAR) and
 //! `MQ:i` (its MAPQ), unless it has them already, and only from a mapped primary.
 
-use sortase_bam::{flags, RecordRef};
+use sortase_bam::{flags, RecordBuf, RecordRef};
 use std::io::Write;
 
 const SEGMENTS: u16 = flags::READ1 | flags::READ2;
@@ -21,31 +21,27 @@ pub fn mate_of<'a>(
     [from(first, second), from(second, first)]
 }
 
-/// Appends record `raw` (with its `block_size`) to `out` with the mate tags from `sources` (the
-/// first source of each tag wins; tags the record has already are kept).
-pub fn append_with_tags(raw: &[u8], sources: &[Option<RecordRef<'_>>; 2], out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(raw);
-    let r = RecordRef::new_unchecked(&raw[4..]);
+/// Adds the mate tags from `sources` to `rec` (the first source of each tag wins; tags the record
+/// has already are kept).
+pub fn add_tags(rec: &mut RecordBuf, sources: &[Option<RecordRef<'_>>; 2]) {
     let (mut has_mc, mut has_mq) = (false, false);
-    for t in r.aux() {
+    for t in rec.record().aux() {
         has_mc |= t.tag() == *b"MC";
         has_mq |= t.tag() == *b"MQ";
     }
     for src in sources.iter().flatten() {
         if !has_mc {
-            out.extend_from_slice(b"MCZ");
-            push_cigar(src, out);
-            out.push(0);
+            rec.push_aux_with(*b"MC", b'Z', |out| {
+                push_cigar(src, out);
+                out.push(0);
+            });
             has_mc = true;
         }
         if !has_mq {
-            out.extend_from_slice(&[b'M', b'Q', b'C', src.mapping_quality()]);
+            rec.push_aux(*b"MQ", b'C', &[src.mapping_quality()]);
             has_mq = true;
         }
     }
-    let size = (out.len() - start - 4) as u32;
-    out[start..start + 4].copy_from_slice(&size.to_le_bytes());
 }
 
 fn push_cigar(r: &RecordRef<'_>, out: &mut Vec<u8>) {

@@ -1,16 +1,18 @@
 //! samblaster's side outputs: discordant pairs (`-d`) and split reads (`-s`, read names suffixed
 //! `_1`/`_2`) as SAM (BAM if the name ends in .bam), unmapped/clipped reads (`--unmappedFile`) as
 //! FASTQ (FASTA when the first one written has no qualities). With `-e` (implied by `-r`),
-//! duplicates are left out of them.
+//! duplicates are left out of them. Each is written under a temporary name and renamed by
+//! [`Side::finish`].
 
-use crate::output::Destination;
-use crate::record_sink::{resolve_format, OutFormat, SortedOutput};
+use super::SamblasterOptions;
+use crate::files::Destination;
+use crate::writer::{resolve_format, OutFormat, SortedOutput};
 use anyhow::{Context, Result};
-use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordRef};
+use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::samblaster::side::{DISCORDANT, SPLITTER, UNMAPPED_CLIPPED};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// FASTQ/FASTA writer for `--unmappedFile`.
 struct Unmapped {
@@ -20,12 +22,14 @@ struct Unmapped {
 }
 
 /// The open side outputs.
-pub struct Side {
+pub(super) struct Side {
     discordant: Option<SortedOutput>,
     splitter: Option<SortedOutput>,
     unmapped: Option<Unmapped>,
     exclude_dups: bool,
-    renamed: Vec<u8>,
+    renamed: RecordBuf,
+    name: Vec<u8>,
+    paths: Vec<PathBuf>,
 }
 
 fn open_sam(path: &Path, header: &Header, threads: usize) -> Result<SortedOutput> {
@@ -35,16 +39,14 @@ fn open_sam(path: &Path, header: &Header, threads: usize) -> Result<SortedOutput
 }
 
 impl Side {
-    /// Opens the side outputs that were asked for.
-    pub fn open(
-        discordant: Option<&Path>,
-        splitter: Option<&Path>,
-        unmapped: Option<&Path>,
+    /// Opens the side outputs `q` asks for.
+    pub(super) fn open(
+        q: &SamblasterOptions,
         exclude_dups: bool,
         header: &Header,
         threads: usize,
     ) -> Result<Self> {
-        let unmapped = match unmapped {
+        let unmapped = match q.unmapped_file.as_deref() {
             Some(p) => {
                 let (dest, out) = Destination::open(Some(p))?;
                 Some(Unmapped {
@@ -55,24 +57,30 @@ impl Side {
             }
             None => None,
         };
+        let sam = |p: &Option<PathBuf>| p.as_deref().map(|p| open_sam(p, header, threads));
         Ok(Self {
-            discordant: discordant
-                .map(|p| open_sam(p, header, threads))
-                .transpose()?,
-            splitter: splitter.map(|p| open_sam(p, header, threads)).transpose()?,
+            discordant: sam(&q.discordant_file).transpose()?,
+            splitter: sam(&q.splitter_file).transpose()?,
             unmapped,
             exclude_dups,
-            renamed: Vec::new(),
+            renamed: RecordBuf::default(),
+            name: Vec::new(),
+            paths: [&q.discordant_file, &q.splitter_file, &q.unmapped_file]
+                .into_iter()
+                .flatten()
+                .filter(|p| p.as_path() != Path::new("-"))
+                .cloned()
+                .collect(),
         })
     }
 
     /// Whether any side output is open.
-    pub fn any(&self) -> bool {
+    pub(super) fn any(&self) -> bool {
         self.discordant.is_some() || self.splitter.is_some() || self.unmapped.is_some()
     }
 
     /// Writes record `raw` (final flags and tags) to the side outputs its `marks` select.
-    pub fn write(&mut self, raw: &[u8], marks: u8) -> Result<()> {
+    pub(super) fn write(&mut self, raw: &[u8], marks: u8) -> Result<()> {
         let r = RecordRef::new_unchecked(&raw[4..]);
         if self.exclude_dups && r.flag() & flags::DUPLICATE != 0 {
             return Ok(());
@@ -89,17 +97,18 @@ impl Side {
         }
         if marks & SPLITTER != 0 {
             if let Some(s) = &mut self.splitter {
-                rename(raw, &mut self.renamed);
+                self.renamed.copy_from(raw);
+                split_read_name(&mut self.renamed, &mut self.name);
                 s.sink
-                    .write(&self.renamed)
+                    .write(self.renamed.as_raw())
                     .with_context(|| s.name.clone())?;
             }
         }
         Ok(())
     }
 
-    /// Flushes and renames the side outputs into place.
-    pub fn finish(self) -> Result<()> {
+    /// Flushes and renames the side outputs into place; returns their paths.
+    pub(super) fn finish(self) -> Result<Vec<PathBuf>> {
         for out in [self.discordant, self.splitter].into_iter().flatten() {
             out.finish()?;
         }
@@ -108,35 +117,22 @@ impl Side {
             drop(u.out);
             u.dest.commit()?;
         }
-        Ok(())
+        Ok(self.paths)
     }
 }
 
-/// `raw` with `_1`/`_2` appended to the read name of a paired record (samblaster's split-read
-/// file), into `out`.
-fn rename(raw: &[u8], out: &mut Vec<u8>) {
-    let r = RecordRef::new_unchecked(&raw[4..]);
-    out.clear();
-    out.extend_from_slice(raw);
+/// Appends `_1`/`_2` to the read name of a paired record (samblaster's split-read file); a name
+/// that would not fit in BAM's 255 bytes stays as it is. `name` is scratch space.
+fn split_read_name(rec: &mut RecordBuf, name: &mut Vec<u8>) {
+    let r = rec.record();
     let f = r.flag();
     if f & flags::PAIRED == 0 {
         return;
     }
-    let suffix: &[u8] = if f & flags::READ1 != 0 { b"_1" } else { b"_2" };
-    let name = r.read_name();
-    let l_old = usize::from(raw[4 + 8]);
-    let l_new = name.len() + 3;
-    if l_new > 255 {
-        return;
-    }
-    out.truncate(4 + 32);
-    out.extend_from_slice(name);
-    out.extend_from_slice(suffix);
-    out.push(0);
-    out.extend_from_slice(&raw[4 + 32 + l_old..]);
-    out[4 + 8] = l_new as u8;
-    let size = (out.len() - 4) as u32;
-    out[..4].copy_from_slice(&size.to_le_bytes());
+    name.clear();
+    name.extend_from_slice(r.read_name());
+    name.extend_from_slice(if f & flags::READ1 != 0 { b"_1" } else { b"_2" });
+    rec.set_read_name(name);
 }
 
 fn write_fastx(u: &mut Unmapped, r: &RecordRef<'_>) -> std::io::Result<()> {
@@ -171,4 +167,39 @@ fn write_fastx(u: &mut Unmapped, r: &RecordRef<'_>) -> std::io::Result<()> {
         }
     }
     out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Record `name` with `flag`, no sequence, with its block_size.
+    fn raw(name: &[u8], flag: u16) -> Vec<u8> {
+        let mut rec = vec![0xff; 8]; // refID, pos = -1
+        rec.extend_from_slice(&[name.len() as u8 + 1, 0, 0x48, 0x12]); // l_read_name, mapq, bin
+        rec.extend_from_slice(&[0, 0]); // n_cigar_op
+        rec.extend_from_slice(&flag.to_le_bytes());
+        rec.extend_from_slice(&[0; 4]); // l_seq
+        rec.extend_from_slice(&[0xff; 8]); // next_refID, next_pos
+        rec.extend_from_slice(&[0; 4]); // tlen
+        rec.extend_from_slice(name);
+        rec.push(0);
+        let mut out = (rec.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&rec);
+        out
+    }
+
+    #[test]
+    fn split_reads_get_their_segment_suffix() {
+        let (mut rec, mut name) = (RecordBuf::default(), Vec::new());
+        for (flag, want) in [(0x41, &b"r_1"[..]), (0x81, b"r_2"), (0x0, b"r")] {
+            rec.copy_from(&raw(b"r", flag));
+            split_read_name(&mut rec, &mut name);
+            assert_eq!(rec.record().read_name(), want);
+        }
+        let long = vec![b'x'; 253];
+        rec.copy_from(&raw(&long, 0x41));
+        split_read_name(&mut rec, &mut name);
+        assert_eq!(rec.record().read_name(), &long[..]);
+    }
 }

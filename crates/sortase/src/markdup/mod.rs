@@ -1,0 +1,303 @@
+//! [`MarkdupJob`]: duplicate marking on query-grouped input (samblaster 0.1.26's algorithm,
+//! [`query`]) or on coordinate-sorted input (Picard MarkDuplicates', [`coordinate`]); the input's
+//! `@HD` line decides which unless [`Mode`] says so. The algorithms themselves live in
+//! crates/markdup; this module drives them over the input, the outputs and the runtime.
+//!
+//! ```
+//! use sortase::{MarkdupJob, OutputSpec, Runtime};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let input = dir.path().join("in.sam");
+//! # let rec = |n: &str| format!("{n}\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n");
+//! # std::fs::write(&input, format!("@SQ\tSN:chr1\tLN:100\n{}{}", rec("r1"), rec("r2"))).unwrap();
+//! let runtime = Runtime::with_threads(2)?;
+//! let job = MarkdupJob::new(input.to_str().unwrap(), OutputSpec::to_path(dir.path().join("out.bam")));
+//! let report = job.run(&runtime)?;
+//! assert_eq!((report.records, report.duplicate_records), (2, 1)); // r2 repeats r1's alignment
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+pub mod coordinate;
+mod marking;
+pub mod query;
+mod side_out;
+
+use crate::error::{Error, Result};
+use crate::input::Input;
+use crate::options::{OutputSpec, Program};
+use crate::runtime::Runtime;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bam::Header;
+use std::path::PathBuf;
+
+/// Which algorithm runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// From the input's `@HD` line: `SO:coordinate` is [`Mode::Coordinate`], anything else
+    /// [`Mode::Query`].
+    #[default]
+    Auto,
+    /// Query-grouped input (aligner output): samblaster's algorithm.
+    Query,
+    /// Coordinate-sorted input: Picard MarkDuplicates' algorithm.
+    Coordinate,
+}
+
+/// samblaster's options (query-grouped input), with samblaster's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamblasterOptions {
+    /// Add `MC` and `MQ` tags to all records of pairs with both primaries present (`--addMateTags`).
+    pub add_mate_tags: bool,
+    /// Accept the input's duplicate marks: mark nothing (`-a`).
+    pub accept_dups: bool,
+    /// Pass groups without a usable primary pair through instead of failing (`--ignoreUnmated`).
+    pub ignore_unmated: bool,
+    /// Padding of each reference in the signature layout (`--maxReadLength`).
+    pub max_read_length: i32,
+    /// Leave duplicates out of the side outputs (`-e`; removing duplicates implies it).
+    pub exclude_dups: bool,
+    /// Discordant pairs' primaries go to this file (SAM; BAM if it ends in .bam) (`-d`).
+    pub discordant_file: Option<PathBuf>,
+    /// Split reads go to this file (SAM; BAM if it ends in .bam), names suffixed `_1`/`_2` (`-s`).
+    pub splitter_file: Option<PathBuf>,
+    /// Unmapped and clipped reads go to this file as FASTQ (FASTA without qualities)
+    /// (`--unmappedFile`).
+    pub unmapped_file: Option<PathBuf>,
+    /// bwa mem -M compatibility: 0x100 records are split-read candidates too (`-M`).
+    pub compat: bool,
+    /// Most alignments of a read for it to be a split-read candidate (`--maxSplitCount`).
+    pub max_split_count: i32,
+    /// Fewest bases of a split read's alignments that must not overlap (`--minNonOverlap`).
+    pub min_non_overlap: i32,
+    /// Smallest indel between alignments on one strand for a split read (`--minIndelSize`).
+    pub min_indel_size: i32,
+    /// Most unaligned bases between a split read's alignments (`--maxUnmappedBases`).
+    pub max_unmapped_bases: i32,
+    /// Shortest clip for the unmapped/clipped file (`--minClipSize`).
+    pub min_clip: i32,
+}
+
+impl Default for SamblasterOptions {
+    /// samblaster 0.1.26's defaults.
+    fn default() -> Self {
+        Self {
+            add_mate_tags: false,
+            accept_dups: false,
+            ignore_unmated: false,
+            max_read_length: 500,
+            exclude_dups: false,
+            discordant_file: None,
+            splitter_file: None,
+            unmapped_file: None,
+            compat: false,
+            max_split_count: 2,
+            min_non_overlap: 20,
+            min_indel_size: 50,
+            max_unmapped_bases: 50,
+            min_clip: 20,
+        }
+    }
+}
+
+/// Picard MarkDuplicates' options (coordinate-sorted input), with Picard's defaults. The read ends
+/// are held within the runtime's memory pool and spilled to sorted runs beyond it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PicardOptions {
+    /// Picard's duplication metrics go to this file (`M=`).
+    pub metrics: Option<PathBuf>,
+    /// The command line in the metrics file's header (default: the `@PG` line's).
+    pub metrics_command_line: Option<String>,
+    /// Largest x/y distance between optical duplicates (`OPTICAL_DUPLICATE_PIXEL_DISTANCE`).
+    pub optical_distance: i32,
+    /// Regex with 3 groups (tile, x, y) matched against read names; `null` turns optical detection
+    /// off (`READ_NAME_REGEX`; default: the last three ':'-separated fields).
+    pub read_name_regex: Option<String>,
+    /// Largest duplicate set searched for optical duplicates; -1: no limit
+    /// (`MAX_OPTICAL_DUPLICATE_SET_SIZE`).
+    pub max_optical_set: i64,
+}
+
+impl Default for PicardOptions {
+    /// Picard 2.27.5's defaults.
+    fn default() -> Self {
+        Self {
+            metrics: None,
+            metrics_command_line: None,
+            optical_distance: 100,
+            read_name_regex: None,
+            max_optical_set: 300_000,
+        }
+    }
+}
+
+/// Duplicate marking as a job: one input (SAM, BAM, CRAM; `-` for standard input) into one output,
+/// with 0x400 set on duplicates (or duplicates left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkdupJob {
+    /// The input path (`-`: standard input).
+    pub input: String,
+    /// The output (`write_index`: coordinate-sorted BAM output only).
+    pub output: OutputSpec,
+    /// The algorithm.
+    pub mode: Mode,
+    /// Leave duplicates out instead of flagging them (samblaster `-r`, Picard `REMOVE_DUPLICATES`).
+    pub remove_duplicates: bool,
+    /// Temporary files (spilled read ends, a copy of standard input) go to
+    /// `PREFIX.sortase-PID-N.tmp/`; default: next to the output, else the runtime's temporary
+    /// directory.
+    pub temp_prefix: Option<PathBuf>,
+    /// samblaster's options.
+    pub samblaster: SamblasterOptions,
+    /// Picard's options.
+    pub picard: PicardOptions,
+    /// The `@PG` line to add (`None`: `--no-PG`).
+    pub program: Option<Program>,
+}
+
+/// What a duplicate marking did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MarkdupReport {
+    /// The algorithm that ran ([`Mode::Query`] or [`Mode::Coordinate`]).
+    pub mode: Mode,
+    /// Records read.
+    pub records: u64,
+    /// Records flagged as duplicates (or left out when removing).
+    pub duplicate_records: u64,
+    /// Query-grouped input: read-name groups.
+    pub read_names: u64,
+    /// Query-grouped input: groups that were duplicates.
+    pub duplicate_groups: u64,
+    /// Coordinate-sorted input: read pairs formed.
+    pub pairs: u64,
+    /// Coordinate-sorted input: runs of read ends spilled beyond the memory pool.
+    pub runs_spilled: usize,
+    /// Coordinate-sorted input: bytes of those runs.
+    pub spilled_bytes: u64,
+    /// samblaster's summary lines (the CLI prints them on stderr unless `-q`).
+    pub summary: Vec<String>,
+    /// Files written (data file, index, side outputs, metrics).
+    pub outputs: Vec<PathBuf>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+impl MarkdupJob {
+    /// Marks duplicates in `input` into `output`, the algorithm chosen from the input's `@HD` line,
+    /// every other option at its default.
+    pub fn new(input: impl Into<String>, output: OutputSpec) -> Self {
+        Self {
+            input: input.into(),
+            output,
+            mode: Mode::Auto,
+            remove_duplicates: false,
+            temp_prefix: None,
+            samblaster: SamblasterOptions::default(),
+            picard: PicardOptions::default(),
+            program: None,
+        }
+    }
+
+    /// Runs the job on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<MarkdupReport> {
+        run(self, rt).map_err(Error::from)
+    }
+}
+
+/// The `@HD` field `key` (e.g. `SO`), if the header has one.
+pub fn hd_field<'h>(header: &'h Header, key: &str) -> Option<&'h str> {
+    let hd = header.text().lines().find(|l| l.starts_with("@HD\t"))?;
+    hd.split('\t')
+        .skip(1)
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix(':'))
+}
+
+/// The algorithm for `header` under [`Mode::Auto`].
+pub fn detect_mode(header: &Header) -> Mode {
+    match hd_field(header, "SO") {
+        Some("coordinate") => Mode::Coordinate,
+        _ => Mode::Query,
+    }
+}
+
+fn run(job: &MarkdupJob, rt: &Runtime) -> anyhow::Result<MarkdupReport> {
+    let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
+    let progress = rt.progress("markdup", size);
+    let mut input = Input::open(
+        &job.input,
+        rt.threads(),
+        job.output.reference.as_deref(),
+        &progress,
+    )
+    .with_context(|| job.input.clone())?;
+    input.set_cancel(rt.cancel_flag().clone());
+    let mode = match job.mode {
+        Mode::Auto => detect_mode(&input.header),
+        m => m,
+    };
+    let mut report = match mode {
+        Mode::Coordinate => coordinate::run(job, rt, input, progress)?,
+        _ => query::run(job, rt, input, progress)?,
+    };
+    report.mode = mode;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_from_hd() {
+        let h = |t: &str| Header::from_sam_text(t.into()).unwrap();
+        assert_eq!(
+            detect_mode(&h("@HD\tVN:1.6\tSO:coordinate\n")),
+            Mode::Coordinate
+        );
+        assert_eq!(detect_mode(&h("@HD\tVN:1.6\tSO:queryname\n")), Mode::Query);
+        assert_eq!(
+            detect_mode(&h("@HD\tVN:1.6\tSO:unsorted\tGO:query\n")),
+            Mode::Query
+        );
+        assert_eq!(detect_mode(&h("@SQ\tSN:c\tLN:5\n")), Mode::Query);
+        assert_eq!(hd_field(&h("@HD\tVN:1.6\tGO:query\n"), "GO"), Some("query"));
+    }
+
+    #[test]
+    fn a_cancelled_job_leaves_no_output_in_either_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = "r1\t0\tc\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n";
+        for (so, mode) in [("coordinate", Mode::Coordinate), ("queryname", Mode::Query)] {
+            let input = dir.path().join(format!("{so}.sam"));
+            let sam = format!("@HD\tVN:1.6\tSO:{so}\n@SQ\tSN:c\tLN:100\n{rec}");
+            std::fs::write(&input, sam).unwrap();
+            let out = dir.path().join("out.bam");
+            let mut job = MarkdupJob::new(input.to_str().unwrap(), OutputSpec::to_path(&out));
+            job.picard.metrics = Some(dir.path().join("metrics.txt"));
+            let rt = Runtime::with_threads(1).unwrap();
+            rt.cancel();
+            let e = job.run(&rt).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Cancelled, "{mode:?}: {e}");
+            let left = |dir: &std::path::Path| -> Vec<String> {
+                let names = std::fs::read_dir(dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name());
+                let names = names.map(|n| n.to_string_lossy().into_owned());
+                names.filter(|n| !n.ends_with(".sam")).collect()
+            };
+            assert!(
+                left(dir.path()).is_empty(),
+                "{mode:?}: {:?}",
+                left(dir.path())
+            );
+            let report = job.run(&Runtime::with_threads(1).unwrap()).unwrap();
+            assert_eq!((report.mode, report.records), (mode, 1));
+            assert!(!left(dir.path()).is_empty());
+            for n in left(dir.path()) {
+                std::fs::remove_file(dir.path().join(n)).unwrap();
+            }
+        }
+    }
+}

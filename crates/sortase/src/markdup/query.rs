@@ -1,0 +1,188 @@
+//! Duplicate marking on query-grouped input: samblaster's algorithm (`sortase_markdup::samblaster`).
+//!
+//! Each input batch is cut into read-name groups (a group straddling batches is carried into the
+//! next one); the groups' signatures are computed in parallel on the runtime's pool, then inserted
+//! into the signature set in input order (first seen wins), and the records written with their
+//! 0x400 flags in input order ([`super::marking`]). The input stops between batches once the job is
+//! cancelled, and nothing is renamed into place after that.
+
+use super::marking::{Carry, State};
+use super::side_out::Side;
+use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
+use crate::error::{Error, ErrorKind};
+use crate::input::Input;
+use crate::options::add_program;
+use crate::progress::Progress;
+use crate::runtime::Runtime;
+use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use anyhow::Result;
+use sortase_bgzf::CompressionLevel;
+use sortase_markdup::samblaster::side::SideOptions;
+use sortase_markdup::samblaster::{Layout, Options};
+
+impl SamblasterOptions {
+    /// The side-output options, checked as samblaster checks them.
+    fn side_options(&self) -> crate::Result<SideOptions> {
+        if self.splitter_file.is_some() && self.min_non_overlap < 1 {
+            crate::bail_argument!(
+                "--minNonOverlap {}: must be at least 1",
+                self.min_non_overlap
+            );
+        }
+        if self.splitter_file.is_some() && self.max_split_count < 2 {
+            crate::bail_argument!(
+                "--maxSplitCount {}: must be at least 2",
+                self.max_split_count
+            );
+        }
+        Ok(SideOptions {
+            splitters: self.splitter_file.is_some(),
+            unmapped_clipped: self.unmapped_file.is_some(),
+            compat: self.compat,
+            max_split_count: self.max_split_count.max(0) as usize,
+            min_non_overlap: self.min_non_overlap,
+            min_indel_size: self.min_indel_size,
+            max_unmapped_bases: self.max_unmapped_bases,
+            min_clip: self.min_clip,
+        })
+    }
+}
+
+/// Marks duplicates in query-grouped `input`.
+pub(super) fn run(
+    job: &MarkdupJob,
+    rt: &Runtime,
+    mut input: Input,
+    progress: Progress,
+) -> Result<MarkdupReport> {
+    let q = &job.samblaster;
+    let input_name = job.input.as_str();
+    let lengths: Vec<u64> = input
+        .header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    // samblaster needs @SQ lines only to mark (-a marks nothing).
+    let lengths = if q.accept_dups && lengths.is_empty() {
+        vec![0]
+    } else {
+        lengths
+    };
+    let layout = Layout::new(&lengths, q.max_read_length)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{input_name}: {e}")))?;
+    let opts = Options {
+        ignore_unmated: q.ignore_unmated,
+        accept_dups: q.accept_dups,
+    };
+    let side_opts = q.side_options()?;
+    let output = &job.output;
+    // samtools' level meaning, also without -l (samblaster writes through htslib's defaults).
+    let level = if output.uncompressed {
+        CompressionLevel::STORED
+    } else {
+        CompressionLevel::samtools(output.level.unwrap_or(-1))
+    };
+    let format = resolve_format(
+        output.format.as_deref(),
+        output.path.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    let mut header = input.header.clone();
+    add_program(&mut header, job.program.as_ref());
+    let threads = rt.threads();
+    let mut out = SortedOutput::open(
+        output.path.as_deref(),
+        None,
+        format,
+        &header,
+        threads,
+        output.reference.as_deref(),
+    )?;
+    let side = Side::open(q, q.exclude_dups || job.remove_duplicates, &header, threads)?;
+    let mut state = State::new(
+        layout,
+        opts,
+        job.remove_duplicates,
+        q.add_mate_tags,
+        side,
+        side_opts,
+        (input_name.to_string(), out.name.clone()),
+    );
+    let pool = rt.pool();
+    let mut carry = Carry::default();
+    let mut failed: Option<anyhow::Error> = None;
+    let read = input.for_each_batch(|batch| {
+        let sink = &mut out.sink;
+        // Records continuing the carried group come first.
+        let mut start = 0;
+        if !carry.is_empty() {
+            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                carry.push(batch.raw(start));
+                start += 1;
+            }
+            if start == batch.len() {
+                return Ok(());
+            }
+            let group = carry.take();
+            if let Err(e) = state.process_whole(&group, sink, pool) {
+                return Err(anyhow::Error::msg(failed.insert(e).to_string()));
+            }
+        }
+        let mut bounds = Vec::with_capacity(batch.len() / 2);
+        let mut g = start;
+        let mut prev = batch.record(start).read_name();
+        for i in start + 1..batch.len() {
+            let name = batch.record(i).read_name();
+            if name != prev {
+                bounds.push(g..i);
+                g = i;
+                prev = name;
+            }
+        }
+        for i in g..batch.len() {
+            carry.push(batch.raw(i));
+        }
+        if let Err(e) = state.process(&batch, &bounds, sink, pool) {
+            return Err(anyhow::Error::msg(failed.insert(e).to_string()));
+        }
+        Ok(())
+    });
+    // Errors of the marking and writing name their file already; reading errors (cancellation
+    // included) get the input's.
+    if let Err(e) = read {
+        return Err(failed
+            .take()
+            .unwrap_or_else(|| e.context(input_name.to_string())));
+    }
+    if !carry.is_empty() {
+        let group = carry.take();
+        state.process_whole(&group, &mut out.sink, pool)?;
+    }
+    progress.finish();
+    rt.check_cancelled()?;
+    let mut report = MarkdupReport {
+        outputs: output
+            .path
+            .iter()
+            .filter(|p| p.as_path() != std::path::Path::new("-"))
+            .cloned()
+            .collect(),
+        ..MarkdupReport::default()
+    };
+    out.finish()?;
+    let side = state.finish(&mut report)?;
+    report.outputs.extend(side);
+    report.summary.push(format!(
+        "sortase markdup: {} {} duplicate groups of {} read names",
+        if job.remove_duplicates {
+            "removed"
+        } else {
+            "marked"
+        },
+        report.duplicate_groups,
+        report.read_names
+    ));
+    Ok(report)
+}
