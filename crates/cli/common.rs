@@ -119,11 +119,6 @@ pub fn runtime(threads: Option<usize>, memory: Option<usize>) -> anyhow::Result<
     Ok(b.build()?)
 }
 
-/// A progress counter for CLI code that is not a job yet.
-pub fn progress(label: &str, total: u64) -> sortase::Progress {
-    sortase::Progress::new(progress_sink(), label, total)
-}
-
 /// The command line for `@PG CL:`, as samtools writes it (arguments joined by spaces).
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")

@@ -16,10 +16,6 @@ mod sort;
 mod stats;
 mod view;
 
-// `range_output`: no CLI file uses it since merge moved to the facade; the lead removes this shim.
-#[allow(unused_imports)]
-use sortase::{files as output, input, range_output, writer as record_sink};
-
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
