@@ -45,6 +45,15 @@ pub struct Translation {
     pub attach_rg: Option<Vec<u8>>,
     /// Unknown RG IDs already reported.
     pub warned: std::sync::Mutex<HashSet<Vec<u8>>>,
+    /// Warnings met while translating records (samtools' text), for the caller to report.
+    pub warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl Translation {
+    /// Takes the warnings met while translating records so far.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// Options of the header merge.
@@ -72,6 +81,8 @@ pub struct HeaderMerger {
     rng: Rand48,
     opts: MergeOptions,
     reset_order: bool,
+    /// Warnings met while merging headers (samtools' text), for the caller to report.
+    warnings: Vec<String>,
 }
 
 fn lines_of<'a>(text: &'a str, kind: &'a str) -> impl Iterator<Item = &'a str> + 'a {
@@ -103,7 +114,13 @@ impl HeaderMerger {
             rng: Rand48::new(seed),
             opts,
             reset_order: false,
+            warnings: Vec::new(),
         }
+    }
+
+    /// Takes the warnings met while merging headers so far.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// `gen_unique_id`: `prefix-%08lX` until unused.
@@ -234,11 +251,11 @@ impl HeaderMerger {
                             let new = String::from_utf8_lossy(new).into_owned();
                             l.replace_range(start..end, &new);
                         }
-                        _ => eprintln!(
+                        _ => self.warnings.push(format!(
                             "[W::finish_rg_pg] Tag {}{} not found in @PG records",
                             &search[1..],
                             &l[start..end]
-                        ),
+                        )),
                     }
                 }
                 if dest {
@@ -257,6 +274,7 @@ impl HeaderMerger {
             lost_coordinate_order: lost,
             attach_rg: override_id.map(String::into_bytes),
             warned: Default::default(),
+            warnings: Default::default(),
         }
     }
 
@@ -380,11 +398,12 @@ impl Translation {
                     // samtools reports an unknown RG once per input and ID.
                     let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
                     if warned.insert(id.to_vec()) {
-                        eprintln!(
+                        let mut w = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+                        w.push(format!(
                             "[bam_translate] RG tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
                             String::from_utf8_lossy(id),
                             String::from_utf8_lossy(r.read_name())
-                        );
+                        ));
                     }
                 }
             }

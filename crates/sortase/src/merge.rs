@@ -267,6 +267,7 @@ fn merge_headers(
         }
         translations.push(Arc::new(t));
     }
+    warnings.extend(merger.take_warnings());
     if !merger.has_hd() {
         warnings.push("[W::bam_merge_core2] No @HD tag found.".into());
     }
@@ -298,6 +299,7 @@ fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
     let progress = rt.progress("merge", 0);
     let mut opened = open_inputs(job, per_input, &progress)?;
     let merged = merge_headers(job, order, &opened, &progress, &mut report.warnings)?;
+    let translations = merged.translations.clone();
     target.check_index(order)?;
     rt.check_cancelled()?;
 
@@ -331,6 +333,9 @@ fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
         ) {
             Ok(()) => {
                 progress.finish();
+                report
+                    .warnings
+                    .extend(translations.iter().flat_map(|t| t.take_warnings()));
                 report.method = MergeMethod::KeyRanges;
                 report.outputs = target.outputs();
                 return Ok(report);
@@ -366,6 +371,9 @@ fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
     result?;
     out.finish()?;
     progress.finish();
+    report
+        .warnings
+        .extend(translations.iter().flat_map(|t| t.take_warnings()));
     report.outputs = target.outputs();
     Ok(report)
 }
