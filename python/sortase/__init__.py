@@ -225,8 +225,10 @@ def scan_bam(
     batch_rows: Optional[int] = None,
 ) -> pa.RecordBatchReader:
     """As :func:`read_bam`, but a ``pyarrow.RecordBatchReader`` that decodes ahead in bounded
-    memory (a few byte ranges per thread in flight) while you consume it. Errors found while
-    streaming are raised by pyarrow (``OSError``/``ArrowInvalid``) with sortase's message."""
+    memory (a few byte ranges per thread in flight) while you consume it. Errors in opening
+    (missing file, bad arguments, no index) raise :class:`SortaseError` subclasses at once; errors
+    found while streaming (a truncated file) are raised by pyarrow as ``ArrowInvalid`` with
+    sortase's message, which names the file."""
     stream = _sortase.scan_bam(
         path, region=region, columns=None if columns is None else list(columns),
         tags=_tags(tags), threads=threads, reference=reference, batch_rows=batch_rows,

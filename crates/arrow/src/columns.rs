@@ -296,7 +296,19 @@ fn push_qual(s: &mut StrBuf, r: &RecordRef<'_>) {
         s.push_null();
         return;
     }
-    s.values.extend(q.iter().map(|&b| b.wrapping_add(33)));
+    // Phred + 33 as one character each; scores above 94 (legal in BAM, not in SAM text) become
+    // the code point q + 33 (two UTF-8 bytes), so the column never fails to be text.
+    if q.iter().all(|&b| b < 95) {
+        s.values.extend(q.iter().map(|&b| b + 33));
+    } else {
+        for &b in q {
+            // At most 255 + 33: always a scalar value of two UTF-8 bytes.
+            let c = char::from_u32(u32::from(b) + 33).unwrap_or(char::REPLACEMENT_CHARACTER);
+            let mut utf8 = [0u8; 4];
+            s.values
+                .extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        }
+    }
     s.end_value();
 }
 

@@ -155,6 +155,13 @@ impl ReadJob {
             return Err(Error::argument("batch_rows must be at least 1").into());
         }
         self.fields()?;
+        if self.input != "-" && std::fs::metadata(&self.input).is_ok_and(|m| m.len() == 0) {
+            return Err(Error::new(
+                sortase::ErrorKind::Input,
+                "file is empty (not SAM, BAM or CRAM)",
+            )
+            .into());
+        }
         if self.input != "-" && is_bam(Path::new(&self.input))? {
             return self.start_bam(rt);
         }
@@ -204,6 +211,8 @@ impl ReadJob {
             batch_rows: self.batch_rows,
             records: AtomicU64::new(0),
             past: AtomicBool::new(false),
+            progress: Arc::new(rt.progress("read_bam", span_end.saturating_sub(first >> 16))),
+            file_len,
         });
         let ranges = work.plan.len();
         Ok(BatchStream {
@@ -417,6 +426,8 @@ impl BatchStream {
             batch_rows: work.batch_rows,
             records: AtomicU64::new(work.records.load(Ordering::Relaxed)),
             past: AtomicBool::new(false),
+            progress: work.progress.clone(),
+            file_len: work.file_len,
         });
         self.workers = Some(Workers::ranges(work.clone(), 1));
         self.source = Source::Ranges {

@@ -167,6 +167,10 @@ pub(crate) struct RangeWork {
     pub records: AtomicU64,
     /// Set when a range stops at a record past the region.
     pub past: AtomicBool,
+    /// Compressed bytes of the ranges done.
+    pub progress: Arc<sortase::Progress>,
+    /// The file's size (the end of the last range).
+    pub file_len: u64,
 }
 
 /// Where a record lies relative to a region (the input is sorted by coordinate, as an index needs).
@@ -233,6 +237,8 @@ fn decode_range(
     let Some(range) = work.plan.range(k, file)? else {
         return Ok(End::Done);
     };
+    let compressed = range.end.min(work.file_len << 16) >> 16;
+    let _done = Done(&work.progress, compressed.saturating_sub(range.start >> 16));
     let mut stream = RangeStream::open(&work.path, &range, work.n_ref)?;
     let mut builder = BatchBuilder::new(work.layout.clone(), work.names.clone());
     let emit = |b: RecordBatch| {
@@ -289,6 +295,15 @@ fn decode_range(
         return Ok(End::Done);
     }
     Ok(end)
+}
+
+/// Adds a range's compressed bytes to the progress when the range ends.
+struct Done<'a>(&'a sortase::Progress, u64);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.add(self.1);
+    }
 }
 
 /// Worker threads and the ordered queue they fill.

@@ -33,7 +33,8 @@ pub enum Field {
     Tlen,
     /// SEQ, null when absent (pysam `query_sequence`).
     Seq,
-    /// QUAL as Phred+33 text, null when absent (pysam `qual`).
+    /// QUAL as Phred+33 text, null when absent (pysam `qual`); a score q above 93 is the character
+    /// of code point q + 33.
     Qual,
     /// Every tag not selected as a column, as SAM text `TG:T:VALUE` joined by tabs (`""` when none),
     /// formatted as htslib formats them.
