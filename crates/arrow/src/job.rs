@@ -64,9 +64,9 @@ impl ReadJob {
 
     /// Starts reading on `rt`'s threads; the batches come in file order.
     pub fn stream(&self, rt: &Runtime) -> Result<BatchStream> {
+        // Error::context, not anyhow's: a kinded error would lose anyhow's context in Error::from.
         self.start(rt)
-            .with_context(|| self.input.clone())
-            .map_err(Error::from)
+            .map_err(|e| Error::from(e).context(self.input.clone()))
     }
 
     /// Reads everything: the schema and every batch.
