@@ -1,9 +1,11 @@
 //! Ranges decoded on worker threads, handed out in file order, in bounded memory.
 //!
 //! Workers take ranges in order, but never more than `window` ranges past the one the consumer is
-//! reading; each range's record batches queue in its slot until the consumer gets there. The
-//! consumer passes the batches of a range on as they come, so memory is about `window` ranges of
-//! Arrow data whatever the file's size.
+//! reading; each range's record batches queue in its slot until the consumer gets there, and a
+//! worker waits while the queues hold more than [`QUEUED_BYTES_PER_RANGE`] per range of the window
+//! (the worker the consumer waits for never does). The consumer passes the batches of a range on as
+//! they come, so memory is bounded whatever the file's size: the queues' budget plus one batch
+//! being built per worker.
 //!
 //! Correctness does not rest on the boundary finder: a range's start is trusted only once the range
 //! before it has ended exactly there (the consumer reads ranges in order). If a range runs past its
@@ -31,6 +33,10 @@ pub const BATCH_ROWS: usize = 65536;
 /// 32-bit; long reads reach it before [`BATCH_ROWS`]).
 pub const BATCH_BYTES: usize = 256 << 20;
 
+/// Arrow bytes the queues may hold per range of the window before workers ahead of the consumer
+/// wait (highly compressible data inflates a 4 MiB range to ~100 MiB).
+pub const QUEUED_BYTES_PER_RANGE: usize = 16 << 20;
+
 /// How a range ended.
 pub(crate) enum End {
     /// Read to its end.
@@ -53,6 +59,8 @@ struct Slot {
 struct State {
     next_task: usize,
     current: usize,
+    /// Bytes of the batches queued in all slots.
+    queued: usize,
     slots: BTreeMap<usize, Slot>,
     stop: bool,
 }
@@ -62,6 +70,7 @@ pub(crate) struct Shared {
     changed: Condvar,
     window: usize,
     tasks: usize,
+    max_queued: usize,
 }
 
 impl Shared {
@@ -70,12 +79,14 @@ impl Shared {
             state: Mutex::new(State {
                 next_task: 0,
                 current: 0,
+                queued: 0,
                 slots: BTreeMap::new(),
                 stop: false,
             }),
             changed: Condvar::new(),
             window: window.max(1),
             tasks,
+            max_queued: window.max(1) * QUEUED_BYTES_PER_RANGE,
         })
     }
 
@@ -100,12 +111,22 @@ impl Shared {
         }
     }
 
-    /// Queues a batch of task `k`; false once the stream is stopped.
+    /// Queues a batch of task `k`; false once the stream is stopped. Waits while the queues hold
+    /// more than their budget, unless this is the batch the consumer is waiting for.
     pub fn push(&self, k: usize, batch: RecordBatch) -> bool {
+        let bytes = batch.get_array_memory_size();
         let mut s = self.lock();
-        if s.stop {
-            return false;
+        loop {
+            if s.stop {
+                return false;
+            }
+            let awaited = k == s.current && s.slots.get(&k).is_none_or(|x| x.batches.is_empty());
+            if s.queued <= self.max_queued || awaited {
+                break;
+            }
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+        s.queued += bytes;
         s.slots.entry(k).or_default().batches.push_back(batch);
         self.changed.notify_all();
         true
@@ -139,6 +160,8 @@ impl Shared {
             let current = s.current;
             if let Some(slot) = s.slots.get_mut(&current) {
                 if let Some(b) = slot.batches.pop_front() {
+                    s.queued = s.queued.saturating_sub(b.get_array_memory_size());
+                    self.changed.notify_all();
                     return Some(Ok(b));
                 }
                 if let Some(end) = slot.end.take() {
