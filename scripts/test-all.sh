@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test sortase has: formatting, clippy, unit and property tests, end-to-end tests against
 # samtools 1.24 (pysam) on the htslib-test corpus and generated edge cases, benchmark compilation and a
-# short fuzz run of each target. `.ci/run` runs exactly this.
+# short fuzz run of each target, and the Python package's pytest suite. `.ci/run` runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,6 +9,9 @@ export SORTASE_REQUIRE_SAMTOOLS=1
 echo "== cargo fmt"; cargo fmt --all --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"; cargo test --workspace
+echo "== python package (wheel) and pytest"
+bash scripts/python-build.sh
+python3 -m pytest python/tests -q -p no:cacheprovider
 if [ -d fuzz ]; then
   echo "== fuzz smoke"; FUZZ_SECONDS="${FUZZ_SECONDS:-20}" bash fuzz/smoke.sh
 fi
