@@ -141,7 +141,15 @@ pub fn format_record(record: &RecordRef<'_>, header: &Header, out: &mut Vec<u8>)
     out.push(b'\n');
 }
 
-fn format_aux(raw: &[u8], out: &mut Vec<u8>) {
+/// Appends one aux field (`raw`: tag, type, value, as stored) as SAM text `TG:T:VALUE`, as htslib's
+/// `sam_format1` writes it.
+///
+/// ```
+/// let mut s = Vec::new();
+/// sortase_bam::sam_format::format_aux(b"NMC\x05", &mut s);
+/// assert_eq!(s, b"NM:i:5");
+/// ```
+pub fn format_aux(raw: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&raw[..2]);
     out.push(b':');
     let v = &raw[3..];

@@ -1,0 +1,364 @@
+//! Ranges decoded on worker threads, handed out in file order, in bounded memory.
+//!
+//! Workers take ranges in order, but never more than `window` ranges past the one the consumer is
+//! reading; each range's record batches queue in its slot until the consumer gets there. The
+//! consumer passes the batches of a range on as they come, so memory is about `window` ranges of
+//! Arrow data whatever the file's size.
+//!
+//! Correctness does not rest on the boundary finder: a range's start is trusted only once the range
+//! before it has ended exactly there (the consumer reads ranges in order). If a range runs past its
+//! planned end without a record starting there (`BamError::RangeBoundary`), its records so far are
+//! still right, so the stream drops every later range and goes on with one range from where that
+//! range's last delivered record ended.
+
+use crate::columns::BatchBuilder;
+use crate::plan::Plan;
+use crate::schema::Layout;
+use arrow_array::{ArrayRef, RecordBatch};
+use sortase::{CancelFlag, Error, Result};
+use sortase_bam::query::Region;
+use sortase_bam::{virtual_offset, BamError, RecordRef};
+use sortase_index::range::RangeStream;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Rows of one record batch (fewer at the end of a range).
+pub const BATCH_ROWS: usize = 65536;
+/// A batch is cut once a variable-length column holds this many bytes (Arrow's `utf8` offsets are
+/// 32-bit; long reads reach it before [`BATCH_ROWS`]).
+pub const BATCH_BYTES: usize = 256 << 20;
+
+/// How a range ended.
+pub(crate) enum End {
+    /// Read to its end.
+    Done,
+    /// Met a record past the region: nothing after it can overlap.
+    Past,
+    /// Ran past its planned end without meeting a record start; `resume` is the virtual offset
+    /// right after its last delivered record.
+    Boundary { resume: u64 },
+    /// Failed.
+    Failed(Error),
+}
+
+#[derive(Default)]
+struct Slot {
+    batches: VecDeque<RecordBatch>,
+    end: Option<End>,
+}
+
+struct State {
+    next_task: usize,
+    current: usize,
+    slots: BTreeMap<usize, Slot>,
+    stop: bool,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    window: usize,
+    tasks: usize,
+}
+
+impl Shared {
+    pub fn new(tasks: usize, window: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                next_task: 0,
+                current: 0,
+                slots: BTreeMap::new(),
+                stop: false,
+            }),
+            changed: Condvar::new(),
+            window: window.max(1),
+            tasks,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next task for a worker (waits while it would be too far ahead); `None`: no more work.
+    pub fn take_task(&self) -> Option<usize> {
+        let mut s = self.lock();
+        loop {
+            if s.stop || s.next_task >= self.tasks {
+                return None;
+            }
+            if s.next_task < s.current + self.window {
+                let k = s.next_task;
+                s.next_task += 1;
+                s.slots.entry(k).or_default();
+                return Some(k);
+            }
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Queues a batch of task `k`; false once the stream is stopped.
+    pub fn push(&self, k: usize, batch: RecordBatch) -> bool {
+        let mut s = self.lock();
+        if s.stop {
+            return false;
+        }
+        s.slots.entry(k).or_default().batches.push_back(batch);
+        self.changed.notify_all();
+        true
+    }
+
+    /// Ends task `k`.
+    pub fn end(&self, k: usize, end: End) {
+        let mut s = self.lock();
+        s.slots.entry(k).or_default().end = Some(end);
+        self.changed.notify_all();
+    }
+
+    /// Stops the workers.
+    pub fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.lock().stop
+    }
+
+    /// The consumer's next item: a batch of the current task, or the current task's end (the
+    /// consumer then moves on); `None` after the last task.
+    fn next(&self) -> Option<std::result::Result<RecordBatch, End>> {
+        let mut s = self.lock();
+        loop {
+            if s.current >= self.tasks {
+                return None;
+            }
+            let current = s.current;
+            if let Some(slot) = s.slots.get_mut(&current) {
+                if let Some(b) = slot.batches.pop_front() {
+                    return Some(Ok(b));
+                }
+                if let Some(end) = slot.end.take() {
+                    s.slots.remove(&current);
+                    s.current += 1;
+                    self.changed.notify_all();
+                    return Some(Err(end));
+                }
+            }
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// What the range workers share.
+pub(crate) struct RangeWork {
+    pub path: PathBuf,
+    pub plan: Plan,
+    pub n_ref: usize,
+    pub layout: Arc<Layout>,
+    pub names: ArrayRef,
+    pub region: Option<Region>,
+    pub cancel: CancelFlag,
+    pub batch_rows: usize,
+    /// Records delivered.
+    pub records: AtomicU64,
+    /// Set when a range stops at a record past the region.
+    pub past: AtomicBool,
+}
+
+/// Where a record lies relative to a region (the input is sorted by coordinate, as an index needs).
+enum Place {
+    Before,
+    In,
+    Past,
+}
+
+#[inline]
+fn place(r: &RecordRef<'_>, region: &Region) -> Place {
+    let (tid, pos) = (r.reference_sequence_id(), i64::from(r.position()));
+    let rtid = region.tid as i32;
+    if tid < 0 || tid > rtid || (tid == rtid && pos >= region.end) {
+        Place::Past
+    } else if tid == rtid && r.end_position() > region.beg {
+        Place::In
+    } else {
+        Place::Before
+    }
+}
+
+/// Appends `records` to `builder`, queueing a batch each time one fills; false once stopped.
+pub(crate) fn feed(
+    builder: &mut BatchBuilder,
+    mut records: &[RecordRef<'_>],
+    batch_rows: usize,
+    mut emit: impl FnMut(RecordBatch) -> bool,
+) -> Result<bool> {
+    while !records.is_empty() {
+        let take = batch_rows
+            .saturating_sub(builder.rows())
+            .clamp(1, records.len());
+        builder.append(&records[..take]).map_err(format_error)?;
+        records = &records[take..];
+        if (builder.rows() >= batch_rows || builder.string_bytes() >= BATCH_BYTES)
+            && !emit(builder.finish().map_err(format_error)?)
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+pub(crate) fn format_error(message: String) -> Error {
+    Error::new(sortase::ErrorKind::Format, message)
+}
+
+/// Decodes range `k` of `work` into `shared`'s slot `k`.
+pub(crate) fn run_range(work: &RangeWork, shared: &Shared, k: usize, file: &mut std::fs::File) {
+    let end = match decode_range(work, shared, k, file) {
+        Ok(end) => end,
+        Err(e) => End::Failed(e),
+    };
+    shared.end(k, end);
+}
+
+fn decode_range(
+    work: &RangeWork,
+    shared: &Shared,
+    k: usize,
+    file: &mut std::fs::File,
+) -> Result<End> {
+    let Some(range) = work.plan.range(k, file)? else {
+        return Ok(End::Done);
+    };
+    let mut stream = RangeStream::open(&work.path, &range, work.n_ref)?;
+    let mut builder = BatchBuilder::new(work.layout.clone(), work.names.clone());
+    let emit = |b: RecordBatch| {
+        work.records
+            .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+        shared.push(k, b)
+    };
+    let (mut cursor, mut resume) = (0usize, range.start);
+    let mut end = End::Done;
+    loop {
+        work.cancel.check()?;
+        if shared.stopped() {
+            return Ok(End::Done);
+        }
+        let batch = match stream.next_batch() {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(BamError::RangeBoundary { .. }) => {
+                end = End::Boundary { resume };
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // One vector of views per chunk (~256 KiB of records), not per record.
+        let mut records = Vec::with_capacity(batch.len());
+        let mut reached_end = false;
+        match &work.region {
+            None => records.extend(batch.iter()),
+            Some(region) => {
+                for r in batch.iter() {
+                    match place(&r, region) {
+                        Place::Before => {}
+                        Place::In => records.push(r),
+                        Place::Past => {
+                            reached_end = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if !feed(&mut builder, &records, work.batch_rows, emit)? {
+            return Ok(End::Done);
+        }
+        if reached_end {
+            work.past.store(true, Ordering::Relaxed);
+            end = End::Past;
+            break;
+        }
+        let u_end = batch.stream_offset() + batch.bytes().len() as u64;
+        resume = virtual_offset(stream.block_table(), &mut cursor, u_end);
+    }
+    if builder.rows() > 0 && !emit(builder.finish().map_err(format_error)?) {
+        return Ok(End::Done);
+    }
+    Ok(end)
+}
+
+/// Worker threads and the ordered queue they fill.
+pub(crate) struct Workers {
+    pub shared: Arc<Shared>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `threads` workers over `work`'s plan.
+    pub fn ranges(work: Arc<RangeWork>, threads: usize) -> Self {
+        let tasks = work.plan.len();
+        let threads = threads.clamp(1, tasks);
+        let shared = Shared::new(tasks, threads * 2);
+        let handles = (0..threads)
+            .map(|i| {
+                let (work, shared) = (work.clone(), shared.clone());
+                std::thread::Builder::new()
+                    .name(format!("sortase-arrow-{i}"))
+                    .spawn(move || {
+                        let mut file = match std::fs::File::open(&work.path) {
+                            Ok(f) => f,
+                            Err(e) => {
+                                while let Some(k) = shared.take_task() {
+                                    let e = std::io::Error::new(e.kind(), e.to_string());
+                                    shared.end(k, End::Failed(e.into()));
+                                }
+                                return;
+                            }
+                        };
+                        while let Some(k) = shared.take_task() {
+                            run_range(&work, &shared, k, &mut file);
+                        }
+                    })
+                    .expect("spawn a worker thread")
+            })
+            .collect();
+        Self { shared, handles }
+    }
+
+    /// One producer thread filling task 0.
+    pub fn single(produce: impl FnOnce(&Shared) -> End + Send + 'static) -> Self {
+        let shared = Shared::new(1, 1);
+        let s = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("sortase-arrow-input".into())
+            .spawn(move || {
+                let k = s.take_task();
+                debug_assert_eq!(k, Some(0));
+                let end = produce(&s);
+                s.end(0, end);
+            })
+            .expect("spawn the input thread");
+        Self {
+            shared,
+            handles: vec![handle],
+        }
+    }
+
+    /// The next batch, or the end of the current task.
+    pub fn next(&self) -> Option<std::result::Result<RecordBatch, End>> {
+        self.shared.next()
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.shared.stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
