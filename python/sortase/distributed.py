@@ -42,7 +42,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: Bytes fetched past a task's last planned block (a record may span blocks; the boundary check
 #: reads the block at the range's end). A task that still reads past them is re-run on the whole
 #: object.
-SLACK = 4 << 20
+SLACK = 256 << 10
 
 
 # ---------------------------------------------------------------- storage
@@ -127,14 +127,22 @@ def _reads_and_writes(task: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional[Li
     raise ValueError(f"no object-storage support for {kind} tasks")
 
 
-def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote) -> Tuple[str, int, int]:
+def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
+                ) -> Tuple[str, int, int, bool]:
+    """Runs a task of a job on object storage in a scratch directory of its own: fetches what it
+    reads (its byte ranges; the whole objects if the task fails on the ranges alone), runs it,
+    uploads what it wrote. Returns the output and the bytes fetched and uploaded, and whether the
+    whole objects had to be fetched."""
     fs = remote.fs()
     scratch = tempfile.mkdtemp(prefix="sortase-dask-task-")
     try:
         local_json = task_json.replace(_esc(remote.root), _esc(scratch))
         reads, writes = _reads_and_writes(json.loads(local_json))
-        fetched = 0
+        for path in writes:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        fetched, refetched = 0, False
         for whole in (False, True):
+            refetched = whole
             for path, ranges in reads:
                 fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
             try:
@@ -147,7 +155,7 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
         for path in writes:
             fs.put_file(path, remote.url(path, scratch))
             written += os.path.getsize(path)
-        return out.replace(_esc(scratch), _esc(remote.root)), fetched, written
+        return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -164,6 +172,7 @@ def _local_bytes(task_json: str) -> Tuple[int, int]:
 def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: Optional[_Remote]) -> Dict[str, Any]:
     """The Dask task: runs one sortase task on this worker."""
     start = time.perf_counter()
+    refetched = False
     if remote is None:
         out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
         try:
@@ -171,12 +180,13 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
         except (OSError, ValueError):
             read, written = 0, 0
     else:
-        out, read, written = _run_remote(task_json, threads, max_memory, remote)
+        out, read, written, refetched = _run_remote(task_json, threads, max_memory, remote)
     return {
         "output": json.loads(out),
         "seconds": time.perf_counter() - start,
         "read": read,
         "written": written,
+        "refetched": refetched,
     }
 
 
@@ -251,6 +261,7 @@ class _Driver:
             "task_seconds": sum(r["seconds"] for r in results),
             "bytes_read": sum(r["read"] for r in results),
             "bytes_written": sum(r["written"] for r in results),
+            "whole_object_fetches": sum(r["refetched"] for r in results),
         })
         return [r["output"] for r in results]
 
