@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -208,3 +209,36 @@ def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
     counts = distributed.flagstat("s3://sortase-test/out/sorted.bam", client=client, tasks=4,
                                   storage_options=options, progress=False)["counts"]
     assert counts["reads"][0] + counts["reads"][1] == RECORDS
+
+
+def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:
+    sorted_bam = tmp_path / "s.bam"
+    cli("sort", "--no-PG", "--write-index", "-o", str(sorted_bam) + "##idx##" + str(sorted_bam) + ".bai",
+        str(bam))
+    rng = random.Random(5)
+    vcf = tmp_path / "sites.vcf"
+    lines = ["##fileformat=VCFv4.2"] + [f"##contig=<ID=chr{i},length=1000000>" for i in range(1, 4)]
+    lines.append("#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO")
+    for chrom in range(1, 4):
+        for pos in sorted(rng.sample(range(1, 999_000), 300)):
+            lines.append(f"chr{chrom}\t{pos}\t.\tA\tC\t.\t.\t.")
+    vcf.write_text("\n".join(lines) + "\n")
+    distributed.snp_pileup(vcf, tmp_path / "dask.csv", [sorted_bam, sorted_bam], client=client,
+                           pseudo_snps=5000, tasks=6, progress=False)
+    cli("snp-pileup", "-P", "5000", str(vcf), str(tmp_path / "one.csv"), str(sorted_bam), str(sorted_bam))
+    assert (tmp_path / "dask.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+
+
+def test_console_script_flagstat_and_sort(bam: Path, client, tmp_path: Path) -> None:
+    from sortase import _dask_cli
+
+    address = client.scheduler.address
+    assert _dask_cli.main(["sort", "--scheduler", address, "--no-PG", "--task-memory", TASK_MEMORY,
+                           "-o", str(tmp_path / "dask.bam"), str(bam)]) == 0
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert (tmp_path / "dask.bam").read_bytes() == (tmp_path / "one.bam").read_bytes()
+    out = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "flagstat", "--scheduler",
+         address, "-O", "json", str(tmp_path / "one.bam")],
+        check=True, capture_output=True, timeout=120).stdout
+    assert out == cli("flagstat", "-O", "json", str(tmp_path / "one.bam"))

@@ -96,6 +96,27 @@ fn task_abort(py: Python<'_>, plan: String) -> PyResult<()> {
     with_runtime(py, Some(1), None, move |_| tasks::abort_json(&plan))
 }
 
+/// samtools flagstat's text (`output_fmt`: `default`, `json` or `tsv`) of a flagstat report (JSON).
+#[pyfunction]
+#[pyo3(signature = (report, output_fmt="default"))]
+fn flagstat_text(py: Python<'_>, report: &str, output_fmt: &str) -> PyResult<String> {
+    let report: sortase::FlagstatReport = serde_json::from_str(report)
+        .map_err(|e| error::raise(py, "ArgumentError", &format!("flagstat report JSON: {e}")))?;
+    Ok(report.format(output_fmt))
+}
+
+/// The spec (JSON) of a snp-pileup job with FACETS' defaults, for the caller to adjust.
+#[pyfunction]
+fn snp_pileup_spec(
+    py: Python<'_>,
+    vcf: std::path::PathBuf,
+    output: std::path::PathBuf,
+    bams: Vec<std::path::PathBuf>,
+) -> PyResult<String> {
+    serde_json::to_string(&sortase::SnpPileupJob::new(vcf, output, bams))
+        .map_err(|e| error::raise(py, "InternalError", &e.to_string()))
+}
+
 /// Adds this module's functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_plan, m)?)?;
@@ -104,5 +125,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_finish, m)?)?;
     m.add_function(wrap_pyfunction!(task_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(task_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(flagstat_text, m)?)?;
+    m.add_function(wrap_pyfunction!(snp_pileup_spec, m)?)?;
     Ok(())
 }
