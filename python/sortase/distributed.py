@@ -73,8 +73,18 @@ class _Remote:
         self.prefix = prefix.rstrip("/")
         self.files = files
         self.storage_options = storage_options
+        #: Bytes the driver fetched to plan (it plans on a whole copy of each input).
+        self.driver_bytes = 0
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # What a task needs (not the driver's bookkeeping).
+        return {k: v for k, v in self.__dict__.items() if k != "driver_bytes"}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state, driver_bytes=0)
 
     def url(self, local: str, root: Optional[str] = None) -> str:
+        """Where the file at ``local`` (under ``root``, default the driver's) lives remotely."""
         rel = os.path.relpath(local, root or self.root)
         canonical = os.path.join(self.root, rel)
         return self.files.get(canonical) or f"{self.prefix}/{rel}"
@@ -274,6 +284,8 @@ class _Driver:
             "tasks": sum(p.get("tasks", 0) for p in self.phases),
             "bytes_moved": sum(p.get("bytes_read", 0) + p.get("bytes_written", 0) for p in self.phases),
         }
+        if self.remote is not None:
+            report["distributed"]["plan_bytes_read"] = self.remote.driver_bytes
         return Report._from(report)
 
 
@@ -299,7 +311,10 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                 plan = fallback
                 outputs = _stages(d, kind, plan)
             if remote is not None and kind == "sort":
-                d.timed("download", lambda: _download_parts(remote, outputs))
+                start = time.perf_counter()
+                fetched = _download_parts(remote, outputs)
+                d.phases.append({"name": "download", "seconds": time.perf_counter() - start,
+                                 "bytes_read": fetched})
             text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs), threads=threads))
         except BaseException:
             with contextlib.suppress(Exception):
@@ -315,12 +330,16 @@ def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
     return outputs
 
 
-def _download_parts(remote: _Remote, outputs: List[Any]) -> None:
+def _download_parts(remote: _Remote, outputs: List[Any]) -> int:
+    """Fetches the reduce tasks' parts for the driver's finish; returns the bytes fetched."""
     fs = remote.fs()
+    fetched = 0
     for o in outputs:
         r = o["sort"]["reduce"]
         for path in (r["part_path"], r["sidecar_path"]):
             fs.get_file(remote.url(path), path)
+            fetched += os.path.getsize(path)
+    return fetched
 
 
 @contextlib.contextmanager
@@ -344,10 +363,13 @@ def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
                 local_inputs.append(os.path.abspath(p))
                 continue
             local = os.path.join(root, "in", str(i), os.path.basename(p))
-            _fetch(fs, p, local, None)
             files[local] = p
             local_inputs.append(local)
         remote = _Remote(root, prefix, files, storage_options)
+        for local, url in files.items():
+            # The planners read the header, sampled blocks and probes for record boundaries
+            # anywhere in the file: the driver plans on a whole copy (tasks fetch their ranges).
+            remote.driver_bytes += _fetch(fs, url, local, None)
         yield remote, local_inputs, lambda p: p
     finally:
         with contextlib.suppress(Exception):
@@ -445,13 +467,15 @@ def sort(
             start = time.perf_counter()
             uploaded = []
             base = output.rsplit("/", 1)[0]
-            for local in report["outputs"]:
+            report_locals = list(report["outputs"])
+            for local in report_locals:
                 url = output if local == local_output else f"{base}/{os.path.basename(local)}"
                 _upload(remote, local, url)
                 uploaded.append(url)
             report["outputs"] = uploaded
-            report["distributed"]["phases"].append(
-                {"name": "upload", "seconds": time.perf_counter() - start})
+            report["distributed"]["phases"].append({
+                "name": "upload", "seconds": time.perf_counter() - start,
+                "bytes_written": sum(os.path.getsize(p) for p in report_locals)})
         return report
 
 
