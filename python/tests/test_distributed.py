@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -243,3 +244,35 @@ def test_console_script_flagstat_and_sort(bam: Path, client, tmp_path: Path) -> 
          address, "-O", "json", str(tmp_path / "one.bam")],
         check=True, capture_output=True, timeout=120).stdout
     assert out == cli("flagstat", "-O", "json", str(tmp_path / "one.bam"))
+
+
+def test_s3_failing_job_leaves_nothing(client, s3, tmp_path: Path) -> None:
+    fs, options = s3
+    bad = make_bam(tmp_path / "bad.bam", records=20_000, seed=3)
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 4096] = os.urandom(4096)
+    fs.pipe_file("sortase-test/bad/bad.bam", bytes(data))
+    with pytest.raises(Exception):
+        distributed.sort("s3://sortase-test/bad/bad.bam", "s3://sortase-test/bad/out.bam",
+                         client=client, write_index=True, task_memory="256K",
+                         storage_options=options, progress=False)
+    fs.invalidate_cache()
+    assert fs.ls("sortase-test/bad", detail=False) == ["sortase-test/bad/bad.bam"]
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "sortase-dask-*"))
+
+
+def test_console_script_progress_and_report(bam: Path, client, tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "index", "--scheduler", client.scheduler.address,
+         "--progress", "--report", "-o", str(tmp_path / "x.bai"), str(tmp_path / "s.bam")],
+        capture_output=True, timeout=120)
+    assert run.returncode == 1 and b"sortase-dask:" in run.stderr  # no such input
+    cli("sort", "--no-PG", "-o", str(tmp_path / "s.bam"), str(bam))
+    run = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "index", "--scheduler", client.scheduler.address,
+         "--progress", "--report", "-o", str(tmp_path / "x.bai"), str(tmp_path / "s.bam")],
+        check=True, capture_output=True, timeout=120)
+    err = run.stderr.decode()
+    assert "dashboard" in err and "tasks" in err and '"bytes_moved"' in err
+    cli("index", "-o", str(tmp_path / "one.bai"), str(tmp_path / "s.bam"))
+    assert (tmp_path / "x.bai").read_bytes() == (tmp_path / "one.bai").read_bytes()
