@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import Report, _sortase
 
-__all__ = ["flagstat", "index", "snp_pileup", "sort"]
+__all__ = ["count", "flagstat", "index", "snp_pileup", "sort"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -495,6 +495,22 @@ def flagstat(
         return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
                     scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                     remote=remote)
+
+
+def count(
+    path: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> int:
+    """``sortase view -c`` without filters: the BAM's records, counted by flagstat's range tasks
+    (QC-passed plus QC-failed)."""
+    report = flagstat(path, client=client, scheduler=scheduler, tasks=tasks,
+                      storage_options=storage_options, progress=progress)
+    return sum(report["counts"]["reads"])
 
 
 def index(

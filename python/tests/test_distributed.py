@@ -117,6 +117,7 @@ def test_index_and_flagstat_match_one_machine(bam: Path, client, tmp_path: Path)
     assert counts["dup"] == expect["duplicates"]
     assert counts["mapped"] == expect["mapped"]
     assert counts["read1"] == expect["read1"]
+    assert distributed.count(sorted_bam, client=client, progress=False) == int(cli("view", "-c", str(sorted_bam)))
 
 
 def test_failing_job_leaves_nothing(client, tmp_path: Path) -> None:
