@@ -277,3 +277,28 @@ def test_console_script_progress_and_report(bam: Path, client, tmp_path: Path) -
     assert "dashboard" in err and "tasks" in err and '"bytes_moved"' in err
     cli("index", "-o", str(tmp_path / "one.bai"), str(tmp_path / "s.bam"))
     assert (tmp_path / "x.bai").read_bytes() == (tmp_path / "one.bai").read_bytes()
+
+
+def slurm_up() -> bool:
+    try:
+        run = subprocess.run(["sinfo", "-h", "-o", "%a"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return run.returncode == 0 and b"up" in run.stdout
+
+
+@pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster (sinfo) here")
+def test_sort_on_slurm_cluster(bam: Path, tmp_path: Path) -> None:
+    jobqueue = pytest.importorskip("dask_jobqueue")
+    from dask.distributed import Client
+
+    with jobqueue.SLURMCluster(cores=1, processes=1, memory="2GB", walltime="00:10:00",
+                               log_directory=str(tmp_path / "logs")) as cluster, Client(cluster) as c:
+        cluster.scale(jobs=2)
+        c.wait_for_workers(2, timeout=90)
+        out = tmp_path / "dask.bam"
+        distributed.sort(bam, out, client=c, write_index=True, no_pg=True,
+                         task_memory=TASK_MEMORY, progress=False)
+    cli("sort", "--no-PG", "--write-index", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
