@@ -158,8 +158,11 @@ def test_worker_killed_mid_sort_still_byte_identical(tmp_path: Path) -> None:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             job = pool.submit(distributed.sort, bam, out, client=c, no_pg=True,
                               task_memory="512K", progress=False)
-            job.result(timeout=150)
+            report = job.result(timeout=150)
         watcher.join(timeout=5)
+        # The nanny replaced the killed worker process.
+        assert killed and killed[0] not in c.run(os.getpid).values()
+    assert report["distributed"]["phases"][2]["tasks"] >= 4
     assert killed, "a worker was killed while the map stage ran"
     assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
     assert leftovers(tmp_path) == []
