@@ -5,6 +5,7 @@
 
 mod error;
 mod run;
+mod tasks;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
@@ -250,5 +251,6 @@ fn _sortase(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(read_bam, m)?)?;
     m.add_function(wrap_pyfunction!(scan_bam, m)?)?;
+    tasks::register(m)?;
     Ok(())
 }

@@ -96,7 +96,9 @@ fn run_stage(
         let worker = Runtime::with_threads(1)?;
         let out = run_task_json(&json, &worker)?;
         bytes += json.len() + out.len();
-        let TaskOutput::Sort(out) = serde_json::from_str(&out).expect("outputs parse");
+        let TaskOutput::Sort(out) = serde_json::from_str(&out).expect("outputs parse") else {
+            unreachable!("a sort task returns a sort output")
+        };
         outputs.push(out);
     }
     println!(

@@ -110,7 +110,9 @@ fn run_stage(mut tasks: Vec<SortTask>, rng: &mut Rng) -> Vec<SortTaskOutput> {
             let json = serde_json::to_string(&Task::from(t)).unwrap();
             let worker = Runtime::with_threads(1).unwrap();
             let out = run_task_json(&json, &worker).unwrap_or_else(|e| panic!("{e}"));
-            let TaskOutput::Sort(out) = serde_json::from_str(&out).unwrap();
+            let TaskOutput::Sort(out) = serde_json::from_str(&out).unwrap() else {
+                panic!("a sort task returns a sort output")
+            };
             out
         })
         .collect()

@@ -26,9 +26,13 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+pub mod plans;
 pub mod sort;
 mod wire;
 
+pub use plans::{
+    abort_json, fallback_json, finish_json, plan_json, stage_tasks_json, CutOptions, Plan,
+};
 pub use sort::{
     ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput, ReduceTask,
     SortPlan, SortTask, SortTaskOutput, TaskError,
@@ -36,7 +40,10 @@ pub use sort::{
 pub use wire::{RunIndex, Sample};
 
 use crate::error::{Error, Result};
+use crate::index::{IndexPart, IndexTask};
 use crate::runtime::Runtime;
+use crate::snp_pileup::{SnpPileupPart, SnpPileupTask};
+use crate::stats::{FlagstatPart, FlagstatTask};
 use serde::{Deserialize, Serialize};
 
 /// A task of any job (one variant per job that has tasks).
@@ -45,6 +52,12 @@ use serde::{Deserialize, Serialize};
 pub enum Task {
     /// A stage of `sortase sort`.
     Sort(SortTask),
+    /// A byte range of `sortase flagstat`.
+    Flagstat(FlagstatTask),
+    /// A byte range of `sortase index`.
+    Index(IndexTask),
+    /// A run of regions of `sortase snp-pileup`.
+    SnpPileup(SnpPileupTask),
 }
 
 /// What a [`Task`] returns.
@@ -53,6 +66,12 @@ pub enum Task {
 pub enum TaskOutput {
     /// The output of a [`SortTask`].
     Sort(SortTaskOutput),
+    /// The output of a [`FlagstatTask`].
+    Flagstat(FlagstatPart),
+    /// The output of an [`IndexTask`].
+    Index(IndexPart),
+    /// The output of a [`SnpPileupTask`].
+    SnpPileup(SnpPileupPart),
 }
 
 impl From<SortTask> for Task {
@@ -66,6 +85,9 @@ impl Task {
     pub fn run(&self, rt: &Runtime) -> Result<TaskOutput> {
         match self {
             Task::Sort(t) => t.run(rt).map(TaskOutput::Sort),
+            Task::Flagstat(t) => t.run(rt).map(TaskOutput::Flagstat),
+            Task::Index(t) => t.run(rt).map(TaskOutput::Index),
+            Task::SnpPileup(t) => t.run(rt).map(TaskOutput::SnpPileup),
         }
     }
 }

@@ -1,0 +1,131 @@
+//! Jobs as tasks for the Dask driver (`python/sortase/distributed.py`, issue 18): thin wrappers
+//! over the facade's JSON face (`sortase::tasks::{plan_json, stage_tasks_json, run_task_json,
+//! finish_json, fallback_json, abort_json}`). Every function takes and returns JSON text and runs
+//! without the GIL ([`run_job`]: Ctrl-C cancels).
+
+use crate::error;
+use crate::run::{run_job, runtime, LatestProgress};
+use pyo3::prelude::*;
+use sortase::tasks;
+use std::sync::Arc;
+
+/// Runs `f` on a runtime of `threads` and `max_memory` bytes, without the GIL.
+fn with_runtime<T: Send + 'static>(
+    py: Python<'_>,
+    threads: Option<usize>,
+    max_memory: Option<usize>,
+    f: impl FnOnce(&sortase::Runtime) -> sortase::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    let latest = Arc::new(LatestProgress::default());
+    let rt = runtime(threads, max_memory, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let job_rt = rt.clone();
+    run_job(py, &rt, None, move || f(&job_rt))
+}
+
+/// Plans a job of `kind` (`sort`, `flagstat`, `index`, `snp_pileup`) from its spec as JSON; `cut`
+/// is JSON of `{"tasks", "task_memory", "reduce_tasks"}`. Returns the plan as JSON.
+#[pyfunction]
+#[pyo3(signature = (kind, job, cut="{}", *, threads=None, max_memory=None))]
+fn task_plan(
+    py: Python<'_>,
+    kind: String,
+    job: String,
+    cut: &str,
+    threads: Option<usize>,
+    max_memory: Option<usize>,
+) -> PyResult<String> {
+    let cut = cut.to_owned();
+    with_runtime(py, threads, max_memory, move |rt| {
+        tasks::plan_json(&kind, &job, &cut, rt)
+    })
+}
+
+/// The tasks of `stage` (JSON array) from the outputs of the stage before (JSON array).
+#[pyfunction]
+#[pyo3(signature = (plan, stage, outputs="[]", *, threads=None))]
+fn task_stage(
+    py: Python<'_>,
+    plan: String,
+    stage: String,
+    outputs: &str,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let outputs = outputs.to_owned();
+    with_runtime(py, threads, None, move |rt| {
+        tasks::stage_tasks_json(&plan, &stage, &outputs, rt)
+    })
+}
+
+/// Runs one task (JSON); returns its output (JSON).
+#[pyfunction]
+#[pyo3(signature = (task, *, threads=None, max_memory=None))]
+fn task_run(
+    py: Python<'_>,
+    task: String,
+    threads: Option<usize>,
+    max_memory: Option<usize>,
+) -> PyResult<String> {
+    with_runtime(py, threads, max_memory, move |rt| {
+        tasks::run_task_json(&task, rt)
+    })
+}
+
+/// Finishes a job from its last stage's outputs (JSON array); returns the report (JSON).
+#[pyfunction]
+#[pyo3(signature = (plan, outputs, *, threads=None))]
+fn task_finish(
+    py: Python<'_>,
+    plan: String,
+    outputs: String,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    with_runtime(py, threads, None, move |rt| {
+        tasks::finish_json(&plan, &outputs, rt)
+    })
+}
+
+/// The plan to run instead after a range task failed (`None`: the kind has none).
+#[pyfunction]
+fn task_fallback(py: Python<'_>, plan: String) -> PyResult<Option<String>> {
+    with_runtime(py, Some(1), None, move |_| tasks::fallback_json(&plan))
+}
+
+/// Gives a job up: removes its work directory.
+#[pyfunction]
+fn task_abort(py: Python<'_>, plan: String) -> PyResult<()> {
+    with_runtime(py, Some(1), None, move |_| tasks::abort_json(&plan))
+}
+
+/// samtools flagstat's text (`output_fmt`: `default`, `json` or `tsv`) of a flagstat report (JSON).
+#[pyfunction]
+#[pyo3(signature = (report, output_fmt="default"))]
+fn flagstat_text(py: Python<'_>, report: &str, output_fmt: &str) -> PyResult<String> {
+    let report: sortase::FlagstatReport = serde_json::from_str(report)
+        .map_err(|e| error::raise(py, "ArgumentError", &format!("flagstat report JSON: {e}")))?;
+    Ok(report.format(output_fmt))
+}
+
+/// The spec (JSON) of a snp-pileup job with FACETS' defaults, for the caller to adjust.
+#[pyfunction]
+fn snp_pileup_spec(
+    py: Python<'_>,
+    vcf: std::path::PathBuf,
+    output: std::path::PathBuf,
+    bams: Vec<std::path::PathBuf>,
+) -> PyResult<String> {
+    serde_json::to_string(&sortase::SnpPileupJob::new(vcf, output, bams))
+        .map_err(|e| error::raise(py, "InternalError", &e.to_string()))
+}
+
+/// Adds this module's functions to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(task_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(task_stage, m)?)?;
+    m.add_function(wrap_pyfunction!(task_run, m)?)?;
+    m.add_function(wrap_pyfunction!(task_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(task_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(task_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(flagstat_text, m)?)?;
+    m.add_function(wrap_pyfunction!(snp_pileup_spec, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! Every job that has tasks behind one JSON face, for drivers that pass text between machines (the
+//! Dask driver of issue 18, `python/sortase/distributed.py`): [`plan_json`] plans a job,
+//! [`stage_tasks_json`] gives a stage's tasks from the outputs of the stage before, [`finish_json`]
+//! writes the job's output from the last stage's outputs, [`fallback_json`] re-plans a range job
+//! whose task failed on a false record boundary, and [`abort_json`] removes a sort's work directory.
+//!
+//! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat, index
+//! and snp-pileup have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
+//! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
+
+use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{IndexJob, IndexPlan};
+use crate::runtime::Runtime;
+use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan};
+use crate::sort::SortJob;
+use crate::stats::{FlagstatJob, FlagstatPlan};
+use serde::{Deserialize, Serialize};
+
+/// A planned job of any kind that has tasks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Plan {
+    /// `sortase sort` (three stages).
+    Sort(Box<SortPlan>),
+    /// `sortase flagstat` (one stage).
+    Flagstat(FlagstatPlan),
+    /// `sortase index` (one stage).
+    Index(IndexPlan),
+    /// `sortase snp-pileup` (one stage).
+    SnpPileup(SnpPileupPlan),
+}
+
+/// How a job is cut: the fields every kind understands (missing ones take their defaults).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CutOptions {
+    /// Range tasks of flagstat, index and snp-pileup (default: `rt.threads() * 4`).
+    pub tasks: Option<usize>,
+    /// A sort's memory per map task (default: [`PlanOptions::default`]'s).
+    pub task_memory: Option<usize>,
+    /// A sort's reduce tasks (default: as many as map tasks).
+    pub reduce_tasks: Option<usize>,
+}
+
+fn json_error(what: &str, e: serde_json::Error) -> Error {
+    Error::argument(format!("{what} JSON: {e}"))
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot write JSON: {e}")))
+}
+
+fn parse<'a, T: Deserialize<'a>>(what: &str, text: &'a str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| json_error(what, e))
+}
+
+impl Plan {
+    /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `index` or `snp_pileup`).
+    pub fn new(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Plan> {
+        let n = cut.tasks.unwrap_or(rt.threads() * 4).max(1);
+        Ok(match kind {
+            "sort" => {
+                let job: SortJob = parse("sort job", job_json)?;
+                let defaults = PlanOptions::default();
+                let options = PlanOptions {
+                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
+                    reduce_tasks: cut.reduce_tasks,
+                };
+                Plan::Sort(Box::new(job.plan_with(rt, &options)?))
+            }
+            "flagstat" => {
+                let job: FlagstatJob = parse("flagstat job", job_json)?;
+                Plan::Flagstat(job.plan_ranges(n)?)
+            }
+            "index" => {
+                let job: IndexJob = parse("index job", job_json)?;
+                Plan::Index(job.plan_ranges(n)?)
+            }
+            "snp_pileup" => {
+                let job: SnpPileupJob = parse("snp_pileup job", job_json)?;
+                Plan::SnpPileup(job.plan_tasks(rt, n)?)
+            }
+            other => {
+                return Err(Error::argument(format!(
+                    "no tasks for {other:?} (sort, flagstat, index, snp_pileup)"
+                )))
+            }
+        })
+    }
+
+    /// The names of the plan's stages, in order.
+    pub fn stages(&self) -> &'static [&'static str] {
+        match self {
+            Plan::Sort(_) => &["count", "map", "reduce"],
+            _ => &["tasks"],
+        }
+    }
+
+    /// The tasks of `stage` from the outputs of the stage before (ignored for a first stage).
+    pub fn stage_tasks(
+        &self,
+        stage: &str,
+        outputs: Vec<TaskOutput>,
+        rt: &Runtime,
+    ) -> Result<Vec<Task>> {
+        let wrong = || Error::argument(format!("no stage {stage:?} in this plan"));
+        Ok(match self {
+            Plan::Sort(p) => {
+                let sort_outputs = outputs.into_iter().filter_map(|o| match o {
+                    TaskOutput::Sort(s) => Some(s),
+                    _ => None,
+                });
+                let tasks = match stage {
+                    "count" => p.count_tasks(),
+                    "map" => p.map_tasks(
+                        &sort_outputs
+                            .filter_map(SortTaskOutput::into_count)
+                            .collect::<Vec<_>>(),
+                    )?,
+                    "reduce" => p.reduce_tasks(
+                        &sort_outputs
+                            .filter_map(SortTaskOutput::into_map)
+                            .collect::<Vec<_>>(),
+                        rt,
+                    )?,
+                    _ => return Err(wrong()),
+                };
+                tasks.into_iter().map(Task::Sort).collect()
+            }
+            _ if stage != "tasks" => return Err(wrong()),
+            Plan::Flagstat(p) => p.tasks.iter().cloned().map(Task::Flagstat).collect(),
+            Plan::Index(p) => p.tasks.iter().cloned().map(Task::Index).collect(),
+            Plan::SnpPileup(p) => p.tasks.iter().cloned().map(Task::SnpPileup).collect(),
+        })
+    }
+
+    /// Finishes the job from its last stage's outputs; the job's report as JSON.
+    pub fn finish(&self, outputs: Vec<TaskOutput>, rt: &Runtime) -> Result<String> {
+        match self {
+            Plan::Sort(p) => {
+                let parts: Vec<_> = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Sort(s) => s.into_reduce(),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(&parts, rt)?)
+            }
+            Plan::Flagstat(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Flagstat(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts)?)
+            }
+            Plan::Index(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Index(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts, rt)?)
+            }
+            Plan::SnpPileup(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::SnpPileup(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts, rt)?)
+            }
+        }
+    }
+
+    /// The plan to run instead when a range task failed (one task over the whole input); a sort
+    /// has none (its count stage proves the boundaries itself), nor has snp-pileup (its regions
+    /// come from the BAMs' indexes, not from guessed record boundaries).
+    pub fn fallback(&self) -> Option<Plan> {
+        match self {
+            Plan::Sort(_) => None,
+            Plan::Flagstat(p) => Some(Plan::Flagstat(p.fallback())),
+            Plan::Index(p) => Some(Plan::Index(p.fallback())),
+            Plan::SnpPileup(_) => None,
+        }
+    }
+
+    /// Gives the job up: removes a sort's work directory (other kinds have none).
+    pub fn abort(&self) -> Result<()> {
+        match self {
+            Plan::Sort(p) => p.abort(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// [`Plan::new`] from and to JSON: `cut_json` is a [`CutOptions`] (`"{}"` for the defaults).
+pub fn plan_json(kind: &str, job_json: &str, cut_json: &str, rt: &Runtime) -> Result<String> {
+    let cut: CutOptions = parse("cut options", cut_json)?;
+    to_json(&Plan::new(kind, job_json, &cut, rt)?)
+}
+
+/// [`Plan::stage_tasks`] from and to JSON: a JSON array of [`Task`]s.
+pub fn stage_tasks_json(
+    plan_json: &str,
+    stage: &str,
+    outputs_json: &str,
+    rt: &Runtime,
+) -> Result<String> {
+    let plan: Plan = parse("plan", plan_json)?;
+    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
+    to_json(&plan.stage_tasks(stage, outputs, rt)?)
+}
+
+/// [`Plan::finish`] from JSON; the report as JSON.
+pub fn finish_json(plan_json: &str, outputs_json: &str, rt: &Runtime) -> Result<String> {
+    let plan: Plan = parse("plan", plan_json)?;
+    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
+    plan.finish(outputs, rt)
+}
+
+/// [`Plan::fallback`] from and to JSON (`None`: the kind has no fallback).
+pub fn fallback_json(plan_json: &str) -> Result<Option<String>> {
+    let plan: Plan = parse("plan", plan_json)?;
+    plan.fallback().map(|p| to_json(&p)).transpose()
+}
+
+/// [`Plan::abort`] from JSON.
+pub fn abort_json(plan_json: &str) -> Result<()> {
+    parse::<Plan>("plan", plan_json)?.abort()
+}

@@ -1,0 +1,138 @@
+"""``sortase-dask``: the console script of :mod:`sortase.distributed`.
+
+    sortase-dask sort [-n|-N|-t TAG] [-l N] [-u] [--write-index] [--no-PG] -o OUT IN
+    sortase-dask flagstat [-O default|json|tsv] IN
+    sortase-dask index [-c] [-m N] [-o OUT] IN
+    sortase-dask snp-pileup [-g] [-q N] [-Q N] [-P N] [-r N,...] [-A] [-x] [-d N] VCF OUT BAM...
+
+Common options: ``--scheduler tcp://host:8786`` (default: a LocalCluster with one worker process
+per core), ``--storage-option KEY=VALUE`` (repeatable; fsspec options for ``s3://`` paths),
+``--progress``/``--no-progress``, ``--report`` (the JSON report on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+from . import SortaseError, _sortase, distributed
+
+
+def _storage_options(items: Optional[List[str]]) -> Optional[Dict[str, Any]]:
+    if not items:
+        return None
+    options: Dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"sortase-dask: --storage-option {item!r}: expected KEY=VALUE")
+        if key == "endpoint_url":
+            options.setdefault("client_kwargs", {})["endpoint_url"] = value
+        else:
+            options[key] = value
+    return options
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sortase-dask", description="sortase's jobs on a Dask cluster")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--scheduler", help="Dask scheduler address (default: a LocalCluster)")
+        q.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                       help="fsspec option for s3:// paths (endpoint_url=, key=, secret=, ...)")
+        q.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="tasks done/total on stderr (default: when stderr is a terminal)")
+        q.add_argument("--report", action="store_true", help="print the JSON report on stderr")
+
+    s = sub.add_parser("sort", help="sort a BAM (byte-identical to sortase sort)")
+    s.add_argument("input")
+    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-n", dest="by_name", action="store_true", help="by read name (natural)")
+    s.add_argument("-N", dest="by_name_lex", action="store_true", help="by read name (strcmp)")
+    s.add_argument("-t", dest="tag", help="by the value of TAG")
+    s.add_argument("-l", dest="level", type=int, help="compression level 0-9")
+    s.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
+    s.add_argument("--write-index", action="store_true")
+    s.add_argument("--index-format", choices=["bai", "csi"])
+    s.add_argument("--no-PG", dest="no_pg", action="store_true")
+    s.add_argument("--task-memory", default=None, help="memory of one map task [768M]")
+    s.add_argument("--reduce-tasks", type=int)
+    s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    common(s)
+
+    f = sub.add_parser("flagstat", help="samtools flagstat")
+    f.add_argument("input")
+    f.add_argument("-O", "--output-fmt", default="default", choices=["default", "json", "tsv"])
+    f.add_argument("--tasks", type=int)
+    common(f)
+
+    i = sub.add_parser("index", help="samtools index (BAI, or CSI with -c/-m)")
+    i.add_argument("input")
+    i.add_argument("-o", "--output")
+    i.add_argument("-c", "--csi", action="store_true")
+    i.add_argument("-m", "--min-shift", type=int, default=14)
+    i.add_argument("--tasks", type=int)
+    common(i)
+
+    sp = sub.add_parser("snp-pileup", help="FACETS snp-pileup (local or shared paths)")
+    sp.add_argument("vcf")
+    sp.add_argument("output")
+    sp.add_argument("bams", nargs="+")
+    sp.add_argument("-A", "--count-orphans", action="store_true")
+    sp.add_argument("-g", "--gzip", action="store_true")
+    sp.add_argument("-x", "--ignore-overlaps", action="store_true")
+    sp.add_argument("-Q", "--min-base-quality", type=int)
+    sp.add_argument("-q", "--min-map-quality", type=int)
+    sp.add_argument("-d", "--max-depth", type=int)
+    sp.add_argument("-P", "--pseudo-snps", type=int)
+    sp.add_argument("-r", "--min-read-counts", help="comma-separated, one per BAM")
+    sp.add_argument("--tasks", type=int)
+    common(sp)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    common = {"scheduler": args.scheduler, "progress": args.progress}
+    options = _storage_options(args.storage_option)
+    try:
+        if args.command == "sort":
+            report = distributed.sort(
+                args.input, args.output, by_name=args.by_name, by_name_lex=args.by_name_lex,
+                tag=args.tag, level=args.level, uncompressed=args.uncompressed,
+                write_index=args.write_index, index_format=args.index_format, no_pg=args.no_pg,
+                task_memory=args.task_memory, reduce_tasks=args.reduce_tasks, threads=args.threads,
+                storage_options=options, **common)
+        elif args.command == "flagstat":
+            report = distributed.flagstat(args.input, tasks=args.tasks, storage_options=options,
+                                          **common)
+            sys.stdout.write(_sortase.flagstat_text(json.dumps(report), args.output_fmt))
+        elif args.command == "index":
+            report = distributed.index(args.input, args.output, csi=args.csi,
+                                       min_shift=args.min_shift, tasks=args.tasks,
+                                       storage_options=options, **common)
+        else:
+            counts = [int(x) for x in args.min_read_counts.split(",")] if args.min_read_counts else None
+            report = distributed.snp_pileup(
+                args.vcf, args.output, args.bams, count_orphans=args.count_orphans,
+                gzip=args.gzip, ignore_overlaps=args.ignore_overlaps,
+                min_base_quality=args.min_base_quality, min_map_quality=args.min_map_quality,
+                max_depth=args.max_depth, pseudo_snps=args.pseudo_snps, min_read_counts=counts,
+                tasks=args.tasks, **common)
+    except SortaseError as e:
+        print(f"sortase-dask: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    for warning in report.get("warnings", []):
+        print(warning, file=sys.stderr)
+    if args.report:
+        print(json.dumps(report, indent=1), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

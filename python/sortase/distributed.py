@@ -1,0 +1,584 @@
+"""sortase's jobs on a Dask cluster (``dask.distributed``): sort, flagstat and index across machines,
+byte-identical to one machine.
+
+Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
+are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
+the Rust task runner on a worker; the driver gathers their outputs, plans the next stage and
+finishes (a sort: concatenates the reduce parts into the output and its index, exactly as
+``sortase sort`` writes them). Tasks write under temporary names and rename, so a retried task (a
+worker lost, a task re-run) is harmless. A job that fails for good removes its work directory and
+leaves no output.
+
+Storage: a path every worker sees (NFS, Lustre, or the local disk of a one-machine cluster), or
+object storage through fsspec (``s3://bucket/key``, with ``storage_options`` for s3fs): then each
+task fetches the byte ranges it reads into a sparse local file at the same offsets, runs, and
+uploads the files it wrote under the job's work prefix; the driver writes the output locally and
+uploads it under a temporary key, then moves it into place.
+
+>>> from dask.distributed import Client, LocalCluster
+>>> from sortase import distributed
+>>> with LocalCluster(n_workers=2, threads_per_worker=1) as cluster, Client(cluster) as client:
+...     report = distributed.sort("in.bam", "sorted.bam", client=client, write_index=True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import Report, _sortase
+
+__all__ = ["count", "flagstat", "index", "snp_pileup", "sort"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Bytes fetched past a task's last planned block (a record may span blocks; the boundary check
+#: reads the block at the range's end). A task that still reads past them is re-run on the whole
+#: object.
+SLACK = 256 << 10
+
+
+# ---------------------------------------------------------------- storage
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _fs(url: str, storage_options: Optional[Dict[str, Any]]) -> Any:
+    import fsspec
+
+    return fsspec.filesystem(url.split("://", 1)[0], **(storage_options or {}))
+
+
+def _esc(path: str) -> str:
+    """``path`` as it appears inside a JSON string."""
+    return json.dumps(path)[1:-1]
+
+
+class _Remote:
+    """A job on object storage: the driver's scratch root ``root`` stands for the remote files
+    (``files``: local path under root -> URL; everything else under root -> ``prefix`` + relative
+    path). Plain data: it travels with every task."""
+
+    def __init__(self, root: str, prefix: str, files: Dict[str, str], storage_options: Any):
+        self.root = root
+        self.prefix = prefix.rstrip("/")
+        self.files = files
+        self.storage_options = storage_options
+        #: Bytes the driver fetched to plan (it plans on a whole copy of each input).
+        self.driver_bytes = 0
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # What a task needs (not the driver's bookkeeping).
+        return {k: v for k, v in self.__dict__.items() if k != "driver_bytes"}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state, driver_bytes=0)
+
+    def url(self, local: str, root: Optional[str] = None) -> str:
+        """Where the file at ``local`` (under ``root``, default the driver's) lives remotely."""
+        rel = os.path.relpath(local, root or self.root)
+        canonical = os.path.join(self.root, rel)
+        return self.files.get(canonical) or f"{self.prefix}/{rel}"
+
+    def fs(self) -> Any:
+        return _fs(self.prefix, self.storage_options)
+
+
+def _fetch(fs: Any, url: str, local: str, ranges: Optional[List[Tuple[int, int]]]) -> int:
+    """Materialises ``url`` at ``local``: whole, or only ``ranges`` of a sparse file of its size.
+    Returns the bytes fetched."""
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    if ranges is None:
+        fs.get_file(url, local)
+        return os.path.getsize(local)
+    size = fs.size(url)
+    fetched = 0
+    with open(local, "wb") as f:
+        f.truncate(size)
+        for start, end in sorted(ranges):
+            start, end = max(0, start), min(size, end)
+            if start >= end:
+                continue
+            data = fs.cat_file(url, start=start, end=end)
+            f.seek(start)
+            f.write(data)
+            fetched += len(data)
+    return fetched
+
+
+def _reads_and_writes(task: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional[List[Tuple[int, int]]]]], List[str]]:
+    """The files a task reads (with the byte ranges it needs, ``None``: all) and writes."""
+    (kind, body), = task.items()
+    if kind == "sort":
+        (stage, t), = body.items()
+        if stage == "count":
+            end = t["later_starts"][0] >> 16 if t["later_starts"] else 1 << 62
+            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], []
+        if stage == "map":
+            end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
+            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["run_path"]]
+        if stage == "reduce":
+            reads = [(r["path"], [(r["offset"], 1 << 62)]) for r in t["runs"]]
+            return reads, [t["part_path"], t["sidecar_path"]]
+    if kind in ("flagstat", "index"):
+        s = body["slice"]
+        end = s["range"]["end"]
+        end = (end >> 16) if end != 2**64 - 1 else 1 << 62
+        return [(s["input"], [(0, 1 << 16), (s["range"]["start"] >> 16, end + SLACK)])], []
+    raise ValueError(f"no object-storage support for {kind} tasks")
+
+
+def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
+                ) -> Tuple[str, int, int, bool]:
+    """Runs a task of a job on object storage in a scratch directory of its own: fetches what it
+    reads (its byte ranges; the whole objects if the task fails on the ranges alone), runs it,
+    uploads what it wrote. Returns the output and the bytes fetched and uploaded, and whether the
+    whole objects had to be fetched."""
+    fs = remote.fs()
+    scratch = tempfile.mkdtemp(prefix="sortase-dask-task-")
+    try:
+        local_json = task_json.replace(_esc(remote.root), _esc(scratch))
+        reads, writes = _reads_and_writes(json.loads(local_json))
+        for path in writes:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        fetched, refetched = 0, False
+        for whole in (False, True):
+            refetched = whole
+            for path, ranges in reads:
+                fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
+            try:
+                out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
+                break
+            except Exception:
+                if whole:
+                    raise
+        written = 0
+        for path in writes:
+            fs.put_file(path, remote.url(path, scratch))
+            written += os.path.getsize(path)
+        return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _local_bytes(task_json: str) -> Tuple[int, int]:
+    reads, writes = _reads_and_writes(json.loads(task_json))
+    read = 0
+    for path, ranges in reads:
+        size = os.path.getsize(path)
+        read += sum(min(size, b) - min(size, a) for a, b in (ranges or [(0, size)]))
+    return read, sum(os.path.getsize(p) for p in writes if os.path.exists(p))
+
+
+def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: Optional[_Remote]) -> Dict[str, Any]:
+    """The Dask task: runs one sortase task on this worker."""
+    start = time.perf_counter()
+    refetched = False
+    if remote is None:
+        out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
+        try:
+            read, written = _local_bytes(task_json)
+        except (OSError, ValueError):
+            read, written = 0, 0
+    else:
+        out, read, written, refetched = _run_remote(task_json, threads, max_memory, remote)
+    return {
+        "output": json.loads(out),
+        "seconds": time.perf_counter() - start,
+        "read": read,
+        "written": written,
+        "refetched": refetched,
+    }
+
+
+# ---------------------------------------------------------------- the driver
+
+
+@contextlib.contextmanager
+def _connect(client: Any, scheduler: Optional[str], progress: bool) -> Iterator[Any]:
+    """The client: given, connected to ``scheduler``, or a ``LocalCluster`` sized to the machine
+    (one single-threaded worker process per core), closed at the end."""
+    from dask.distributed import Client, LocalCluster
+
+    if client is not None:
+        yield client
+        return
+    if scheduler is not None:
+        with Client(scheduler) as c:
+            yield c
+        return
+    n = os.cpu_count() or 1
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
+class _Driver:
+    def __init__(self, client: Any, name: str, progress: Optional[bool], threads: int,
+                 max_memory: Optional[int], remote: Optional[_Remote]):
+        self.client = client
+        self.name = name
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.threads = threads
+        self.max_memory = max_memory
+        self.remote = remote
+        self.token = uuid.uuid4().hex[:8]
+        self.phases: List[Dict[str, Any]] = []
+
+    def say(self, text: str, end: str = "\n") -> None:
+        if self.progress:
+            print(text, end=end, file=sys.stderr, flush=True)
+
+    def timed(self, name: str, f: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        value = f()
+        self.phases.append({"name": name, "seconds": time.perf_counter() - start})
+        return value
+
+    def stage(self, plan: str, stage: str, outputs: List[Any]) -> List[Any]:
+        from dask.distributed import as_completed
+
+        start = time.perf_counter()
+        tasks = json.loads(_sortase.task_stage(plan, stage, json.dumps(outputs), threads=self.threads))
+        keys = [f"sortase-{self.name}-{stage}-{i}-{self.token}" for i in range(len(tasks))]
+        futures = self.client.map(
+            _run_task, [json.dumps(t) for t in tasks], threads=self.threads,
+            max_memory=self.max_memory, remote=self.remote, key=keys, pure=False, retries=2,
+        )
+        results = []
+        try:
+            for done, future in enumerate(as_completed(futures), 1):
+                results.append(future.result())
+                self.say(f"\rsortase-dask {self.name} {stage}: {done}/{len(tasks)} tasks", end="")
+            self.say("")
+        except BaseException:
+            self.say("")
+            self.client.cancel(futures)
+            raise
+        self.phases.append({
+            "name": stage,
+            "seconds": time.perf_counter() - start,
+            "tasks": len(tasks),
+            "task_seconds": sum(r["seconds"] for r in results),
+            "bytes_read": sum(r["read"] for r in results),
+            "bytes_written": sum(r["written"] for r in results),
+            "whole_object_fetches": sum(r["refetched"] for r in results),
+        })
+        return [r["output"] for r in results]
+
+    def report(self, job_report: str) -> Report:
+        report = json.loads(job_report)
+        report["distributed"] = {
+            "dashboard": getattr(self.client, "dashboard_link", None),
+            "workers": len(self.client.scheduler_info().get("workers", {})),
+            "phases": self.phases,
+            "tasks": sum(p.get("tasks", 0) for p in self.phases),
+            "bytes_moved": sum(p.get("bytes_read", 0) + p.get("bytes_written", 0) for p in self.phases),
+        }
+        if self.remote is not None:
+            report["distributed"]["plan_bytes_read"] = self.remote.driver_bytes
+        return Report._from(report)
+
+
+def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, scheduler: Optional[str],
+         progress: Optional[bool], threads: int, max_memory: Optional[int],
+         remote: Optional[_Remote]) -> Report:
+    with _connect(client, scheduler, bool(progress)) as c:
+        if kind != "sort" and cut.get("tasks") is None:
+            # Four range tasks per worker thread, as the single-machine jobs cut per thread.
+            workers = c.scheduler_info().get("workers", {}).values()
+            cut = dict(cut, tasks=4 * max(1, sum(w.get("nthreads", 1) for w in workers)))
+        d = _Driver(c, kind, progress, threads, max_memory, remote)
+        d.say(f"sortase-dask: dashboard {c.dashboard_link}")
+        plan = d.timed("plan", lambda: _sortase.task_plan(
+            kind, json.dumps(job), json.dumps(cut), threads=threads, max_memory=max_memory))
+        try:
+            try:
+                outputs = _stages(d, kind, plan)
+            except Exception:
+                fallback = _sortase.task_fallback(plan)
+                if fallback is None:
+                    raise
+                plan = fallback
+                outputs = _stages(d, kind, plan)
+            if remote is not None and kind == "sort":
+                start = time.perf_counter()
+                fetched = _download_parts(remote, outputs)
+                d.phases.append({"name": "download", "seconds": time.perf_counter() - start,
+                                 "bytes_read": fetched})
+            text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs), threads=threads))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _sortase.task_abort(plan)
+            raise
+        return d.report(text)
+
+
+def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
+    outputs: List[Any] = []
+    for stage in (["count", "map", "reduce"] if kind == "sort" else ["tasks"]):
+        outputs = d.stage(plan, stage, outputs)
+    return outputs
+
+
+def _download_parts(remote: _Remote, outputs: List[Any]) -> int:
+    """Fetches the reduce tasks' parts for the driver's finish; returns the bytes fetched."""
+    fs = remote.fs()
+    fetched = 0
+    for o in outputs:
+        r = o["sort"]["reduce"]
+        for path in (r["part_path"], r["sidecar_path"]):
+            fs.get_file(remote.url(path), path)
+            fetched += os.path.getsize(path)
+    return fetched
+
+
+@contextlib.contextmanager
+def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
+             ) -> Iterator[Tuple[Optional[_Remote], List[str], Callable[[str], str]]]:
+    """Local paths as they are; object storage through a driver scratch directory. Yields the
+    remote description (``None`` for local jobs), the local names of ``inputs`` and a function
+    mapping a local output name to where it must be uploaded (identity locally)."""
+    if not any(_is_remote(p) for p in list(inputs) + list(outputs)):
+        yield None, [str(p) for p in inputs], lambda p: p
+        return
+    anchor = next(p for p in list(outputs) + list(inputs) if _is_remote(p))
+    root = tempfile.mkdtemp(prefix="sortase-dask-")
+    prefix = f"{anchor}.sortase-dask-{uuid.uuid4().hex[:12]}"
+    files: Dict[str, str] = {}
+    local_inputs = []
+    fs = _fs(anchor, storage_options)
+    try:
+        for i, p in enumerate(inputs):
+            if not _is_remote(p):
+                local_inputs.append(os.path.abspath(p))
+                continue
+            local = os.path.join(root, "in", str(i), os.path.basename(p))
+            files[local] = p
+            local_inputs.append(local)
+        remote = _Remote(root, prefix, files, storage_options)
+        for local, url in files.items():
+            # The planners read the header, sampled blocks and probes for record boundaries
+            # anywhere in the file: the driver plans on a whole copy (tasks fetch their ranges).
+            remote.driver_bytes += _fetch(fs, url, local, None)
+        yield remote, local_inputs, lambda p: p
+    finally:
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache()
+            if fs.exists(prefix):
+                fs.rm(prefix, recursive=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _upload(remote: _Remote, local: str, url: str) -> None:
+    """Uploads ``local`` to ``url`` under a temporary key, then moves it into place."""
+    fs = remote.fs()
+    temp = f"{url}.sortase-tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        fs.put_file(local, temp)
+        fs.mv(temp, url)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.rm(temp)
+        raise
+
+
+def _size(value: Union[int, str, None]) -> Optional[int]:
+    """Bytes from an int or a samtools size (``"768M"``, ``"2G"``)."""
+    if value is None or isinstance(value, int):
+        return value
+    text = value.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+# ---------------------------------------------------------------- the jobs
+
+
+def sort(
+    input: PathLike,
+    output: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    by_name: bool = False,
+    by_name_lex: bool = False,
+    tag: Optional[str] = None,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    index_format: Optional[str] = None,
+    no_pg: bool = False,
+    task_memory: Union[int, str, None] = None,
+    reduce_tasks: Optional[int] = None,
+    threads: int = 1,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """Sorts a BAM on a Dask cluster; the output (and index) are byte-identical to ``sortase sort``
+    with the same options.
+
+    ``client``: a ``dask.distributed.Client``; else ``scheduler``: its address
+    (``tcp://host:8786``); else a ``LocalCluster`` with one worker process per core, closed at the
+    end. ``input``/``output``: paths every worker sees, or ``s3://`` URLs (``storage_options`` go to
+    s3fs). ``task_memory``: the memory of one map task (bytes or ``"768M"``); the input is cut
+    into ranges of about that much record data. ``threads``: threads of each task. ``progress``:
+    tasks done/total on stderr (default: when stderr is a terminal).
+
+    Returns the sort's report plus ``distributed``: the dashboard address, workers, per-phase
+    wall seconds, task counts, task seconds and bytes read and written by the tasks.
+    """
+    input, output = os.fspath(input), os.fspath(output)
+    if tag is not None:
+        order: Any = {"tag": {"tag": tag, "by_name": True if by_name else (False if by_name_lex else None)}}
+    else:
+        order = "name" if by_name else ("name_lex" if by_name_lex else "coordinate")
+    memory = _size(task_memory)
+    with _storage([input], [output], storage_options) as (remote, (local_input,), _):
+        local_output = output
+        if remote is not None:
+            local_output = os.path.join(remote.root, "out", os.path.basename(output))
+            os.makedirs(os.path.dirname(local_output))
+        job = {
+            "input": local_input,
+            "output": {"path": local_output, "format": None, "level": level,
+                       "uncompressed": uncompressed, "write_index": write_index,
+                       "index_format": index_format, "reference": None},
+            "order": order,
+            "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+            "max_fan_in": 64,
+            "program": None if no_pg else {"command_line": f"sortase-dask sort -o {output} {input}"},
+        }
+        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
+        # A map task's runtime holds its range (about task_memory) with room to spare.
+        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        report = _run("sort", job, cut, client=client, scheduler=scheduler, progress=progress,
+                      threads=threads, max_memory=max_memory, remote=remote)
+        if remote is not None:
+            start = time.perf_counter()
+            uploaded = []
+            base = output.rsplit("/", 1)[0]
+            report_locals = list(report["outputs"])
+            for local in report_locals:
+                url = output if local == local_output else f"{base}/{os.path.basename(local)}"
+                _upload(remote, local, url)
+                uploaded.append(url)
+            report["outputs"] = uploaded
+            report["distributed"]["phases"].append({
+                "name": "upload", "seconds": time.perf_counter() - start,
+                "bytes_written": sum(os.path.getsize(p) for p in report_locals)})
+        return report
+
+
+def flagstat(
+    path: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """samtools flagstat on a Dask cluster: one task per byte range (``tasks``, default 4 per
+    core of the driver). The report's ``counts`` equal ``sortase flagstat``'s."""
+    path = os.fspath(path)
+    with _storage([path], [], storage_options) as (remote, (local,), _):
+        return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
+                    scheduler=scheduler, progress=progress, threads=1, max_memory=None,
+                    remote=remote)
+
+
+def count(
+    path: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> int:
+    """``sortase view -c`` without filters: the BAM's records, counted by flagstat's range tasks
+    (QC-passed plus QC-failed)."""
+    report = flagstat(path, client=client, scheduler=scheduler, tasks=tasks,
+                      storage_options=storage_options, progress=progress)
+    return sum(report["counts"]["reads"])
+
+
+def index(
+    path: PathLike,
+    output: Optional[PathLike] = None,
+    *,
+    csi: bool = False,
+    min_shift: int = 14,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """samtools index on a Dask cluster: each task summarises one byte range, the driver
+    assembles the BAI/CSI (byte-identical to ``sortase index``)."""
+    path = os.fspath(path)
+    target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
+    with _storage([path], [target], storage_options) as (remote, (local,), _):
+        local_target = target
+        if remote is not None:
+            local_target = os.path.join(remote.root, "out", os.path.basename(target))
+            os.makedirs(os.path.dirname(local_target))
+        job = {"input": local, "output": local_target, "csi": csi or min_shift != 14,
+               "min_shift": min_shift}
+        report = _run("index", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                      progress=progress, threads=1, max_memory=None, remote=remote)
+        if remote is not None:
+            _upload(remote, local_target, target)
+            report["outputs"] = [target]
+        return report
+
+
+def snp_pileup(
+    vcf: PathLike,
+    output: PathLike,
+    bams: Sequence[PathLike],
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    count_orphans: bool = False,
+    gzip: bool = False,
+    ignore_overlaps: bool = False,
+    min_base_quality: Optional[int] = None,
+    min_map_quality: Optional[int] = None,
+    max_depth: Optional[int] = None,
+    pseudo_snps: Optional[int] = None,
+    min_read_counts: Optional[Sequence[int]] = None,
+    tasks: Optional[int] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """FACETS snp-pileup on a Dask cluster: each task piles up a run of regions of every BAM (read
+    through their indexes), the driver writes the CSV (byte-identical to ``sortase snp-pileup``).
+    Paths every worker sees only (no object storage yet). Options left ``None`` take FACETS'
+    defaults."""
+    paths = [os.fspath(vcf), os.fspath(output)] + [os.fspath(b) for b in bams]
+    if any(_is_remote(p) for p in paths):
+        from . import ArgumentError
+
+        raise ArgumentError("distributed snp_pileup reads local or shared paths, not object storage")
+    job = json.loads(_sortase.snp_pileup_spec(os.path.abspath(paths[0]), os.path.abspath(paths[1]),
+                                              [os.path.abspath(b) for b in paths[2:]]))
+    job.update(count_orphans=count_orphans or job["count_orphans"], gzip=gzip,
+               ignore_overlaps=ignore_overlaps or job["ignore_overlaps"])
+    for key, value in (("min_base_quality", min_base_quality), ("min_map_quality", min_map_quality),
+                       ("max_depth", max_depth), ("pseudo_snps", pseudo_snps),
+                       ("min_read_counts", None if min_read_counts is None else list(min_read_counts))):
+        if value is not None:
+            job[key] = value
+    return _run("snp_pileup", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                progress=progress, threads=1, max_memory=None, remote=None)

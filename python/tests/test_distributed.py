@@ -1,0 +1,307 @@
+"""sortase.distributed on a LocalCluster of 2 worker processes: byte identity with the single-machine
+CLI (sort by coordinate with --write-index, sort -n, index, flagstat) over a local path and over an S3
+API server (moto) started on 127.0.0.1; a worker killed in the middle of a sort; a failing job leaves
+no output and no work directory."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import glob
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pysam = pytest.importorskip("pysam")
+distributed_mod = pytest.importorskip("dask.distributed")
+
+from sortase import distributed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(os.environ.get("SORTASE_BIN", ROOT / "target" / "release" / "sortase"))
+RECORDS = 40_000
+# Small map tasks, so that even the test BAM is cut into several ranges and key ranges.
+TASK_MEMORY = "1M"
+
+
+def cli(*args: str) -> bytes:
+    return subprocess.run([str(CLI), *args], check=True, capture_output=True).stdout
+
+
+def make_bam(path: Path, records: int = RECORDS, seed: int = 18) -> Path:
+    rng = random.Random(seed)
+    header = {"HD": {"VN": "1.6"}, "SQ": [{"SN": f"chr{i}", "LN": 1_000_000} for i in range(1, 4)]}
+    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
+        for i in range(records):
+            a = pysam.AlignedSegment(out.header)
+            a.query_name = f"read{rng.randrange(records)}:{i % 7}"
+            a.query_sequence = "".join(rng.choice("ACGT") for _ in range(60))
+            a.query_qualities = pysam.qualitystring_to_array("I" * 60)
+            if rng.random() < 0.05:
+                a.flag = 4 | 1 | 64
+                a.reference_id = -1
+                a.reference_start = -1
+            else:
+                a.flag = rng.choice([0, 16, 1 | 2 | 64 | 32, 1 | 2 | 128 | 16, 256, 1024, 2048])
+                a.reference_id = rng.randrange(3)
+                # Few distinct positions: many ties, whose order is the input order.
+                a.reference_start = rng.randrange(0, 999_000, 10)
+                a.mapping_quality = rng.randrange(61)
+                a.cigar = [(0, 60)]
+            a.set_tag("NM", rng.randrange(5))
+            out.write(a)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_bam(tmp_path_factory.mktemp("data") / "in.bam")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from dask.distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
+def leftovers(directory: Path) -> list:
+    return sorted(p.name for p in directory.iterdir() if "sortase" in p.name and p.name.endswith(".tmp"))
+
+
+def test_sort_coordinate_with_index_is_byte_identical(bam: Path, client, tmp_path: Path) -> None:
+    out = tmp_path / "dask.bam"
+    report = distributed.sort(bam, out, client=client, write_index=True, no_pg=True,
+                              task_memory=TASK_MEMORY, progress=False)
+    cli("sort", "--no-PG", "--write-index", "-@2", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
+    assert report["records"] == RECORDS
+    d = report["distributed"]
+    assert [p["name"] for p in d["phases"]] == ["plan", "count", "map", "reduce", "finish"]
+    assert d["phases"][2]["tasks"] > 1, "the test input is cut into several map tasks"
+    assert d["bytes_moved"] > 0 and d["workers"] == 2
+    assert leftovers(tmp_path) == []
+
+
+def test_sort_by_name_is_byte_identical(bam: Path, client, tmp_path: Path) -> None:
+    out = tmp_path / "dask.bam"
+    distributed.sort(bam, out, client=client, by_name=True, no_pg=True, task_memory=TASK_MEMORY,
+                     reduce_tasks=3, progress=False)
+    cli("sort", "--no-PG", "-n", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+
+
+def test_index_and_flagstat_match_one_machine(bam: Path, client, tmp_path: Path) -> None:
+    sorted_bam = tmp_path / "s.bam"
+    cli("sort", "--no-PG", "-o", str(sorted_bam), str(bam))
+    report = distributed.index(sorted_bam, tmp_path / "dask.bai", client=client, tasks=5, progress=False)
+    cli("index", "-o", str(tmp_path / "one.bai"), str(sorted_bam))
+    assert (tmp_path / "dask.bai").read_bytes() == (tmp_path / "one.bai").read_bytes()
+    assert report["distributed"]["phases"][1]["tasks"] > 1
+    counts = distributed.flagstat(sorted_bam, client=client, tasks=5, progress=False)["counts"]
+    tsv = [line.split("\t") for line in cli("flagstat", "-O", "tsv", str(sorted_bam)).decode().splitlines()]
+    expect = {row[2]: [int(row[0]), int(row[1])] for row in tsv if row[0].isdigit()}
+    assert counts["reads"] == expect["total (QC-passed reads + QC-failed reads)"]
+    assert counts["secondary"] == expect["secondary"]
+    assert counts["supplementary"] == expect["supplementary"]
+    assert counts["dup"] == expect["duplicates"]
+    assert counts["mapped"] == expect["mapped"]
+    assert counts["read1"] == expect["read1"]
+    assert distributed.count(sorted_bam, client=client, progress=False) == int(cli("view", "-c", str(sorted_bam)))
+
+
+def test_failing_job_leaves_nothing(client, tmp_path: Path) -> None:
+    bad = make_bam(tmp_path / "bad.bam", records=20_000, seed=3)
+    data = bytearray(bad.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = os.urandom(4096)  # a corrupt BGZF block in the middle
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "out.bam"
+    with pytest.raises(Exception):
+        distributed.sort(bad, out, client=client, write_index=True, task_memory="256K", progress=False)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.bam"]
+
+
+def test_worker_killed_mid_sort_still_byte_identical(tmp_path: Path) -> None:
+    from dask.distributed import Client, LocalCluster
+
+    bam = make_bam(tmp_path / "in.bam", records=60_000, seed=7)
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    out = tmp_path / "dask.bam"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        pids = list(c.run(os.getpid).values())
+        killed = []
+
+        def killer() -> None:
+            # Kill one worker as soon as the first run of the map stage is written.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not killed:
+                if glob.glob(str(tmp_path / "*.sortase-tasks-*" / "map-*.run")):
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=killer, daemon=True)
+        watcher.start()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            job = pool.submit(distributed.sort, bam, out, client=c, no_pg=True,
+                              task_memory="512K", progress=False)
+            report = job.result(timeout=150)
+        watcher.join(timeout=5)
+        # The nanny replaced the killed worker process.
+        assert killed and killed[0] not in c.run(os.getpid).values()
+    assert report["distributed"]["phases"][2]["tasks"] >= 4
+    assert killed, "a worker was killed while the map stage ran"
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------- S3 (moto)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {"key": "testing", "secret": "testing",
+               "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("sortase-test")
+    yield fs, options
+    server.stop()
+
+
+def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
+    fs, options = s3
+    fs.put_file(str(bam), "sortase-test/in.bam")
+    report = distributed.sort("s3://sortase-test/in.bam", "s3://sortase-test/out/sorted.bam",
+                              client=client, write_index=True, no_pg=True, task_memory=TASK_MEMORY,
+                              storage_options=options, progress=False)
+    cli("sort", "--no-PG", "--write-index", "-o", str(tmp_path / "one.bam"), str(bam))
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/out/sorted.bam") == (tmp_path / "one.bam").read_bytes()
+    assert fs.cat_file("sortase-test/out/sorted.bam.csi") == (tmp_path / "one.bam.csi").read_bytes()
+    assert sorted(fs.ls("sortase-test/out", detail=False)) == [
+        "sortase-test/out/sorted.bam", "sortase-test/out/sorted.bam.csi"]
+    assert sorted(fs.ls("sortase-test", detail=False)) == ["sortase-test/in.bam", "sortase-test/out"]
+    phases = report["distributed"]["phases"]
+    assert phases[2]["tasks"] > 1
+    # Every task ran on its byte ranges alone, not on whole objects.
+    assert sum(p.get("whole_object_fetches", 0) for p in phases) == 0
+    assert report["distributed"]["plan_bytes_read"] == bam.stat().st_size
+    slack = distributed.SLACK + (2 << 16)  # the header's block and the block at a range's end
+    assert phases[2]["bytes_read"] < bam.stat().st_size + phases[2]["tasks"] * slack
+
+    distributed.index("s3://sortase-test/out/sorted.bam", client=client, tasks=4,
+                      storage_options=options, progress=False)
+    cli("index", str(tmp_path / "one.bam"))
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/out/sorted.bam.bai") == (tmp_path / "one.bam.bai").read_bytes()
+    counts = distributed.flagstat("s3://sortase-test/out/sorted.bam", client=client, tasks=4,
+                                  storage_options=options, progress=False)["counts"]
+    assert counts["reads"][0] + counts["reads"][1] == RECORDS
+
+
+def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:
+    sorted_bam = tmp_path / "s.bam"
+    cli("sort", "--no-PG", "--write-index", "-o", str(sorted_bam) + "##idx##" + str(sorted_bam) + ".bai",
+        str(bam))
+    rng = random.Random(5)
+    vcf = tmp_path / "sites.vcf"
+    lines = ["##fileformat=VCFv4.2"] + [f"##contig=<ID=chr{i},length=1000000>" for i in range(1, 4)]
+    lines.append("#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO")
+    for chrom in range(1, 4):
+        for pos in sorted(rng.sample(range(1, 999_000), 300)):
+            lines.append(f"chr{chrom}\t{pos}\t.\tA\tC\t.\t.\t.")
+    vcf.write_text("\n".join(lines) + "\n")
+    distributed.snp_pileup(vcf, tmp_path / "dask.csv", [sorted_bam, sorted_bam], client=client,
+                           pseudo_snps=5000, tasks=6, progress=False)
+    cli("snp-pileup", "-P", "5000", str(vcf), str(tmp_path / "one.csv"), str(sorted_bam), str(sorted_bam))
+    assert (tmp_path / "dask.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+
+
+def test_console_script_flagstat_and_sort(bam: Path, client, tmp_path: Path) -> None:
+    from sortase import _dask_cli
+
+    address = client.scheduler.address
+    assert _dask_cli.main(["sort", "--scheduler", address, "--no-PG", "--task-memory", TASK_MEMORY,
+                           "-o", str(tmp_path / "dask.bam"), str(bam)]) == 0
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert (tmp_path / "dask.bam").read_bytes() == (tmp_path / "one.bam").read_bytes()
+    out = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "flagstat", "--scheduler",
+         address, "-O", "json", str(tmp_path / "one.bam")],
+        check=True, capture_output=True, timeout=120).stdout
+    assert out == cli("flagstat", "-O", "json", str(tmp_path / "one.bam"))
+
+
+def test_s3_failing_job_leaves_nothing(client, s3, tmp_path: Path) -> None:
+    fs, options = s3
+    bad = make_bam(tmp_path / "bad.bam", records=20_000, seed=3)
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 4096] = os.urandom(4096)
+    fs.pipe_file("sortase-test/bad/bad.bam", bytes(data))
+    with pytest.raises(Exception):
+        distributed.sort("s3://sortase-test/bad/bad.bam", "s3://sortase-test/bad/out.bam",
+                         client=client, write_index=True, task_memory="256K",
+                         storage_options=options, progress=False)
+    fs.invalidate_cache()
+    assert fs.ls("sortase-test/bad", detail=False) == ["sortase-test/bad/bad.bam"]
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "sortase-dask-*"))
+
+
+def test_console_script_progress_and_report(bam: Path, client, tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "index", "--scheduler", client.scheduler.address,
+         "--progress", "--report", "-o", str(tmp_path / "x.bai"), str(tmp_path / "s.bam")],
+        capture_output=True, timeout=120)
+    assert run.returncode == 1 and b"sortase-dask:" in run.stderr  # no such input
+    cli("sort", "--no-PG", "-o", str(tmp_path / "s.bam"), str(bam))
+    run = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "index", "--scheduler", client.scheduler.address,
+         "--progress", "--report", "-o", str(tmp_path / "x.bai"), str(tmp_path / "s.bam")],
+        check=True, capture_output=True, timeout=120)
+    err = run.stderr.decode()
+    assert "dashboard" in err and "tasks" in err and '"bytes_moved"' in err
+    cli("index", "-o", str(tmp_path / "one.bai"), str(tmp_path / "s.bam"))
+    assert (tmp_path / "x.bai").read_bytes() == (tmp_path / "one.bai").read_bytes()
+
+
+def slurm_up() -> bool:
+    try:
+        run = subprocess.run(["sinfo", "-h", "-o", "%a"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return run.returncode == 0 and b"up" in run.stdout
+
+
+@pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster (sinfo) here")
+def test_sort_on_slurm_cluster(bam: Path, tmp_path: Path) -> None:
+    jobqueue = pytest.importorskip("dask_jobqueue")
+    from dask.distributed import Client
+
+    with jobqueue.SLURMCluster(cores=1, processes=1, memory="2GB", walltime="00:10:00",
+                               log_directory=str(tmp_path / "logs")) as cluster, Client(cluster) as c:
+        cluster.scale(jobs=2)
+        c.wait_for_workers(2, timeout=90)
+        out = tmp_path / "dask.bam"
+        distributed.sort(bam, out, client=c, write_index=True, no_pg=True,
+                         task_memory=TASK_MEMORY, progress=False)
+    cli("sort", "--no-PG", "--write-index", "-o", str(tmp_path / "one.bam"), str(bam))
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
