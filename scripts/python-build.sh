@@ -10,8 +10,11 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 missing=()
-for module in maturin pyarrow pytest polars duckdb tqdm pysam; do
-    "$PYTHON" -c "import $module" 2>/dev/null || missing+=("$module")
+# module:pip-requirement pairs (the Dask driver's tests need a local S3 server: moto + flask)
+for pair in maturin:maturin pyarrow:pyarrow pytest:pytest polars:polars duckdb:duckdb tqdm:tqdm \
+        pysam:pysam==0.24.1 distributed:dask[distributed] s3fs:s3fs moto:moto[s3] flask:flask \
+        flask_cors:flask-cors; do
+    "$PYTHON" -c "import ${pair%%:*}" 2>/dev/null || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then
     echo "python-build: installing ${missing[*]}" >&2
