@@ -228,11 +228,7 @@ pub(crate) fn write_record(
     } else {
         (None, None)
     };
-    let qname = if n_seg > 1 {
-        base_name(t.name)
-    } else {
-        t.name
-    };
+    let qname = if n_seg > 1 { base_name(t.name) } else { t.name };
     if qname.len() > 254 {
         return Err(AlignError::Record {
             name: String::from_utf8_lossy(qname).into_owned(),
@@ -281,12 +277,23 @@ pub(crate) fn write_record(
     let p = r.and_then(extra);
     let (clips, clip_op) = match (r, p) {
         (Some(r), Some(_)) => {
-            let c0 = if r.rev() != 0 { l_seq_full - r.qe } else { r.qs };
-            let c1 = if r.rev() != 0 { r.qs } else { l_seq_full - r.qe };
+            let c0 = if r.rev() != 0 {
+                l_seq_full - r.qe
+            } else {
+                r.qs
+            };
+            let c1 = if r.rev() != 0 {
+                r.qs
+            } else {
+                l_seq_full - r.qe
+            };
             let hard = (flag & 0x800 != 0
-                || (flag & 0x100 != 0 && ctx.has64(ffi::MM_F_SECONDARY_SEQ as u64)))
+                || (flag & 0x100 != 0 && ctx.has64(ffi::MM_F_SECONDARY_SEQ)))
                 && !ctx.has(ffi::MM_F_SOFTCLIP);
-            ((c0 as u32, c1 as u32), if hard { HARD_CLIP } else { SOFT_CLIP })
+            (
+                (c0 as u32, c1 as u32),
+                if hard { HARD_CLIP } else { SOFT_CLIP },
+            )
         }
         _ => ((0, 0), SOFT_CLIP),
     };
@@ -328,7 +335,7 @@ pub(crate) fn write_record(
             let rev = r.rev() != 0;
             if flag & 0x900 == 0 || ctx.has(ffi::MM_F_SOFTCLIP) {
                 (Some((0, t.seq.len())), rev)
-            } else if flag & 0x100 != 0 && !ctx.has64(ffi::MM_F_SECONDARY_SEQ as u64) {
+            } else if flag & 0x100 != 0 && !ctx.has64(ffi::MM_F_SECONDARY_SEQ) {
                 (None, false)
             } else {
                 (Some((r.qs as usize, r.qe as usize)), rev)
@@ -500,7 +507,13 @@ fn write_sa(
         let clip3 = if rev { q.qs } else { l_seq - q.qe };
         out.extend_from_slice(&ctx.references[q.rid as usize].name);
         let _ = write!(out, ",{},{},", q.rs + 1, if rev { '-' } else { '+' });
-        for (n, op) in [(clip5, 'S'), (l_m, 'M'), (l_i, 'I'), (l_d, 'D'), (clip3, 'S')] {
+        for (n, op) in [
+            (clip5, 'S'),
+            (l_m, 'M'),
+            (l_i, 'I'),
+            (l_d, 'D'),
+            (clip3, 'S'),
+        ] {
             if n != 0 {
                 let _ = write!(out, "{n}{op}");
             }
@@ -539,7 +552,9 @@ fn write_md_cs(
     out.extend_from_slice(if md { b"MDZ" } else { b"csZ" });
     if n > 0 {
         // SAFETY: minimap2 wrote `n` bytes to `tags.buf`.
-        out.extend_from_slice(unsafe { std::slice::from_raw_parts(tags.buf.cast::<u8>(), n as usize) });
+        out.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(tags.buf.cast::<u8>(), n as usize)
+        });
     }
     out.push(0);
 }
@@ -561,7 +576,13 @@ mod tests {
 
     #[test]
     fn integers_take_htslibs_smallest_type() {
-        for (x, t) in [(-1, b'c'), (200, b'C'), (-200, b's'), (70000, b'I'), (-70000, b'i')] {
+        for (x, t) in [
+            (-1, b'c'),
+            (200, b'C'),
+            (-200, b's'),
+            (70000, b'I'),
+            (-70000, b'i'),
+        ] {
             let mut out = Vec::new();
             push_int(&mut out, b"XX", x);
             assert_eq!(out[2], t, "{x}");
@@ -572,6 +593,9 @@ mod tests {
     fn divergence_is_rounded_to_four_decimals_as_text() {
         let mut out = Vec::new();
         push_divergence(&mut out, b"de", 0.012_345_678);
-        assert_eq!(f32::from_le_bytes(out[3..7].try_into().unwrap()), 0.0123f64 as f32);
+        assert_eq!(
+            f32::from_le_bytes(out[3..7].try_into().unwrap()),
+            0.0123f64 as f32
+        );
     }
 }

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 /// What can go wrong between FASTQ in and BAM records out.
 #[derive(Debug, thiserror::Error)]
 pub enum AlignError {
-    /// Reading a file failed (including a truncated or corrupt gzip stream).
-    #[error("{path}: {source}")]
+    /// Reading a file failed (including a truncated or corrupt gzip stream); the I/O error is the
+    /// source.
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

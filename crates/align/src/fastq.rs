@@ -63,6 +63,12 @@ impl FastqReader {
         } else {
             Box::new(std::fs::File::open(path).map_err(|e| AlignError::io(path, e))?)
         };
+        Self::from_reader(raw, path)
+    }
+
+    /// Reads the already opened `raw` (named `path` in messages); gzip (and BGZF) is recognised
+    /// by its magic bytes.
+    pub fn from_reader(raw: Box<dyn Read + Send>, path: &Path) -> Result<Self, AlignError> {
         let mut buffered = BufReader::with_capacity(READ_BUFFER, raw);
         let head = buffered.fill_buf().map_err(|e| AlignError::io(path, e))?;
         let inner: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
@@ -160,13 +166,11 @@ impl FastqReader {
                     self.pending_header = true;
                     break;
                 }
-                _ => rec
-                    .data
-                    .extend(self.line.iter().map(|&c| match c {
-                        b'U' => b'T',
-                        b'u' => b't',
-                        c => c,
-                    })),
+                _ => rec.data.extend(self.line.iter().map(|&c| match c {
+                    b'U' => b'T',
+                    b'u' => b't',
+                    c => c,
+                })),
             }
         }
         rec.seq_len = rec.data.len() - name_len - 1;
@@ -181,7 +185,9 @@ impl FastqReader {
         let start = rec.data.len();
         while rec.data.len() - start < rec.seq_len {
             if !self.next_line()? {
-                return Err(self.error("truncated: the quality string is shorter than the sequence"));
+                return Err(
+                    self.error("truncated: the quality string is shorter than the sequence")
+                );
             }
             rec.data.extend_from_slice(&self.line);
         }
@@ -223,7 +229,8 @@ mod tests {
 
     #[test]
     fn fastq_fasta_and_multiline_records() {
-        let got = all("@r1 comment\nACGU\n+\nIIII\n>r2\nAC\nGT\n@r3/1\nAC\r\n+r3\r\nI\nI\n").unwrap();
+        let got =
+            all("@r1 comment\nACGU\n+\nIIII\n>r2\nAC\nGT\n@r3/1\nAC\r\n+r3\r\nI\nI\n").unwrap();
         assert_eq!(
             got,
             [
@@ -236,7 +243,12 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors() {
-        for text in ["@r\nACGT\n", "@r\nACGT\n+\nII\n", "@r\nAC\n+\nIIII\n", "xyz\n"] {
+        for text in [
+            "@r\nACGT\n",
+            "@r\nACGT\n+\nII\n",
+            "@r\nAC\n+\nIIII\n",
+            "xyz\n",
+        ] {
             assert!(all(text).is_err(), "{text:?}");
         }
         assert!(all("").unwrap().is_empty());

@@ -157,7 +157,8 @@ fn check_prebuilt(path: &Path) -> Result<(), AlignError> {
     let file = std::fs::File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
     let mut f = std::io::BufReader::new(file);
-    let truncated = || bad("truncated minimap2 index (.mmi); build it again with minimap2 -d".into());
+    let truncated =
+        || bad("truncated minimap2 index (.mmi); build it again with minimap2 -d".into());
     let u32_at = |f: &mut std::io::BufReader<std::fs::File>| -> Result<u32, AlignError> {
         let mut b = [0u8; 4];
         f.read_exact(&mut b).map_err(|_| truncated())?;
@@ -168,7 +169,9 @@ fn check_prebuilt(path: &Path) -> Result<(), AlignError> {
     let x: Vec<u32> = (0..5).map(|_| u32_at(&mut f)).collect::<Result<_, _>>()?;
     let (bucket_bits, n_seq, flag) = (x[2], x[3], x[4]);
     if bucket_bits > 32 {
-        return Err(bad(format!("not a minimap2 index: {bucket_bits} bucket bits")));
+        return Err(bad(format!(
+            "not a minimap2 index: {bucket_bits} bucket bits"
+        )));
     }
     let mut sum_len = 0u64;
     for _ in 0..n_seq {
@@ -184,10 +187,12 @@ fn check_prebuilt(path: &Path) -> Result<(), AlignError> {
         f.seek_relative(i64::from(h) * 16).map_err(io)?;
     }
     if flag & ffi::MM_I_NO_SEQ == 0 {
-        f.seek_relative(sum_len.div_ceil(8) as i64 * 4).map_err(io)?;
+        f.seek_relative(sum_len.div_ceil(8) as i64 * 4)
+            .map_err(io)?;
     } else {
         return Err(bad(
-            "the index holds no reference sequence (built with --idx-no-seq); SAM output needs it".into(),
+            "the index holds no reference sequence (built with --idx-no-seq); SAM output needs it"
+                .into(),
         ));
     }
     let end = f.stream_position().map_err(io)?;

@@ -131,7 +131,8 @@ impl<'a> Mapper<'a> {
         let opt = &aligner.mapopt;
         let n_seg = reads.len();
         let pe_ori = opt.pe_ori;
-        let flipped = |j: usize| n_seg == 2 && (j == 0 && pe_ori >> 1 & 1 != 0 || j == 1 && pe_ori & 1 != 0);
+        let flipped =
+            |j: usize| n_seg == 2 && (j == 0 && pe_ori >> 1 & 1 != 0 || j == 1 && pe_ori & 1 != 0);
         let mut qlens = [0i32; MAX_SEGMENTS];
         let mut seqs = [std::ptr::null::<std::os::raw::c_char>(); MAX_SEGMENTS];
         self.scratch.clear();

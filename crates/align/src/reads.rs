@@ -262,7 +262,8 @@ mod tests {
     use std::path::Path;
 
     fn source(r1: &'static str, r2: Option<&'static str>, frag: bool) -> FastqSource {
-        let open = |t: &'static str, p: &str| FastqReader::new(Box::new(t.as_bytes()), Path::new(p));
+        let open =
+            |t: &'static str, p: &str| FastqReader::new(Box::new(t.as_bytes()), Path::new(p));
         FastqSource::new(open(r1, "r1.fq"), r2.map(|t| open(t, "r2.fq")), frag)
     }
 
@@ -302,7 +303,10 @@ mod tests {
     fn one_file_in_fragment_mode_groups_by_name() {
         let text = "@a/1\nAC\n+\nII\n@a/2\nAC\n+\nII\n@b\nAC\n+\nII\n@c/1\nA\n+\nI\n";
         let got = fragments(&mut source(text, None, true), 1);
-        assert_eq!(got, [vec![vec!["a/1", "a/2"]], vec![vec!["b"]], vec![vec!["c/1"]]]);
+        assert_eq!(
+            got,
+            [vec![vec!["a/1", "a/2"]], vec![vec!["b"]], vec![vec!["c/1"]]]
+        );
         let got = fragments(&mut source(text, None, false), 100);
         assert_eq!(got[0].len(), 4);
     }
@@ -311,10 +315,14 @@ mod tests {
     fn unequal_or_mismatched_pairs_are_errors() {
         let mut chunk = ReadChunk::default();
         let short = "@a/2\nGT\n+\nII\n";
-        let e = source(R1, Some(short), true).fill(&mut chunk, 1000).unwrap_err();
+        let e = source(R1, Some(short), true)
+            .fill(&mut chunk, 1000)
+            .unwrap_err();
         assert!(e.to_string().contains("r2.fq ends after 1 records"), "{e}");
         let other = "@a/2\nGT\n+\nII\n@x/2\nGT\n+\nII\n";
-        let e = source(R1, Some(other), true).fill(&mut chunk, 1000).unwrap_err();
+        let e = source(R1, Some(other), true)
+            .fill(&mut chunk, 1000)
+            .unwrap_err();
         assert!(e.to_string().contains("b/1 and R2 read x/2"), "{e}");
     }
 }

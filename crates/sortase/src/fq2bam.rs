@@ -1,0 +1,462 @@
+//! [`Fq2BamJob`]: FASTQ in, sorted, duplicate-marked, indexed BAM out (issue 20), in one streamed
+//! pass: minimap2 through its library (crates/align: a bounded work queue over all threads, minimap2's
+//! SAM records written as raw BAM), samblaster's duplicate marking on the aligner's query-grouped
+//! stream (crates/markdup: signatures on the mapping threads, first-seen-wins in input order), the
+//! sorter (crates/sort, under the runtime's memory pool) and the key-range writer with the on-the-fly
+//! index (range_output). No intermediate SAM/BAM is written besides the sorter's own runs.
+//!
+//! The records equal those of `minimap2 -ax PRESET | samblaster --ignoreUnmated | samtools sort`
+//! with the same minimap2 version (tests/e2e/fq2bam.rs). `--ignoreUnmated` because samblaster
+//! refuses single-end unmapped reads without it; paired minimap2 output never needs it.
+//!
+//! ```no_run
+//! use sortase::{Fq2BamJob, OutputSpec, Runtime};
+//! let rt = Runtime::with_threads(2)?;
+//! let mut job = Fq2BamJob::new("ref.fa", "r1.fq.gz", OutputSpec::to_path("out.bam"));
+//! job.reads2 = Some("r2.fq.gz".into());
+//! job.output.write_index = true;
+//! let report = job.run(&rt)?;
+//! println!("{} reads, {} records, {} duplicates", report.reads, report.records, report.duplicate_records);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::files::TempDir;
+use crate::memory::Reservation;
+use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Program};
+use crate::range_output;
+use crate::runtime::CancelFlag;
+use crate::runtime::Runtime;
+use crate::sort::{final_phase_reserve, release_free_memory, resolve_output};
+use crate::writer::OutFormat;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_align::fastq::FastqReader;
+use sortase_align::pipeline::{self, PipelineOptions};
+use sortase_align::reads::FastqSource;
+use sortase_align::{AlignError, AlignedBatch, Aligner, AlignerOptions};
+use sortase_bam::{flags, Header};
+use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
+use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
+use std::path::{Path, PathBuf};
+
+/// How duplicates are marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateMarking {
+    /// samblaster's algorithm on the aligner's query-grouped output, before the sort.
+    #[default]
+    Samblaster,
+    /// Picard MarkDuplicates' algorithm after the sort (not implemented in fq2bam yet).
+    Picard,
+    /// No marking.
+    None,
+}
+
+/// FASTQ to sorted, duplicate-marked (indexed) BAM with minimap2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fq2BamJob {
+    /// minimap2 index (`.mmi`) or reference FASTA (plain or gzip).
+    pub index: PathBuf,
+    /// Reads (FASTQ/FASTA, plain, gzip or BGZF); R1 of a pair.
+    pub reads1: PathBuf,
+    /// R2 of a pair.
+    pub reads2: Option<PathBuf>,
+    /// The output (`write_index` for `--write-index`).
+    pub output: OutputSpec,
+    /// minimap2's preset (`sr`, `map-ont`, `map-hifi`, ...).
+    pub preset: String,
+    /// The read group line (`-R '@RG\tID:...'`, with `\t` escapes as minimap2 takes it).
+    pub read_group: Option<String>,
+    /// Duplicate marking.
+    pub markdup: DuplicateMarking,
+    /// Write MD tags (minimap2 `--MD`).
+    pub md: bool,
+    /// Write short cs tags (minimap2 `--cs`).
+    pub cs: bool,
+    /// Temporary files go to `PREFIX.sortase-PID-N.tmp/`; default: next to the output.
+    pub temp_prefix: Option<PathBuf>,
+    /// Most runs the final merge may open; at least 2.
+    pub max_fan_in: usize,
+    /// The sortase `@PG` line (`None`: none; minimap2's is always written, as minimap2 does).
+    pub program: Option<Program>,
+}
+
+/// What an fq2bam run did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Fq2BamReport {
+    /// Reads mapped.
+    pub reads: u64,
+    /// Templates (read pairs, or single reads).
+    pub fragments: u64,
+    /// Bases mapped.
+    pub bases: u64,
+    /// Records written.
+    pub records: u64,
+    /// Templates marked as duplicates.
+    pub duplicate_templates: u64,
+    /// Records flagged 0x400.
+    pub duplicate_records: u64,
+    /// Chunks of the alignment work queue.
+    pub chunks: u64,
+    /// Memory of the minimap2 index (its size, or an estimate when built from FASTA).
+    pub index_memory: usize,
+    /// The memory budget (the runtime's pool).
+    pub memory_budget: usize,
+    /// The part of it left for the sorter's records.
+    pub record_memory: usize,
+    /// Runs the sorter spilled.
+    pub runs_spilled: u64,
+    /// Threads.
+    pub threads: usize,
+    /// Phases: `index`, `align` (reading, mapping, marking and sorting in memory or into runs,
+    /// overlapped), then the sorter's `sort`, `merge`/`write` (compression and the index).
+    pub phases: Vec<Phase>,
+    /// Files written (data file, then index).
+    pub outputs: Vec<PathBuf>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+impl Fq2BamJob {
+    /// Aligns `reads1` (single-end or interleaved) against `index` with the `sr` preset, marks
+    /// duplicates with samblaster's algorithm and writes `output`, coordinate-sorted.
+    pub fn new(index: impl Into<PathBuf>, reads1: impl Into<PathBuf>, output: OutputSpec) -> Self {
+        Self {
+            index: index.into(),
+            reads1: reads1.into(),
+            reads2: None,
+            output,
+            preset: "sr".into(),
+            read_group: None,
+            markdup: DuplicateMarking::Samblaster,
+            md: false,
+            cs: false,
+            temp_prefix: None,
+            max_fan_in: 64,
+            program: None,
+        }
+    }
+
+    /// Runs the job on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<Fq2BamReport> {
+        run(self, rt).map_err(Error::from)
+    }
+}
+
+/// The crate's errors with the kind a caller acts on (I/O errors keep their own).
+fn kinded(e: AlignError) -> anyhow::Error {
+    let kind = match &e {
+        AlignError::Io { .. } => return e.into(),
+        AlignError::Option(_) => ErrorKind::Argument,
+        AlignError::Stopped(_) => ErrorKind::Cancelled,
+        AlignError::Index { .. } => ErrorKind::Input,
+        AlignError::Format { .. } | AlignError::Pairing(_) | AlignError::Record { .. } => {
+            ErrorKind::Format
+        }
+    };
+    Error::new(kind, e.to_string()).into_anyhow()
+}
+
+/// Classifies an error that may have come out of the pipeline as a bare `AlignError`.
+fn classify(e: anyhow::Error) -> anyhow::Error {
+    if e.chain().count() == 1 && e.is::<AlignError>() {
+        if let Ok(a) = e.downcast::<AlignError>() {
+            return kinded(a);
+        }
+        unreachable!("checked with is::<AlignError>()");
+    }
+    e
+}
+
+fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqReader> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        kinded(AlignError::Io {
+            path: path.into(),
+            source: e,
+        })
+    })?;
+    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(kinded)
+}
+
+/// The sorter's share of the pool: what the index, the read batches and the final phase hold for
+/// the whole run is never given back while records are pushed, so a request larger than the rest
+/// is refused at once (the sorter then spills) instead of waiting for memory that never comes.
+struct RecordBudget {
+    reservation: Reservation,
+    cancel: CancelFlag,
+    /// The most the records can ever get.
+    limit: usize,
+}
+
+impl Budget for RecordBudget {
+    fn try_grow(&mut self, n: usize) -> bool {
+        self.reservation.try_grow(n).is_ok()
+    }
+
+    fn grow_waiting(&mut self, n: usize) -> bool {
+        if self.reservation.size() + n > self.limit {
+            return false;
+        }
+        let cancel = self.cancel.clone();
+        self.reservation
+            .grow_waiting(n, || cancel.is_cancelled())
+            .is_ok()
+    }
+
+    fn free(&mut self) {
+        self.reservation.free();
+    }
+}
+
+/// Duplicate marking in the consumer: samblaster's signatures in input order.
+struct Marker {
+    sigs: SigSet,
+    templates: u64,
+    records: u64,
+}
+
+impl Marker {
+    /// Inserts the signatures of `batch`'s fragments; later copies get 0x400 on all records.
+    fn mark(&mut self, batch: &mut AlignedBatch, verdicts: &[Verdict]) -> anyhow::Result<()> {
+        for (f, v) in verdicts.iter().enumerate() {
+            let dup = match v {
+                Verdict::Pass => false,
+                Verdict::Sig(s) => !self.sigs.insert(*s),
+                Verdict::Broken | Verdict::UnknownReference => return Err(Error::new(
+                    ErrorKind::Internal,
+                    "samblaster: a template without its primary records in the aligner's output",
+                )
+                .into_anyhow()),
+            };
+            if dup {
+                self.templates += 1;
+                for i in batch.fragment(f) {
+                    let raw = batch.records.raw_mut(i);
+                    let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
+                    raw[18..20].copy_from_slice(&flag.to_le_bytes());
+                    self.records += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
+    let threads = rt.threads();
+    if job.max_fan_in < 2 {
+        return Err(Error::argument(format!(
+            "--max-fan-in {}: must be at least 2",
+            job.max_fan_in
+        ))
+        .into());
+    }
+    if job.markdup == DuplicateMarking::Picard {
+        return Err(Error::argument(
+            "--markdup picard is not available in fq2bam yet: use --markdup samblaster (or none, then `sortase markdup --mode coordinate` on the output)",
+        )
+        .into());
+    }
+    let mut report = Fq2BamReport {
+        threads,
+        ..Default::default()
+    };
+    let out = resolve_output(
+        &job.output,
+        crate::sort::DEFAULT_LEVEL,
+        SortOrder::Coordinate,
+        &mut report.warnings,
+    )?;
+    let total = [Some(&job.reads1), job.reads2.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    let progress = rt.progress("fq2bam", total);
+    // The reads first: a missing file fails before the index is built.
+    let r1 = open_reads(&job.reads1, &progress)?;
+    let r2 = job
+        .reads2
+        .as_deref()
+        .map(|p| open_reads(p, &progress))
+        .transpose()?;
+
+    let mut clock = PhaseClock::new("index");
+    let aligner = Aligner::load(
+        &job.index,
+        &AlignerOptions {
+            preset: job.preset.clone(),
+            md: job.md,
+            cs: job.cs,
+            read_group: job.read_group.clone(),
+            index_threads: threads,
+        },
+    )
+    .map_err(kinded)?;
+    rt.check_cancelled()?;
+    if r2.is_some() && !aligner.fragment_mode() {
+        return Err(Error::argument(format!(
+            "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
+            job.preset
+        ))
+        .into());
+    }
+    report.index_memory = aligner.memory();
+    let memory = rt.memory().limit();
+    let mut opts = PipelineOptions::new(threads);
+    // Chunks in flight: their reads and records (~5 bytes a base: sequence, quality, names, BAM
+    // records); at most an eighth of the budget, at least one chunk per thread and one more.
+    let per_chunk = opts.chunk_bases * 5;
+    opts.in_flight = opts.in_flight.min(memory / 8 / per_chunk).max(threads + 1);
+    let batches = opts.in_flight * per_chunk;
+    let reserve = final_phase_reserve(memory, threads, out.format);
+    let fixed = aligner.memory() + batches + reserve;
+    if fixed >= memory {
+        return Err(Error::argument(format!(
+            "the memory budget of {} MiB is too small: the minimap2 index of {} takes about {} MiB, the read batches {} MiB and the output {} MiB; raise -m",
+            memory >> 20,
+            job.index.display(),
+            aligner.memory() >> 20,
+            batches >> 20,
+            reserve >> 20
+        ))
+        .into());
+    }
+    let cancel = rt.cancel_flag().clone();
+    let mut fixed_reserve = rt.memory().reservation("fq2bam: index, batches, output");
+    if fixed_reserve
+        .grow_waiting(fixed, || cancel.is_cancelled())
+        .is_err()
+    {
+        rt.check_cancelled()?;
+    }
+
+    let mut header = Header::from_sam_text(
+        aligner.sam_header(
+            &aligner.command_line(
+                threads,
+                &[Some(job.reads1.as_path()), job.reads2.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+    )?;
+    header.set_sort_order("coordinate", None);
+    add_program(&mut header, job.program.as_ref());
+
+    let temp = TempDir::create(&temp_prefix(
+        job.temp_prefix.as_deref(),
+        out.data.as_deref(),
+        rt.temp_dir(),
+    ))?;
+    let record_memory = memory - fixed;
+    let mut sorter = Sorter::new(SortOptions {
+        order: SortOrder::Coordinate,
+        memory: record_memory,
+        temp_dir: temp.path().to_path_buf(),
+        max_fan_in: job.max_fan_in,
+        ranges: Default::default(),
+    })
+    .with_budget(Box::new(RecordBudget {
+        reservation: rt.memory().reservation("fq2bam: records"),
+        cancel: rt.cancel_flag().clone(),
+        limit: record_memory,
+    }))
+    .with_pool(rt.shared_pool())
+    .with_cancel(rt.cancel_flag().shared());
+
+    clock.next("align");
+    let lengths: Vec<u64> = aligner
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    let layout =
+        match job.markdup {
+            DuplicateMarking::Samblaster => Some(Layout::new(&lengths, 500).map_err(|e| {
+                Error::new(ErrorKind::Input, format!("{}: {e}", job.index.display()))
+            })?),
+            _ => None,
+        };
+    let sb_opts = samblaster::Options {
+        ignore_unmated: true,
+        accept_dups: false,
+    };
+    let mut marker = Marker {
+        sigs: SigSet::default(),
+        templates: 0,
+        records: 0,
+    };
+    let source = FastqSource::new(r1, r2, aligner.fragment_mode());
+    let stop = rt.cancel_flag().shared();
+    let stats = pipeline::run(
+        &aligner,
+        source,
+        &opts,
+        &stop,
+        |batch| -> Vec<Verdict> {
+            layout.as_ref().map_or_else(Vec::new, |layout| {
+                (0..batch.fragments.len())
+                    .map(|f| {
+                        samblaster::analyze(&batch.records, batch.fragment(f), layout, &sb_opts)
+                            .verdict
+                    })
+                    .collect()
+            })
+        },
+        |mut batch, verdicts| -> anyhow::Result<()> {
+            marker.mark(&mut batch, &verdicts)?;
+            sorter.push(batch.records)?;
+            Ok(())
+        },
+    )
+    .map_err(classify)?;
+    rt.check_cancelled()?;
+    progress.finish();
+    let index_memory = aligner.memory();
+    drop(aligner);
+    fixed_reserve.shrink(index_memory + batches);
+
+    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+    let (encoder, mut writer) = range_output::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        &header,
+        job.output.reference.as_deref(),
+    )?;
+    let name = writer.name.clone();
+    let sorted = sorter
+        .finish_ranges(
+            threads,
+            |p| {
+                if p == "merge" {
+                    release_free_memory();
+                }
+                clock.next(p)
+            },
+            |records| encoder.encode(records),
+            |range| writer.write(range),
+        )
+        .with_context(|| name.clone())?;
+    rt.check_cancelled()?;
+    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    drop(temp);
+    drop(fixed_reserve);
+    report.phases = clock.finish();
+    report.reads = stats.reads;
+    report.fragments = stats.fragments;
+    report.bases = stats.bases;
+    report.records = stats.records;
+    report.chunks = stats.chunks;
+    report.duplicate_templates = marker.templates;
+    report.duplicate_records = marker.records;
+    report.memory_budget = memory;
+    report.record_memory = record_memory;
+    report.runs_spilled = sorted.runs_spilled;
+    report.outputs = out.data.into_iter().collect();
+    report.outputs.extend(out.index.map(|(p, _)| p));
+    Ok(report)
+}
