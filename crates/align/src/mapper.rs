@@ -111,6 +111,10 @@ impl<'a> Mapper<'a> {
             fragments.push(offsets.len() as u32);
             self.map_fragment(chunk, chunk.fragment(f), &mut buf, &mut offsets)?;
         }
+        // The records go on to the sorter, which charges their capacity to the memory budget;
+        // shrinking a heap block gives its tail back in place (glibc).
+        buf.shrink_to_fit();
+        offsets.shrink_to_fit();
         let end = buf.len();
         Ok(AlignedBatch {
             records: RecordBatch::from_parts(buf, offsets, end, 0),
