@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Markdup {
     /// samblaster's algorithm on the aligner's output, before the sort.
     Samblaster,
-    /// Picard MarkDuplicates' algorithm (not available in fq2bam yet).
+    /// Picard MarkDuplicates' algorithm, after the sort.
     Picard,
     /// No duplicate marking.
     None,

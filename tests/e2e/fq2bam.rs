@@ -311,7 +311,14 @@ fn issue_20_fq2bam_matches_minimap2_samblaster_samtools_sort() {
         &mine,
         &records(&theirs),
     );
-    assert!(d.join("pe.bam.csi").is_file(), "no index written");
+    let csi = d.join("pe.re.csi");
+    oracle()
+        .unwrap()
+        .run(&["index", "-c", "-o", p(&csi), p(&out)])
+        .expect_ok();
+    if std::fs::read(d.join("pe.bam.csi")).ok() != std::fs::read(&csi).ok() {
+        failures.push("paired sr: the on-the-fly CSI differs from samtools index -c".into());
+    }
     let dups = dup_records(&theirs);
     assert!(dups > 100, "weak test data: {dups} duplicates");
 
@@ -432,6 +439,76 @@ fn issue_20_fq2bam_matches_minimap2_samblaster_samtools_sort() {
     );
 
     assert_no_failures("fq2bam vs minimap2 | samblaster | samtools sort", &failures);
+}
+
+/// Columns 1-11 (Picard rewrites the tags in its own order and adds `PG:Z:`).
+fn core_fields(text: &str) -> String {
+    text.lines()
+        .map(|l| l.split('\t').take(11).collect::<Vec<_>>().join("\t") + "\n")
+        .collect()
+}
+
+#[test]
+fn issue_20_fq2bam_picard_matches_minimap2_samtools_sort_picard() {
+    let Some(picard) = crate::common::tool("SORTASE_PICARD", "/usr/bin/PicardCommandLine") else {
+        return crate::common::skip("Picard not installed (/usr/bin/PicardCommandLine)");
+    };
+    let (Some(_), Some(o)) = (minimap2(), oracle()) else {
+        return;
+    };
+    let dir = tempdir();
+    let d = dir.path();
+    dataset(d, 1500);
+    let f = |n: &str| p(&d.join(n)).to_string();
+    let mut failures = Vec::new();
+    let reference = f("ref.fa");
+    for (label, reads) in [
+        ("paired", vec![f("r1.fq"), f("r2.fq")]),
+        ("single-end", vec![f("se.fq")]),
+    ] {
+        let mut mm = vec!["-ax", "sr", reference.as_str()];
+        mm.extend(reads.iter().map(String::as_str));
+        pipeline(d, &mm, false).unwrap();
+        let marked = d.join("picard.bam");
+        run(
+            &picard,
+            &[],
+            &[
+                "MarkDuplicates",
+                &format!("I={}", f("mm.bam")),
+                &format!("O={}", p(&marked)),
+                &format!("M={}", f("picard.metrics")),
+                "VALIDATION_STRINGENCY=SILENT",
+            ],
+        )
+        .expect_ok();
+        let theirs = o.run(&["view", p(&marked)]).expect_ok().text();
+        let out = d.join("picard-ours.bam");
+        let mut args = vec![
+            "fq2bam",
+            "--markdup",
+            "picard",
+            "--write-index",
+            "-x",
+            &reference,
+        ];
+        let out_s = p(&out).to_string();
+        args.extend(["-o", &out_s]);
+        args.extend(reads.iter().map(String::as_str));
+        sortase(&args).expect_ok();
+        let mine = ours(&out).unwrap();
+        check_same(
+            &mut failures,
+            &format!("{label}: columns 1-11"),
+            &core_fields(&mine),
+            &core_fields(&theirs),
+        );
+        assert!(dup_records(&theirs) > 100, "{label}: weak test data");
+    }
+    assert_no_failures(
+        "fq2bam --markdup picard vs minimap2 | samtools sort | Picard",
+        &failures,
+    );
 }
 
 #[test]

@@ -5,6 +5,9 @@
 //! sorter (crates/sort, under the runtime's memory pool) and the key-range writer with the on-the-fly
 //! index (range_output). No intermediate SAM/BAM is written besides the sorter's own runs.
 //!
+//! With `--markdup picard` the marking runs after the sort instead, as Picard MarkDuplicates on the
+//! sorted records ([`picard`]).
+//!
 //! The records equal those of `minimap2 -ax PRESET | samblaster --ignoreUnmated | samtools sort`
 //! with the same minimap2 version (tests/e2e/fq2bam.rs). `--ignoreUnmated` because samblaster
 //! refuses single-end unmapped reads without it; paired minimap2 output never needs it.
@@ -40,6 +43,8 @@ use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
 use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::{Path, PathBuf};
 
+mod picard;
+
 /// How duplicates are marked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,7 +52,8 @@ pub enum DuplicateMarking {
     /// samblaster's algorithm on the aligner's query-grouped output, before the sort.
     #[default]
     Samblaster,
-    /// Picard MarkDuplicates' algorithm after the sort (not implemented in fq2bam yet).
+    /// Picard MarkDuplicates' algorithm on the sorted records (a second pass over them, kept in
+    /// the temporary directory).
     Picard,
     /// No marking.
     None,
@@ -93,7 +99,7 @@ pub struct Fq2BamReport {
     pub bases: u64,
     /// Records written.
     pub records: u64,
-    /// Templates marked as duplicates.
+    /// Templates marked as duplicates (samblaster; 0 with Picard, which counts records).
     pub duplicate_templates: u64,
     /// Records flagged 0x400.
     pub duplicate_records: u64,
@@ -252,12 +258,6 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         ))
         .into());
     }
-    if job.markdup == DuplicateMarking::Picard {
-        return Err(Error::argument(
-            "--markdup picard is not available in fq2bam yet: use --markdup samblaster (or none, then `sortase markdup --mode coordinate` on the output)",
-        )
-        .into());
-    }
     let mut report = Fq2BamReport {
         threads,
         ..Default::default()
@@ -311,7 +311,12 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     opts.in_flight = opts.in_flight.min(memory / 8 / per_chunk).max(threads + 1);
     let batches = opts.in_flight * per_chunk;
     let reserve = final_phase_reserve(memory, threads, out.format);
-    let fixed = aligner.memory() + batches + reserve;
+    // Picard's read ends (~60 bytes a record) beyond this spill to the temporary directory.
+    let ends_budget = match job.markdup {
+        DuplicateMarking::Picard => memory / 8,
+        _ => 0,
+    };
+    let fixed = aligner.memory() + batches + reserve + ends_budget;
     if fixed >= memory {
         return Err(Error::argument(format!(
             "the memory budget of {} MiB is too small: the minimap2 index of {} takes about {} MiB, the read batches {} MiB and the output {} MiB; raise -m",
@@ -419,30 +424,46 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     drop(aligner);
     fixed_reserve.shrink(index_memory + batches);
 
-    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (encoder, mut writer) = range_output::open(
-        out.data.as_deref(),
-        index,
-        out.format,
-        &header,
-        job.output.reference.as_deref(),
-    )?;
-    let name = writer.name.clone();
-    let sorted = sorter
-        .finish_ranges(
-            threads,
-            |p| {
-                if p == "merge" {
-                    release_free_memory();
-                }
-                clock.next(p)
-            },
-            |records| encoder.encode(records),
-            |range| writer.write(range),
-        )
-        .with_context(|| name.clone())?;
-    rt.check_cancelled()?;
-    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    let sorted = if job.markdup == DuplicateMarking::Picard {
+        let m = picard::sort_mark_write(
+            sorter,
+            &header,
+            &out,
+            job.output.reference.as_deref(),
+            temp.path(),
+            ends_budget,
+            rt,
+            &mut clock,
+        )?;
+        marker.records = m.duplicate_records;
+        m.stats
+    } else {
+        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+        let (encoder, mut writer) = range_output::open(
+            out.data.as_deref(),
+            index,
+            out.format,
+            &header,
+            job.output.reference.as_deref(),
+        )?;
+        let name = writer.name.clone();
+        let sorted = sorter
+            .finish_ranges(
+                threads,
+                |p| {
+                    if p == "merge" {
+                        release_free_memory();
+                    }
+                    clock.next(p)
+                },
+                |records| encoder.encode(records),
+                |range| writer.write(range),
+            )
+            .with_context(|| name.clone())?;
+        rt.check_cancelled()?;
+        writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+        sorted
+    };
     drop(temp);
     drop(fixed_reserve);
     report.phases = clock.finish();
