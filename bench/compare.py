@@ -457,10 +457,13 @@ CASES.update({
             "issue: sortase >= 1.5x faster than the samblaster pipeline, faster than bamsormadup, and "
             "<= 1.1x (minimap2-alone + floor). Needs `generate.py --size SIZE --keep-fastq`. Check: "
             "every record (`samtools view`, no header) of sortase and the samblaster pipeline equal, "
-            "duplicate flags included (bamsormadup marks with Picard's rules: timed, not compared)."),
+            "duplicate flags included (sortase-picard and bamsormadup mark with Picard's rules: timed, not "
+            "compared)."),
         "input": "fastq",
         "variants": [
             ("sortase", "{sortase} fq2bam -@{threads} -x {mmi} --write-index -o {out} {input} {r2}"),
+            ("sortase-picard",
+             "{sortase} fq2bam -@{threads} --markdup picard -x {mmi} --write-index -o {out} {input} {r2}"),
             ("mm2-samblaster-sort",
              "{minimap2} -t{threads} -ax sr {mmi} {input} {r2} 2>/dev/null | samblaster -q "
              "--ignoreUnmated | {samtools} sort -@{threads} --write-index -T {tmp}/sort -o {out} -"),
@@ -471,7 +474,7 @@ CASES.update({
         ],
         "floor": ("recompress", "{sortase} view -b -@{threads} -o {out} {sorted}"),
         "check": "/usr/bin/samtools view {out} | md5sum",
-        "check_skip": ("mm2-bamsormadup", "minimap2-alone"),
+        "check_skip": ("sortase-picard", "mm2-bamsormadup", "minimap2-alone"),
     },
 })
 

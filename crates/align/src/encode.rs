@@ -89,6 +89,14 @@ pub(crate) struct Segment<'a> {
     pub regs: &'a [ffi::mm_reg1_t],
 }
 
+impl Segment<'_> {
+    /// A placeholder.
+    pub const EMPTY: Segment<'static> = Segment {
+        read: Read::EMPTY,
+        regs: &[],
+    };
+}
+
 /// minimap2's `get_sam_pri`: the segment's SAM primary hit.
 fn sam_primary(regs: &[ffi::mm_reg1_t]) -> Option<&ffi::mm_reg1_t> {
     regs.iter().find(|r| r.sam_pri() != 0)

@@ -195,14 +195,22 @@ impl<'a> Mapper<'a> {
                 }
             }
         }
-        let segs: Vec<Segment<'_>> = reads
-            .clone()
-            .enumerate()
-            .map(|(j, i)| Segment {
-                read: chunk.read(i),
-                regs: hits.segment(j),
-            })
-            .collect();
+        // No allocation for single reads and pairs; longer fragments (rare) take a Vec.
+        let segment = |(j, i): (usize, usize)| Segment {
+            read: chunk.read(i),
+            regs: hits.segment(j),
+        };
+        let mut pair = [Segment::EMPTY, Segment::EMPTY];
+        let many: Vec<Segment<'_>>;
+        let segs: &[Segment<'_>] = if n_seg <= 2 {
+            for (slot, s) in pair.iter_mut().zip(reads.clone().enumerate().map(segment)) {
+                *slot = s;
+            }
+            &pair[..n_seg]
+        } else {
+            many = reads.clone().enumerate().map(segment).collect();
+            &many
+        };
         let ctx = Context {
             references: aligner.references(),
             read_group: aligner.read_group_id(),
@@ -217,7 +225,7 @@ impl<'a> Mapper<'a> {
             if seg.regs.is_empty() {
                 if !hits_only {
                     offsets.push(out.len() as u32);
-                    encode::write_record(&ctx, &segs, j, None, rep_len, km, &mut self.tags, out)?;
+                    encode::write_record(&ctx, segs, j, None, rep_len, km, &mut self.tags, out)?;
                 }
                 continue;
             }
@@ -226,7 +234,7 @@ impl<'a> Mapper<'a> {
                     continue;
                 }
                 offsets.push(out.len() as u32);
-                encode::write_record(&ctx, &segs, j, Some(k), rep_len, km, &mut self.tags, out)?;
+                encode::write_record(&ctx, segs, j, Some(k), rep_len, km, &mut self.tags, out)?;
             }
         }
         Ok(())

@@ -37,6 +37,17 @@ pub struct Read<'a> {
     pub qual: Option<&'a [u8]>,
 }
 
+impl Read<'_> {
+    /// A read of no bases (a placeholder in fixed-size arrays).
+    pub const EMPTY: Read<'static> = Read {
+        name: b"",
+        name_nul: b"\0",
+        seq: b"",
+        seq_nul: b"\0",
+        qual: None,
+    };
+}
+
 /// Reads stored back to back in one buffer, grouped into fragments. Reused between chunks: its
 /// buffers keep their capacity, so reading allocates nothing once the first chunks are made.
 #[derive(Debug, Default)]
