@@ -30,7 +30,7 @@ use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Pr
 use crate::range_output;
 use crate::runtime::CancelFlag;
 use crate::runtime::Runtime;
-use crate::sort::{final_phase_reserve, release_free_memory, resolve_output};
+use crate::sort::{final_phase_reserve, release_free_memory, resolve_output, ResolvedOutput};
 use crate::writer::OutFormat;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,7 @@ use sortase_align::reads::FastqSource;
 use sortase_align::{AlignError, AlignedBatch, Aligner, AlignerOptions};
 use sortase_bam::{flags, Header};
 use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
-use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
+use sortase_sort::{Budget, SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
 
 mod picard;
@@ -249,6 +249,100 @@ impl Marker {
     }
 }
 
+/// How the memory budget is shared out.
+struct MemoryPlan {
+    /// The whole budget.
+    memory: usize,
+    /// The work queue (chunks in flight bounded by the budget).
+    pipeline: PipelineOptions,
+    /// Reads and records of the chunks in flight.
+    batches: usize,
+    /// Picard's read ends before they spill.
+    ends_budget: usize,
+    /// Held for the whole run: index, batches, output buffers, Picard's ends.
+    fixed: usize,
+    /// The rest: the sorter's records.
+    record_memory: usize,
+}
+
+impl MemoryPlan {
+    fn new(
+        rt: &Runtime,
+        aligner: &Aligner,
+        format: OutFormat,
+        job: &Fq2BamJob,
+    ) -> anyhow::Result<Self> {
+        let (memory, threads) = (rt.memory().limit(), rt.threads());
+        let mut pipeline = PipelineOptions::new(threads);
+        // Chunks in flight: their reads and records (~5 bytes a base: sequence, quality, names,
+        // BAM records); at most an eighth of the budget, at least one chunk per thread and one more.
+        let per_chunk = pipeline.chunk_bases * 5;
+        pipeline.in_flight = pipeline
+            .in_flight
+            .min(memory / 8 / per_chunk)
+            .max(threads + 1);
+        let batches = pipeline.in_flight * per_chunk;
+        let reserve = final_phase_reserve(memory, threads, format);
+        // Picard's read ends (~60 bytes a record) beyond this spill to the temporary directory.
+        let ends_budget = match job.markdup {
+            DuplicateMarking::Picard => memory / 8,
+            _ => 0,
+        };
+        let fixed = aligner.memory() + batches + reserve + ends_budget;
+        if fixed >= memory {
+            return Err(Error::argument(format!(
+                "the memory budget of {} MiB is too small: the minimap2 index of {} takes about {} MiB, the read batches {} MiB and the output {} MiB; raise -m",
+                memory >> 20,
+                job.index.display(),
+                aligner.memory() >> 20,
+                batches >> 20,
+                reserve >> 20
+            ))
+            .into());
+        }
+        Ok(Self {
+            memory,
+            pipeline,
+            batches,
+            ends_budget,
+            fixed,
+            record_memory: memory - fixed,
+        })
+    }
+}
+
+/// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly
+/// index), as `sortase sort` writes.
+fn write_sorted(
+    sorter: Sorter,
+    header: &Header,
+    out: &ResolvedOutput,
+    reference: Option<&Path>,
+    rt: &Runtime,
+    clock: &mut PhaseClock,
+) -> anyhow::Result<SortStats> {
+    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+    let (encoder, mut writer) =
+        range_output::open(out.data.as_deref(), index, out.format, header, reference)?;
+    let name = writer.name.clone();
+    let sorted = sorter
+        .finish_ranges(
+            rt.threads(),
+            |p| {
+                if p == "merge" {
+                    release_free_memory();
+                }
+                clock.next(p)
+            },
+            |records| encoder.encode(records),
+            |range| writer.write(range),
+        )
+        .with_context(|| name.clone())?;
+    rt.check_cancelled()?;
+    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    Ok(sorted)
+}
+
 fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let threads = rt.threads();
     if job.max_fan_in < 2 {
@@ -303,35 +397,11 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         .into());
     }
     report.index_memory = aligner.memory();
-    let memory = rt.memory().limit();
-    let mut opts = PipelineOptions::new(threads);
-    // Chunks in flight: their reads and records (~5 bytes a base: sequence, quality, names, BAM
-    // records); at most an eighth of the budget, at least one chunk per thread and one more.
-    let per_chunk = opts.chunk_bases * 5;
-    opts.in_flight = opts.in_flight.min(memory / 8 / per_chunk).max(threads + 1);
-    let batches = opts.in_flight * per_chunk;
-    let reserve = final_phase_reserve(memory, threads, out.format);
-    // Picard's read ends (~60 bytes a record) beyond this spill to the temporary directory.
-    let ends_budget = match job.markdup {
-        DuplicateMarking::Picard => memory / 8,
-        _ => 0,
-    };
-    let fixed = aligner.memory() + batches + reserve + ends_budget;
-    if fixed >= memory {
-        return Err(Error::argument(format!(
-            "the memory budget of {} MiB is too small: the minimap2 index of {} takes about {} MiB, the read batches {} MiB and the output {} MiB; raise -m",
-            memory >> 20,
-            job.index.display(),
-            aligner.memory() >> 20,
-            batches >> 20,
-            reserve >> 20
-        ))
-        .into());
-    }
+    let plan = MemoryPlan::new(rt, &aligner, out.format, job)?;
     let cancel = rt.cancel_flag().clone();
     let mut fixed_reserve = rt.memory().reservation("fq2bam: index, batches, output");
     if fixed_reserve
-        .grow_waiting(fixed, || cancel.is_cancelled())
+        .grow_waiting(plan.fixed, || cancel.is_cancelled())
         .is_err()
     {
         rt.check_cancelled()?;
@@ -356,10 +426,9 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         out.data.as_deref(),
         rt.temp_dir(),
     ))?;
-    let record_memory = memory - fixed;
     let mut sorter = Sorter::new(SortOptions {
         order: SortOrder::Coordinate,
-        memory: record_memory,
+        memory: plan.record_memory,
         temp_dir: temp.path().to_path_buf(),
         max_fan_in: job.max_fan_in,
         ranges: Default::default(),
@@ -367,7 +436,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     .with_budget(Box::new(RecordBudget {
         reservation: rt.memory().reservation("fq2bam: records"),
         cancel: rt.cancel_flag().clone(),
-        limit: record_memory,
+        limit: plan.record_memory,
     }))
     .with_pool(rt.shared_pool())
     .with_cancel(rt.cancel_flag().shared());
@@ -399,7 +468,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let stats = pipeline::run(
         &aligner,
         source,
-        &opts,
+        &plan.pipeline,
         &stop,
         |batch| -> Vec<Verdict> {
             layout.as_ref().map_or_else(Vec::new, |layout| {
@@ -422,7 +491,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     progress.finish();
     let index_memory = aligner.memory();
     drop(aligner);
-    fixed_reserve.shrink(index_memory + batches);
+    fixed_reserve.shrink(index_memory + plan.batches);
 
     let sorted = if job.markdup == DuplicateMarking::Picard {
         let m = picard::sort_mark_write(
@@ -431,38 +500,21 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             &out,
             job.output.reference.as_deref(),
             temp.path(),
-            ends_budget,
+            plan.ends_budget,
             rt,
             &mut clock,
         )?;
         marker.records = m.duplicate_records;
         m.stats
     } else {
-        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-        let (encoder, mut writer) = range_output::open(
-            out.data.as_deref(),
-            index,
-            out.format,
+        write_sorted(
+            sorter,
             &header,
+            &out,
             job.output.reference.as_deref(),
-        )?;
-        let name = writer.name.clone();
-        let sorted = sorter
-            .finish_ranges(
-                threads,
-                |p| {
-                    if p == "merge" {
-                        release_free_memory();
-                    }
-                    clock.next(p)
-                },
-                |records| encoder.encode(records),
-                |range| writer.write(range),
-            )
-            .with_context(|| name.clone())?;
-        rt.check_cancelled()?;
-        writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
-        sorted
+            rt,
+            &mut clock,
+        )?
     };
     drop(temp);
     drop(fixed_reserve);
@@ -474,8 +526,8 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     report.chunks = stats.chunks;
     report.duplicate_templates = marker.templates;
     report.duplicate_records = marker.records;
-    report.memory_budget = memory;
-    report.record_memory = record_memory;
+    report.memory_budget = plan.memory;
+    report.record_memory = plan.record_memory;
     report.runs_spilled = sorted.runs_spilled;
     report.outputs = out.data.into_iter().collect();
     report.outputs.extend(out.index.map(|(p, _)| p));
