@@ -25,25 +25,28 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::TempDir;
-use crate::memory::Reservation;
 use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Program};
 use crate::range_output;
-use crate::runtime::CancelFlag;
 use crate::runtime::Runtime;
-use crate::sort::{final_phase_reserve, release_free_memory, resolve_output, ResolvedOutput};
+use crate::sort::{release_free_memory, resolve_output, ResolvedOutput};
 use crate::writer::OutFormat;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_align::fastq::FastqReader;
-use sortase_align::pipeline::{self, PipelineOptions};
+use sortase_align::pipeline;
 use sortase_align::reads::FastqSource;
-use sortase_align::{AlignError, AlignedBatch, Aligner, AlignerOptions};
-use sortase_bam::{flags, Header};
-use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
-use sortase_sort::{Budget, SortOptions, SortOrder, SortStats, Sorter};
+use sortase_align::{AlignError, Aligner, AlignerOptions};
+use sortase_bam::Header;
+use sortase_markdup::samblaster::Layout;
+use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
 
+mod memory;
 mod picard;
+mod stream_marking;
+
+use memory::{MemoryPlan, RecordBudget};
+use stream_marking::Marker;
 
 /// How duplicates are marked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -183,132 +186,6 @@ fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqRe
         })
     })?;
     FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(kinded)
-}
-
-/// The sorter's share of the pool: what the index, the read batches and the final phase hold for
-/// the whole run is never given back while records are pushed, so a request larger than the rest
-/// is refused at once (the sorter then spills) instead of waiting for memory that never comes.
-struct RecordBudget {
-    reservation: Reservation,
-    cancel: CancelFlag,
-    /// The most the records can ever get.
-    limit: usize,
-}
-
-impl Budget for RecordBudget {
-    fn try_grow(&mut self, n: usize) -> bool {
-        self.reservation.try_grow(n).is_ok()
-    }
-
-    fn grow_waiting(&mut self, n: usize) -> bool {
-        if self.reservation.size() + n > self.limit {
-            return false;
-        }
-        let cancel = self.cancel.clone();
-        self.reservation
-            .grow_waiting(n, || cancel.is_cancelled())
-            .is_ok()
-    }
-
-    fn free(&mut self) {
-        self.reservation.free();
-    }
-}
-
-/// Duplicate marking in the consumer: samblaster's signatures in input order.
-struct Marker {
-    sigs: SigSet,
-    templates: u64,
-    records: u64,
-}
-
-impl Marker {
-    /// Inserts the signatures of `batch`'s fragments; later copies get 0x400 on all records.
-    fn mark(&mut self, batch: &mut AlignedBatch, verdicts: &[Verdict]) -> anyhow::Result<()> {
-        for (f, v) in verdicts.iter().enumerate() {
-            let dup = match v {
-                Verdict::Pass => false,
-                Verdict::Sig(s) => !self.sigs.insert(*s),
-                Verdict::Broken | Verdict::UnknownReference => return Err(Error::new(
-                    ErrorKind::Internal,
-                    "samblaster: a template without its primary records in the aligner's output",
-                )
-                .into_anyhow()),
-            };
-            if dup {
-                self.templates += 1;
-                for i in batch.fragment(f) {
-                    let raw = batch.records.raw_mut(i);
-                    let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
-                    raw[18..20].copy_from_slice(&flag.to_le_bytes());
-                    self.records += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// How the memory budget is shared out.
-struct MemoryPlan {
-    /// The whole budget.
-    memory: usize,
-    /// The work queue (chunks in flight bounded by the budget).
-    pipeline: PipelineOptions,
-    /// Reads and records of the chunks in flight.
-    batches: usize,
-    /// Picard's read ends before they spill.
-    ends_budget: usize,
-    /// Held for the whole run: index, batches, output buffers, Picard's ends.
-    fixed: usize,
-    /// The rest: the sorter's records.
-    record_memory: usize,
-}
-
-impl MemoryPlan {
-    fn new(
-        rt: &Runtime,
-        aligner: &Aligner,
-        format: OutFormat,
-        job: &Fq2BamJob,
-    ) -> anyhow::Result<Self> {
-        let (memory, threads) = (rt.memory().limit(), rt.threads());
-        let mut pipeline = PipelineOptions::new(threads);
-        // Chunks in flight: their reads and records (~5 bytes a base: sequence, quality, names,
-        // BAM records); at most an eighth of the budget, at least one chunk per thread and one more.
-        let per_chunk = pipeline.chunk_bases * 5;
-        pipeline.in_flight = pipeline
-            .in_flight
-            .min(memory / 8 / per_chunk)
-            .max(threads + 1);
-        let batches = pipeline.in_flight * per_chunk;
-        let reserve = final_phase_reserve(memory, threads, format);
-        // Picard's read ends (~60 bytes a record) beyond this spill to the temporary directory.
-        let ends_budget = match job.markdup {
-            DuplicateMarking::Picard => memory / 8,
-            _ => 0,
-        };
-        let fixed = aligner.memory() + batches + reserve + ends_budget;
-        if fixed >= memory {
-            return Err(Error::argument(format!(
-                "the memory budget of {} MiB is too small: the minimap2 index of {} takes about {} MiB, the read batches {} MiB and the output {} MiB; raise -m",
-                memory >> 20,
-                job.index.display(),
-                aligner.memory() >> 20,
-                batches >> 20,
-                reserve >> 20
-            ))
-            .into());
-        }
-        Ok(Self {
-            memory,
-            pipeline,
-            batches,
-            ends_budget,
-            fixed,
-            record_memory: memory - fixed,
-        })
-    }
 }
 
 /// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly
@@ -454,15 +331,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             })?),
             _ => None,
         };
-    let sb_opts = samblaster::Options {
-        ignore_unmated: true,
-        accept_dups: false,
-    };
-    let mut marker = Marker {
-        sigs: SigSet::default(),
-        templates: 0,
-        records: 0,
-    };
+    let mut marker = Marker::default();
     let source = FastqSource::new(r1, r2, aligner.fragment_mode());
     let stop = rt.cancel_flag().shared();
     let stats = pipeline::run(
@@ -470,16 +339,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         source,
         &plan.pipeline,
         &stop,
-        |batch| -> Vec<Verdict> {
-            layout.as_ref().map_or_else(Vec::new, |layout| {
-                (0..batch.fragments.len())
-                    .map(|f| {
-                        samblaster::analyze(&batch.records, batch.fragment(f), layout, &sb_opts)
-                            .verdict
-                    })
-                    .collect()
-            })
-        },
+        |batch| stream_marking::verdicts(batch, layout.as_ref()),
         |mut batch, verdicts| -> anyhow::Result<()> {
             marker.mark(&mut batch, &verdicts)?;
             sorter.push(batch.records)?;
