@@ -119,7 +119,8 @@ pub struct Fq2BamReport {
     /// Threads.
     pub threads: usize,
     /// Phases: `index`, `align` (reading, mapping, marking and sorting in memory or into runs,
-    /// overlapped), then the sorter's `sort`, `merge`/`write` (compression and the index).
+    /// overlapped), then the sorter's `sort`, `merge`/`write` (compression and the index); with
+    /// Picard, `merge`/`write` feed the end collector, then `mark` and `write`.
     pub phases: Vec<Phase>,
     /// Files written (data file, then index).
     pub outputs: Vec<PathBuf>,
