@@ -336,8 +336,8 @@ pub(crate) fn write_record(
     if let Some(r) = r {
         tags::write_hit_tags(out, r, p);
         tags::write_sa(out, ctx, regs, r, t.seq.len() as i32);
-        if let Some(p) = p {
-            tags::write_md_cs(out, ctx, r, p, t, km, tag_buf);
+        if p.is_some() {
+            tags::write_md_cs(out, ctx, r, t, km, tag_buf);
         }
     }
     if rep_len >= 0 {

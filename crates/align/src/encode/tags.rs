@@ -171,7 +171,6 @@ pub(crate) fn write_md_cs(
     out: &mut Vec<u8>,
     ctx: &Context<'_>,
     r: &ffi::mm_reg1_t,
-    _p: &ffi::mm_extra_t,
     t: &Read<'_>,
     km: *mut std::os::raw::c_void,
     tags: &mut TagBuffer,
