@@ -22,3 +22,4 @@ if ! python3 -c 'import pysam, sys; sys.exit(pysam.__version__ != "0.24.1")' 2>/
   python3 -m pip install -q pysam==0.24.1
 fi
 echo "setup: $(python3 -c 'import pysam; print("pysam", pysam.__version__)'), htslib-test at /usr/share/htslib-test"
+echo "setup: minimap2 CLI of the library's version at $("$(dirname "$0")/build-minimap2-cli.sh")"

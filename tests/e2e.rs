@@ -17,6 +17,8 @@ mod disk_full;
 mod edge_cases;
 #[path = "e2e/fasta.rs"]
 mod fasta;
+#[path = "e2e/fq2bam.rs"]
+mod fq2bam;
 #[path = "e2e/markdup_coord.rs"]
 mod markdup_coord;
 #[path = "e2e/markdup_query.rs"]

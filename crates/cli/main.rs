@@ -6,6 +6,7 @@ mod bgzip;
 mod common;
 mod faidx;
 mod fetch;
+mod fq2bam;
 mod index;
 mod markdup;
 mod markdup_coord;
@@ -53,6 +54,8 @@ enum Command {
     Fetch(fetch::FetchArgs),
     /// Mark duplicates: samblaster's algorithm on query-grouped input, Picard's on coordinate-sorted.
     Markdup(Box<markdup::MarkdupArgs>),
+    /// FASTQ to sorted, duplicate-marked, indexed BAM: minimap2, samblaster's marking, sort, index.
+    Fq2bam(Box<fq2bam::Fq2BamArgs>),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Loc(args) => fetch::loc(args),
         Command::Fetch(args) => fetch::fetch(args),
         Command::Markdup(args) => markdup::run(*args),
+        Command::Fq2bam(args) => fq2bam::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,6 +47,14 @@ impl RecordBatch {
         &self.buf[start..next]
     }
 
+    /// The `i`-th record with its `block_size` prefix, writable in place (e.g. a flag bit; the
+    /// record's length must not change).
+    pub fn raw_mut(&mut self, i: usize) -> &mut [u8] {
+        let start = self.offsets[i] as usize;
+        let next = self.offsets.get(i + 1).map_or(self.end, |&o| o as usize);
+        &mut self.buf[start..next]
+    }
+
     /// Iterates the records.
     pub fn iter(&self) -> impl Iterator<Item = RecordRef<'_>> + '_ {
         (0..self.len()).map(|i| self.record(i))

@@ -112,7 +112,7 @@ impl SortJob {
 /// buffers. It is reserved from the pool before records so that the whole sort stays within the
 /// budget (out of core with `-u`, 16 MiB ranges took peak RSS ~45 MiB past the bound of issue 3 at a
 /// 228 MiB budget); at most a quarter of the budget.
-fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usize {
+pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usize {
     let range = sortase_sort::ranges::RANGE_BYTES as usize;
     let encoded = match format {
         OutFormat::Bam(level) if level == CompressionLevel::STORED => range,
@@ -127,7 +127,7 @@ fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usiz
 /// sort starts its final merge: the read phase's batches were freed into the arenas of the threads
 /// that allocated them, where the final phase's new threads cannot reuse them. On the large bench BAM
 /// with `-u --max-memory 228M` peak RSS was 308-350 MiB without it and 262-280 MiB with it.
-fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; it takes the allocator's locks itself.
     unsafe {

@@ -1,0 +1,38 @@
+//! FASTQ in, raw BAM records out: minimap2 (the `minimap2` crate's presets, its C library through
+//! `minimap2-sys`) on a fine-grained work queue, writing the records minimap2's own `-a` output
+//! holds once samtools has parsed it.
+//!
+//! - [`fastq`]: FASTQ/FASTA records (plain, gzip, BGZF) as minimap2's parser reads them.
+//! - [`reads`]: fragments (read pairs from R1/R2, or one file) cut into chunks of reads.
+//! - [`index`]: [`Aligner`], the index and options of a preset, and minimap2's SAM header.
+//! - `encode` (private): minimap2's `mm_write_sam3` as BAM record bytes.
+//! - [`mapper`]: one thread's mapping of a chunk into an [`AlignedBatch`].
+//! - [`pipeline`]: the bounded work queue over all mapping threads, results in input order.
+//!
+//! ```no_run
+//! use sortase_align::{fastq::FastqReader, index::{Aligner, AlignerOptions}, pipeline, reads::FastqSource};
+//! use std::path::Path;
+//! let aligner = Aligner::load(Path::new("ref.fa"), &AlignerOptions::default())?;
+//! let r1 = FastqReader::open(Path::new("r1.fq.gz"))?;
+//! let r2 = FastqReader::open(Path::new("r2.fq.gz"))?;
+//! let source = FastqSource::new(r1, Some(r2), true);
+//! let stop = std::sync::atomic::AtomicBool::new(false);
+//! let mut records = 0;
+//! pipeline::run(&aligner, source, &pipeline::PipelineOptions::new(2), &stop, |_| (), |batch, ()| {
+//!     records += batch.records.len();
+//!     Ok::<_, sortase_align::AlignError>(())
+//! })?;
+//! # Ok::<(), sortase_align::AlignError>(())
+//! ```
+
+mod encode;
+mod error;
+pub mod fastq;
+pub mod index;
+pub mod mapper;
+pub mod pipeline;
+pub mod reads;
+
+pub use error::AlignError;
+pub use index::{Aligner, AlignerOptions, Reference};
+pub use mapper::AlignedBatch;

@@ -1,0 +1,339 @@
+//! Reads grouped into fragments (the segments of one template: a read pair, or one read) and cut
+//! into small chunks for the aligner's work queue.
+//!
+//! Paired input (R1 and R2 files) pairs the n-th records of both files, as minimap2's
+//! `mm_bseq_read_frag2`, but refuses files of unequal length or records whose names differ
+//! (after dropping a `/1` `/2` suffix) instead of skipping or ignoring them. One file in fragment
+//! mode (the `sr` preset) groups consecutive reads of one name, as `mm_bseq_read3` does; other
+//! presets map each read alone.
+
+use crate::error::AlignError;
+use crate::fastq::{base_name, FastqReader, Record};
+
+/// minimap2's `MM_MAX_SEG`: most segments in one fragment.
+pub const MAX_SEGMENTS: usize = 255;
+
+/// Where one read lies in a chunk's buffer: `name \0 sequence \0 quality`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    name_len: u32,
+    seq_len: u32,
+    has_qual: bool,
+}
+
+/// One read of a chunk.
+#[derive(Debug, Clone, Copy)]
+pub struct Read<'a> {
+    /// The name as read.
+    pub name: &'a [u8],
+    /// The name followed by a NUL byte (for minimap2's C functions).
+    pub name_nul: &'a [u8],
+    /// The bases.
+    pub seq: &'a [u8],
+    /// The bases followed by a NUL byte (minimap2's MD/cs writers take a C string).
+    pub seq_nul: &'a [u8],
+    /// The qualities (`None`: FASTA).
+    pub qual: Option<&'a [u8]>,
+}
+
+impl Read<'_> {
+    /// A read of no bases (a placeholder in fixed-size arrays).
+    pub const EMPTY: Read<'static> = Read {
+        name: b"",
+        name_nul: b"\0",
+        seq: b"",
+        seq_nul: b"\0",
+        qual: None,
+    };
+}
+
+/// Reads stored back to back in one buffer, grouped into fragments. Reused between chunks: its
+/// buffers keep their capacity, so reading allocates nothing once the first chunks are made.
+#[derive(Debug, Default)]
+pub struct ReadChunk {
+    data: Vec<u8>,
+    spans: Vec<Span>,
+    /// Index of each fragment's first read in `spans`.
+    fragments: Vec<u32>,
+    bases: usize,
+}
+
+impl ReadChunk {
+    /// Empties the chunk, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+        self.fragments.clear();
+        self.bases = 0;
+    }
+
+    /// Number of fragments.
+    pub fn fragments(&self) -> usize {
+        self.fragments.len()
+    }
+
+    /// Number of reads.
+    pub fn reads(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Bases of all reads.
+    pub fn bases(&self) -> usize {
+        self.bases
+    }
+
+    /// Bytes the chunk's buffers hold.
+    pub fn allocated(&self) -> usize {
+        self.data.capacity() + self.spans.capacity() * std::mem::size_of::<Span>()
+    }
+
+    /// Whether the chunk holds no read.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The reads of fragment `f`, as a range of read indices.
+    pub fn fragment(&self, f: usize) -> std::ops::Range<usize> {
+        let start = self.fragments[f] as usize;
+        let end = self
+            .fragments
+            .get(f + 1)
+            .map_or(self.spans.len(), |&e| e as usize);
+        start..end
+    }
+
+    /// Read `i`.
+    pub fn read(&self, i: usize) -> Read<'_> {
+        let s = self.spans[i];
+        let (n, l) = (s.name_len as usize, s.seq_len as usize);
+        let seq_start = s.start + n + 1;
+        let qual_start = seq_start + l + 1;
+        Read {
+            name: &self.data[s.start..s.start + n],
+            name_nul: &self.data[s.start..s.start + n + 1],
+            seq: &self.data[seq_start..seq_start + l],
+            seq_nul: &self.data[seq_start..seq_start + l + 1],
+            qual: s.has_qual.then(|| &self.data[qual_start..qual_start + l]),
+        }
+    }
+
+    fn start_fragment(&mut self) {
+        self.fragments.push(self.spans.len() as u32);
+    }
+
+    fn push(&mut self, rec: &Record) {
+        let start = self.data.len();
+        let (name, seq) = (rec.name(), rec.sequence());
+        self.data.extend_from_slice(name);
+        self.data.push(0);
+        self.data.extend_from_slice(seq);
+        self.data.push(0);
+        if let Some(q) = rec.quality() {
+            self.data.extend_from_slice(q);
+        }
+        self.spans.push(Span {
+            start,
+            name_len: name.len() as u32,
+            seq_len: seq.len() as u32,
+            has_qual: rec.quality().is_some(),
+        });
+        self.bases += seq.len();
+    }
+
+    fn last_name(&self) -> Option<&[u8]> {
+        (!self.spans.is_empty()).then(|| self.read(self.spans.len() - 1).name)
+    }
+}
+
+/// The FASTQ input of an alignment: one file, or R1 and R2.
+pub struct FastqSource {
+    r1: FastqReader,
+    r2: Option<FastqReader>,
+    frag_mode: bool,
+    rec1: Record,
+    rec2: Record,
+    /// A read taken from R1 (single-file input) that starts the next chunk's first fragment.
+    pending: bool,
+    fragments: u64,
+}
+
+impl FastqSource {
+    /// Reads `r1` alone (fragment mode: consecutive reads of one name form a fragment), or `r1`
+    /// and `r2` as pairs.
+    pub fn new(r1: FastqReader, r2: Option<FastqReader>, frag_mode: bool) -> Self {
+        Self {
+            r1,
+            r2,
+            frag_mode,
+            rec1: Record::default(),
+            rec2: Record::default(),
+            pending: false,
+            fragments: 0,
+        }
+    }
+
+    /// Fragments read so far.
+    pub fn fragments(&self) -> u64 {
+        self.fragments
+    }
+
+    /// Fills `chunk` (emptied first) with whole fragments until it holds at least `target_bases`
+    /// bases or the input ends; an empty chunk means the end of the input.
+    pub fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError> {
+        chunk.clear();
+        if self.r2.is_some() {
+            self.fill_pairs(chunk, target_bases)
+        } else {
+            self.fill_single(chunk, target_bases)
+        }
+    }
+
+    fn fill_pairs(&mut self, chunk: &mut ReadChunk, target: usize) -> Result<(), AlignError> {
+        let Some(r2) = self.r2.as_mut() else {
+            return Ok(());
+        };
+        while chunk.bases < target {
+            let a = self.r1.read(&mut self.rec1)?;
+            let b = r2.read(&mut self.rec2)?;
+            match (a, b) {
+                (false, false) => break,
+                (true, true) => {}
+                (more1, _) => {
+                    let (short, long) = if more1 {
+                        (r2.path(), self.r1.path())
+                    } else {
+                        (self.r1.path(), r2.path())
+                    };
+                    return Err(AlignError::Pairing(format!(
+                        "{} ends after {} records but {} has more: R1 and R2 must hold the same reads in the same order",
+                        short.display(),
+                        self.fragments,
+                        long.display()
+                    )));
+                }
+            }
+            if base_name(self.rec1.name()) != base_name(self.rec2.name()) {
+                return Err(AlignError::Pairing(format!(
+                    "record {}: R1 read {} and R2 read {} differ in name: R1 and R2 must hold the same reads in the same order",
+                    self.fragments + 1,
+                    String::from_utf8_lossy(self.rec1.name()),
+                    String::from_utf8_lossy(self.rec2.name())
+                )));
+            }
+            chunk.start_fragment();
+            chunk.push(&self.rec1);
+            chunk.push(&self.rec2);
+            self.fragments += 1;
+        }
+        Ok(())
+    }
+
+    fn fill_single(&mut self, chunk: &mut ReadChunk, target: usize) -> Result<(), AlignError> {
+        let mut segments = 0;
+        loop {
+            if !self.pending && !self.r1.read(&mut self.rec1)? {
+                break;
+            }
+            self.pending = true;
+            let joins = self.frag_mode
+                && chunk
+                    .last_name()
+                    .is_some_and(|n| base_name(n) == base_name(self.rec1.name()));
+            if joins {
+                segments += 1;
+                if segments > MAX_SEGMENTS {
+                    return Err(AlignError::Format {
+                        path: self.r1.path().to_path_buf(),
+                        record: self.r1.records(),
+                        what: format!(
+                            "more than {MAX_SEGMENTS} consecutive reads named {} (minimap2's limit of segments per fragment)",
+                            String::from_utf8_lossy(base_name(self.rec1.name()))
+                        ),
+                    });
+                }
+            } else {
+                if chunk.bases >= target {
+                    break;
+                }
+                chunk.start_fragment();
+                self.fragments += 1;
+                segments = 1;
+            }
+            chunk.push(&self.rec1);
+            self.pending = false;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn source(r1: &'static str, r2: Option<&'static str>, frag: bool) -> FastqSource {
+        let open =
+            |t: &'static str, p: &str| FastqReader::new(Box::new(t.as_bytes()), Path::new(p));
+        FastqSource::new(open(r1, "r1.fq"), r2.map(|t| open(t, "r2.fq")), frag)
+    }
+
+    fn fragments(src: &mut FastqSource, target: usize) -> Vec<Vec<Vec<String>>> {
+        let mut chunks = Vec::new();
+        let mut chunk = ReadChunk::default();
+        loop {
+            src.fill(&mut chunk, target).unwrap();
+            if chunk.is_empty() {
+                return chunks;
+            }
+            chunks.push(
+                (0..chunk.fragments())
+                    .map(|f| {
+                        chunk
+                            .fragment(f)
+                            .map(|i| String::from_utf8_lossy(chunk.read(i).name).into_owned())
+                            .collect()
+                    })
+                    .collect(),
+            );
+        }
+    }
+
+    const R1: &str = "@a/1\nAC\n+\nII\n@b/1\nAC\n+\nII\n@c/1\nAC\n+\nII\n";
+    const R2: &str = "@a/2\nGT\n+\nII\n@b/2\nGT\n+\nII\n@c/2\nGT\n+\nII\n";
+
+    #[test]
+    fn pairs_come_in_chunks_of_whole_fragments() {
+        let got = fragments(&mut source(R1, Some(R2), true), 5);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], [vec!["a/1", "a/2"], vec!["b/1", "b/2"]]);
+        assert_eq!(got[1], [vec!["c/1", "c/2"]]);
+    }
+
+    #[test]
+    fn one_file_in_fragment_mode_groups_by_name() {
+        let text = "@a/1\nAC\n+\nII\n@a/2\nAC\n+\nII\n@b\nAC\n+\nII\n@c/1\nA\n+\nI\n";
+        let got = fragments(&mut source(text, None, true), 1);
+        assert_eq!(
+            got,
+            [vec![vec!["a/1", "a/2"]], vec![vec!["b"]], vec![vec!["c/1"]]]
+        );
+        let got = fragments(&mut source(text, None, false), 100);
+        assert_eq!(got[0].len(), 4);
+    }
+
+    #[test]
+    fn unequal_or_mismatched_pairs_are_errors() {
+        let mut chunk = ReadChunk::default();
+        let short = "@a/2\nGT\n+\nII\n";
+        let e = source(R1, Some(short), true)
+            .fill(&mut chunk, 1000)
+            .unwrap_err();
+        assert!(e.to_string().contains("r2.fq ends after 1 records"), "{e}");
+        let other = "@a/2\nGT\n+\nII\n@x/2\nGT\n+\nII\n";
+        let e = source(R1, Some(other), true)
+            .fill(&mut chunk, 1000)
+            .unwrap_err();
+        assert!(e.to_string().contains("b/1 and R2 read x/2"), "{e}");
+    }
+}

@@ -1,0 +1,396 @@
+//! [`Fq2BamJob`]: FASTQ in, sorted, duplicate-marked, indexed BAM out (issue 20), in one streamed
+//! pass: minimap2 through its library (crates/align: a bounded work queue over all threads, minimap2's
+//! SAM records written as raw BAM), samblaster's duplicate marking on the aligner's query-grouped
+//! stream (crates/markdup: signatures on the mapping threads, first-seen-wins in input order), the
+//! sorter (crates/sort, under the runtime's memory pool) and the key-range writer with the on-the-fly
+//! index (range_output). No intermediate SAM/BAM is written besides the sorter's own runs.
+//!
+//! With `--markdup picard` the marking runs after the sort instead, as Picard MarkDuplicates on the
+//! sorted records ([`picard`]).
+//!
+//! The records equal those of `minimap2 -ax PRESET | samblaster --ignoreUnmated | samtools sort`
+//! with the same minimap2 version (tests/e2e/fq2bam.rs). `--ignoreUnmated` because samblaster
+//! refuses single-end unmapped reads without it; paired minimap2 output never needs it.
+//!
+//! ```no_run
+//! use sortase::{Fq2BamJob, OutputSpec, Runtime};
+//! let rt = Runtime::with_threads(2)?;
+//! let mut job = Fq2BamJob::new("ref.fa", "r1.fq.gz", OutputSpec::to_path("out.bam"));
+//! job.reads2 = Some("r2.fq.gz".into());
+//! job.output.write_index = true;
+//! let report = job.run(&rt)?;
+//! println!("{} reads, {} records, {} duplicates", report.reads, report.records, report.duplicate_records);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::files::TempDir;
+use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Program};
+use crate::range_output;
+use crate::runtime::Runtime;
+use crate::sort::{release_free_memory, resolve_output, ResolvedOutput};
+use crate::writer::OutFormat;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_align::fastq::FastqReader;
+use sortase_align::pipeline;
+use sortase_align::reads::FastqSource;
+use sortase_align::{AlignError, Aligner, AlignerOptions};
+use sortase_bam::Header;
+use sortase_markdup::samblaster::Layout;
+use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
+use std::path::{Path, PathBuf};
+
+mod memory;
+mod picard;
+mod stream_marking;
+
+use memory::{MemoryPlan, RecordBudget};
+use stream_marking::Marker;
+
+/// How duplicates are marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateMarking {
+    /// samblaster's algorithm on the aligner's query-grouped output, before the sort.
+    #[default]
+    Samblaster,
+    /// Picard MarkDuplicates' algorithm on the sorted records (a second pass over them, kept in
+    /// the temporary directory).
+    Picard,
+    /// No marking.
+    None,
+}
+
+/// FASTQ to sorted, duplicate-marked (indexed) BAM with minimap2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fq2BamJob {
+    /// minimap2 index (`.mmi`) or reference FASTA (plain or gzip).
+    pub index: PathBuf,
+    /// Reads (FASTQ/FASTA, plain, gzip or BGZF); R1 of a pair.
+    pub reads1: PathBuf,
+    /// R2 of a pair.
+    pub reads2: Option<PathBuf>,
+    /// The output (`write_index` for `--write-index`).
+    pub output: OutputSpec,
+    /// minimap2's preset (`sr`, `map-ont`, `map-hifi`, ...).
+    pub preset: String,
+    /// The read group line (`-R '@RG\tID:...'`, with `\t` escapes as minimap2 takes it).
+    pub read_group: Option<String>,
+    /// Duplicate marking.
+    pub markdup: DuplicateMarking,
+    /// Write MD tags (minimap2 `--MD`).
+    pub md: bool,
+    /// Write short cs tags (minimap2 `--cs`).
+    pub cs: bool,
+    /// Temporary files go to `PREFIX.sortase-PID-N.tmp/`; default: next to the output.
+    pub temp_prefix: Option<PathBuf>,
+    /// Most runs the final merge may open; at least 2.
+    pub max_fan_in: usize,
+    /// The sortase `@PG` line (`None`: none; minimap2's is always written, as minimap2 does).
+    pub program: Option<Program>,
+}
+
+/// What an fq2bam run did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Fq2BamReport {
+    /// Reads mapped.
+    pub reads: u64,
+    /// Templates (read pairs, or single reads).
+    pub fragments: u64,
+    /// Bases mapped.
+    pub bases: u64,
+    /// Records written.
+    pub records: u64,
+    /// Templates marked as duplicates (samblaster; 0 with Picard, which counts records).
+    pub duplicate_templates: u64,
+    /// Records flagged 0x400.
+    pub duplicate_records: u64,
+    /// Chunks of the alignment work queue.
+    pub chunks: u64,
+    /// Memory of the minimap2 index (its size, or an estimate when built from FASTA).
+    pub index_memory: usize,
+    /// The memory budget (the runtime's pool).
+    pub memory_budget: usize,
+    /// The part of it left for the sorter's records.
+    pub record_memory: usize,
+    /// Runs the sorter spilled.
+    pub runs_spilled: u64,
+    /// Threads.
+    pub threads: usize,
+    /// Phases: `index`, `align` (reading, mapping, marking and sorting in memory or into runs,
+    /// overlapped), then the sorter's `sort`, `merge`/`write` (compression and the index); with
+    /// Picard, `merge`/`write` feed the end collector, then `mark` and `write`.
+    pub phases: Vec<Phase>,
+    /// Files written (data file, then index).
+    pub outputs: Vec<PathBuf>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+impl Fq2BamJob {
+    /// Aligns `reads1` (single-end or interleaved) against `index` with the `sr` preset, marks
+    /// duplicates with samblaster's algorithm and writes `output`, coordinate-sorted.
+    pub fn new(index: impl Into<PathBuf>, reads1: impl Into<PathBuf>, output: OutputSpec) -> Self {
+        Self {
+            index: index.into(),
+            reads1: reads1.into(),
+            reads2: None,
+            output,
+            preset: "sr".into(),
+            read_group: None,
+            markdup: DuplicateMarking::Samblaster,
+            md: false,
+            cs: false,
+            temp_prefix: None,
+            max_fan_in: 64,
+            program: None,
+        }
+    }
+
+    /// Runs the job on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<Fq2BamReport> {
+        run(self, rt).map_err(Error::from)
+    }
+}
+
+/// The crate's errors with the kind a caller acts on (I/O errors keep their own).
+fn kinded(e: AlignError) -> anyhow::Error {
+    let kind = match &e {
+        AlignError::Io { .. } => return e.into(),
+        AlignError::Option(_) => ErrorKind::Argument,
+        AlignError::Stopped(_) => ErrorKind::Cancelled,
+        AlignError::Index { .. } => ErrorKind::Input,
+        AlignError::Format { .. } | AlignError::Pairing(_) | AlignError::Record { .. } => {
+            ErrorKind::Format
+        }
+    };
+    Error::new(kind, e.to_string()).into_anyhow()
+}
+
+/// Classifies an error that may have come out of the pipeline as a bare `AlignError`.
+fn classify(e: anyhow::Error) -> anyhow::Error {
+    if e.chain().count() == 1 && e.is::<AlignError>() {
+        if let Ok(a) = e.downcast::<AlignError>() {
+            return kinded(a);
+        }
+        unreachable!("checked with is::<AlignError>()");
+    }
+    e
+}
+
+fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqReader> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        kinded(AlignError::Io {
+            path: path.into(),
+            source: e,
+        })
+    })?;
+    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(kinded)
+}
+
+/// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly
+/// index), as `sortase sort` writes.
+fn write_sorted(
+    sorter: Sorter,
+    header: &Header,
+    out: &ResolvedOutput,
+    reference: Option<&Path>,
+    rt: &Runtime,
+    clock: &mut PhaseClock,
+) -> anyhow::Result<SortStats> {
+    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+    let (encoder, mut writer) =
+        range_output::open(out.data.as_deref(), index, out.format, header, reference)?;
+    let name = writer.name.clone();
+    let sorted = sorter
+        .finish_ranges(
+            rt.threads(),
+            |p| {
+                if p == "merge" {
+                    release_free_memory();
+                }
+                clock.next(p)
+            },
+            |records| encoder.encode(records),
+            |range| writer.write(range),
+        )
+        .with_context(|| name.clone())?;
+    rt.check_cancelled()?;
+    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    Ok(sorted)
+}
+
+fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
+    let threads = rt.threads();
+    if job.max_fan_in < 2 {
+        return Err(Error::argument(format!(
+            "--max-fan-in {}: must be at least 2",
+            job.max_fan_in
+        ))
+        .into());
+    }
+    let mut report = Fq2BamReport {
+        threads,
+        ..Default::default()
+    };
+    let out = resolve_output(
+        &job.output,
+        crate::sort::DEFAULT_LEVEL,
+        SortOrder::Coordinate,
+        &mut report.warnings,
+    )?;
+    let total = [Some(&job.reads1), job.reads2.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    let progress = rt.progress("fq2bam", total);
+    // The reads first: a missing file fails before the index is built.
+    let r1 = open_reads(&job.reads1, &progress)?;
+    let r2 = job
+        .reads2
+        .as_deref()
+        .map(|p| open_reads(p, &progress))
+        .transpose()?;
+
+    let mut clock = PhaseClock::new("index");
+    let aligner = Aligner::load(
+        &job.index,
+        &AlignerOptions {
+            preset: job.preset.clone(),
+            md: job.md,
+            cs: job.cs,
+            read_group: job.read_group.clone(),
+            index_threads: threads,
+        },
+    )
+    .map_err(kinded)?;
+    rt.check_cancelled()?;
+    if r2.is_some() && !aligner.fragment_mode() {
+        return Err(Error::argument(format!(
+            "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
+            job.preset
+        ))
+        .into());
+    }
+    report.index_memory = aligner.memory();
+    let plan = MemoryPlan::new(rt, &aligner, out.format, job)?;
+    let cancel = rt.cancel_flag().clone();
+    let mut fixed_reserve = rt.memory().reservation("fq2bam: index, batches, output");
+    if fixed_reserve
+        .grow_waiting(plan.fixed, || cancel.is_cancelled())
+        .is_err()
+    {
+        rt.check_cancelled()?;
+    }
+
+    let mut header = Header::from_sam_text(
+        aligner.sam_header(
+            &aligner.command_line(
+                threads,
+                &[Some(job.reads1.as_path()), job.reads2.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+    )?;
+    header.set_sort_order("coordinate", None);
+    add_program(&mut header, job.program.as_ref());
+
+    let temp = TempDir::create(&temp_prefix(
+        job.temp_prefix.as_deref(),
+        out.data.as_deref(),
+        rt.temp_dir(),
+    ))?;
+    let mut sorter = Sorter::new(SortOptions {
+        order: SortOrder::Coordinate,
+        memory: plan.record_memory,
+        temp_dir: temp.path().to_path_buf(),
+        max_fan_in: job.max_fan_in,
+        ranges: Default::default(),
+    })
+    .with_budget(Box::new(RecordBudget {
+        reservation: rt.memory().reservation("fq2bam: records"),
+        cancel: rt.cancel_flag().clone(),
+        limit: plan.record_memory,
+    }))
+    .with_pool(rt.shared_pool())
+    .with_cancel(rt.cancel_flag().shared());
+
+    clock.next("align");
+    let lengths: Vec<u64> = aligner
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    let layout =
+        match job.markdup {
+            DuplicateMarking::Samblaster => Some(Layout::new(&lengths, 500).map_err(|e| {
+                Error::new(ErrorKind::Input, format!("{}: {e}", job.index.display()))
+            })?),
+            _ => None,
+        };
+    let mut marker = Marker::default();
+    let source = FastqSource::new(r1, r2, aligner.fragment_mode());
+    let stop = rt.cancel_flag().shared();
+    let stats = pipeline::run(
+        &aligner,
+        source,
+        &plan.pipeline,
+        &stop,
+        |batch| stream_marking::verdicts(batch, layout.as_ref()),
+        |mut batch, verdicts| -> anyhow::Result<()> {
+            marker.mark(&mut batch, &verdicts)?;
+            sorter.push(batch.records)?;
+            Ok(())
+        },
+    )
+    .map_err(classify)?;
+    rt.check_cancelled()?;
+    progress.finish();
+    let index_memory = aligner.memory();
+    drop(aligner);
+    fixed_reserve.shrink(index_memory + plan.batches);
+
+    let sorted = if job.markdup == DuplicateMarking::Picard {
+        let m = picard::sort_mark_write(
+            sorter,
+            &header,
+            &out,
+            job.output.reference.as_deref(),
+            temp.path(),
+            plan.ends_budget,
+            rt,
+            &mut clock,
+        )?;
+        marker.records = m.duplicate_records;
+        m.stats
+    } else {
+        write_sorted(
+            sorter,
+            &header,
+            &out,
+            job.output.reference.as_deref(),
+            rt,
+            &mut clock,
+        )?
+    };
+    drop(temp);
+    drop(fixed_reserve);
+    report.phases = clock.finish();
+    report.reads = stats.reads;
+    report.fragments = stats.fragments;
+    report.bases = stats.bases;
+    report.records = stats.records;
+    report.chunks = stats.chunks;
+    report.duplicate_templates = marker.templates;
+    report.duplicate_records = marker.records;
+    report.memory_budget = plan.memory;
+    report.record_memory = plan.record_memory;
+    report.runs_spilled = sorted.runs_spilled;
+    report.outputs = out.data.into_iter().collect();
+    report.outputs.extend(out.index.map(|(p, _)| p));
+    Ok(report)
+}

@@ -1,0 +1,116 @@
+//! [`Fq2BamJob`] as a library call (issue 20): a run reports its counts and writes the BAM and its
+//! index; duplicates are marked; a cancelled run returns `Cancelled` and leaves no file; a budget
+//! smaller than the index is an argument error. Record identity with minimap2's CLI is checked by
+//! tests/e2e/fq2bam.rs.
+
+use sortase::{DuplicateMarking, ErrorKind, Fq2BamJob, OutputSpec, Runtime};
+use std::path::Path;
+
+/// xorshift64* for reproducible sequences.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn bases(&mut self, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| b"ACGT"[(self.next() % 4) as usize])
+            .collect()
+    }
+}
+
+fn revcomp(s: &[u8]) -> Vec<u8> {
+    s.iter()
+        .rev()
+        .map(|&c| match c {
+            b'A' => b'T',
+            b'C' => b'G',
+            b'G' => b'C',
+            _ => b'A',
+        })
+        .collect()
+}
+
+/// A 20 kb reference and `n` read pairs from it, every tenth pair a copy of the one before.
+fn write_data(dir: &Path, n: usize) {
+    let mut rng = Rng(0x5eed);
+    let genome = rng.bases(20_000);
+    let mut fa = b">chr1\n".to_vec();
+    for line in genome.chunks(60) {
+        fa.extend_from_slice(line);
+        fa.push(b'\n');
+    }
+    std::fs::write(dir.join("ref.fa"), fa).unwrap();
+    let (mut r1, mut r2) = (String::new(), String::new());
+    let mut start = 0;
+    for i in 0..n {
+        if i % 10 != 9 {
+            start = (rng.next() % (20_000 - 400)) as usize;
+        }
+        let frag = &genome[start..start + 400];
+        let q = "I".repeat(100);
+        let a = String::from_utf8(frag[..100].to_vec()).unwrap();
+        let b = String::from_utf8(revcomp(frag)[..100].to_vec()).unwrap();
+        r1.push_str(&format!("@p{i}/1\n{a}\n+\n{q}\n"));
+        r2.push_str(&format!("@p{i}/2\n{b}\n+\n{q}\n"));
+    }
+    std::fs::write(dir.join("r1.fq"), r1).unwrap();
+    std::fs::write(dir.join("r2.fq"), r2).unwrap();
+}
+
+fn job(dir: &Path) -> Fq2BamJob {
+    let mut job = Fq2BamJob::new(
+        dir.join("ref.fa"),
+        dir.join("r1.fq"),
+        OutputSpec::to_path(dir.join("out.bam")),
+    );
+    job.reads2 = Some(dir.join("r2.fq"));
+    job.output.write_index = true;
+    job
+}
+
+#[test]
+fn fq2bam_job_writes_marks_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path(), 200);
+    let rt = Runtime::with_threads(2).unwrap();
+    let report = job(dir.path()).run(&rt).unwrap();
+    assert_eq!(
+        (report.reads, report.fragments, report.records),
+        (400, 200, 400)
+    );
+    assert_eq!(report.duplicate_templates, 20);
+    assert_eq!(report.duplicate_records, 40);
+    assert_eq!(
+        report.outputs,
+        [dir.path().join("out.bam"), dir.path().join("out.bam.csi")]
+    );
+    assert!(report.outputs.iter().all(|p| p.is_file()));
+    let mut none = job(dir.path());
+    none.markdup = DuplicateMarking::None;
+    assert_eq!(none.run(&rt).unwrap().duplicate_records, 0);
+}
+
+#[test]
+fn fq2bam_job_cancelled_or_over_budget_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path(), 50);
+    let before = std::fs::read_dir(dir.path()).unwrap().count();
+    let rt = Runtime::with_threads(2).unwrap();
+    rt.cancel();
+    let err = job(dir.path()).run(&rt).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
+    let small = Runtime::builder()
+        .threads(1)
+        .memory(64 << 10)
+        .build()
+        .unwrap();
+    let err = job(dir.path()).run(&small).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Argument, "{err}");
+    assert!(err.to_string().contains("raise -m"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), before);
+}
