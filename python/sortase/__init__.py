@@ -8,6 +8,13 @@ Every job runs in Rust with the GIL released, on a runtime built for the call (`
 >>> report = sortase.sort("in.bam", "sorted.bam", threads=4, max_memory="2G", write_index=True)
 >>> table = sortase.read_bam("sorted.bam", region="chr1:1-100000", tags=["NM", "RG"])
 >>> import polars as pl; df = pl.from_arrow(table)
+>>> sortase.flagstat("sorted.bam")["QC-passed reads"]["mapped"]   # samtools flagstat -O json
+>>> sortase.idxstats("sorted.bam")                                # a pyarrow.Table
+
+Every command is a function whose keywords are its long options: :func:`sort`, :func:`merge`,
+:func:`view`, :func:`index`, :func:`markdup`, :func:`flagstat`, :func:`idxstats`, :func:`bgzip`,
+:func:`faidx`, :func:`fetch`, :func:`snp_pileup`. Jobs that write files return a :class:`Report`;
+the others return their results as data (dicts, tables, lists).
 """
 
 from __future__ import annotations
