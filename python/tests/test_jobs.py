@@ -3,10 +3,13 @@ pysam) or the CLI's on small generated files, and errors raise the right class n
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
+import os
 import random
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -243,3 +246,14 @@ def test_wrong_arguments(tmp_path: Path, sorted_bam: Path) -> None:
         sortase.flagstat(sorted_bam, threads=0)
     with pytest.raises(TypeError):
         sortase.fetch(sorted_bam, "seq1")
+
+
+def test_view_to_stdout_and_flagstat_one_liner(sorted_bam: Path, sortase_bin: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = [sys.executable, "-c"]
+    got = subprocess.run([*run, f"import sortase; sortase.view({str(sorted_bam)!r}, threads=1)"],
+                         check=True, capture_output=True, env=env).stdout
+    assert got == cli(sortase_bin, "view", "-@", 1, sorted_bam).stdout
+    printed = subprocess.run([*run, f"import sortase; print(sortase.flagstat({str(sorted_bam)!r}))"],
+                             check=True, capture_output=True, env=env, text=True).stdout
+    assert ast.literal_eval(printed) == json.loads(pysam.flagstat("-O", "json", str(sorted_bam)))
