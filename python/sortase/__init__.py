@@ -8,6 +8,13 @@ Every job runs in Rust with the GIL released, on a runtime built for the call (`
 >>> report = sortase.sort("in.bam", "sorted.bam", threads=4, max_memory="2G", write_index=True)
 >>> table = sortase.read_bam("sorted.bam", region="chr1:1-100000", tags=["NM", "RG"])
 >>> import polars as pl; df = pl.from_arrow(table)
+>>> sortase.flagstat("sorted.bam")["QC-passed reads"]["mapped"]   # samtools flagstat -O json
+>>> sortase.idxstats("sorted.bam")                                # a pyarrow.Table
+
+Every command is a function whose keywords are its long options: :func:`sort`, :func:`merge`,
+:func:`view`, :func:`index`, :func:`markdup`, :func:`flagstat`, :func:`idxstats`, :func:`bgzip`,
+:func:`faidx`, :func:`fetch`, :func:`snp_pileup`. Jobs that write files return a :class:`Report`;
+the others return their results as data (dicts, tables, lists).
 """
 
 from __future__ import annotations
@@ -42,9 +49,19 @@ __all__ = [
     "Report",
     "SortaseError",
     "SortaseWarning",
+    "bgzip",
+    "faidx",
+    "fetch",
+    "flagstat",
+    "idxstats",
+    "index",
+    "markdup",
+    "merge",
     "read_bam",
     "scan_bam",
+    "snp_pileup",
     "sort",
+    "view",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -242,3 +259,300 @@ def _tags(tags: Tags) -> Union[List[str], Dict[str, Optional[str]], None]:
     if isinstance(tags, Mapping):
         return dict(tags)
     return list(tags)
+
+
+# The other commands (issue 17): keywords are the commands' long options, results are data.
+
+Flags = Union[int, str, None]
+
+
+def flagstat(path: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]:
+    """Counts the flags of a BAM, as ``samtools flagstat -O json``: a dict with samtools' keys
+    (``{"QC-passed reads": {...}, "QC-failed reads": {...}}``). Warnings are issued as
+    :class:`SortaseWarning`."""
+    import json
+
+    report_text, json_text = _sortase.flagstat(path, threads=threads)
+    _report(report_text)
+    return json.loads(json_text)
+
+
+def idxstats(path: PathLike, *, threads: Optional[int] = None) -> pa.Table:
+    """Per-reference counts of an indexed BAM, as ``samtools idxstats``: a ``pyarrow.Table`` with
+    columns ``name``, ``length``, ``mapped``, ``unmapped`` (the last row ``*``: unplaced reads)."""
+    rows = _report(_sortase.idxstats(path, threads=threads))["rows"]
+    return pa.table({
+        "name": pa.array([r["name"] for r in rows], pa.string()),
+        "length": pa.array([r["length"] for r in rows], pa.uint64()),
+        "mapped": pa.array([r["mapped"] for r in rows], pa.uint64()),
+        "unmapped": pa.array([r["unmapped"] for r in rows], pa.uint64()),
+    })
+
+
+def index(
+    path: PathLike,
+    output: Optional[PathLike] = None,
+    *,
+    csi: bool = False,
+    min_shift: int = 14,
+    threads: Optional[int] = None,
+) -> Report:
+    """Indexes a coordinate-sorted BAM, as ``sortase index`` / ``samtools index``: a ``.bai``
+    (``csi=True``: a ``.csi`` with ``min_shift``) next to it, or at ``output``. Reports ``bytes``,
+    ``outputs``, ``warnings``."""
+    return _report(_sortase.index(path, output, csi=csi, min_shift=min_shift, threads=threads))
+
+
+def merge(
+    inputs: Sequence[PathLike],
+    output: PathLike,
+    *,
+    threads: Optional[int] = None,
+    by_name: bool = False,
+    by_name_lex: bool = False,
+    tag: Optional[str] = None,
+    attach_rg: bool = False,
+    combine_rg: bool = False,
+    combine_pg: bool = False,
+    seed: Optional[int] = None,
+    header: Optional[PathLike] = None,
+    force: bool = False,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    output_fmt: Optional[str] = None,
+    index_format: Optional[str] = None,
+    reference: Optional[PathLike] = None,
+    no_pg: bool = False,
+) -> Report:
+    """Merges sorted ``inputs`` into ``output``, as ``sortase merge`` / ``samtools merge``.
+
+    Keywords: ``by_name`` (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``attach_rg``
+    (``-r``), ``combine_rg`` (``-c``), ``combine_pg`` (``-p``), ``seed`` (``-s``), ``header``
+    (``-h FILE``), ``force`` (``-f``), and the output options of :func:`sort`. Reports ``inputs``,
+    ``threads``, ``method``, ``ranges``, ``outputs``, ``warnings``."""
+    return _report(_sortase.merge(
+        [os.fspath(p) for p in inputs], output, threads=threads, by_name=by_name,
+        by_name_lex=by_name_lex, tag=tag, attach_rg=attach_rg, combine_rg=combine_rg,
+        combine_pg=combine_pg, seed=seed, header=header, force=force, level=level,
+        uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
+        index_format=index_format, reference=reference, no_pg=no_pg,
+    ))
+
+
+def view(
+    input: PathLike,
+    output: Optional[PathLike] = None,
+    *,
+    regions: Optional[Sequence[str]] = None,
+    threads: Optional[int] = None,
+    output_fmt: Optional[str] = None,
+    count: bool = False,
+    require_flags: Flags = None,
+    exclude_flags: Flags = None,
+    min_mapq: int = 0,
+    with_header: bool = False,
+    header_only: bool = False,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    reference: Optional[PathLike] = None,
+    no_pg: bool = False,
+) -> Report:
+    """Filters and converts records, as ``sortase view`` / ``samtools view``.
+
+    ``output``: the file written (``None``: standard output, SAM unless ``output_fmt``).
+    ``count=True`` (``-c``) writes nothing and reports the number of records passing the filters
+    in ``count``. ``require_flags`` (``-f``) / ``exclude_flags`` (``-F``): an int or samtools'
+    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``regions`` (needs an index).
+    Reports ``records``, ``count``, ``outputs``, ``warnings``."""
+    return _report(_sortase.view(
+        input, output, regions=None if regions is None else list(regions), threads=threads,
+        output_fmt=output_fmt, count=count, require_flags=require_flags,
+        exclude_flags=exclude_flags, min_mapq=min_mapq, with_header=with_header,
+        header_only=header_only, level=level, uncompressed=uncompressed, reference=reference,
+        no_pg=no_pg,
+    ))
+
+
+def markdup(
+    input: PathLike,
+    output: PathLike,
+    *,
+    mode: str = "auto",
+    remove_duplicates: bool = False,
+    metrics: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    max_memory: Union[int, str, None] = None,
+    temp_prefix: Optional[PathLike] = None,
+    optical_distance: Optional[int] = None,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    output_fmt: Optional[str] = None,
+    index_format: Optional[str] = None,
+    reference: Optional[PathLike] = None,
+    no_pg: bool = False,
+) -> Report:
+    """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
+    ``"query"`` (samblaster's algorithm) or ``"coordinate"`` (Picard MarkDuplicates').
+    ``remove_duplicates`` (``-r``), ``metrics`` (Picard's metrics file), ``max_memory`` (default
+    ``"2G"``), ``optical_distance`` (default 100). Reports ``mode``, ``records``,
+    ``duplicate_records``, ``summary`` (the lines the CLI prints), ``outputs``, ``warnings``."""
+    return _report(_sortase.markdup(
+        input, output, mode=mode, remove_duplicates=remove_duplicates, metrics=metrics,
+        threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
+        optical_distance=optical_distance, level=level, uncompressed=uncompressed,
+        write_index=write_index, output_fmt=output_fmt, index_format=index_format,
+        reference=reference, no_pg=no_pg,
+    ))
+
+
+def bgzip(
+    files: Union[PathLike, Sequence[PathLike]],
+    *,
+    decompress: bool = False,
+    reindex: bool = False,
+    test: bool = False,
+    offset: Optional[int] = None,
+    size: Optional[int] = None,
+    output: Optional[PathLike] = None,
+    force: bool = False,
+    keep: bool = False,
+    index: bool = False,
+    index_name: Optional[PathLike] = None,
+    level: Optional[int] = None,
+    threads: Optional[int] = None,
+) -> Report:
+    """Compresses files to BGZF, as ``sortase bgzip`` / htslib's ``bgzip``: ``FILE`` →
+    ``FILE.gz`` (removing ``FILE`` unless ``keep``), or to ``output``. ``decompress`` (``-d``),
+    ``reindex`` (``-r``), ``test`` (``-t``), ``offset``/``size`` (``-b``/``-s``), ``index``
+    (``-i``, a ``.gzi``), ``index_name`` (``-I``), ``force`` (``-f``). Reports ``files``,
+    ``uncompressed_bytes``, ``outputs``, ``removed``, ``warnings``."""
+    paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    return _report(_sortase.bgzip(
+        [os.fspath(p) for p in paths], decompress=decompress, reindex=reindex, test=test,
+        offset=offset, size=size, output=output, force=force, keep=keep, index=index,
+        index_name=index_name, level=level, threads=threads,
+    ))
+
+
+def faidx(
+    input: PathLike,
+    regions: Optional[Sequence[str]] = None,
+    *,
+    output: Optional[PathLike] = None,
+    region_file: Optional[PathLike] = None,
+    length: Optional[int] = None,
+    continue_: bool = False,
+    fastq: bool = False,
+    reverse_complement: bool = False,
+    mark_strand: str = "rc",
+    fai_idx: Optional[PathLike] = None,
+    gzi_idx: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+) -> Report:
+    """Indexes a FASTA/FASTQ (``.fai``, and ``.gzi`` if bgzipped), or writes ``regions`` of it to
+    ``output`` (``None``: standard output), as ``samtools faidx``. ``length`` (``-n``),
+    ``continue_`` (``--continue``), ``fastq``, ``reverse_complement`` (``-i``), ``mark_strand``,
+    ``fai_idx``, ``gzi_idx``. Reports ``indexed``, ``sequences``, ``regions``, ``outputs``,
+    ``warnings``."""
+    return _report(_sortase.faidx(
+        input, None if regions is None else list(regions), output=output,
+        region_file=region_file, length=length, continue_=continue_, fastq=fastq,
+        reverse_complement=reverse_complement, mark_strand=mark_strand, fai_idx=fai_idx,
+        gzi_idx=gzi_idx, threads=threads,
+    ))
+
+
+def _split_records(text: str) -> List[str]:
+    """Whole FASTA records (each from its ``>`` line), or FASTQ records of four lines."""
+    if not text:
+        return []
+    lines = text.splitlines(keepends=True)
+    if text.startswith("@"):
+        return ["".join(lines[i:i + 4]) for i in range(0, len(lines), 4)]
+    records: List[str] = []
+    for line in lines:
+        if line.startswith(">") or not records:
+            records.append(line)
+        else:
+            records[-1] += line
+    return records
+
+
+def fetch(
+    fasta: PathLike,
+    names: Sequence[str],
+    *,
+    sorted: bool = False,
+    loc: Optional[PathLike] = None,
+    verify: bool = False,
+    threads: Optional[int] = None,
+) -> List[str]:
+    """The whole records named ``names`` of a FASTA/FASTQ (plain or bgzipped), as
+    ``sortase fetch -n``: a list of record texts (header line included), in request order
+    (``sorted=True``: file order). The ``.loc`` (``loc``) and ``.gzi`` are built if missing.
+    FASTQ records are taken as four lines each."""
+    import tempfile
+
+    if isinstance(names, str):
+        raise TypeError("names must be a list of record names, not a str")
+    fd, tmp = tempfile.mkstemp(prefix="sortase-fetch-", suffix=".txt")
+    os.close(fd)
+    try:
+        _report(_sortase.fetch(
+            fasta, list(names), tmp, sorted=sorted, loc=loc, verify=verify, threads=threads,
+        ))
+        with open(tmp, encoding="utf-8", newline="") as f:
+            return _split_records(f.read())
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def snp_pileup(
+    vcf: PathLike,
+    bams: Sequence[PathLike],
+    output: Optional[PathLike] = None,
+    *,
+    count_orphans: Optional[bool] = None,
+    gzip: bool = False,
+    ignore_overlaps: Optional[bool] = None,
+    min_base_quality: Optional[int] = None,
+    min_map_quality: Optional[int] = None,
+    min_read_counts: Optional[Sequence[int]] = None,
+    max_depth: Optional[int] = None,
+    pseudo_snps: int = 0,
+    threads: Optional[int] = None,
+) -> Union[Report, pa.Table]:
+    """FACETS' ``snp-pileup`` of ``bams`` at the SNVs of ``vcf``, as ``sortase snp-pileup``.
+
+    With ``output``: writes the CSV there (``gzip``: compressed) and returns the report
+    (``vcf_lines``, ``snvs``, ``snp_lines``, ``pseudo_lines``, ``outputs``, ``warnings``). Without:
+    returns the CSV as a ``pyarrow.Table`` (``Chromosome`` as strings). Options default to
+    FACETS' (``None``): ``count_orphans`` (``-A``), ``ignore_overlaps`` (``-x``),
+    ``min_base_quality`` (``-Q``), ``min_map_quality`` (``-q``), ``min_read_counts`` (``-r``),
+    ``max_depth`` (``-d``), ``pseudo_snps`` (``-P``)."""
+    options = dict(
+        count_orphans=count_orphans, ignore_overlaps=ignore_overlaps,
+        min_base_quality=min_base_quality, min_map_quality=min_map_quality,
+        min_read_counts=None if min_read_counts is None else list(min_read_counts),
+        max_depth=max_depth, pseudo_snps=pseudo_snps, threads=threads,
+    )
+    paths = [os.fspath(b) for b in bams]
+    if output is not None:
+        return _report(_sortase.snp_pileup(vcf, paths, output, gzip=gzip, **options))
+    import tempfile
+
+    import pyarrow.csv as pacsv
+
+    tmpdir = tempfile.mkdtemp(prefix="sortase-snp-pileup-")
+    tmp = os.path.join(tmpdir, "pileup.csv")
+    try:
+        _report(_sortase.snp_pileup(vcf, paths, tmp, gzip=False, **options))
+        convert = pacsv.ConvertOptions(column_types={"Chromosome": pa.string()})
+        return pacsv.read_csv(tmp, convert_options=convert)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        os.rmdir(tmpdir)

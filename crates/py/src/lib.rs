@@ -4,6 +4,7 @@
 //! The public API, its docstrings and its defaults are in `python/sortase/__init__.py`.
 
 mod error;
+mod jobs;
 mod run;
 mod tasks;
 
@@ -20,7 +21,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Bytes from an int or a samtools size string (`"768M"`).
-fn memory_bytes(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<usize>> {
+pub(crate) fn memory_bytes(
+    value: Option<&Bound<'_, PyAny>>,
+    name: &str,
+) -> PyResult<Option<usize>> {
     let Some(v) = value else { return Ok(None) };
     let py = v.py();
     if let Ok(s) = v.cast::<PyString>() {
@@ -32,7 +36,7 @@ fn memory_bytes(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option
     Ok(Some(v.extract::<usize>()?))
 }
 
-fn path_text(p: PathBuf) -> String {
+pub(crate) fn path_text(p: PathBuf) -> String {
     p.to_string_lossy().into_owned()
 }
 
@@ -252,5 +256,6 @@ fn _sortase(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_bam, m)?)?;
     m.add_function(wrap_pyfunction!(scan_bam, m)?)?;
     tasks::register(m)?;
+    jobs::register(m)?;
     Ok(())
 }

@@ -1,0 +1,403 @@
+//! The commands besides `sort` as Python functions (issue 17): keyword arguments named as the
+//! CLI's long options → the facade's job spec → [`run_job`] (GIL released, Ctrl-C cancels) → the
+//! report as JSON. `python/sortase/__init__.py` turns the JSON into `Report`s, tables and lists.
+
+use crate::error;
+use crate::run::{run_job, runtime, LatestProgress};
+use crate::{memory_bytes, path_text};
+use pyo3::prelude::*;
+use sortase::markdup::Mode;
+use sortase::view::parse_flags;
+use sortase::{
+    BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, IdxstatsJob, IndexJob,
+    MarkdupJob, MergeJob, Order, OutputSpec, Program, Runtime, SnpPileupJob, ViewJob,
+};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Runs `job` on a runtime of `threads` threads and `memory` bytes; the report as JSON.
+fn run_to_json<R: serde::Serialize + Send + 'static>(
+    py: Python<'_>,
+    threads: Option<usize>,
+    memory: Option<usize>,
+    job: impl FnOnce(&Runtime) -> sortase::Result<R> + Send + 'static,
+) -> PyResult<String> {
+    let latest = Arc::new(LatestProgress::default());
+    let rt = runtime(threads, memory, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let job_rt = rt.clone();
+    let report = run_job(py, &rt, None, move || job(&job_rt))?;
+    serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
+}
+
+/// The `@PG` line of a call (`None` under `no_pg`), its command line the Python call.
+fn program(no_pg: bool, call: &str) -> Option<Program> {
+    (!no_pg).then(|| Program::new(format!("sortase.{call}")))
+}
+
+/// `-f/-F`: an int, or samtools' text (`"0x4"`, `"UNMAP,SECONDARY"`).
+fn flags(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<u16> {
+    let Some(v) = value else { return Ok(0) };
+    if let Ok(n) = v.extract::<u16>() {
+        return Ok(n);
+    }
+    let s: String = v.extract()?;
+    parse_flags(&s).map_err(|e| error::to_py_err(py, e))
+}
+
+/// `sortase flagstat`; the report as JSON (`counts`, `warnings`) and samtools' `-O json` text.
+#[pyfunction]
+#[pyo3(signature = (path, *, threads=None))]
+fn flagstat(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<(String, String)> {
+    let job = FlagstatJob::new(path);
+    let latest = Arc::new(LatestProgress::default());
+    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let job_rt = rt.clone();
+    let report = run_job(py, &rt, None, move || job.run(&job_rt))?;
+    let json = serde_json::to_string(&report)
+        .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
+    Ok((json, report.to_json()))
+}
+
+/// `sortase idxstats`; the report as JSON (`rows` of name, length, mapped, unmapped).
+#[pyfunction]
+#[pyo3(signature = (path, *, threads=None))]
+fn idxstats(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<String> {
+    let job = IdxstatsJob::new(path);
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase index`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (path, output=None, *, csi=false, min_shift=14, threads=None))]
+fn index(
+    py: Python<'_>,
+    path: PathBuf,
+    output: Option<PathBuf>,
+    csi: bool,
+    min_shift: u32,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let job = IndexJob {
+        output,
+        csi,
+        min_shift,
+        ..IndexJob::new(path)
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase merge`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (inputs, output, *, threads=None, by_name=false, by_name_lex=false,
+    tag=None, attach_rg=false, combine_rg=false, combine_pg=false, seed=None, header=None,
+    force=false, level=None, uncompressed=false, write_index=false, output_fmt=None,
+    index_format=None, reference=None, no_pg=false))]
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    output: PathBuf,
+    threads: Option<usize>,
+    by_name: bool,
+    by_name_lex: bool,
+    tag: Option<String>,
+    attach_rg: bool,
+    combine_rg: bool,
+    combine_pg: bool,
+    seed: Option<i64>,
+    header: Option<PathBuf>,
+    force: bool,
+    level: Option<i32>,
+    uncompressed: bool,
+    write_index: bool,
+    output_fmt: Option<String>,
+    index_format: Option<String>,
+    reference: Option<PathBuf>,
+    no_pg: bool,
+) -> PyResult<String> {
+    let job = MergeJob {
+        inputs: inputs.into_iter().map(path_text).collect(),
+        output: OutputSpec {
+            path: Some(output),
+            format: output_fmt,
+            level,
+            uncompressed,
+            write_index,
+            index_format,
+            reference,
+        },
+        order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
+        attach_rg,
+        combine_rg,
+        combine_pg,
+        seed,
+        header_file: header,
+        force,
+        program: program(no_pg, "merge"),
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase view`; the report as JSON (`count` under `count=True`).
+#[pyfunction]
+#[pyo3(signature = (input, output=None, *, regions=None, threads=None, output_fmt=None,
+    count=false, require_flags=None, exclude_flags=None, min_mapq=0, with_header=false,
+    header_only=false, level=None, uncompressed=false, reference=None, no_pg=false))]
+#[allow(clippy::too_many_arguments)]
+fn view(
+    py: Python<'_>,
+    input: PathBuf,
+    output: Option<PathBuf>,
+    regions: Option<Vec<String>>,
+    threads: Option<usize>,
+    output_fmt: Option<String>,
+    count: bool,
+    require_flags: Option<&Bound<'_, PyAny>>,
+    exclude_flags: Option<&Bound<'_, PyAny>>,
+    min_mapq: u8,
+    with_header: bool,
+    header_only: bool,
+    level: Option<i32>,
+    uncompressed: bool,
+    reference: Option<PathBuf>,
+    no_pg: bool,
+) -> PyResult<String> {
+    let job = ViewJob {
+        input: path_text(input),
+        output: OutputSpec {
+            path: output,
+            format: output_fmt,
+            level,
+            uncompressed,
+            reference,
+            ..OutputSpec::default()
+        },
+        with_header,
+        header_only,
+        count,
+        require_flags: flags(py, require_flags)?,
+        exclude_flags: flags(py, exclude_flags)?,
+        min_mapq,
+        regions: regions.unwrap_or_default(),
+        program: program(no_pg, "view"),
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase markdup`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (input, output, *, mode="auto", remove_duplicates=false, metrics=None,
+    threads=None, max_memory=None, temp_prefix=None, optical_distance=None, level=None,
+    uncompressed=false, write_index=false, output_fmt=None, index_format=None, reference=None,
+    no_pg=false))]
+#[allow(clippy::too_many_arguments)]
+fn markdup(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    mode: &str,
+    remove_duplicates: bool,
+    metrics: Option<PathBuf>,
+    threads: Option<usize>,
+    max_memory: Option<&Bound<'_, PyAny>>,
+    temp_prefix: Option<PathBuf>,
+    optical_distance: Option<i32>,
+    level: Option<i32>,
+    uncompressed: bool,
+    write_index: bool,
+    output_fmt: Option<String>,
+    index_format: Option<String>,
+    reference: Option<PathBuf>,
+    no_pg: bool,
+) -> PyResult<String> {
+    let mode = match mode {
+        "auto" => Mode::Auto,
+        "query" => Mode::Query,
+        "coordinate" => Mode::Coordinate,
+        other => {
+            return Err(error::raise(
+                py,
+                "ArgumentError",
+                &format!("mode {other:?} is not one of auto, query, coordinate"),
+            ))
+        }
+    };
+    // The CLI's --max-memory default (crates/cli/markdup_coord.rs).
+    let memory = memory_bytes(max_memory, "max_memory")?.unwrap_or(2 << 30);
+    let mut job = MarkdupJob {
+        mode,
+        remove_duplicates,
+        temp_prefix,
+        program: program(no_pg, "markdup"),
+        ..MarkdupJob::new(
+            path_text(input),
+            OutputSpec {
+                path: Some(output),
+                format: output_fmt,
+                level,
+                uncompressed,
+                write_index,
+                index_format,
+                reference,
+            },
+        )
+    };
+    job.picard.metrics = metrics;
+    if let Some(d) = optical_distance {
+        job.picard.optical_distance = d;
+    }
+    run_to_json(py, threads, Some(memory), move |rt| job.run(rt))
+}
+
+/// `sortase bgzip`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (files, *, decompress=false, reindex=false, test=false, offset=None,
+    size=None, output=None, force=false, keep=false, index=false, index_name=None, level=None,
+    threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn bgzip(
+    py: Python<'_>,
+    files: Vec<PathBuf>,
+    decompress: bool,
+    reindex: bool,
+    test: bool,
+    offset: Option<u64>,
+    size: Option<u64>,
+    output: Option<PathBuf>,
+    force: bool,
+    keep: bool,
+    index: bool,
+    index_name: Option<PathBuf>,
+    level: Option<i32>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let mode = match (offset, decompress, reindex, test) {
+        (Some(offset), _, _, _) => BgzipMode::Range { offset, size },
+        (None, true, _, _) => BgzipMode::Decompress,
+        (None, false, true, _) => BgzipMode::Reindex,
+        (None, false, false, true) => BgzipMode::Test,
+        _ => BgzipMode::Compress,
+    };
+    let job = BgzipJob {
+        output,
+        force,
+        keep,
+        index,
+        index_name,
+        level,
+        ..BgzipJob::new(mode, files)
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase faidx`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (input, regions=None, *, output=None, region_file=None, length=None,
+    continue_=false, fastq=false, reverse_complement=false, mark_strand="rc", fai_idx=None,
+    gzi_idx=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn faidx(
+    py: Python<'_>,
+    input: PathBuf,
+    regions: Option<Vec<String>>,
+    output: Option<PathBuf>,
+    region_file: Option<PathBuf>,
+    length: Option<i64>,
+    continue_: bool,
+    fastq: bool,
+    reverse_complement: bool,
+    mark_strand: &str,
+    fai_idx: Option<PathBuf>,
+    gzi_idx: Option<PathBuf>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let job = FaidxJob {
+        regions: regions.unwrap_or_default(),
+        region_file,
+        output,
+        line_length: length,
+        keep_going: continue_,
+        fastq,
+        reverse_complement,
+        mark_strand: mark_strand.to_string(),
+        fai_index: fai_idx,
+        gzi_index: gzi_idx,
+        ..FaidxJob::new(input)
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase fetch` of `names` into `output`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (fasta, names, output, *, sorted=false, loc=None, verify=false,
+    threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn fetch(
+    py: Python<'_>,
+    fasta: PathBuf,
+    names: Vec<String>,
+    output: PathBuf,
+    sorted: bool,
+    loc: Option<PathBuf>,
+    verify: bool,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let job = FetchJob {
+        sorted,
+        loc,
+        output: Some(output),
+        verify,
+        ..FetchJob::new(fasta, FetchRequest::Names(names))
+    };
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// `sortase snp-pileup`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (vcf, bams, output, *, count_orphans=None, gzip=false,
+    ignore_overlaps=None, min_base_quality=None, min_map_quality=None, min_read_counts=None,
+    max_depth=None, pseudo_snps=0, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn snp_pileup(
+    py: Python<'_>,
+    vcf: PathBuf,
+    bams: Vec<PathBuf>,
+    output: PathBuf,
+    count_orphans: Option<bool>,
+    gzip: bool,
+    ignore_overlaps: Option<bool>,
+    min_base_quality: Option<i32>,
+    min_map_quality: Option<i32>,
+    min_read_counts: Option<Vec<i32>>,
+    max_depth: Option<i32>,
+    pseudo_snps: i64,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let mut job = SnpPileupJob::new(vcf, output, bams);
+    job.gzip = gzip;
+    job.pseudo_snps = pseudo_snps;
+    job.count_orphans = count_orphans.unwrap_or(job.count_orphans);
+    job.ignore_overlaps = ignore_overlaps.unwrap_or(job.ignore_overlaps);
+    job.min_base_quality = min_base_quality.unwrap_or(job.min_base_quality);
+    job.min_map_quality = min_map_quality.unwrap_or(job.min_map_quality);
+    job.max_depth = max_depth.unwrap_or(job.max_depth);
+    if let Some(m) = min_read_counts {
+        job.min_read_counts = m;
+    }
+    run_to_json(py, threads, None, move |rt| job.run(rt))
+}
+
+/// Adds this module's functions to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(flagstat, m)?)?;
+    m.add_function(wrap_pyfunction!(idxstats, m)?)?;
+    m.add_function(wrap_pyfunction!(index, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(view, m)?)?;
+    m.add_function(wrap_pyfunction!(markdup, m)?)?;
+    m.add_function(wrap_pyfunction!(bgzip, m)?)?;
+    m.add_function(wrap_pyfunction!(faidx, m)?)?;
+    m.add_function(wrap_pyfunction!(fetch, m)?)?;
+    m.add_function(wrap_pyfunction!(snp_pileup, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,259 @@
+"""The commands besides `sort` as functions (issue 17): each result equals samtools' (through
+pysam) or the CLI's on small generated files, and errors raise the right class naming the file."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+import sortase
+from conftest import pysam
+from test_sort import unsorted_sam
+
+
+def cli(binary: Path, *args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *map(str, args)], check=True, capture_output=True)
+
+
+@pytest.fixture
+def sorted_bam(tmp_path: Path) -> Path:
+    """A coordinate-sorted, indexed BAM of 3,000 random records (pysam/samtools)."""
+    sam = unsorted_sam(tmp_path / "in.sam", 3000)
+    bam = tmp_path / "sorted.bam"
+    pysam.sort("-o", str(bam), str(sam))
+    pysam.index(str(bam))
+    return bam
+
+
+def test_flagstat_equals_samtools(sorted_bam: Path) -> None:
+    want = json.loads(pysam.flagstat("-O", "json", str(sorted_bam)))
+    for threads in (1, 2):
+        assert sortase.flagstat(sorted_bam, threads=threads) == want
+    assert sortase.flagstat(str(sorted_bam))["QC-passed reads"]["total"] == 3000
+
+
+def test_idxstats_equals_samtools(sorted_bam: Path) -> None:
+    table = sortase.idxstats(sorted_bam, threads=1)
+    assert table.column_names == ["name", "length", "mapped", "unmapped"]
+    want = [line.split("\t") for line in pysam.idxstats(str(sorted_bam)).splitlines()]
+    got = [[r["name"], str(r["length"]), str(r["mapped"]), str(r["unmapped"])]
+           for r in table.to_pylist()]
+    assert got == want
+
+
+@pytest.mark.parametrize("csi", [False, True])
+def test_index_equals_the_cli(tmp_path: Path, sorted_bam: Path, sortase_bin: Path,
+                              csi: bool) -> None:
+    ours, theirs = tmp_path / "py.idx", tmp_path / "cli.idx"
+    report = sortase.index(sorted_bam, ours, csi=csi, threads=2)
+    cli(sortase_bin, "index", *(["-c"] if csi else []), "-@", 2, "-o", theirs, sorted_bam)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert report.outputs == [str(ours)] and report.bytes == ours.stat().st_size
+    default = sortase.index(sorted_bam, csi=csi)
+    assert default.outputs == [str(sorted_bam) + (".csi" if csi else ".bai")]
+
+
+def test_merge_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
+    parts = []
+    for seed in (1, 2):
+        bam = tmp_path / f"part{seed}.bam"
+        pysam.sort("-o", str(bam), str(unsorted_sam(tmp_path / f"p{seed}.sam", 1500, seed)))
+        parts.append(bam)
+    ours, theirs = tmp_path / "py.bam", tmp_path / "cli.bam"
+    report = sortase.merge(parts, ours, no_pg=True, threads=2, write_index=True)
+    cli(sortase_bin, "merge", "--no-PG", "-@", 2, "--write-index", "-o", theirs, *parts)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert report.inputs == 2 and str(ours) in report.outputs
+    assert Path(str(ours) + ".csi").exists()
+
+
+def test_view_count_and_filters(sorted_bam: Path, sortase_bin: Path) -> None:
+    for kwargs, flags in [({}, []),
+                          ({"require_flags": 16}, ["-f", "16"]),
+                          ({"exclude_flags": "UNMAP,REVERSE"}, ["-F", "UNMAP,REVERSE"]),
+                          ({"min_mapq": 30, "regions": ["chr2"]}, ["-q", "30", str(sorted_bam), "chr2"])]:
+        args = flags if "chr2" in flags else [*flags, str(sorted_bam)]
+        want = int(cli(sortase_bin, "view", "-c", *args).stdout)
+        assert sortase.view(sorted_bam, count=True, **kwargs).count == want
+        assert want == int(pysam.view("-c", *args).strip())
+
+
+def test_view_output_equals_the_cli(tmp_path: Path, sorted_bam: Path, sortase_bin: Path) -> None:
+    for fmt in ("sam", "bam"):
+        ours, theirs = tmp_path / f"py.{fmt}", tmp_path / f"cli.{fmt}"
+        report = sortase.view(sorted_bam, ours, output_fmt=fmt, with_header=True, no_pg=True,
+                              exclude_flags=4, threads=1)
+        cli(sortase_bin, "view", "-h", "-O", fmt, "--no-PG", "-F", 4, "-@", 1, "-o", theirs,
+            sorted_bam)
+        assert ours.read_bytes() == theirs.read_bytes()
+        assert report.outputs == [str(ours)]
+
+
+def paired_sam(path: Path, pairs: int) -> Path:
+    """Properly paired reads (flags 99/147) with some duplicate positions, grouped by name."""
+    rng = random.Random(7)
+    lines = ["@HD\tVN:1.6\tSO:unsorted", "@SQ\tSN:chr1\tLN:100000"]
+    positions = [rng.randrange(1, 99_000) for _ in range(pairs // 3)]
+    for i in range(pairs):
+        pos = rng.choice(positions)
+        mate = pos + rng.choice([100, 150, 200])
+        seq = "".join(rng.choice("ACGT") for _ in range(50))
+        qual = "".join(rng.choice("5?I") for _ in range(50))
+        tlen = mate + 50 - pos
+        lines.append(f"q{i}\t99\tchr1\t{pos}\t60\t50M\t=\t{mate}\t{tlen}\t{seq}\t{qual}")
+        lines.append(f"q{i}\t147\tchr1\t{mate}\t60\t50M\t=\t{pos}\t{-tlen}\t{seq}\t{qual}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("mode", ["query", "coordinate"])
+def test_markdup_equals_the_cli(tmp_path: Path, sortase_bin: Path, mode: str) -> None:
+    src = tmp_path / "in.bam"
+    sam = paired_sam(tmp_path / "pairs.sam", 1000)
+    if mode == "query":
+        pysam.view("-b", "-o", str(src), str(sam), catch_stdout=False)
+    else:
+        pysam.sort("-o", str(src), str(sam))
+    ours, theirs = tmp_path / "py.bam", tmp_path / "cli.bam"
+    report = sortase.markdup(src, ours, no_pg=True, threads=1)
+    cli(sortase_bin, "markdup", "--no-PG", "-@", 1, "-o", theirs, src)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert report.mode == mode and report.records == 2000
+    assert 0 < report.duplicate_records < 2000
+
+
+def fasta(path: Path, n: int = 20) -> Path:
+    rng = random.Random(3)
+    with path.open("w") as f:
+        for i in range(n):
+            seq = "".join(rng.choice("ACGT") for _ in range(rng.randrange(10, 300)))
+            f.write(f">seq{i} description {i}\n")
+            for j in range(0, len(seq), 60):
+                f.write(seq[j:j + 60] + "\n")
+    return path
+
+
+def test_bgzip_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
+    a, b = fasta(tmp_path / "a.fa"), fasta(tmp_path / "b.fa")
+    b.write_bytes(a.read_bytes())
+    report = sortase.bgzip(a, keep=True, index=True, threads=1)
+    cli(sortase_bin, "bgzip", "-k", "-i", "-@", 1, b)
+    assert Path(str(a) + ".gz").read_bytes() == Path(str(b) + ".gz").read_bytes()
+    assert Path(str(a) + ".gz.gzi").read_bytes() == Path(str(b) + ".gz.gzi").read_bytes()
+    assert report.files == 1 and report.uncompressed_bytes == a.stat().st_size
+    assert gzip.decompress(Path(str(a) + ".gz").read_bytes()) == a.read_bytes()
+    out = tmp_path / "back.fa"
+    sortase.bgzip(str(a) + ".gz", decompress=True, output=out)
+    assert out.read_bytes() == a.read_bytes()
+
+
+def test_faidx_equals_samtools(tmp_path: Path) -> None:
+    ours, theirs = fasta(tmp_path / "ours.fa"), fasta(tmp_path / "theirs.fa")
+    report = sortase.faidx(ours)
+    pysam.faidx(str(theirs))
+    assert Path(str(ours) + ".fai").read_bytes() == Path(str(theirs) + ".fai").read_bytes()
+    assert report.indexed and report.sequences == 20
+    regions = ["seq3", "seq5:2-70", "seq0:5-5"]
+    out = tmp_path / "regions.fa"
+    sortase.faidx(ours, regions, output=out, length=50, reverse_complement=True)
+    want = tmp_path / "samtools.fa"
+    pysam.faidx(str(theirs), "-n", "50", "-i", "-o", str(want), *regions)
+    assert out.read_bytes() == want.read_bytes()
+
+
+def test_fetch_records(tmp_path: Path, sortase_bin: Path) -> None:
+    fa = fasta(tmp_path / "f.fa")
+    text = fa.read_text()
+    whole = {r.split()[0]: ">" + r for r in text.split(">")[1:]}
+    names = ["seq7", "seq2", "seq19"]
+    assert sortase.fetch(fa, names, threads=1) == [whole[n] for n in names]
+    assert sortase.fetch(fa, names, sorted=True) == [whole[n] for n in sorted(names, key=lambda s: int(s[3:]))]
+    (tmp_path / "names").write_text("\n".join(names) + "\n")
+    want = cli(sortase_bin, "fetch", "-n", tmp_path / "names", fa).stdout.decode()
+    assert "".join(sortase.fetch(fa, names)) == want
+    sortase.bgzip(fa, keep=True, index=True)
+    assert sortase.fetch(str(fa) + ".gz", names) == [whole[n] for n in names]
+
+
+def pileup_inputs(tmp_path: Path, sorted_bam: Path) -> Path:
+    """A VCF of SNVs at positions covered by `sorted_bam`'s reads."""
+    rng = random.Random(9)
+    lines = ["##fileformat=VCFv4.2", "##contig=<ID=chr1>", "##contig=<ID=chr2>",
+             "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
+    with pysam.AlignmentFile(str(sorted_bam)) as f:
+        starts = sorted({(r.reference_name, r.reference_start + 10) for r in f
+                         if not r.is_unmapped})
+    for chrom, pos in sorted(rng.sample(starts, 60), key=lambda x: (x[0], x[1])):
+        ref, alt = rng.sample("ACGT", 2)
+        lines.append(f"{chrom}\t{pos}\t.\t{ref}\t{alt}\t.\t.\t.")
+    vcf = tmp_path / "snps.vcf"
+    vcf.write_text("\n".join(lines) + "\n")
+    return vcf
+
+
+def test_snp_pileup_table_and_report(tmp_path: Path, sorted_bam: Path, sortase_bin: Path) -> None:
+    vcf = pileup_inputs(tmp_path, sorted_bam)
+    bams = [sorted_bam, sorted_bam]
+    theirs = tmp_path / "cli.csv"
+    cli(sortase_bin, "snp-pileup", "-@", 1, vcf, theirs, *bams)
+    convert = pacsv.ConvertOptions(column_types={"Chromosome": pa.string()})
+    want = pacsv.read_csv(theirs, convert_options=convert)
+    table = sortase.snp_pileup(vcf, bams, threads=1)
+    assert isinstance(table, pa.Table) and table.num_rows > 0
+    assert table.equals(want)
+    ours = tmp_path / "py.csv"
+    report = sortase.snp_pileup(vcf, bams, ours, threads=2)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert report.snp_lines == table.num_rows and report.outputs == [str(ours)]
+
+
+def test_errors_name_the_file(tmp_path: Path, sorted_bam: Path) -> None:
+    missing = tmp_path / "missing.bam"
+    calls = [
+        lambda: sortase.flagstat(missing),
+        lambda: sortase.idxstats(missing),
+        lambda: sortase.index(missing),
+        lambda: sortase.merge([missing], tmp_path / "m.bam"),
+        lambda: sortase.view(missing, count=True),
+        lambda: sortase.markdup(missing, tmp_path / "d.bam"),
+        lambda: sortase.bgzip(missing),
+        lambda: sortase.faidx(missing),
+        lambda: sortase.fetch(missing, ["x"]),
+        lambda: sortase.snp_pileup(missing, [sorted_bam]),
+    ]
+    for call in calls:
+        with pytest.raises(sortase.InputError, match="missing.bam"):
+            call()
+
+
+def test_wrong_arguments(tmp_path: Path, sorted_bam: Path) -> None:
+    with pytest.raises(sortase.ArgumentError, match="mode"):
+        sortase.markdup(sorted_bam, tmp_path / "d.bam", mode="fast")
+    with pytest.raises(sortase.ArgumentError):
+        sortase.view(sorted_bam, count=True, exclude_flags="NOSUCHFLAG")
+    with pytest.raises(sortase.ArgumentError):
+        sortase.flagstat(sorted_bam, threads=0)
+    with pytest.raises(TypeError):
+        sortase.fetch(sorted_bam, "seq1")
+
+
+def test_view_to_stdout_and_flagstat_one_liner(sorted_bam: Path, sortase_bin: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = [sys.executable, "-c"]
+    got = subprocess.run([*run, f"import sortase; sortase.view({str(sorted_bam)!r}, threads=1)"],
+                         check=True, capture_output=True, env=env).stdout
+    assert got == cli(sortase_bin, "view", "-@", 1, sorted_bam).stdout
+    printed = subprocess.run([*run, f"import sortase; print(sortase.flagstat({str(sorted_bam)!r}))"],
+                             check=True, capture_output=True, env=env, text=True).stdout
+    assert ast.literal_eval(printed) == json.loads(pysam.flagstat("-O", "json", str(sorted_bam)))
