@@ -66,7 +66,10 @@ pub use fq2bam::{DuplicateMarking, Fq2BamJob, Fq2BamReport};
 pub use index::{IndexJob, IndexPart, IndexPlan, IndexReport, IndexTask};
 pub use markdup::{MarkdupJob, MarkdupReport};
 pub use memory::{MemoryPool, Reservation};
-pub use merge::{MergeJob, MergeMethod, MergeReport};
+pub use merge::{
+    MergeJob, MergeMethod, MergeRangeOptions, MergeReport, MergeTask, MergeTaskOutput,
+    MergeTaskPlan,
+};
 pub use options::{Order, OutputSpec, Phase, Program};
 pub use progress::{Progress, ProgressSink};
 pub use runtime::{CancelFlag, Runtime, RuntimeBuilder};

@@ -6,6 +6,7 @@
 
 mod one_thread;
 mod ranges;
+mod tasks;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Format, Input};
@@ -15,6 +16,7 @@ use crate::range_output;
 use crate::runtime::Runtime;
 use crate::writer::{resolve_format, OutFormat, SortedOutput};
 use anyhow::Context;
+pub use ranges::RangeOptions as MergeRangeOptions;
 use ranges::{MergeInput, MergePlan};
 use serde::{Deserialize, Serialize};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
@@ -23,6 +25,7 @@ use sortase_bgzf::CompressionLevel;
 use sortase_sort::{ordered_tasks, SortError, SortOrder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 
 /// samtools merge as a job: sorted inputs (SAM, BAM, CRAM; `-` for standard input) merged into one
 /// output in their common order.
@@ -122,7 +125,12 @@ impl MergeJob {
 
     /// Runs the merge on `rt`.
     pub fn run(&self, rt: &Runtime) -> Result<MergeReport> {
-        run(self, rt).map_err(Error::from)
+        self.run_with(rt, &MergeRangeOptions::default())
+    }
+
+    /// Runs the merge on `rt`, cutting the key-range merge's output by `options`.
+    pub fn run_with(&self, rt: &Runtime, options: &MergeRangeOptions) -> Result<MergeReport> {
+        run(self, rt, options).map_err(Error::from)
     }
 }
 
@@ -280,7 +288,7 @@ fn merge_headers(
     })
 }
 
-fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
+fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Result<MergeReport> {
     let threads = rt.threads();
     let order = job.order.resolve()?;
     if job.inputs.is_empty() {
@@ -326,6 +334,7 @@ fn run(job: &MergeJob, rt: &Runtime) -> anyhow::Result<MergeReport> {
             rt,
             order,
             inputs,
+            options,
             &merged,
             &target,
             &progress,
@@ -392,6 +401,7 @@ fn key_ranges(
     rt: &Runtime,
     order: SortOrder,
     inputs: Vec<MergeInput>,
+    options: &MergeRangeOptions,
     merged: &Merged,
     target: &Target,
     progress: &Progress,
@@ -399,7 +409,7 @@ fn key_ranges(
 ) -> Result<(), (anyhow::Error, bool)> {
     let started = std::time::Instant::now();
     let plan = rt
-        .install(|| MergePlan::new(order, inputs))
+        .install(|| MergePlan::new(order, inputs, options))
         .map_err(|e| (e.into(), true))?
         .with_cancel(rt.cancel_flag().shared());
     report.sampling_seconds = started.elapsed().as_secs_f64();

@@ -53,6 +53,31 @@ const READ_BUFFER: usize = 128 << 10;
 /// Translated record bytes handed to the heap merge at a time.
 const FEED_BYTES: usize = 256 << 10;
 
+/// How the key-range merge samples its inputs and sizes its ranges (the defaults are the CLI's;
+/// smaller values cut small inputs into many ranges, for tests of the merge tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RangeOptions {
+    /// Compressed bytes between an input's samples.
+    pub sample_every: u64,
+    /// Small outputs get up to 64 ranges of at least this many compressed bytes.
+    pub min_range_bytes: u64,
+}
+
+impl Default for RangeOptions {
+    fn default() -> Self {
+        Self {
+            sample_every: CUT,
+            min_range_bytes: MIN_RANGE_COMPRESSED,
+        }
+    }
+}
+
+/// A sample as plain data: its virtual offset and the translated record's key bytes.
+pub type SampleParts = (u64, Vec<u8>);
+
+/// Samples named by `(input, sample)`.
+pub type SampleRefs = Vec<(usize, usize)>;
+
 /// One sorted BAM input of the merge.
 pub struct MergeInput {
     /// Its path (also its name in messages).
@@ -271,7 +296,12 @@ impl RangeSource for MergeRange<'_> {
 
 impl MergePlan {
     /// Samples every input (on the current rayon pool) and chooses the split points.
-    pub fn new(order: SortOrder, inputs: Vec<MergeInput>) -> Result<Self, SortError> {
+    pub fn new(
+        order: SortOrder,
+        inputs: Vec<MergeInput>,
+        options: &RangeOptions,
+    ) -> Result<Self, SortError> {
+        let cut = options.sample_every.max(1);
         let sizes: Vec<u64> = inputs
             .iter()
             .map(|i| std::fs::metadata(&i.path).map(|m| m.len()))
@@ -283,7 +313,7 @@ impl MergePlan {
             let cuts: Vec<Vec<u64>> = inputs
                 .par_iter()
                 .zip(&sizes)
-                .map(|(input, &size)| sample_cuts(input, size, CUT))
+                .map(|(input, &size)| sample_cuts(input, size, cut))
                 .collect::<Result<_, SortError>>()?;
             let tasks: Vec<(usize, usize)> = cuts
                 .iter()
@@ -320,9 +350,9 @@ impl MergePlan {
         });
         // A range reads on average half a cut of every input before its first record: ranges of
         // four cuts per input keep that to an eighth of the work (up to `MAX_RANGE`).
-        let range_bytes = (inputs.len() as u64 * (8 * CUT / 2)).clamp(RANGE_COMPRESSED, MAX_RANGE);
+        let range_bytes = (inputs.len() as u64 * (8 * cut / 2)).clamp(RANGE_COMPRESSED, MAX_RANGE);
         let by_size = total.div_ceil(range_bytes);
-        let small = (total / MIN_RANGE_COMPRESSED).min(MIN_RANGES);
+        let small = (total / options.min_range_bytes.max(1)).min(MIN_RANGES);
         let ranges = by_size.max(small).min(all.len() as u64).max(1) as usize;
         let n = all.len();
         let splits = (1..ranges).map(|j| all[j * n / ranges]).collect();
@@ -334,6 +364,91 @@ impl MergePlan {
             compressed: total,
             cancel: None,
         })
+    }
+
+    /// The plan as plain data: each input's samples and the split points (`(input, sample)`).
+    pub fn to_parts(&self) -> (Vec<Vec<SampleParts>>, Vec<(usize, usize)>) {
+        let samples = self
+            .samples
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|s| (s.voffset, s.point.key().to_vec()))
+                    .collect()
+            })
+            .collect();
+        (samples, self.splits.clone())
+    }
+
+    /// The plan again from [`MergePlan::to_parts`] (a sample's key is its own key prefix, so the
+    /// split points are exactly the original ones).
+    pub fn from_parts(
+        order: SortOrder,
+        inputs: Vec<MergeInput>,
+        samples: &[Vec<SampleParts>],
+        splits: Vec<(usize, usize)>,
+        compressed: u64,
+    ) -> Result<Self, SortError> {
+        let bad = || SortError::Input("merge plan: samples do not match the inputs".into());
+        if samples.len() != inputs.len() {
+            return Err(bad());
+        }
+        if splits
+            .iter()
+            .any(|&(i, k)| samples.get(i).is_none_or(|s| k >= s.len()))
+        {
+            return Err(bad());
+        }
+        let samples = samples
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|(voffset, key)| Sample {
+                        voffset: *voffset,
+                        point: SplitPoint::new(&order, key, 0),
+                        used: AtomicBool::new(false),
+                        confirmed: AtomicBool::new(false),
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            order,
+            inputs,
+            samples,
+            splits,
+            compressed,
+            cancel: None,
+        })
+    }
+
+    /// The samples ranges started reading at (`used`) and those readers reached exactly
+    /// (`confirmed`), as `(input, sample)`: what [`MergePlan::check_samples`] checks.
+    pub fn sample_marks(&self) -> (SampleRefs, SampleRefs) {
+        let (mut used, mut confirmed) = (Vec::new(), Vec::new());
+        for (i, samples) in self.samples.iter().enumerate() {
+            for (k, s) in samples.iter().enumerate() {
+                if s.used.load(AtomicOrdering::Relaxed) {
+                    used.push((i, k));
+                }
+                if s.confirmed.load(AtomicOrdering::Relaxed) {
+                    confirmed.push((i, k));
+                }
+            }
+        }
+        (used, confirmed)
+    }
+
+    /// Adds marks from [`MergePlan::sample_marks`] of other processes' ranges.
+    pub fn add_marks(&self, used: &[(usize, usize)], confirmed: &[(usize, usize)]) {
+        let at = |&(i, k): &(usize, usize)| self.samples.get(i).and_then(|s| s.get(k));
+        used.iter()
+            .filter_map(at)
+            .for_each(|s| s.used.store(true, AtomicOrdering::Relaxed));
+        confirmed
+            .iter()
+            .filter_map(at)
+            .for_each(|s| s.confirmed.store(true, AtomicOrdering::Relaxed));
     }
 
     /// Range readers stop with [`SortError::Cancelled`] between batches once `flag` is set.
@@ -656,7 +771,15 @@ mod tests {
         let path = dir.path().join("in.bam");
         let records = write_bam(&path, 40_000);
         let rt = crate::Runtime::with_threads(2).unwrap();
-        let plan_one = || rt.install(|| MergePlan::new(SortOrder::Coordinate, vec![input(&path)]));
+        let plan_one = || {
+            rt.install(|| {
+                MergePlan::new(
+                    SortOrder::Coordinate,
+                    vec![input(&path)],
+                    &RangeOptions::default(),
+                )
+            })
+        };
         let plan = plan_one().unwrap();
         assert!(
             plan.samples[0].len() >= 4,

@@ -28,7 +28,7 @@
 
 pub mod plans;
 pub mod sort;
-mod wire;
+pub(crate) mod wire;
 
 pub use plans::{
     abort_json, fallback_json, finish_json, plan_json, stage_tasks_json, CutOptions, Plan,
@@ -41,6 +41,7 @@ pub use wire::{RunIndex, Sample};
 
 use crate::error::{Error, Result};
 use crate::index::{IndexPart, IndexTask};
+use crate::merge::{MergeTask, MergeTaskOutput};
 use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupPart, SnpPileupTask};
 use crate::stats::{FlagstatPart, FlagstatTask};
@@ -58,6 +59,8 @@ pub enum Task {
     Index(IndexTask),
     /// A run of regions of `sortase snp-pileup`.
     SnpPileup(SnpPileupTask),
+    /// A stretch of key ranges of `sortase merge`.
+    Merge(Box<MergeTask>),
 }
 
 /// What a [`Task`] returns.
@@ -72,6 +75,14 @@ pub enum TaskOutput {
     Index(IndexPart),
     /// The output of a [`SnpPileupTask`].
     SnpPileup(SnpPileupPart),
+    /// The output of a [`MergeTask`].
+    Merge(MergeTaskOutput),
+}
+
+impl From<MergeTask> for Task {
+    fn from(t: MergeTask) -> Self {
+        Task::Merge(Box::new(t))
+    }
 }
 
 impl From<SortTask> for Task {
@@ -88,6 +99,7 @@ impl Task {
             Task::Flagstat(t) => t.run(rt).map(TaskOutput::Flagstat),
             Task::Index(t) => t.run(rt).map(TaskOutput::Index),
             Task::SnpPileup(t) => t.run(rt).map(TaskOutput::SnpPileup),
+            Task::Merge(t) => t.run(rt).map(TaskOutput::Merge),
         }
     }
 }

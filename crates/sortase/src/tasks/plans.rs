@@ -4,13 +4,14 @@
 //! writes the job's output from the last stage's outputs, [`fallback_json`] re-plans a range job
 //! whose task failed on a false record boundary, and [`abort_json`] removes a sort's work directory.
 //!
-//! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat, index
-//! and snp-pileup have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
+//! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat, index,
+//! snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexJob, IndexPlan};
+use crate::merge::{MergeJob, MergeTaskPlan};
 use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan};
 use crate::sort::SortJob;
@@ -29,13 +30,20 @@ pub enum Plan {
     Index(IndexPlan),
     /// `sortase snp-pileup` (one stage).
     SnpPileup(SnpPileupPlan),
+    /// `sortase merge`'s key-range merge (one stage).
+    Merge {
+        /// The plan.
+        plan: Box<MergeTaskPlan>,
+        /// Tasks to cut its key ranges into.
+        tasks: usize,
+    },
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CutOptions {
-    /// Range tasks of flagstat, index and snp-pileup (default: `rt.threads() * 4`).
+    /// Range tasks of flagstat, index, snp-pileup and merge (default: `rt.threads() * 4`).
     pub tasks: Option<usize>,
     /// A sort's memory per map task (default: [`PlanOptions::default`]'s).
     pub task_memory: Option<usize>,
@@ -82,9 +90,16 @@ impl Plan {
                 let job: SnpPileupJob = parse("snp_pileup job", job_json)?;
                 Plan::SnpPileup(job.plan_tasks(rt, n)?)
             }
+            "merge" => {
+                let job: MergeJob = parse("merge job", job_json)?;
+                Plan::Merge {
+                    plan: Box::new(job.plan(rt)?),
+                    tasks: n,
+                }
+            }
             other => {
                 return Err(Error::argument(format!(
-                    "no tasks for {other:?} (sort, flagstat, index, snp_pileup)"
+                    "no tasks for {other:?} (sort, flagstat, index, snp_pileup, merge)"
                 )))
             }
         })
@@ -133,6 +148,7 @@ impl Plan {
             Plan::Flagstat(p) => p.tasks.iter().cloned().map(Task::Flagstat).collect(),
             Plan::Index(p) => p.tasks.iter().cloned().map(Task::Index).collect(),
             Plan::SnpPileup(p) => p.tasks.iter().cloned().map(Task::SnpPileup).collect(),
+            Plan::Merge { plan, tasks } => plan.tasks(*tasks).into_iter().map(Task::from).collect(),
         })
     }
 
@@ -179,6 +195,16 @@ impl Plan {
                     .collect();
                 to_json(&p.finish(parts, rt)?)
             }
+            Plan::Merge { plan, .. } => {
+                let parts: Vec<_> = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Merge(m) => Some(m),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&plan.finish(&parts, rt)?)
+            }
         }
     }
 
@@ -190,14 +216,15 @@ impl Plan {
             Plan::Sort(_) => None,
             Plan::Flagstat(p) => Some(Plan::Flagstat(p.fallback())),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
-            Plan::SnpPileup(_) => None,
+            Plan::SnpPileup(_) | Plan::Merge { .. } => None,
         }
     }
 
-    /// Gives the job up: removes a sort's work directory (other kinds have none).
+    /// Gives the job up: removes a sort's or a merge's work directory (other kinds have none).
     pub fn abort(&self) -> Result<()> {
         match self {
             Plan::Sort(p) => p.abort(),
+            Plan::Merge { plan, .. } => plan.abort(),
             _ => Ok(()),
         }
     }

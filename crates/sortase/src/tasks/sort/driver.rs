@@ -8,7 +8,7 @@ use super::{
 use crate::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
-use crate::range_output::{self, EncodedRange};
+use crate::range_output::{self, EncodedRange, RangeWriter};
 use crate::runtime::Runtime;
 use crate::sort::{resolve_output, SortJob, SortReport, DEFAULT_LEVEL};
 use crate::tasks::wire::Sample;
@@ -22,7 +22,7 @@ use std::path::Path;
 
 /// The outputs of one stage by task number, each once (repeats of a task, e.g. a retry that also
 /// finished, are ignored), checked complete.
-fn complete<'a, T>(
+pub(crate) fn complete<'a, T>(
     outputs: &'a [T],
     stage: &str,
     number: impl Fn(&T) -> (usize, usize),
@@ -45,6 +45,53 @@ fn complete<'a, T>(
         .enumerate()
         .map(|(i, o)| o.ok_or_else(|| Error::argument(format!("no output of {stage} task {i}"))))
         .collect()
+}
+
+/// Appends the key ranges of part files (`(part, sidecar, key ranges)`, in output order) to
+/// `writer`: a sort's and a merge's finish.
+pub(crate) fn write_parts(
+    writer: &mut RangeWriter,
+    parts: &[(&Path, &Path, usize)],
+    rt: &Runtime,
+) -> anyhow::Result<()> {
+    let name = writer.name.clone();
+    let at = |path: &Path| path.display().to_string();
+    for &(part_path, sidecar_path, ranges) in parts {
+        let side: PartIndex =
+            serde_json::from_slice(&std::fs::read(sidecar_path).with_context(|| at(sidecar_path))?)
+                .with_context(|| at(sidecar_path))?;
+        if side.ranges.len() != ranges {
+            bail!(
+                "{}: {} key ranges, expected {ranges}",
+                at(sidecar_path),
+                side.ranges.len(),
+            );
+        }
+        let mut part = BufReader::new(File::open(part_path).with_context(|| at(part_path))?);
+        for r in side.ranges {
+            rt.check_cancelled()?;
+            let mut bytes = vec![0; r.bytes as usize];
+            part.read_exact(&mut bytes).with_context(|| at(part_path))?;
+            let blocks = EncodedBlocks {
+                bytes,
+                blocks: r.blocks,
+            };
+            writer
+                .write(EncodedRange::Bam(blocks, r.summary))
+                .with_context(|| name.clone())?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a work directory and every task file in it (gone already is fine).
+pub(crate) fn remove_work_dir(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from(
+            anyhow::Error::new(e).context(format!("{}: cannot remove", dir.display())),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl SortPlan {
@@ -220,37 +267,11 @@ impl SortPlan {
         let header = self.header.to_header();
         let (_, mut writer) =
             range_output::open(out.data.as_deref(), index, out.format, &header, None)?;
-        let name = writer.name.clone();
-        for p in &parts {
-            let at = |path: &Path| path.display().to_string();
-            let side: PartIndex = serde_json::from_slice(
-                &std::fs::read(&p.sidecar_path).with_context(|| at(&p.sidecar_path))?,
-            )
-            .with_context(|| at(&p.sidecar_path))?;
-            if side.ranges.len() != p.ranges {
-                bail!(
-                    "{}: {} key ranges, expected {}",
-                    at(&p.sidecar_path),
-                    side.ranges.len(),
-                    p.ranges
-                );
-            }
-            let mut part =
-                BufReader::new(File::open(&p.part_path).with_context(|| at(&p.part_path))?);
-            for r in side.ranges {
-                rt.check_cancelled()?;
-                let mut bytes = vec![0; r.bytes as usize];
-                part.read_exact(&mut bytes)
-                    .with_context(|| at(&p.part_path))?;
-                let blocks = EncodedBlocks {
-                    bytes,
-                    blocks: r.blocks,
-                };
-                writer
-                    .write(EncodedRange::Bam(blocks, r.summary))
-                    .with_context(|| name.clone())?;
-            }
-        }
+        let files: Vec<_> = parts
+            .iter()
+            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
+            .collect();
+        write_parts(&mut writer, &files, rt)?;
         rt.check_cancelled()?;
         writer.finish(true)?;
         let mut warnings = self.warnings.clone();
@@ -276,13 +297,7 @@ impl SortPlan {
     /// Removes the work directory and every task file in it (a job given up, or after
     /// [`SortPlan::finish`], which calls it).
     pub fn abort(&self) -> Result<()> {
-        match std::fs::remove_dir_all(&self.work_dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from(
-                anyhow::Error::new(e)
-                    .context(format!("{}: cannot remove", self.work_dir.display())),
-            )),
-            _ => Ok(()),
-        }
+        remove_work_dir(&self.work_dir)
     }
 
     /// The plan as JSON.

@@ -60,10 +60,10 @@
 //! [`RangePlan`]: sortase_sort::ranges::RangePlan
 
 mod count;
-mod driver;
+pub(crate) mod driver;
 mod map;
-mod plan;
-mod reduce;
+pub(crate) mod plan;
+pub(crate) mod reduce;
 
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};

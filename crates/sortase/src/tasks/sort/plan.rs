@@ -155,7 +155,7 @@ fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
 }
 
 /// Creates `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a directory); absolute.
-fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
     let base = if prefix.is_dir() {
         prefix.join("sortase")
     } else {

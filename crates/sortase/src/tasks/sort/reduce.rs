@@ -16,7 +16,7 @@ use sortase_sort::merge::{merge_until, Source};
 use sortase_sort::ranges::SplitPoint;
 use sortase_sort::{open_run_from, RangeSource, SortError, SortOrder};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where a reduce task starts reading one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +123,48 @@ impl RangeSource for KeyRange<'_> {
     }
 }
 
+/// Writes `ranges` encoded key ranges (`encode(k)` encodes the `k`-th, as BAM) into one part
+/// file at `part_path` and their sizes and index summaries into its sidecar ([`PartIndex`]),
+/// each under a temporary name renamed when complete: a sort's [`ReduceTask`] and a merge task.
+pub(crate) fn write_part(
+    rt: &Runtime,
+    part_path: &Path,
+    sidecar_path: &Path,
+    ranges: usize,
+    mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
+) -> anyhow::Result<()> {
+    let part = WorkFile::new(part_path)?;
+    let file = std::fs::File::create(part.path())
+        .with_context(|| format!("{}: cannot create", part.path().display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut sidecar = PartIndex::default();
+    for k in 0..ranges {
+        rt.check_cancelled()?;
+        let EncodedRange::Bam(blocks, summary) = encode(k)? else {
+            return Err(
+                Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
+            );
+        };
+        out.write_all(&blocks.bytes)
+            .with_context(|| part.path().display().to_string())?;
+        sidecar.ranges.push(EncodedRangeIndex {
+            bytes: blocks.bytes.len() as u64,
+            blocks: blocks.blocks,
+            summary,
+        });
+    }
+    out.flush()
+        .with_context(|| part.path().display().to_string())?;
+    drop(out);
+    let side = WorkFile::new(sidecar_path)?;
+    let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
+    std::fs::write(side.path(), json)
+        .with_context(|| format!("{}: cannot write", side.path().display()))?;
+    part.commit()?;
+    side.commit()?;
+    Ok(())
+}
+
 impl ReduceTask {
     /// Merges and encodes the stretch.
     pub fn run(&self, rt: &Runtime) -> Result<ReduceOutput> {
@@ -149,45 +191,26 @@ impl ReduceTask {
         }
         let level = CompressionLevel::from_libdeflate(self.level);
         let encoder = RangeEncoder::new(OutFormat::Bam(level), Header::default(), self.index);
-        let part = WorkFile::new(&self.part_path)?;
-        let file = std::fs::File::create(part.path())
-            .with_context(|| format!("{}: cannot create", part.path().display()))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut sidecar = PartIndex::default();
         let (mut records, mut record_bytes) = (0, 0);
-        for limit in &bounds[1..] {
-            rt.check_cancelled()?;
-            let mut range = KeyRange {
-                order,
-                sources: &mut sources,
-                limit: limit.as_ref(),
-                records: 0,
-                bytes: 0,
-            };
-            let EncodedRange::Bam(blocks, summary) = encoder.encode(&mut range)? else {
-                return Err(
-                    Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
-                );
-            };
-            records += range.records;
-            record_bytes += range.bytes;
-            out.write_all(&blocks.bytes)
-                .with_context(|| part.path().display().to_string())?;
-            sidecar.ranges.push(EncodedRangeIndex {
-                bytes: blocks.bytes.len() as u64,
-                blocks: blocks.blocks,
-                summary,
-            });
-        }
-        out.flush()
-            .with_context(|| part.path().display().to_string())?;
-        drop(out);
-        let side = WorkFile::new(&self.sidecar_path)?;
-        let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-        std::fs::write(side.path(), json)
-            .with_context(|| format!("{}: cannot write", side.path().display()))?;
-        part.commit()?;
-        side.commit()?;
+        write_part(
+            rt,
+            &self.part_path,
+            &self.sidecar_path,
+            bounds.len() - 1,
+            |k| {
+                let mut range = KeyRange {
+                    order,
+                    sources: &mut sources,
+                    limit: bounds[k + 1].as_ref(),
+                    records: 0,
+                    bytes: 0,
+                };
+                let encoded = encoder.encode(&mut range)?;
+                records += range.records;
+                record_bytes += range.bytes;
+                Ok(encoded)
+            },
+        )?;
         Ok(ReduceOutput {
             part: self.part,
             parts: self.parts,

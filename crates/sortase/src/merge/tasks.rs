@@ -1,0 +1,480 @@
+//! `sortase merge`'s key-range merge as serialisable tasks whose finished output is byte-identical
+//! to [`MergeJob::run`] with the same options (issue 16; the Dask driver of issue 18 runs them).
+//!
+//! Why the bytes can match: the key ranges depend only on the inputs (`ranges.rs`: samples at
+//! fixed compressed distances, split points chosen among them) and every range is encoded into
+//! BGZF blocks of its own. [`MergeJob::plan`] samples the inputs and keeps the samples and split
+//! points as data ([`MergeTaskPlan`]); a [`MergeTask`] re-derives the header translations from the
+//! inputs' headers (the plan fixes `-s`'s seed), merges a stretch of consecutive key ranges and
+//! writes their blocks into one part file and sidecar exactly as a sort's reduce task does
+//! (`tasks/sort/reduce.rs`); [`MergeTaskPlan::finish`] writes them through the same
+//! [`crate::range_output::RangeWriter`] as `MergeJob::run`, the index replayed from the ranges'
+//! summaries.
+//!
+//! Unlike `MergeJob::run`, tasks do not fall back to the one-thread merge: a task that finds an
+//! input unsorted, or a planned boundary that is not a record start, fails, and so does `finish`
+//! when a sample a task started reading at was not confirmed by another reader (the check of
+//! `MergePlan::check_samples`, over every task's marks). Run the job with `MergeJob::run` then.
+//!
+//! ```
+//! use sortase::{MergeJob, OutputSpec, Runtime, SortJob};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = |name: &str, pos: u32| {
+//! #     let p = dir.path().join(name);
+//! #     std::fs::write(&p, format!("@SQ\tSN:chr1\tLN:100\nr{pos}\t0\tchr1\t{pos}\t60\t4M\t*\t0\t0\tACGT\tIIII\n")).unwrap();
+//! #     p.to_str().unwrap().to_string()
+//! # };
+//! # let (a_sam, b_sam) = (sam("a.sam", 50), sam("b.sam", 10));
+//! let rt = Runtime::with_threads(1)?;
+//! let (a, b) = (dir.path().join("a.bam"), dir.path().join("b.bam"));
+//! SortJob::new(a_sam, OutputSpec::to_path(&a)).run(&rt)?;
+//! SortJob::new(b_sam, OutputSpec::to_path(&b)).run(&rt)?;
+//! let inputs = vec![a.display().to_string(), b.display().to_string()];
+//! let out = dir.path().join("merged.bam");
+//! let plan = MergeJob::new(inputs, OutputSpec::to_path(&out)).plan(&rt)?;
+//! let outputs = plan.tasks(4).iter().map(|t| t.run(&rt)).collect::<sortase::Result<Vec<_>>>()?;
+//! let report = plan.finish(&outputs, &rt)?;
+//! assert_eq!(report.outputs, vec![out]);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use super::ranges::{MergeInput, MergePlan, RangeOptions};
+use super::{merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
+use crate::bail_argument;
+use crate::error::{Error, ErrorKind, Result};
+use crate::input::Format;
+use crate::options::temp_prefix;
+use crate::range_output::{self, RangeEncoder};
+use crate::runtime::Runtime;
+use crate::tasks::sort::driver::{complete, remove_work_dir, write_parts};
+use crate::tasks::sort::plan::create_work_dir;
+use crate::tasks::sort::reduce::write_part;
+use crate::tasks::wire::{hex, HeaderData};
+use crate::writer::{OnTheFlyIndex, OutFormat};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_bam::Header;
+use sortase_bgzf::CompressionLevel;
+use sortase_index::IndexBuilder;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A sample of an input: the virtual offset of a record and its translated key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeSample {
+    /// Virtual offset of the record.
+    pub voffset: u64,
+    /// Its key bytes ([`sortase_sort::order::key_prefix`] of the translated record).
+    #[serde(with = "hex")]
+    pub key: Vec<u8>,
+}
+
+/// What every task of one merge shares: the job, the output header, the samples and split points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Shared {
+    /// The job, with `-s`'s seed fixed and input paths made absolute.
+    job: MergeJob,
+    /// The output header.
+    header: HeaderData,
+    /// References of each input's header.
+    n_refs: Vec<usize>,
+    /// Each input's samples, in file order.
+    samples: Vec<Vec<MergeSample>>,
+    /// `(input, sample)` of each split point, in output order.
+    splits: Vec<(usize, usize)>,
+    /// Compressed bytes of all inputs.
+    compressed: u64,
+    /// The output's libdeflate level.
+    level: u8,
+    /// The index geometry with `--write-index`.
+    index: Option<(u32, u32)>,
+}
+
+/// A merge cut into key-range tasks ([`MergeJob::plan`]). Plain data (serde).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeTaskPlan {
+    shared: Shared,
+    /// The job as given (its output paths are resolved by [`MergeTaskPlan::finish`]).
+    job: MergeJob,
+    work_dir: PathBuf,
+    sampling_seconds: f64,
+    /// Warnings of the header merge, then of each input's sampled records.
+    warnings: Vec<String>,
+    /// Translation warnings met while sampling, per input.
+    input_warnings: Vec<Vec<String>>,
+}
+
+/// A stretch of consecutive key ranges of a merge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeTask {
+    shared: Shared,
+    /// This task's number.
+    pub part: usize,
+    /// Tasks in the plan.
+    pub parts: usize,
+    /// The number of the stretch's first key range.
+    pub first_range: usize,
+    /// Key ranges in the stretch.
+    pub ranges: usize,
+    /// Where the BGZF blocks go.
+    pub part_path: PathBuf,
+    /// Where the sidecar goes.
+    pub sidecar_path: PathBuf,
+}
+
+/// What a [`MergeTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeTaskOutput {
+    /// The task's number.
+    pub part: usize,
+    /// Tasks in the plan.
+    pub parts: usize,
+    /// The number of its first key range.
+    pub first_range: usize,
+    /// Key ranges it encoded.
+    pub ranges: usize,
+    /// Samples (`(input, sample)`) its readers started at.
+    pub used: Vec<(usize, usize)>,
+    /// Samples its readers reached exactly (record starts).
+    pub confirmed: Vec<(usize, usize)>,
+    /// Warnings met translating each input's records.
+    pub warnings: Vec<Vec<String>>,
+    /// The BGZF blocks of its key ranges, back to back.
+    pub part_path: PathBuf,
+    /// Their sizes and index summaries (JSON).
+    pub sidecar_path: PathBuf,
+}
+
+impl MergeJob {
+    /// Plans the key-range merge as tasks with [`super::MergeRangeOptions::default`].
+    pub fn plan(&self, rt: &Runtime) -> Result<MergeTaskPlan> {
+        self.plan_with(rt, &RangeOptions::default())
+    }
+
+    /// Plans the key-range merge as tasks: sorted BAM files in, a BAM file out (otherwise
+    /// `MergeJob::run` merges on one thread, which has no tasks). Samples the inputs on `rt`,
+    /// chooses the key ranges as `MergeJob::run_with(rt, options)` does, and creates the work
+    /// directory (next to the output); [`MergeTaskPlan::finish`] or [`MergeTaskPlan::abort`]
+    /// removes it.
+    pub fn plan_with(&self, rt: &Runtime, options: &RangeOptions) -> Result<MergeTaskPlan> {
+        plan(self, rt, options).map_err(Error::from)
+    }
+}
+
+fn absolute(path: &str) -> anyhow::Result<String> {
+    Ok(std::path::absolute(path)
+        .with_context(|| path.to_string())?
+        .display()
+        .to_string())
+}
+
+fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<MergeTaskPlan> {
+    const NO_TASKS: &str = "the one-thread merge has no tasks";
+    let order = job.order.resolve()?;
+    if job.inputs.is_empty() {
+        bail_argument!("merge: give at least one (and usually two or more) input files");
+    }
+    if job.inputs.iter().any(|n| n == "-") {
+        bail_argument!("merge tasks read BAM files, not standard input ({NO_TASKS})");
+    }
+    let target = Target::resolve(job)?;
+    target.check_index(order)?;
+    let OutFormat::Bam(level) = target.format else {
+        bail_argument!("merge tasks write BAM only ({NO_TASKS})");
+    };
+    let Some(data) = target.data.as_deref() else {
+        bail_argument!("merge tasks need an output file (-o), not standard output");
+    };
+    let mut fixed = job.clone();
+    fixed.seed = Some(job.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    }));
+    fixed.inputs = job
+        .inputs
+        .iter()
+        .map(|n| absolute(n))
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(h) = &job.header_file {
+        fixed.header_file = Some(std::path::absolute(h).context(h.display().to_string())?);
+    }
+    let progress = rt.progress("merge plan", 0);
+    let opened = open_inputs(&fixed, 1, &progress)?;
+    if let Some((name, _)) = job
+        .inputs
+        .iter()
+        .zip(&opened)
+        .find(|(_, i)| i.format != Format::Bam)
+    {
+        bail_argument!("{name}: merge tasks read BAM only ({NO_TASKS})");
+    }
+    let mut warnings = Vec::new();
+    let merged = merge_headers(&fixed, order, &opened, &progress, &mut warnings)?;
+    if merged.lost_order {
+        bail_argument!(
+            "the inputs' reference orders conflict: merge them with `MergeJob::run` ({NO_TASKS})"
+        );
+    }
+    let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
+    drop(opened);
+    let inputs = merge_inputs(&fixed, &n_refs, &merged.translations);
+    let started = std::time::Instant::now();
+    let sampled = rt
+        .install(|| MergePlan::new(order, inputs, options))
+        .map_err(anyhow::Error::from)?;
+    let sampling_seconds = started.elapsed().as_secs_f64();
+    let (samples, splits) = sampled.to_parts();
+    let index = target.index().map(|(_, bai)| {
+        let ix = OnTheFlyIndex::new(&merged.header, bai);
+        IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
+    });
+    let work_dir = create_work_dir(&temp_prefix(None, Some(data), rt.temp_dir()))?;
+    Ok(MergeTaskPlan {
+        shared: Shared {
+            job: fixed,
+            header: HeaderData::of(&merged.header),
+            n_refs,
+            samples: samples
+                .into_iter()
+                .map(|s| {
+                    s.into_iter()
+                        .map(|(voffset, key)| MergeSample { voffset, key })
+                        .collect()
+                })
+                .collect(),
+            splits,
+            compressed: sampled.compressed_bytes(),
+            level: level.libdeflate(),
+            index,
+        },
+        job: job.clone(),
+        work_dir,
+        sampling_seconds,
+        warnings,
+        input_warnings: merged
+            .translations
+            .iter()
+            .map(|t| t.take_warnings())
+            .collect(),
+    })
+}
+
+/// The inputs as the key-range merge reads them.
+fn merge_inputs(
+    job: &MergeJob,
+    n_refs: &[usize],
+    translations: &[Arc<sortase_bam::header_merge::Translation>],
+) -> Vec<MergeInput> {
+    job.inputs
+        .iter()
+        .zip(n_refs)
+        .zip(translations)
+        .map(|((name, &n_ref), t)| MergeInput {
+            path: PathBuf::from(name),
+            n_ref,
+            translation: t.clone(),
+        })
+        .collect()
+}
+
+impl Shared {
+    fn ranges(&self) -> usize {
+        self.splits.len() + 1
+    }
+
+    fn sample_parts(&self) -> Vec<Vec<(u64, Vec<u8>)>> {
+        self.samples
+            .iter()
+            .map(|s| s.iter().map(|s| (s.voffset, s.key.clone())).collect())
+            .collect()
+    }
+}
+
+impl MergeTaskPlan {
+    /// Key ranges of the output.
+    pub fn ranges(&self) -> usize {
+        self.shared.ranges()
+    }
+
+    /// The work directory (every task's files go there).
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// The key ranges cut into `n` tasks of consecutive ranges (fewer if there are fewer ranges).
+    pub fn tasks(&self, n: usize) -> Vec<MergeTask> {
+        let ranges = self.ranges();
+        let n = n.clamp(1, ranges);
+        (0..n)
+            .map(|part| {
+                let (a, b) = (part * ranges / n, (part + 1) * ranges / n);
+                MergeTask {
+                    shared: self.shared.clone(),
+                    part,
+                    parts: n,
+                    first_range: a,
+                    ranges: b - a,
+                    part_path: self.work_dir.join(format!("merge-{part:06}.bgzf")),
+                    sidecar_path: self.work_dir.join(format!("merge-{part:06}.json")),
+                }
+            })
+            .collect()
+    }
+
+    /// Writes the output from every task's output (in any order, repeats ignored) exactly as
+    /// `MergeJob::run` does: header blocks, every key range's blocks, the EOF block and with
+    /// `--write-index` the index, both under temporary names renamed when complete. Then removes
+    /// the work directory (a failure to is a warning of the report). On error the work directory
+    /// stays: retry `finish`, or give up with [`MergeTaskPlan::abort`].
+    pub fn finish(&self, outputs: &[MergeTaskOutput], rt: &Runtime) -> Result<MergeReport> {
+        self.finish_inner(outputs, rt).map_err(Error::from)
+    }
+
+    fn finish_inner(
+        &self,
+        outputs: &[MergeTaskOutput],
+        rt: &Runtime,
+    ) -> anyhow::Result<MergeReport> {
+        let parts = complete(outputs, "merge", |o| (o.part, o.parts))?;
+        let mut next = 0;
+        for p in &parts {
+            if p.first_range != next {
+                bail_argument!("merge output {} does not continue key range {next}", p.part);
+            }
+            next += p.ranges;
+        }
+        if next != self.ranges() {
+            bail_argument!("merge outputs cover {next} of {} key ranges", self.ranges());
+        }
+        // Every sample a reader started at must have been reached exactly by another reader.
+        let shared = &self.shared;
+        let order = shared.job.order.resolve()?;
+        let inputs = shared
+            .job
+            .inputs
+            .iter()
+            .zip(&shared.n_refs)
+            .map(|(name, &n_ref)| MergeInput {
+                path: PathBuf::from(name),
+                n_ref,
+                translation: Arc::default(),
+            })
+            .collect();
+        let check = MergePlan::from_parts(
+            order,
+            inputs,
+            &shared.sample_parts(),
+            shared.splits.clone(),
+            shared.compressed,
+        )?;
+        for p in &parts {
+            check.add_marks(&p.used, &p.confirmed);
+        }
+        check.check_samples()?;
+        let target = Target::resolve(&self.job)?;
+        let header = shared.header.to_header();
+        let (_, mut writer) = range_output::open(
+            target.data.as_deref(),
+            target.index(),
+            target.format,
+            &header,
+            None,
+        )?;
+        let files: Vec<_> = parts
+            .iter()
+            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
+            .collect();
+        write_parts(&mut writer, &files, rt)?;
+        rt.check_cancelled()?;
+        writer.finish(true)?;
+        let mut warnings = self.warnings.clone();
+        for (i, sampled) in self.input_warnings.iter().enumerate() {
+            let mut seen = std::collections::HashSet::new();
+            let all = sampled.iter().chain(
+                parts
+                    .iter()
+                    .flat_map(|p| p.warnings.get(i).into_iter().flatten()),
+            );
+            warnings.extend(all.filter(|w| seen.insert(*w)).cloned());
+        }
+        if let Err(e) = self.abort() {
+            warnings.push(format!("merge tasks: {e}"));
+        }
+        Ok(MergeReport {
+            inputs: shared.job.inputs.len(),
+            threads: rt.threads(),
+            method: MergeMethod::KeyRanges,
+            ranges: self.ranges(),
+            sampling_seconds: self.sampling_seconds,
+            key_ranges_abandoned: None,
+            outputs: target.outputs(),
+            warnings,
+        })
+    }
+
+    /// Removes the work directory and every task file in it.
+    pub fn abort(&self) -> Result<()> {
+        remove_work_dir(&self.work_dir)
+    }
+}
+
+impl MergeTask {
+    /// Merges and encodes the task's key ranges into its part file and sidecar.
+    pub fn run(&self, rt: &Runtime) -> Result<MergeTaskOutput> {
+        rt.install(|| self.run_inner(rt))
+            .with_context(|| format!("merge task {}", self.part))
+            .map_err(Error::from)
+    }
+
+    fn run_inner(&self, rt: &Runtime) -> anyhow::Result<MergeTaskOutput> {
+        let shared = &self.shared;
+        let job = &shared.job;
+        let order = job.order.resolve()?;
+        if self.ranges == 0 || self.first_range + self.ranges > shared.ranges() {
+            bail_argument!("merge task {}: no such key ranges", self.part);
+        }
+        let progress = rt.progress("merge task", 0);
+        let opened = open_inputs(job, 1, &progress)?;
+        let merged = merge_headers(job, order, &opened, &progress, &mut Vec::new())?;
+        let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
+        drop(opened);
+        if HeaderData::of(&merged.header) != shared.header || n_refs != shared.n_refs {
+            return Err(Error::new(
+                ErrorKind::Input,
+                "the inputs' headers changed since the merge was planned",
+            )
+            .into());
+        }
+        let inputs = merge_inputs(job, &n_refs, &merged.translations);
+        let plan = MergePlan::from_parts(
+            order,
+            inputs,
+            &shared.sample_parts(),
+            shared.splits.clone(),
+            shared.compressed,
+        )?
+        .with_cancel(rt.cancel_flag().shared());
+        let level = CompressionLevel::from_libdeflate(shared.level);
+        let mut encoder = RangeEncoder::new(OutFormat::Bam(level), Header::default(), shared.index);
+        // As `write_ranges`: BAM records take about 3-4 times their compressed size.
+        encoder.expect_range_bytes((shared.compressed / shared.ranges() as u64 * 4) as usize);
+        let translations = &merged.translations;
+        write_part(rt, &self.part_path, &self.sidecar_path, self.ranges, |k| {
+            let mut range = plan.open(self.first_range + k, translations)?;
+            Ok(encoder.encode(&mut range)?)
+        })?;
+        let (used, confirmed) = plan.sample_marks();
+        Ok(MergeTaskOutput {
+            part: self.part,
+            parts: self.parts,
+            first_range: self.first_range,
+            ranges: self.ranges,
+            used,
+            confirmed,
+            warnings: translations.iter().map(|t| t.take_warnings()).collect(),
+            part_path: self.part_path.clone(),
+            sidecar_path: self.sidecar_path.clone(),
+        })
+    }
+}

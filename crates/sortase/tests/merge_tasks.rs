@@ -1,0 +1,164 @@
+//! Merge tasks (`MergeJob::plan`) against `MergeJob::run_with`: three generated coordinate-sorted
+//! BAMs (made by `SortJob` from SAM text, with colliding @RG and @PG IDs), cut into many key ranges
+//! by small `MergeRangeOptions`; the tasks run in reversed order, each through JSON on a fresh
+//! one-thread runtime; the finished output and its CSI must be byte-identical to the merge's.
+
+use sortase::tasks::{run_task_json, Task, TaskOutput};
+use sortase::{ErrorKind, MergeJob, MergeRangeOptions, OutputSpec, Runtime, SortJob};
+use std::path::{Path, PathBuf};
+
+/// Deterministic xorshift64* generator.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// SAM text of `n` records in random order: placed reads on two references (runs of equal
+/// positions), some unmapped; RG tags g0/g1; @RG and @PG lines that collide between inputs.
+fn sam(input: u64, n: u64) -> String {
+    let mut rng = Rng((input + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut text = format!(
+        "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:50000\n\
+         @RG\tID:g0\tSM:s{input}\n@RG\tID:g1\tSM:shared\n@PG\tID:aligner\tPN:bwa\tVN:0.{input}\n"
+    );
+    for i in 0..n {
+        let len = 80 + rng.below(40) as usize;
+        let seq: String = (0..len)
+            .map(|_| b"ACGT"[rng.below(4) as usize] as char)
+            .collect();
+        let qual: String = (0..len)
+            .map(|_| (b'#' + rng.below(30) as u8) as char)
+            .collect();
+        let rg = rng.below(2);
+        if rng.below(15) == 0 {
+            text.push_str(&format!(
+                "u{input}_{i}\t4\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\tRG:Z:g{rg}\n"
+            ));
+        } else {
+            let (chr, pos) = (1 + rng.below(2), 1 + rng.below(2000) * 20);
+            text.push_str(&format!(
+                "r{input}_{i}\t0\tchr{chr}\t{pos}\t60\t{len}M\t*\t0\t0\t{seq}\t{qual}\tRG:Z:g{rg}\n"
+            ));
+        }
+    }
+    text
+}
+
+/// Three sorted BAM inputs in `dir`.
+fn inputs(dir: &Path) -> Vec<String> {
+    let rt = Runtime::with_threads(2).unwrap();
+    (0..3)
+        .map(|i| {
+            let sam_path = dir.join(format!("in{i}.sam"));
+            std::fs::write(&sam_path, sam(i, 3000 + 500 * i)).unwrap();
+            let bam = dir.join(format!("in{i}.bam"));
+            SortJob::new(sam_path.to_str().unwrap(), OutputSpec::to_path(&bam))
+                .run(&rt)
+                .unwrap();
+            bam.display().to_string()
+        })
+        .collect()
+}
+
+const OPTIONS: MergeRangeOptions = MergeRangeOptions {
+    sample_every: 16 << 10,
+    min_range_bytes: 16 << 10,
+};
+
+/// Merges through tasks and with `MergeJob::run_with`; returns the pairs of files (data, index).
+fn merge_both(job: &MergeJob, dir: &Path, name: &str) -> Vec<(PathBuf, PathBuf)> {
+    let output = |what: &str| OutputSpec {
+        path: Some(dir.join(format!("{name}.{what}.bam"))),
+        write_index: true,
+        ..OutputSpec::default()
+    };
+    let rt = Runtime::with_threads(2).unwrap();
+    let tasks_job = MergeJob {
+        output: output("tasks"),
+        ..job.clone()
+    };
+    let plan = tasks_job.plan_with(&rt, &OPTIONS).unwrap();
+    assert!(plan.ranges() > 6, "{name}: {} key ranges", plan.ranges());
+    let plan: sortase::MergeTaskPlan =
+        serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+    let mut tasks = plan.tasks(5);
+    assert_eq!(tasks.len(), 5);
+    tasks.reverse();
+    let outputs: Vec<_> = tasks
+        .into_iter()
+        .map(|t| {
+            let json = serde_json::to_string(&Task::from(t)).unwrap();
+            let worker = Runtime::with_threads(1).unwrap();
+            let out = run_task_json(&json, &worker).unwrap_or_else(|e| panic!("{e}"));
+            let TaskOutput::Merge(out) = serde_json::from_str(&out).unwrap() else {
+                panic!("a merge task returns a merge output")
+            };
+            out
+        })
+        .collect();
+    let report = plan.finish(&outputs, &rt).unwrap();
+    assert!(
+        !plan.work_dir().exists(),
+        "finish leaves the work directory"
+    );
+    let single = MergeJob {
+        output: output("single"),
+        ..job.clone()
+    }
+    .run_with(&rt, &OPTIONS)
+    .unwrap();
+    assert_eq!(single.method, sortase::MergeMethod::KeyRanges);
+    assert_eq!(report.ranges, single.ranges);
+    assert_eq!(report.warnings, single.warnings);
+    assert_eq!(report.outputs.len(), 2);
+    report.outputs.into_iter().zip(single.outputs).collect()
+}
+
+#[test]
+fn merge_tasks_write_the_bytes_of_the_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = inputs(dir.path());
+    let base = MergeJob {
+        seed: Some(7),
+        ..MergeJob::new(inputs.clone(), OutputSpec::default())
+    };
+    let combined = MergeJob {
+        combine_rg: true,
+        combine_pg: true,
+        attach_rg: true,
+        ..base.clone()
+    };
+    for (name, job) in [("plain", base), ("combined", combined)] {
+        let files = merge_both(&job, dir.path(), name);
+        assert!(files[1].0.extension().unwrap() == "csi", "{:?}", files[1]);
+        for (t, s) in files {
+            let (t_bytes, s_bytes) = (std::fs::read(&t).unwrap(), std::fs::read(&s).unwrap());
+            assert!(t_bytes.len() > 100, "{}", t.display());
+            assert!(
+                t_bytes == s_bytes,
+                "{name}: {} differs from {}",
+                t.display(),
+                s.display()
+            );
+        }
+    }
+
+    // SAM input: only the one-thread merge applies, which has no tasks.
+    let sam_input = dir.path().join("in0.sam").display().to_string();
+    let job = MergeJob::new(
+        vec![sam_input, inputs[1].clone()],
+        OutputSpec::to_path(dir.path().join("x.bam")),
+    );
+    let e = job.plan(&Runtime::with_threads(1).unwrap()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Argument);
+    assert!(
+        e.to_string().contains("one-thread merge has no tasks"),
+        "{e}"
+    );
+}
