@@ -25,7 +25,11 @@ distributed_mod = pytest.importorskip("dask.distributed")
 from sortase import distributed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SORTASE_BIN", ROOT / "target" / "release" / "sortase"))
+# The CLI to compare with: $SORTASE_BIN, else target/release, else target/debug (what `cargo test`
+# leaves in CI), as conftest.cli_binary.
+CLI = Path(os.environ.get("SORTASE_BIN") or next(
+    (p for p in (ROOT / "target" / prof / "sortase" for prof in ("release", "debug")) if p.exists()),
+    ROOT / "target" / "release" / "sortase"))
 RECORDS = 40_000
 # Small map tasks, so that even the test BAM is cut into several ranges and key ranges.
 TASK_MEMORY = "1M"
