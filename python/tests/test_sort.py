@@ -174,19 +174,24 @@ def test_keyboard_interrupt_cancels_and_leaves_no_files(tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     fired = threading.Event()
+    done = threading.Event()
 
     def interrupt() -> None:
-        time.sleep(1.5)
-        fired.set()
-        os.kill(os.getpid(), signal.SIGINT)
+        # No signal once the sort has returned: a late SIGINT would hit whatever pytest runs next.
+        if not done.wait(1.5):
+            fired.set()
+            os.kill(os.getpid(), signal.SIGINT)
 
     timer = threading.Thread(target=interrupt)
     timer.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        sortase.sort(src, out_dir / "sorted.bam", max_memory="20M", threads=2, progress=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sortase.sort(src, out_dir / "sorted.bam", max_memory="20M", threads=2, progress=False)
+    finally:
+        done.set()
+        timer.join()
     elapsed = time.monotonic() - started
-    timer.join()
     assert fired.is_set()
     assert elapsed < 1.5 + 1.0, f"cancel took {elapsed - 1.5:.2f} s after SIGINT"
     assert os.listdir(out_dir) == []
