@@ -84,14 +84,9 @@ impl<W: Write> Write for Cancellable<W> {
 pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::Result<T> {
     match result {
         Err(_) if rt.cancel_flag().is_cancelled() => Err(Error::cancelled()),
-        Err(e) => Err(with_kind(e)),
+        Err(e) => Err(Error::from(e)),
         Ok(v) => Ok(v),
     }
-}
-
-/// The chain as the facade's error (its context kept in front of an inner [`Error`]'s kind).
-fn with_kind(e: anyhow::Error) -> Error {
-    Error::from(e)
 }
 
 /// A FASTA-layer error as an `anyhow` chain the facade classifies: I/O errors stay `io::Error`
@@ -128,10 +123,10 @@ mod tests {
     #[test]
     fn context_in_front_of_a_kinded_error_is_kept() {
         let e: anyhow::Error = Error::argument("-o takes one input file").into();
-        let e = with_kind(e.context("a.txt"));
+        let e = Error::from(e.context("a.txt"));
         assert_eq!(e.kind(), ErrorKind::Argument);
         assert_eq!(e.to_string(), "a.txt: -o takes one input file");
-        let e = with_kind(fasta_error(FastaError::BadIndex("bad .gzi".into())).context("a.fa"));
+        let e = Error::from(fasta_error(FastaError::BadIndex("bad .gzi".into())).context("a.fa"));
         assert_eq!(
             (e.kind(), e.to_string()),
             (ErrorKind::Format, "a.fa: bad .gzi".into())
@@ -141,7 +136,7 @@ mod tests {
     #[test]
     fn fasta_io_errors_stay_io_errors() {
         let pipe = io::Error::from(io::ErrorKind::BrokenPipe);
-        let e = with_kind(fasta_error(FastaError::Io(pipe)).context("standard output"));
+        let e = Error::from(fasta_error(FastaError::Io(pipe)).context("standard output"));
         assert!(e.is_broken_pipe());
     }
 
