@@ -305,8 +305,8 @@ CASES.update({
             "samtools -m 114M per thread). " + SORT_NOTE + THREADS_CAVEAT),
         "input": "unsorted",
         "variants": [
-            ("sortase", "{sortase} sort -l 6 -@{threads} --max-memory 228M -T {tmp} -o {out} {input}"),
-            ("samtools-1.24", "{samtools} sort -l 6 -@{threads} -m 114M -T {tmp}/st -o {out} {input}"),
+            ("sortase", "{sortase} sort -l 6 -@{threads} --max-memory {ooc_total}M -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -l 6 -@{threads} -m {ooc_per_thread}M -T {tmp}/st -o {out} {input}"),
         ],
         "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {sorted}"),
         "check": SORT_CHECK,
@@ -317,8 +317,8 @@ CASES.update({
             + SORT_NOTE + THREADS_CAVEAT),
         "input": "unsorted",
         "variants": [
-            ("sortase", "{sortase} sort -u -@{threads} --max-memory 228M -T {tmp} -o {out} {input}"),
-            ("samtools-1.24", "{samtools} sort -u -@{threads} -m 114M -T {tmp}/st -o {out} {input}"),
+            ("sortase", "{sortase} sort -u -@{threads} --max-memory {ooc_total}M -T {tmp} -o {out} {input}"),
+            ("samtools-1.24", "{samtools} sort -u -@{threads} -m {ooc_per_thread}M -T {tmp}/st -o {out} {input}"),
         ],
         "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {sorted}"),
         "check": SORT_CHECK,
@@ -601,6 +601,25 @@ def first_line(cmd):
     return "unknown"
 
 
+def bgzf_uncompressed_bytes(path):
+    """Sum of the ISIZE fields of a BGZF file's blocks (the uncompressed size), read from the block
+    headers alone (BSIZE at byte 16 of each header, ISIZE in the last 4 bytes of each block)."""
+    total = 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos + 18 <= size:
+            f.seek(pos)
+            head = f.read(18)
+            if head[:4] != b"\x1f\x8b\x08\x04":
+                raise ValueError(f"{path}: not BGZF at byte {pos}")
+            bsize = int.from_bytes(head[16:18], "little") + 1
+            f.seek(pos + bsize - 4)
+            total += int.from_bytes(f.read(4), "little")
+            pos += bsize
+    return total
+
+
 def human_bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -689,6 +708,14 @@ def main():
                     help="do not append to bench/RESULTS.md / results.csv")
     ap.add_argument("--no-check", action="store_true", help="skip the output check")
     ap.add_argument("--note", default="", help="free text added to the RESULTS.md section")
+    ap.add_argument("--no-floor", action="store_true", help="do not run the case's floor variant")
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the run's summary (every variant, the floor, the check, the "
+                         "sortase stderr of the first round) as JSON to PATH (bench/report.py reads it)")
+    ap.add_argument("--results-md", default=RESULTS_MD, metavar="PATH",
+                    help="markdown file the run's section is appended to [bench/RESULTS.md]")
+    ap.add_argument("--results-csv", default=RESULTS_CSV, metavar="PATH",
+                    help="CSV file the run's rows are appended to [bench/results.csv]")
     ap.add_argument("--only", default=None, metavar="LABELS",
                     help="comma-separated variant labels to run (sortase and the floor always run)")
     args = ap.parse_args()
@@ -743,6 +770,11 @@ def main():
     fields_base = {"input": shlex.quote(inp), "threads": args.threads, "sorted": shlex.quote(sorted_inp),
                    "sortase": args.sortase, "samtools": args.samtools,
                    "data": shlex.quote(os.path.dirname(inp))}
+    if inp.endswith(".bam"):
+        # out-of-core sorts get 1/20 of the uncompressed data (large: 4569 MiB -> 228M in total,
+        # 114M per thread for samtools, whose -m is per thread)
+        total = max(8, bgzf_uncompressed_bytes(inp) // (20 << 20))
+        fields_base.update({"ooc_total": total, "ooc_per_thread": max(4, total // args.threads)})
     if case.get("input") == "fastq":
         data = os.path.abspath(args.data)
         minimap2 = os.environ.get("SORTASE_MINIMAP2") or subprocess.run(
@@ -767,7 +799,7 @@ def main():
             dlabel += "-native"
         tpl = next(t for _, t in case["variants"] if "{samtools}" in t)
         plan.append((dlabel, "variant", tpl.replace("{samtools}", shlex.quote(args.debian_samtools))))
-    if case.get("floor"):
+    if case.get("floor") and not args.no_floor:
         plan.append((case["floor"][0], "floor", case["floor"][1]))
     if args.only:
         keep = set(args.only.split(",")) | {"sortase"}
@@ -836,6 +868,13 @@ def main():
         print(f"(scratch kept: {scratch})", file=sys.stderr)
         return 1
 
+    first_stderr = {}
+    for label, m in runs_meta.items():
+        try:
+            with open(os.path.join(m["dir"], "stderr.0"), errors="replace") as f:
+                first_stderr[label] = f.read()[-20000:]
+        except OSError:
+            first_stderr[label] = ""
     shutil.rmtree(scratch, ignore_errors=True)
     try:
         os.rmdir(scratch_root)  # only if empty
@@ -879,6 +918,15 @@ def main():
     if check_text:
         print("check: " + check_text)
 
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"case": args.case, "description": case["description"], "input": inp,
+                       "input_bytes": in_bytes, "records": records, "threads": args.threads,
+                       "pairs": args.pairs, "started": started.isoformat(),
+                       "load_before": load_before[0], "load_after": load_after[0],
+                       "variants": sums, "sortase_over_floor": sortase_over_floor,
+                       "check_ok": ok, "check": check_text, "stderr_round1": first_stderr,
+                       "samtools_startup_s": startup}, f, indent=1)
     if args.no_record:
         print("\n(--no-record: nothing written to RESULTS.md / results.csv)")
         return 0 if ok in (None, True) else 3
@@ -909,15 +957,15 @@ def main():
         lines.append(f"Check: {check_text}  ")
     if args.note:
         lines.append(f"Note: {args.note}  ")
-    if not os.path.exists(RESULTS_MD):
-        with open(RESULTS_MD, "w") as f:
+    if not os.path.exists(args.results_md):
+        with open(args.results_md, "w") as f:
             f.write("# sortase benchmark results\n\nAppended by `bench/compare.py` "
                     "(see bench/README.md).\n")
-    with open(RESULTS_MD, "a") as f:
+    with open(args.results_md, "a") as f:
         f.write("\n".join(lines) + "\n")
 
-    new_csv = not os.path.exists(RESULTS_CSV)
-    with open(RESULTS_CSV, "a", newline="") as f:
+    new_csv = not os.path.exists(args.results_csv)
+    with open(args.results_csv, "a", newline="") as f:
         w = csv.writer(f)
         if new_csv:
             w.writerow(["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
@@ -933,7 +981,7 @@ def main():
                         "" if s["ratio"] is None else f"{s['ratio']:.4f}",
                         "" if not (floor and s is base) else f"{sortase_over_floor:.4f}",
                         "" if ok is None else ("agree" if ok else "DIFFER"), s["command"]])
-    print(f"\nrecorded: {RESULTS_MD}, {RESULTS_CSV}")
+    print(f"\nrecorded: {args.results_md}, {args.results_csv}")
     return 0 if ok in (None, True) else 3
 
 
