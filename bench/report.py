@@ -91,7 +91,7 @@ def setup(args):
     sh(f"python3 {shlex.quote(os.path.join(BENCH, 'generate.py'))} --size {args.size} --keep-fastq "
        f"--out {shlex.quote(args.data)}", check=True)
     if FASTA_CASES & set(args.cases):
-        sh(f"python3 {shlex.quote(os.path.join(BENCH, 'generate_fasta.py'))} --out "
+        sh(f"python3 {shlex.quote(os.path.join(BENCH, 'generate_fasta.py'))} --data "
            f"{shlex.quote(args.data)}", check=True)
 
 
@@ -346,6 +346,10 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
          f"- Method: each case runs its tools alternately, {args.pairs} rounds, warm page cache, "
          "`sync` before each run; medians. The peer is samtools 1.24 built with libdeflate "
          "(bench/setup-peer.sh); Debian's 1.16 (libdeflate too) is a second column.",
+         "- Not in this table: `snp-pileup` against FACETS (bench/snp_pileup.py; FACETS is not "
+         "packaged and must be built from its source, which this machine cannot download), the "
+         "Python reader (bench/python_read.py) and the Dask driver (bench/dask_overhead.py): each "
+         "has its own script and section in the archive.",
          "- Versions:"]
     for k, val in versions.items():
         L.append(f"  - {k}: `{val}`")
