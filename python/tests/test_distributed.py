@@ -163,7 +163,7 @@ def test_merge_options_and_console_script(merge_inputs: list, client, tmp_path: 
     listing = tmp_path / "list.txt"
     listing.write_text(f"{merge_inputs[0]}\n")
     argv = ["--scheduler", client.scheduler.address, "-s", "7", "-r", "-p", "-l", "3", "--no-PG",
-            "--write-index", "--index-format", "bai"]
+            "--write-index", "--index-format", "bai", "-h", str(merge_inputs[2])]
     assert _dask_cli.main(["merge", *argv, "--tasks", "2", "-b", str(listing),
                            "-o", str(tmp_path / "dask.bam"), *map(str, merge_inputs[1:])]) == 0
     cli("merge", *argv[2:], "-b", str(listing), "-o", str(tmp_path / "one.bam"),
@@ -297,6 +297,14 @@ def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
                                  storage_options=options, progress=False)
     assert stats["distributed"]["phases"][1]["tasks"] == 0
     assert distributed.idxstats_text(stats) == cli("idxstats", str(tmp_path / "one.bam")).decode()
+    # Without an index: range tasks, each fetching its byte range.
+    fs.put_file(str(tmp_path / "one.bam"), "sortase-test/noindex/x.bam")
+    stats = distributed.idxstats("s3://sortase-test/noindex/x.bam", client=client, tasks=4,
+                                 storage_options=options, progress=False)
+    phases = stats["distributed"]["phases"]
+    assert phases[1]["tasks"] > 1 and phases[1]["whole_object_fetches"] == 0
+    assert distributed.idxstats_text(stats) == cli("idxstats", str(tmp_path / "one.bam")).decode()
+    fs.rm("sortase-test/noindex", recursive=True)
 
 
 def test_s3_merge_three_inputs(merge_inputs: list, client, s3, tmp_path: Path) -> None:
