@@ -1,7 +1,10 @@
 """``sortase-dask``: the console script of :mod:`sortase.distributed`.
 
     sortase-dask sort [-n|-N|-t TAG] [-l N] [-u] [--write-index] [--no-PG] -o OUT IN
+    sortase-dask merge [-n|-N|-t TAG] [-r] [-c] [-p] [-s SEED] [-h FILE] [-b LIST] [-f] [-1] [-l N]
+                       [-u] [--write-index] [--index-format bai|csi] [--no-PG] -o OUT IN...
     sortase-dask flagstat [-O default|json|tsv] IN
+    sortase-dask idxstats IN
     sortase-dask index [-c] [-m N] [-o OUT] IN
     sortase-dask snp-pileup [-g] [-q N] [-Q N] [-P N] [-r N,...] [-A] [-x] [-d N] VCF OUT BAM...
 
@@ -63,11 +66,41 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(s)
 
+    m = sub.add_parser("merge", help="merge sorted BAMs (byte-identical to sortase merge)",
+                       add_help=False)
+    m.add_argument("--help", action="help", help="show this help message and exit")
+    m.add_argument("inputs", nargs="*")
+    m.add_argument("-o", "--output", required=True)
+    m.add_argument("-n", dest="by_name", action="store_true", help="inputs sorted by read name (natural)")
+    m.add_argument("-N", dest="by_name_lex", action="store_true", help="inputs sorted by read name (strcmp)")
+    m.add_argument("-t", dest="tag", help="inputs sorted by the value of TAG")
+    m.add_argument("-r", dest="attach_rg", action="store_true", help="attach an RG tag named after each input")
+    m.add_argument("-c", dest="combine_rg", action="store_true", help="combine colliding @RG IDs")
+    m.add_argument("-p", dest="combine_pg", action="store_true", help="combine colliding @PG IDs")
+    m.add_argument("-s", dest="seed", type=int, help="seed of the suffixes of renamed IDs [time]")
+    m.add_argument("-h", dest="header", help="use FILE's header as the base of the output header")
+    m.add_argument("-b", dest="list", help="file listing input files, one per line")
+    m.add_argument("-f", dest="force", action="store_true", help="overwrite the output file")
+    m.add_argument("-1", dest="fast", action="store_true", help="compression level 1")
+    m.add_argument("-l", dest="level", type=int, help="compression level 0-9")
+    m.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
+    m.add_argument("--write-index", action="store_true")
+    m.add_argument("--index-format", choices=["bai", "csi"])
+    m.add_argument("--no-PG", dest="no_pg", action="store_true")
+    m.add_argument("--tasks", type=int, help="tasks (stretches of key ranges) [4 per worker thread]")
+    m.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    common(m)
+
     f = sub.add_parser("flagstat", help="samtools flagstat")
     f.add_argument("input")
     f.add_argument("-O", "--output-fmt", default="default", choices=["default", "json", "tsv"])
     f.add_argument("--tasks", type=int)
     common(f)
+
+    x = sub.add_parser("idxstats", help="samtools idxstats (from the index when there is one)")
+    x.add_argument("input")
+    x.add_argument("--tasks", type=int)
+    common(x)
 
     i = sub.add_parser("index", help="samtools index (BAI, or CSI with -c/-m)")
     i.add_argument("input")
@@ -106,6 +139,22 @@ def main(argv: Optional[List[str]] = None) -> int:
                 write_index=args.write_index, index_format=args.index_format, no_pg=args.no_pg,
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks, threads=args.threads,
                 storage_options=options, **common)
+        elif args.command == "merge":
+            inputs = list(args.inputs)
+            if args.list:
+                with open(args.list) as f:
+                    inputs = [line for line in f.read().splitlines() if line] + inputs
+            report = distributed.merge(
+                inputs, args.output, by_name=args.by_name, by_name_lex=args.by_name_lex,
+                tag=args.tag, attach_rg=args.attach_rg, combine_rg=args.combine_rg,
+                combine_pg=args.combine_pg, seed=args.seed, header=args.header, force=args.force,
+                level=1 if args.fast else args.level, uncompressed=args.uncompressed,
+                write_index=args.write_index, index_format=args.index_format, no_pg=args.no_pg,
+                tasks=args.tasks, threads=args.threads, storage_options=options, **common)
+        elif args.command == "idxstats":
+            report = distributed.idxstats(args.input, tasks=args.tasks, storage_options=options,
+                                          **common)
+            sys.stdout.write(distributed.idxstats_text(report))
         elif args.command == "flagstat":
             report = distributed.flagstat(args.input, tasks=args.tasks, storage_options=options,
                                           **common)

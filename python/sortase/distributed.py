@@ -1,11 +1,11 @@
-"""sortase's jobs on a Dask cluster (``dask.distributed``): sort, flagstat and index across machines,
-byte-identical to one machine.
+"""sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, flagstat, idxstats, index,
+snp-pileup and view counting across machines, byte-identical to one machine.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
 the Rust task runner on a worker; the driver gathers their outputs, plans the next stage and
-finishes (a sort: concatenates the reduce parts into the output and its index, exactly as
-``sortase sort`` writes them). Tasks write under temporary names and rename, so a retried task (a
+finishes (a sort or a merge: concatenates the parts into the output and its index, exactly as
+``sortase sort`` / ``sortase merge`` write them). Tasks write under temporary names and rename, so a retried task (a
 worker lost, a task re-run) is harmless. A job that fails for good removes its work directory and
 leaves no output.
 
@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import Report, _sortase
 
-__all__ = ["count", "flagstat", "index", "snp_pileup", "sort"]
+__all__ = ["count", "flagstat", "idxstats", "idxstats_text", "index", "merge", "snp_pileup", "sort"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -115,9 +115,9 @@ def _fetch(fs: Any, url: str, local: str, ranges: Optional[List[Tuple[int, int]]
     return fetched
 
 
-def _reads_and_writes(task: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional[List[Tuple[int, int]]]]], List[str]]:
+def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tuple[int, int]]]]], List[str]]:
     """The files a task reads (with the byte ranges it needs, ``None``: all) and writes."""
-    (kind, body), = task.items()
+    (kind, body), = json.loads(task_json).items()
     if kind == "sort":
         (stage, t), = body.items()
         if stage == "count":
@@ -127,9 +127,24 @@ def _reads_and_writes(task: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional[Li
             end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
             return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["run_path"]]
         if stage == "reduce":
-            reads = [(r["path"], [(r["offset"], 1 << 62)]) for r in t["runs"]]
+            # A run reader reads whole blocks up to `end` and nothing past it (tasks/sort/
+            # reduce.rs `RunStart::end`); a short read would fail the finish's record count.
+            reads = [(r["path"], [(r["offset"], r["end"] if r.get("end") is not None else 1 << 62)])
+                     for r in t["runs"]]
             return reads, [t["part_path"], t["sidecar_path"]]
-    if kind in ("flagstat", "index"):
+    if kind == "merge":
+        # Every input's header, and the spans its key ranges read (the library computes them
+        # from the plan's samples: tasks/mod.rs `input_spans_json`).
+        job = body["shared"]["job"]
+        ranges: Dict[str, List[Tuple[int, int]]] = {p: [(0, 1 << 16)] for p in job["inputs"]}
+        for span in json.loads(_sortase.task_input_spans(task_json)):
+            end = span["end"] if span["end"] is not None else 1 << 62
+            ranges[span["path"]].append((span["start"], end + SLACK))
+        reads: List[Tuple[str, Optional[List[Tuple[int, int]]]]] = list(ranges.items())
+        if job.get("header_file"):
+            reads.append((job["header_file"], None))
+        return reads, [body["part_path"], body["sidecar_path"]]
+    if kind in ("flagstat", "idxstats", "index"):
         s = body["slice"]
         end = s["range"]["end"]
         end = (end >> 16) if end != 2**64 - 1 else 1 << 62
@@ -147,13 +162,15 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
     scratch = tempfile.mkdtemp(prefix="sortase-dask-task-")
     try:
         local_json = task_json.replace(_esc(remote.root), _esc(scratch))
-        reads, writes = _reads_and_writes(json.loads(local_json))
+        reads, writes = _reads_and_writes(local_json)
         for path in writes:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         fetched, refetched = 0, False
         for whole in (False, True):
             refetched = whole
             for path, ranges in reads:
+                if os.path.commonpath([path, scratch]) != scratch:
+                    continue  # a local path every worker sees (not on object storage)
                 fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
             try:
                 out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
@@ -171,7 +188,7 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
 
 
 def _local_bytes(task_json: str) -> Tuple[int, int]:
-    reads, writes = _reads_and_writes(json.loads(task_json))
+    reads, writes = _reads_and_writes(task_json)
     read = 0
     for path, ranges in reads:
         size = os.path.getsize(path)
@@ -179,9 +196,22 @@ def _local_bytes(task_json: str) -> Tuple[int, int]:
     return read, sum(os.path.getsize(p) for p in writes if os.path.exists(p))
 
 
+def _cpu_seconds() -> float:
+    """User+system CPU seconds of this process so far (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: Optional[_Remote]) -> Dict[str, Any]:
-    """The Dask task: runs one sortase task on this worker."""
+    """The Dask task: runs one sortase task on this worker. Its CPU seconds are the worker
+    process's during the task: exact with one task at a time per worker process (one thread per
+    worker), an over-estimate when tasks share a process."""
     start = time.perf_counter()
+    cpu = _cpu_seconds()
     refetched = False
     if remote is None:
         out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
@@ -194,6 +224,7 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
     return {
         "output": json.loads(out),
         "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu_seconds() - cpu,
         "read": read,
         "written": written,
         "refetched": refetched,
@@ -239,9 +270,12 @@ class _Driver:
             print(text, end=end, file=sys.stderr, flush=True)
 
     def timed(self, name: str, f: Callable[[], Any]) -> Any:
-        start = time.perf_counter()
+        """Runs a driver step; its wall and CPU seconds (the driver process's, which also hosts
+        a LocalCluster's scheduler) go to the report."""
+        start, cpu = time.perf_counter(), _cpu_seconds()
         value = f()
-        self.phases.append({"name": name, "seconds": time.perf_counter() - start})
+        self.phases.append({"name": name, "seconds": time.perf_counter() - start,
+                            "cpu_seconds": _cpu_seconds() - cpu})
         return value
 
     def stage(self, plan: str, stage: str, outputs: List[Any]) -> List[Any]:
@@ -269,6 +303,7 @@ class _Driver:
             "seconds": time.perf_counter() - start,
             "tasks": len(tasks),
             "task_seconds": sum(r["seconds"] for r in results),
+            "task_cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in results),
             "bytes_read": sum(r["read"] for r in results),
             "bytes_written": sum(r["written"] for r in results),
             "whole_object_fetches": sum(r["refetched"] for r in results),
@@ -310,7 +345,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                     raise
                 plan = fallback
                 outputs = _stages(d, kind, plan)
-            if remote is not None and kind == "sort":
+            if remote is not None and kind in ("sort", "merge"):
                 start = time.perf_counter()
                 fetched = _download_parts(remote, outputs)
                 d.phases.append({"name": "download", "seconds": time.perf_counter() - start,
@@ -331,11 +366,12 @@ def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
 
 
 def _download_parts(remote: _Remote, outputs: List[Any]) -> int:
-    """Fetches the reduce tasks' parts for the driver's finish; returns the bytes fetched."""
+    """Fetches the reduce (or merge) tasks' parts for the driver's finish; returns the bytes
+    fetched."""
     fs = remote.fs()
     fetched = 0
     for o in outputs:
-        r = o["sort"]["reduce"]
+        r = o["sort"]["reduce"] if "sort" in o else o["merge"]
         for path in (r["part_path"], r["sidecar_path"]):
             fs.get_file(remote.url(path), path)
             fetched += os.path.getsize(path)
@@ -392,6 +428,39 @@ def _upload(remote: _Remote, local: str, url: str) -> None:
         raise
 
 
+def _local_output(remote: Optional[_Remote], output: str) -> str:
+    """Where the driver writes ``output``: itself locally, a scratch file for object storage."""
+    if remote is None:
+        return output
+    local = os.path.join(remote.root, "out", os.path.basename(output))
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    return local
+
+
+def _upload_outputs(remote: _Remote, report: Report, output: str, local_output: str) -> None:
+    """Uploads the files the finish wrote (the output, then its index next to it) and records
+    them in ``report``."""
+    start = time.perf_counter()
+    uploaded = []
+    base = output.rsplit("/", 1)[0]
+    report_locals = [os.fspath(p) for p in report["outputs"]]
+    for local in report_locals:
+        url = output if local == local_output else f"{base}/{os.path.basename(local)}"
+        _upload(remote, local, url)
+        uploaded.append(url)
+    report["outputs"] = uploaded
+    report["distributed"]["phases"].append({
+        "name": "upload", "seconds": time.perf_counter() - start,
+        "bytes_written": sum(os.path.getsize(p) for p in report_locals)})
+
+
+def _order(by_name: bool, by_name_lex: bool, tag: Optional[str]) -> Any:
+    """The job spec's ``order`` from samtools' ``-n``, ``-N`` and ``-t TAG``."""
+    if tag is not None:
+        return {"tag": {"tag": tag, "by_name": True if by_name else (False if by_name_lex else None)}}
+    return "name" if by_name else ("name_lex" if by_name_lex else "coordinate")
+
+
 def _size(value: Union[int, str, None]) -> Optional[int]:
     """Bytes from an int or a samtools size (``"768M"``, ``"2G"``)."""
     if value is None or isinstance(value, int):
@@ -435,19 +504,14 @@ def sort(
     tasks done/total on stderr (default: when stderr is a terminal).
 
     Returns the sort's report plus ``distributed``: the dashboard address, workers, per-phase
-    wall seconds, task counts, task seconds and bytes read and written by the tasks.
+    wall seconds, task counts, task wall and CPU seconds and bytes read and written by the tasks
+    (driver phases: wall and CPU seconds).
     """
     input, output = os.fspath(input), os.fspath(output)
-    if tag is not None:
-        order: Any = {"tag": {"tag": tag, "by_name": True if by_name else (False if by_name_lex else None)}}
-    else:
-        order = "name" if by_name else ("name_lex" if by_name_lex else "coordinate")
+    order = _order(by_name, by_name_lex, tag)
     memory = _size(task_memory)
     with _storage([input], [output], storage_options) as (remote, (local_input,), _):
-        local_output = output
-        if remote is not None:
-            local_output = os.path.join(remote.root, "out", os.path.basename(output))
-            os.makedirs(os.path.dirname(local_output))
+        local_output = _local_output(remote, output)
         job = {
             "input": local_input,
             "output": {"path": local_output, "format": None, "level": level,
@@ -464,18 +528,78 @@ def sort(
         report = _run("sort", job, cut, client=client, scheduler=scheduler, progress=progress,
                       threads=threads, max_memory=max_memory, remote=remote)
         if remote is not None:
-            start = time.perf_counter()
-            uploaded = []
-            base = output.rsplit("/", 1)[0]
-            report_locals = list(report["outputs"])
-            for local in report_locals:
-                url = output if local == local_output else f"{base}/{os.path.basename(local)}"
-                _upload(remote, local, url)
-                uploaded.append(url)
-            report["outputs"] = uploaded
-            report["distributed"]["phases"].append({
-                "name": "upload", "seconds": time.perf_counter() - start,
-                "bytes_written": sum(os.path.getsize(p) for p in report_locals)})
+            _upload_outputs(remote, report, output, local_output)
+        return report
+
+
+def merge(
+    inputs: Sequence[PathLike],
+    output: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    by_name: bool = False,
+    by_name_lex: bool = False,
+    tag: Optional[str] = None,
+    attach_rg: bool = False,
+    combine_rg: bool = False,
+    combine_pg: bool = False,
+    seed: Optional[int] = None,
+    header: Optional[PathLike] = None,
+    force: bool = False,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    index_format: Optional[str] = None,
+    no_pg: bool = False,
+    tasks: Optional[int] = None,
+    threads: int = 1,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """Merges sorted BAMs on a Dask cluster; the output (and index) are byte-identical to
+    ``sortase merge`` with the same options (give ``seed``, samtools' ``-s``, to compare: without
+    it colliding @RG/@PG IDs get suffixes seeded by the clock, as in samtools).
+
+    The driver samples the inputs and chooses the key ranges exactly as ``sortase merge`` does;
+    each task merges a stretch of consecutive key ranges from every input into a part file; the
+    driver concatenates the parts and merges their index summaries. ``tasks``: how many stretches
+    (default 4 per worker thread; at most the number of key ranges). Inputs and output: paths every
+    worker sees, or ``s3://`` URLs (then a task fetches each input's header and the byte spans its
+    key ranges read). Options as :func:`sortase.merge` (``attach_rg`` is ``-r``, ``combine_rg``
+    ``-c``, ``combine_pg`` ``-p``, ``header`` ``-h FILE``, ``force`` ``-f``); the other keywords as
+    :func:`sort`. Merges BAM into BAM only (SAM/CRAM inputs, or inputs whose reference orders
+    conflict, take ``sortase merge``'s one-thread merge, which has no tasks).
+    """
+    from . import ArgumentError
+
+    inputs = [os.fspath(p) for p in inputs]
+    output = os.fspath(output)
+    header_path = os.fspath(header) if header is not None else None
+    fetch = inputs + ([header_path] if header_path is not None else [])
+    with _storage(fetch, [output], storage_options) as (remote, local_inputs, _):
+        if remote is not None and not force and _fs(output, storage_options).exists(output):
+            raise ArgumentError(f"{output}: the output file exists (use force=True, -f, to overwrite)")
+        local_output = _local_output(remote, output)
+        job = {
+            "inputs": [os.path.abspath(p) for p in local_inputs[:len(inputs)]],
+            "output": {"path": local_output, "format": None, "level": level,
+                       "uncompressed": uncompressed, "write_index": write_index,
+                       "index_format": index_format, "reference": None},
+            "order": _order(by_name, by_name_lex, tag),
+            "attach_rg": attach_rg,
+            "combine_rg": combine_rg,
+            "combine_pg": combine_pg,
+            "seed": seed,
+            "header_file": os.path.abspath(local_inputs[-1]) if header_path is not None else None,
+            "force": force,
+            "program": None if no_pg else {
+                "command_line": " ".join(["sortase-dask", "merge", "-o", output, *inputs])},
+        }
+        report = _run("merge", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                      progress=progress, threads=threads, max_memory=None, remote=remote)
+        if remote is not None:
+            _upload_outputs(remote, report, output, local_output)
         return report
 
 
@@ -495,6 +619,41 @@ def flagstat(
         return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
                     scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                     remote=remote)
+
+
+def idxstats(
+    path: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """samtools idxstats on a Dask cluster: like ``sortase idxstats``, from the BAM's index when it
+    has one (``.bai`` next to it, or ``.csi``; read by the driver, no tasks), else one task per
+    byte range (``tasks``, default 4 per worker thread) counting records per reference. The
+    report's ``rows`` equal ``sortase idxstats``'s; :func:`idxstats_text` gives its text."""
+    path = os.fspath(path)
+    with _storage([path], [], storage_options) as (remote, (local,), _):
+        if remote is not None:
+            # The index the library looks for next to the BAM (`find_index`), fetched if present.
+            fs = remote.fs()
+            stem = path[:-4] if path.endswith(".bam") else None
+            for url, name in ((f"{path}.bai", f"{local}.bai"),
+                              (f"{stem}.bai" if stem else None, f"{local[:-4]}.bai"),
+                              (f"{path}.csi", f"{local}.csi")):
+                if url is not None and fs.exists(url):
+                    remote.driver_bytes += _fetch(fs, url, name, None)
+        return _run("idxstats", {"input": local}, {"tasks": tasks}, client=client,
+                    scheduler=scheduler, progress=progress, threads=1, max_memory=None,
+                    remote=remote)
+
+
+def idxstats_text(report: Report) -> str:
+    """samtools idxstats' text (``sortase idxstats``'s stdout) of an :func:`idxstats` report."""
+    return "".join(f"{r['name']}\t{r['length']}\t{r['mapped']}\t{r['unmapped']}\n"
+                   for r in report["rows"])
 
 
 def count(
@@ -530,10 +689,7 @@ def index(
     path = os.fspath(path)
     target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
     with _storage([path], [target], storage_options) as (remote, (local,), _):
-        local_target = target
-        if remote is not None:
-            local_target = os.path.join(remote.root, "out", os.path.basename(target))
-            os.makedirs(os.path.dirname(local_target))
+        local_target = _local_output(remote, target)
         job = {"input": local, "output": local_target, "csi": csi or min_shift != 14,
                "min_shift": min_shift}
         report = _run("index", job, {"tasks": tasks}, client=client, scheduler=scheduler,

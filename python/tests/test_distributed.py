@@ -1,7 +1,7 @@
 """sortase.distributed on a LocalCluster of 2 worker processes: byte identity with the single-machine
-CLI (sort by coordinate with --write-index, sort -n, index, flagstat) over a local path and over an S3
-API server (moto) started on 127.0.0.1; a worker killed in the middle of a sort; a failing job leaves
-no output and no work directory."""
+CLI (sort by coordinate with --write-index, sort -n, merge of 3 inputs with its index, index,
+flagstat, idxstats) over a local path and over an S3 API server (moto) started on 127.0.0.1; a
+worker killed in the middle of a sort; a failing job leaves no output and no work directory."""
 
 from __future__ import annotations
 
@@ -124,6 +124,79 @@ def test_index_and_flagstat_match_one_machine(bam: Path, client, tmp_path: Path)
     assert distributed.count(sorted_bam, client=client, progress=False) == int(cli("view", "-c", str(sorted_bam)))
 
 
+@pytest.fixture(scope="module")
+def merge_inputs(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """Three coordinate-sorted BAMs, each with sortase's @PG line (their IDs collide: the merge
+    renames them with suffixes seeded by -s)."""
+    directory = tmp_path_factory.mktemp("merge")
+    paths = []
+    for i in range(3):
+        raw = make_bam(directory / f"raw{i}.bam", records=15_000 + 2_000 * i, seed=30 + i)
+        paths.append(directory / f"lane{i}.bam")
+        cli("sort", "-o", str(paths[-1]), str(raw))
+        raw.unlink()
+    return paths
+
+
+def test_merge_three_inputs_is_byte_identical(merge_inputs: list, client, tmp_path: Path) -> None:
+    out = tmp_path / "dask.bam"
+    report = distributed.merge(merge_inputs, out, client=client, seed=1, write_index=True,
+                               no_pg=True, tasks=3, progress=False)
+    cli("merge", "--no-PG", "-s", "1", "--write-index", "-@2", "-o", str(tmp_path / "one.bam"),
+        *map(str, merge_inputs))
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
+    assert report["method"] == "key_ranges" and report["ranges"] >= 3
+    phases = report["distributed"]["phases"]
+    assert [p["name"] for p in phases] == ["plan", "tasks", "finish"]
+    assert phases[1]["tasks"] == 3
+    # The @PG IDs of the inputs collided and were renamed: -s made the suffixes equal.
+    assert b"@PG\tID:sortase-" in pysam.view("-H", str(out)).encode()
+    # The work directory next to the output is gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dask.bam", "dask.bam.csi", "one.bam",
+                                                          "one.bam.csi"]
+
+
+def test_merge_options_and_console_script(merge_inputs: list, client, tmp_path: Path) -> None:
+    from sortase import _dask_cli
+
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{merge_inputs[0]}\n")
+    argv = ["--scheduler", client.scheduler.address, "-s", "7", "-r", "-p", "-l", "3", "--no-PG",
+            "--write-index", "--index-format", "bai", "-h", str(merge_inputs[2])]
+    assert _dask_cli.main(["merge", *argv, "--tasks", "2", "-b", str(listing),
+                           "-o", str(tmp_path / "dask.bam"), *map(str, merge_inputs[1:])]) == 0
+    cli("merge", *argv[2:], "-b", str(listing), "-o", str(tmp_path / "one.bam"),
+        *map(str, merge_inputs[1:]))
+    assert (tmp_path / "dask.bam").read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert (tmp_path / "dask.bam.bai").read_bytes() == (tmp_path / "one.bam.bai").read_bytes()
+    # -f: an existing output is an error without it, as for sortase merge.
+    with pytest.raises(Exception, match="exist"):
+        distributed.merge(merge_inputs, tmp_path / "dask.bam", client=client, seed=7,
+                          progress=False)
+
+
+def test_idxstats_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:
+    sorted_bam = tmp_path / "s.bam"
+    cli("sort", "--no-PG", "-o", str(sorted_bam), str(bam))
+    # No index: range tasks count per reference.
+    report = distributed.idxstats(sorted_bam, client=client, tasks=5, progress=False)
+    assert report["distributed"]["phases"][1]["tasks"] > 1
+    assert distributed.idxstats_text(report) == cli("idxstats", str(sorted_bam)).decode()
+    # An unsorted BAM: the same error as one machine.
+    with pytest.raises(Exception, match="not position sorted"):
+        distributed.idxstats(bam, client=client, tasks=5, progress=False)
+    # With an index: read from it on the driver, no tasks.
+    cli("index", str(sorted_bam))
+    report = distributed.idxstats(sorted_bam, client=client, tasks=5, progress=False)
+    assert report["distributed"]["phases"][1]["tasks"] == 0
+    assert distributed.idxstats_text(report) == cli("idxstats", str(sorted_bam)).decode()
+    out = subprocess.run(
+        [sys.executable, "-m", "sortase._dask_cli", "idxstats", "--scheduler",
+         client.scheduler.address, str(sorted_bam)], check=True, capture_output=True, timeout=120).stdout
+    assert out == cli("idxstats", str(sorted_bam))
+
+
 def test_failing_job_leaves_nothing(client, tmp_path: Path) -> None:
     bad = make_bam(tmp_path / "bad.bam", records=20_000, seed=3)
     data = bytearray(bad.read_bytes())
@@ -219,6 +292,54 @@ def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
     counts = distributed.flagstat("s3://sortase-test/out/sorted.bam", client=client, tasks=4,
                                   storage_options=options, progress=False)["counts"]
     assert counts["reads"][0] + counts["reads"][1] == RECORDS
+    # idxstats reads the .bai next to the object, as sortase idxstats next to the file.
+    stats = distributed.idxstats("s3://sortase-test/out/sorted.bam", client=client,
+                                 storage_options=options, progress=False)
+    assert stats["distributed"]["phases"][1]["tasks"] == 0
+    assert distributed.idxstats_text(stats) == cli("idxstats", str(tmp_path / "one.bam")).decode()
+    # Without an index: range tasks, each fetching its byte range.
+    fs.put_file(str(tmp_path / "one.bam"), "sortase-test/noindex/x.bam")
+    stats = distributed.idxstats("s3://sortase-test/noindex/x.bam", client=client, tasks=4,
+                                 storage_options=options, progress=False)
+    phases = stats["distributed"]["phases"]
+    assert phases[1]["tasks"] > 1 and phases[1]["whole_object_fetches"] == 0
+    assert distributed.idxstats_text(stats) == cli("idxstats", str(tmp_path / "one.bam")).decode()
+    fs.rm("sortase-test/noindex", recursive=True)
+
+
+def test_s3_merge_three_inputs(merge_inputs: list, client, s3, tmp_path: Path) -> None:
+    fs, options = s3
+    urls = []
+    for p in merge_inputs:
+        urls.append(f"s3://sortase-test/lanes/{p.name}")
+        fs.put_file(str(p), urls[-1])
+    report = distributed.merge(urls, "s3://sortase-test/merged/all.bam", client=client, seed=1,
+                               write_index=True, no_pg=True, tasks=3, storage_options=options,
+                               progress=False)
+    cli("merge", "--no-PG", "-s", "1", "--write-index", "-o", str(tmp_path / "one.bam"),
+        *map(str, merge_inputs))
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/merged/all.bam") == (tmp_path / "one.bam").read_bytes()
+    assert fs.cat_file("sortase-test/merged/all.bam.csi") == (tmp_path / "one.bam.csi").read_bytes()
+    assert sorted(fs.ls("sortase-test/merged", detail=False)) == [
+        "sortase-test/merged/all.bam", "sortase-test/merged/all.bam.csi"]
+    assert report["outputs"] == ["s3://sortase-test/merged/all.bam",
+                                 "s3://sortase-test/merged/all.bam.csi"]
+    phases = report["distributed"]["phases"]
+    assert [p["name"] for p in phases] == ["plan", "tasks", "download", "finish", "upload"]
+    assert phases[1]["tasks"] == 3
+    # Every task fetched its inputs' headers and key-range spans, not whole objects.
+    assert phases[1]["whole_object_fetches"] == 0
+    total = sum(p.stat().st_size for p in merge_inputs)
+    assert phases[1]["bytes_read"] < total + 3 * len(merge_inputs) * (distributed.SLACK + (2 << 16))
+    # The same job again: the output exists, and without force that is an error.
+    with pytest.raises(Exception, match="exist"):
+        distributed.merge(urls, "s3://sortase-test/merged/all.bam", client=client, seed=1,
+                          storage_options=options, progress=False)
+    # ... and it left nothing behind (no work prefix, no temporary key).
+    fs.invalidate_cache()
+    assert sorted(fs.ls("sortase-test/merged", detail=False)) == [
+        "sortase-test/merged/all.bam", "sortase-test/merged/all.bam.csi"]
 
 
 def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ fn with_runtime<T: Send + 'static>(
     run_job(py, &rt, None, move || f(&job_rt))
 }
 
-/// Plans a job of `kind` (`sort`, `flagstat`, `index`, `snp_pileup`) from its spec as JSON; `cut`
+/// Plans a job of `kind` (`sort`, `flagstat`, `idxstats`, `index`, `snp_pileup`, `merge`) from its
+/// spec as JSON; `cut`
 /// is JSON of `{"tasks", "task_memory", "reduce_tasks"}`. Returns the plan as JSON.
 #[pyfunction]
 #[pyo3(signature = (kind, job, cut="{}", *, threads=None, max_memory=None))]
@@ -68,6 +69,12 @@ fn task_run(
     with_runtime(py, threads, max_memory, move |rt| {
         tasks::run_task_json(&task, rt)
     })
+}
+
+/// The input byte spans a merge task (JSON) reads, as a JSON array of `{path, start, end}`.
+#[pyfunction]
+fn task_input_spans(py: Python<'_>, task: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| tasks::input_spans_json(&task))
 }
 
 /// Finishes a job from its last stage's outputs (JSON array); returns the report (JSON).
@@ -122,6 +129,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_plan, m)?)?;
     m.add_function(wrap_pyfunction!(task_stage, m)?)?;
     m.add_function(wrap_pyfunction!(task_run, m)?)?;
+    m.add_function(wrap_pyfunction!(task_input_spans, m)?)?;
     m.add_function(wrap_pyfunction!(task_finish, m)?)?;
     m.add_function(wrap_pyfunction!(task_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(task_abort, m)?)?;

@@ -176,6 +176,16 @@ pub fn start_block(
     }
 }
 
+/// The file offset where every reader of `run` that stops at `hi` has stopped: the end of the
+/// first block whose first record is at or after `hi` (a reader decodes it to see that record);
+/// `None`: the end of the run (no `hi`, or no such block before the last).
+pub fn end_offset(order: &SortOrder, run: &RunFile, hi: Option<&SplitPoint>) -> Option<u64> {
+    let h = hi?;
+    let n = run.blocks.len();
+    let first_at_or_after = partition(n, |i| before(order, run.key(i), run.blocks[i].first_seq, h));
+    run.blocks.get(first_at_or_after + 1).map(|b| b.offset)
+}
+
 /// Opens the run at `path` on the block at file offset `offset` ([`start_block`]) and moves to its
 /// first record at or after `lo`; `None` if the run has none.
 pub fn open_run_from(

@@ -24,7 +24,9 @@ pub mod ranges;
 pub mod run;
 mod sorter;
 
-pub use final_merge::{open_run_from, ordered_tasks, start_block, RangeRecords, RangeSource};
+pub use final_merge::{
+    end_offset, open_run_from, ordered_tasks, start_block, RangeRecords, RangeSource,
+};
 
 pub use order::SortOrder;
 pub use sorter::{sort_batches, Budget, FixedBudget, SortOptions, SortStats, Sorter};

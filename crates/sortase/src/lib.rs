@@ -67,7 +67,7 @@ pub use index::{IndexJob, IndexPart, IndexPlan, IndexReport, IndexTask};
 pub use markdup::{MarkdupJob, MarkdupReport};
 pub use memory::{MemoryPool, Reservation};
 pub use merge::{
-    MergeJob, MergeMethod, MergeRangeOptions, MergeReport, MergeTask, MergeTaskOutput,
+    InputSpan, MergeJob, MergeMethod, MergeRangeOptions, MergeReport, MergeTask, MergeTaskOutput,
     MergeTaskPlan,
 };
 pub use options::{Order, OutputSpec, Phase, Program};
@@ -77,6 +77,6 @@ pub use snp_pileup::{SnpPileupJob, SnpPileupPart, SnpPileupPlan, SnpPileupReport
 pub use sort::{SortJob, SortReport};
 pub use stats::{
     FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
-    IdxstatsReport, IdxstatsRow,
+    IdxstatsPart, IdxstatsPlan, IdxstatsReport, IdxstatsRow, IdxstatsTask,
 };
 pub use view::{ViewJob, ViewReport};

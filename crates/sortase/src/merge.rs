@@ -25,7 +25,7 @@ use sortase_bgzf::CompressionLevel;
 use sortase_sort::{ordered_tasks, SortError, SortOrder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
+pub use tasks::{InputSpan, MergeTask, MergeTaskOutput, MergeTaskPlan};
 
 /// samtools merge as a job: sorted inputs (SAM, BAM, CRAM; `-` for standard input) merged into one
 /// output in their common order.
@@ -230,11 +230,16 @@ fn open_inputs(job: &MergeJob, threads: usize, progress: &Progress) -> anyhow::R
         .collect()
 }
 
+/// The headers of opened inputs.
+fn headers(opened: &[Input]) -> Vec<&Header> {
+    opened.iter().map(|i| &i.header).collect()
+}
+
 /// Combines the headers as samtools merge does (`bam_merge_core2`).
 fn merge_headers(
     job: &MergeJob,
     order: SortOrder,
-    opened: &[Input],
+    headers: &[&Header],
     progress: &Progress,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Merged> {
@@ -261,10 +266,10 @@ fn merge_headers(
             .with_context(|| name.clone())?;
         merger.add(&base.header, usize::MAX);
     }
-    let mut translations = Vec::with_capacity(opened.len());
+    let mut translations = Vec::with_capacity(headers.len());
     let mut lost_order = false;
-    for (i, input) in opened.iter().enumerate() {
-        let t = merger.add(&input.header, i);
+    for (i, header) in headers.iter().enumerate() {
+        let t = merger.add(header, i);
         if t.lost_coordinate_order && order == SortOrder::Coordinate {
             lost_order = true;
             warnings.push(format!(
@@ -306,7 +311,13 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
     let per_input = (threads / job.inputs.len()).max(1);
     let progress = rt.progress("merge", 0);
     let mut opened = open_inputs(job, per_input, &progress)?;
-    let merged = merge_headers(job, order, &opened, &progress, &mut report.warnings)?;
+    let merged = merge_headers(
+        job,
+        order,
+        &headers(&opened),
+        &progress,
+        &mut report.warnings,
+    )?;
     let translations = merged.translations.clone();
     target.check_index(order)?;
     rt.check_cancelled()?;

@@ -213,46 +213,157 @@ impl IdxstatsJob {
     /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
         let name = self.input.display().to_string();
-        let mut report = IdxstatsReport::default();
-        let row = |r: &sortase_bam::Reference, [mapped, unmapped]: [u64; 2]| IdxstatsRow {
-            name: String::from_utf8_lossy(&r.name).into_owned(),
-            length: u64::from(r.length),
-            mapped,
-            unmapped,
-        };
-        let unplaced = |[mapped, unmapped]: [u64; 2]| IdxstatsRow {
-            name: "*".into(),
-            length: 0,
-            mapped,
-            unmapped,
-        };
         if let Some(index) = sortase_bam::query::find_index(&self.input) {
-            let header = read_header(&self.input).with_context(|| name.clone())?;
-            let (per_ref, n_unplaced) =
-                read_index_stats(&index).with_context(|| index.display().to_string())?;
-            for (i, r) in header.references().iter().enumerate() {
-                let (m, u) = per_ref.get(i).copied().flatten().unwrap_or((0, 0));
-                report.rows.push(row(r, [m, u]));
-            }
-            report.rows.push(unplaced([0, n_unplaced]));
-        } else {
-            let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
-                .with_context(|| name.clone())?;
-            let mut total = IdxStats::new(header.references().len());
-            parts.iter().for_each(|p| total.merge(p));
-            if !total.is_position_sorted() {
-                return Err(Error::new(
-                    ErrorKind::Format,
-                    format!("{name}: file is not position sorted"),
-                ));
-            }
-            for (r, c) in header.references().iter().zip(&total.per_reference) {
-                report.rows.push(row(r, *c));
-            }
-            report.rows.push(unplaced(total.unplaced));
+            return from_index(&self.input, &index);
         }
-        Ok(report)
+        let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
+            .with_context(|| name.clone())?;
+        from_counts(&name, &header, &parts)
     }
+
+    /// Range tasks (about `n` ranges of equal compressed size) when the BAM has no index; none
+    /// when it has one ([`IdxstatsPlan::finish`] then reads the index, as [`IdxstatsJob::run`]).
+    pub fn plan_ranges(&self, n: usize) -> Result<IdxstatsPlan> {
+        if let Some(index) = sortase_bam::query::find_index(&self.input) {
+            return Ok(IdxstatsPlan {
+                input: self.input.clone(),
+                index: Some(index),
+                tasks: Vec::new(),
+            });
+        }
+        let (_, slices) = bam_ranges::plan_slices(&self.input, n)
+            .with_context(|| self.input.display().to_string())?;
+        Ok(IdxstatsPlan {
+            input: self.input.clone(),
+            index: None,
+            tasks: slices
+                .into_iter()
+                .map(|slice| IdxstatsTask { slice })
+                .collect(),
+        })
+    }
+}
+
+/// Idxstats' range tasks: one per byte range of a BAM without an index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsPlan {
+    /// The BAM.
+    pub input: PathBuf,
+    /// Its index, read instead of the records when there is one (then there are no tasks).
+    pub index: Option<PathBuf>,
+    /// The tasks, in file order.
+    pub tasks: Vec<IdxstatsTask>,
+}
+
+/// Counting one byte range of the BAM per reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsTask {
+    /// The range.
+    pub slice: BamSlice,
+}
+
+/// The per-reference counters of one range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdxstatsPart {
+    /// The task's range number.
+    pub part: usize,
+    /// Its counters.
+    pub counts: IdxStats,
+}
+
+impl IdxstatsTask {
+    /// Counts the range's records per reference.
+    pub fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
+        let mut counts = IdxStats::new(self.slice.n_ref);
+        self.slice
+            .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
+            .with_context(|| self.slice.input.display().to_string())?;
+        Ok(IdxstatsPart {
+            part: self.slice.part,
+            counts,
+        })
+    }
+}
+
+impl IdxstatsPlan {
+    /// The report from the parts of every task (any order), or from the index.
+    pub fn finish(&self, parts: Vec<IdxstatsPart>) -> Result<IdxstatsReport> {
+        if let Some(index) = &self.index {
+            return from_index(&self.input, index);
+        }
+        let name = self.input.display().to_string();
+        let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let header = read_header(&self.input).with_context(|| name.clone())?;
+        let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
+        from_counts(&name, &header, &counts)
+    }
+
+    /// The plan to run instead when a task failed: the whole file as one task (see
+    /// [`crate::bam_ranges`]).
+    pub fn fallback(&self) -> IdxstatsPlan {
+        let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
+        IdxstatsPlan {
+            tasks: bam_ranges::whole(&slices)
+                .into_iter()
+                .map(|slice| IdxstatsTask { slice })
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+fn idxstats_row(r: &sortase_bam::Reference, [mapped, unmapped]: [u64; 2]) -> IdxstatsRow {
+    IdxstatsRow {
+        name: String::from_utf8_lossy(&r.name).into_owned(),
+        length: u64::from(r.length),
+        mapped,
+        unmapped,
+    }
+}
+
+fn unplaced_row([mapped, unmapped]: [u64; 2]) -> IdxstatsRow {
+    IdxstatsRow {
+        name: "*".into(),
+        length: 0,
+        mapped,
+        unmapped,
+    }
+}
+
+/// Idxstats from the index's metadata (samtools idxstats with an index).
+fn from_index(input: &Path, index: &Path) -> Result<IdxstatsReport> {
+    let header = read_header(input).with_context(|| input.display().to_string())?;
+    let (per_ref, n_unplaced) =
+        read_index_stats(index).with_context(|| index.display().to_string())?;
+    let mut report = IdxstatsReport::default();
+    for (i, r) in header.references().iter().enumerate() {
+        let (m, u) = per_ref.get(i).copied().flatten().unwrap_or((0, 0));
+        report.rows.push(idxstats_row(r, [m, u]));
+    }
+    report.rows.push(unplaced_row([0, n_unplaced]));
+    Ok(report)
+}
+
+/// Idxstats from per-range counters in file order (samtools' `slow_idxstats`).
+fn from_counts(
+    name: &str,
+    header: &sortase_bam::Header,
+    parts: &[IdxStats],
+) -> Result<IdxstatsReport> {
+    let mut total = IdxStats::new(header.references().len());
+    parts.iter().for_each(|p| total.merge(p));
+    if !total.is_position_sorted() {
+        return Err(Error::new(
+            ErrorKind::Format,
+            format!("{name}: file is not position sorted"),
+        ));
+    }
+    let mut report = IdxstatsReport::default();
+    for (r, c) in header.references().iter().zip(&total.per_reference) {
+        report.rows.push(idxstats_row(r, *c));
+    }
+    report.rows.push(unplaced_row(total.unplaced));
+    Ok(report)
 }
 
 fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
@@ -330,9 +441,28 @@ mod tests {
         let bam = test_data::sorted_bam(dir.path(), 500);
         let rt = Runtime::with_threads(2).unwrap();
         let scanned = IdxstatsJob::new(&bam).run(&rt).unwrap();
+        // Range tasks, in reverse order through JSON, give the scan's rows.
+        let plan = IdxstatsJob::new(&bam).plan_ranges(8).unwrap();
+        assert!(plan.index.is_none() && plan.tasks.len() > 1, "{plan:?}");
+        let plan: IdxstatsPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts: Vec<IdxstatsPart> = plan
+            .tasks
+            .iter()
+            .rev()
+            .map(|t| t.run(&rt).unwrap())
+            .collect();
+        assert_eq!(plan.finish(parts.clone()).unwrap(), scanned);
+        assert!(plan.finish(parts[1..].to_vec()).is_err());
+        let fallback = plan.fallback();
+        let whole = fallback.tasks[0].run(&rt).unwrap();
+        assert_eq!(fallback.finish(vec![whole]).unwrap(), scanned);
         crate::IndexJob::new(&bam).run(&rt).unwrap();
         let indexed = IdxstatsJob::new(&bam).run(&rt).unwrap();
         assert_eq!(scanned, indexed);
+        let plan = IdxstatsJob::new(&bam).plan_ranges(8).unwrap();
+        assert!(plan.index.is_some() && plan.tasks.is_empty(), "{plan:?}");
+        assert_eq!(plan.finish(Vec::new()).unwrap(), indexed);
         let total: u64 = scanned.rows.iter().map(|r| r.mapped + r.unmapped).sum();
         assert_eq!(total, 500);
         assert_eq!(scanned.rows.last().unwrap().name, "*");

@@ -162,3 +162,82 @@ fn merge_tasks_write_the_bytes_of_the_merge() {
         "{e}"
     );
 }
+
+/// Each task runs on copies of the inputs that hold only their first 64 KiB (the header) and the
+/// task's `input_spans` (plus two blocks past a span's end, where its last record may start and
+/// end), zeros elsewhere: the finished output is still the merge's, so the spans cover every byte
+/// a task reads (a read of the zeros fails: they are no BGZF block).
+#[test]
+fn merge_tasks_read_only_their_input_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = inputs(dir.path());
+    let job = MergeJob {
+        seed: Some(3),
+        ..MergeJob::new(
+            inputs.clone(),
+            OutputSpec::to_path(dir.path().join("spans.bam")),
+        )
+    };
+    let rt = Runtime::with_threads(2).unwrap();
+    let plan = job.plan_with(&rt, &OPTIONS).unwrap();
+    let tasks = plan.tasks(4);
+    assert_eq!(tasks.len(), 4);
+    let mut outputs = Vec::new();
+    let mut kept_total = 0;
+    let input_bytes: u64 = inputs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    for (n, task) in tasks.into_iter().enumerate() {
+        let spans = task.input_spans().unwrap();
+        assert!(!spans.is_empty());
+        let copies = dir.path().join(format!("copies{n}"));
+        std::fs::create_dir(&copies).unwrap();
+        for input in &inputs {
+            let data = std::fs::read(input).unwrap();
+            let mut sparse = vec![0u8; data.len()];
+            let mut keep = |a: usize, b: usize| {
+                let b = b.min(data.len());
+                sparse[a..b].copy_from_slice(&data[a..b]);
+            };
+            keep(0, 1 << 16);
+            for s in spans.iter().filter(|s| s.path.to_str() == Some(input)) {
+                let end = s.end.map_or(data.len(), |e| e as usize + (2 << 16));
+                keep(s.start as usize, end);
+                kept_total += end.min(data.len()) - s.start as usize;
+            }
+            let name = Path::new(input).file_name().unwrap();
+            std::fs::write(copies.join(name), sparse).unwrap();
+        }
+        let json = serde_json::to_string(&Task::from(task)).unwrap();
+        let here = serde_json::to_string(dir.path().to_str().unwrap()).unwrap();
+        let there = serde_json::to_string(copies.to_str().unwrap()).unwrap();
+        // Input paths only: the part files stay in the plan's work directory.
+        let json = json.replace(
+            &format!("{}/in", &here[1..here.len() - 1]),
+            &format!("{}/in", &there[1..there.len() - 1]),
+        );
+        let out = run_task_json(&json, &Runtime::with_threads(1).unwrap())
+            .unwrap_or_else(|e| panic!("task {n}: {e}"));
+        let TaskOutput::Merge(out) = serde_json::from_str(&out).unwrap() else {
+            panic!("a merge task returns a merge output")
+        };
+        outputs.push(out);
+    }
+    // The spans are a fraction of the inputs per task, not whole inputs.
+    assert!(
+        (kept_total as u64) < input_bytes * 3,
+        "{kept_total} bytes kept for 4 tasks of {input_bytes}"
+    );
+    plan.finish(&outputs, &rt).unwrap();
+    let single = dir.path().join("single.bam");
+    MergeJob {
+        output: OutputSpec::to_path(&single),
+        ..job.clone()
+    }
+    .run_with(&rt, &OPTIONS)
+    .unwrap();
+    assert!(
+        std::fs::read(dir.path().join("spans.bam")).unwrap() == std::fs::read(&single).unwrap()
+    );
+}

@@ -496,6 +496,46 @@ impl MergePlan {
         }
     }
 
+    /// The virtual offset of the sample range `r`'s reader of input `i` starts at (as
+    /// [`MergePlan::open`] chooses it), with its number.
+    fn start_sample(&self, r: usize, i: usize) -> Option<(usize, &Sample)> {
+        let samples = &self.samples[i];
+        let k = match r.checked_sub(1).map(|j| self.split(j)) {
+            None => 0,
+            Some(lo) => samples
+                .partition_point(|s| {
+                    cmp_at(&self.order, s.point.key(), i, s.voffset, lo) == Ordering::Less
+                })
+                .saturating_sub(1),
+        };
+        samples.get(k).map(|s| (k, s))
+    }
+
+    /// Where the readers of `ranges` (consecutive) read each input, as virtual offsets: from the
+    /// sample the first range's reader starts at to the first sample at or after the last range's
+    /// end (`None`: the end of the input; every reader stops at or before it). `None` for an input
+    /// none of them reads. For drivers that fetch only these bytes of remote inputs.
+    pub fn spans(&self, ranges: std::ops::Range<usize>) -> Vec<Option<(u64, Option<u64>)>> {
+        let hi = (ranges.end <= self.splits.len() && !ranges.is_empty())
+            .then(|| self.split(ranges.end - 1));
+        (0..self.inputs.len())
+            .map(|i| {
+                if ranges.is_empty() {
+                    return None;
+                }
+                let (k, start) = self.start_sample(ranges.start, i)?;
+                let samples = &self.samples[i];
+                let end = match hi {
+                    None => samples.len(),
+                    Some(hi) => samples.partition_point(|s| {
+                        cmp_at(&self.order, s.point.key(), i, s.voffset, hi) == Ordering::Less
+                    }),
+                };
+                (k < end).then(|| (start.voffset, samples.get(end).map(|s| s.voffset)))
+            })
+            .collect()
+    }
+
     /// Opens range `r`: every input with records in it, positioned on its first record there.
     pub fn open<'a>(
         &'a self,
@@ -510,15 +550,7 @@ impl MergePlan {
         for (i, input) in self.inputs.iter().enumerate() {
             let samples = &self.samples[i];
             // The last sample before the range (or the first record): reading starts there.
-            let k = match lo {
-                None => 0,
-                Some(lo) => samples
-                    .partition_point(|s| {
-                        cmp_at(&order, s.point.key(), i, s.voffset, lo) == Ordering::Less
-                    })
-                    .saturating_sub(1),
-            };
-            let Some(start) = samples.get(k) else {
+            let Some((k, start)) = self.start_sample(r, i) else {
                 continue;
             };
             if let Some(hi) = hi {

@@ -39,7 +39,7 @@
 //! ```
 
 use super::ranges::{MergeInput, MergePlan, RangeOptions};
-use super::{merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
+use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
 use crate::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::Format;
@@ -210,7 +210,7 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
         bail_argument!("{name}: merge tasks read BAM only ({NO_TASKS})");
     }
     let mut warnings = Vec::new();
-    let merged = merge_headers(&fixed, order, &opened, &progress, &mut warnings)?;
+    let merged = merge_headers(&fixed, order, &headers(&opened), &progress, &mut warnings)?;
     if merged.lost_order {
         bail_argument!(
             "the inputs' reference orders conflict: merge them with `MergeJob::run` ({NO_TASKS})"
@@ -260,6 +260,13 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
     })
 }
 
+/// The header of the BAM at `path`.
+fn read_bam_header(path: &str) -> anyhow::Result<Header> {
+    let file = std::fs::File::open(path).context("cannot open")?;
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
+    Ok(Header::read_bam(&mut reader)?)
+}
+
 /// The inputs as the key-range merge reads them.
 fn merge_inputs(
     job: &MergeJob,
@@ -281,6 +288,30 @@ fn merge_inputs(
 impl Shared {
     fn ranges(&self) -> usize {
         self.splits.len() + 1
+    }
+
+    /// The sampled plan without header translations: enough to check samples and find spans,
+    /// not to read records.
+    fn untranslated_plan(&self) -> anyhow::Result<MergePlan> {
+        let order = self.job.order.resolve()?;
+        let inputs = self
+            .job
+            .inputs
+            .iter()
+            .zip(&self.n_refs)
+            .map(|(name, &n_ref)| MergeInput {
+                path: PathBuf::from(name),
+                n_ref,
+                translation: Arc::default(),
+            })
+            .collect();
+        Ok(MergePlan::from_parts(
+            order,
+            inputs,
+            &self.sample_parts(),
+            self.splits.clone(),
+            self.compressed,
+        )?)
     }
 
     fn sample_parts(&self) -> Vec<Vec<(u64, Vec<u8>)>> {
@@ -349,25 +380,7 @@ impl MergeTaskPlan {
         }
         // Every sample a reader started at must have been reached exactly by another reader.
         let shared = &self.shared;
-        let order = shared.job.order.resolve()?;
-        let inputs = shared
-            .job
-            .inputs
-            .iter()
-            .zip(&shared.n_refs)
-            .map(|(name, &n_ref)| MergeInput {
-                path: PathBuf::from(name),
-                n_ref,
-                translation: Arc::default(),
-            })
-            .collect();
-        let check = MergePlan::from_parts(
-            order,
-            inputs,
-            &shared.sample_parts(),
-            shared.splits.clone(),
-            shared.compressed,
-        )?;
+        let check = shared.untranslated_plan()?;
         for p in &parts {
             check.add_marks(&p.used, &p.confirmed);
         }
@@ -419,7 +432,42 @@ impl MergeTaskPlan {
     }
 }
 
+/// The bytes of one input a [`MergeTask`] reads besides its header: compressed file offsets from
+/// the start of the block its reader starts in to the start of the block where every reader has
+/// stopped (`None`: the end of the file). A record that starts in that last block may end in a
+/// later one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSpan {
+    /// The input.
+    pub path: PathBuf,
+    /// Compressed offset reading starts at.
+    pub start: u64,
+    /// Compressed offset of the block the last record read starts in, at the latest.
+    pub end: Option<u64>,
+}
+
 impl MergeTask {
+    /// The inputs' byte spans this task reads (inputs it does not read are left out), for drivers
+    /// that fetch remote inputs by byte range.
+    pub fn input_spans(&self) -> Result<Vec<InputSpan>> {
+        let shared = &self.shared;
+        let plan = shared.untranslated_plan()?;
+        let spans = plan.spans(self.first_range..self.first_range + self.ranges);
+        Ok(shared
+            .job
+            .inputs
+            .iter()
+            .zip(spans)
+            .filter_map(|(name, span)| {
+                span.map(|(start, end)| InputSpan {
+                    path: PathBuf::from(name),
+                    start: start >> 16,
+                    end: end.map(|e| e >> 16),
+                })
+            })
+            .collect())
+    }
+
     /// Merges and encodes the task's key ranges into its part file and sidecar.
     pub fn run(&self, rt: &Runtime) -> Result<MergeTaskOutput> {
         rt.install(|| self.run_inner(rt))
@@ -435,10 +483,21 @@ impl MergeTask {
             bail_argument!("merge task {}: no such key ranges", self.part);
         }
         let progress = rt.progress("merge task", 0);
-        let opened = open_inputs(job, 1, &progress)?;
-        let merged = merge_headers(job, order, &opened, &progress, &mut Vec::new())?;
-        let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
-        drop(opened);
+        // Headers only, read block by block: a task reads nothing of an input outside its header
+        // and its spans (`input_spans`; a driver may fetch only those).
+        let read: Vec<Header> = job
+            .inputs
+            .iter()
+            .map(|name| read_bam_header(name).with_context(|| name.clone()))
+            .collect::<anyhow::Result<_>>()?;
+        let merged = merge_headers(
+            job,
+            order,
+            &read.iter().collect::<Vec<_>>(),
+            &progress,
+            &mut Vec::new(),
+        )?;
+        let n_refs: Vec<usize> = read.iter().map(|h| h.references().len()).collect();
         if HeaderData::of(&merged.header) != shared.header || n_refs != shared.n_refs {
             return Err(Error::new(
                 ErrorKind::Input,

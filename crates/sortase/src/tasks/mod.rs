@@ -44,7 +44,7 @@ use crate::index::{IndexPart, IndexTask};
 use crate::merge::{MergeTask, MergeTaskOutput};
 use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupPart, SnpPileupTask};
-use crate::stats::{FlagstatPart, FlagstatTask};
+use crate::stats::{FlagstatPart, FlagstatTask, IdxstatsPart, IdxstatsTask};
 use serde::{Deserialize, Serialize};
 
 /// A task of any job (one variant per job that has tasks).
@@ -61,6 +61,8 @@ pub enum Task {
     SnpPileup(SnpPileupTask),
     /// A stretch of key ranges of `sortase merge`.
     Merge(Box<MergeTask>),
+    /// A byte range of `sortase idxstats` (a BAM without an index).
+    Idxstats(IdxstatsTask),
 }
 
 /// What a [`Task`] returns.
@@ -77,6 +79,8 @@ pub enum TaskOutput {
     SnpPileup(SnpPileupPart),
     /// The output of a [`MergeTask`].
     Merge(MergeTaskOutput),
+    /// The output of an [`IdxstatsTask`].
+    Idxstats(IdxstatsPart),
 }
 
 impl From<MergeTask> for Task {
@@ -100,8 +104,22 @@ impl Task {
             Task::Index(t) => t.run(rt).map(TaskOutput::Index),
             Task::SnpPileup(t) => t.run(rt).map(TaskOutput::SnpPileup),
             Task::Merge(t) => t.run(rt).map(TaskOutput::Merge),
+            Task::Idxstats(t) => t.run(rt).map(TaskOutput::Idxstats),
         }
     }
+}
+
+/// The input byte spans a merge task given as JSON reads (a JSON array of
+/// [`crate::merge::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
+/// ranges are in their JSON already.
+pub fn input_spans_json(task_json: &str) -> Result<String> {
+    let task: Task =
+        serde_json::from_str(task_json).map_err(|e| Error::argument(format!("task JSON: {e}")))?;
+    let Task::Merge(t) = task else {
+        return Err(Error::argument("input spans: not a merge task"));
+    };
+    serde_json::to_string(&t.input_spans()?)
+        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("input spans JSON: {e}")))
 }
 
 /// Runs one task given as JSON (a serialised [`Task`]) and returns its output as JSON (a serialised

@@ -4,8 +4,8 @@
 //! writes the job's output from the last stage's outputs, [`fallback_json`] re-plans a range job
 //! whose task failed on a false record boundary, and [`abort_json`] removes a sort's work directory.
 //!
-//! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat, index,
-//! snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
+//! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat,
+//! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
@@ -15,7 +15,7 @@ use crate::merge::{MergeJob, MergeTaskPlan};
 use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan};
 use crate::sort::SortJob;
-use crate::stats::{FlagstatJob, FlagstatPlan};
+use crate::stats::{FlagstatJob, FlagstatPlan, IdxstatsJob, IdxstatsPlan};
 use serde::{Deserialize, Serialize};
 
 /// A planned job of any kind that has tasks.
@@ -37,13 +37,15 @@ pub enum Plan {
         /// Tasks to cut its key ranges into.
         tasks: usize,
     },
+    /// `sortase idxstats` (one stage; no tasks when the BAM has an index).
+    Idxstats(IdxstatsPlan),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CutOptions {
-    /// Range tasks of flagstat, index, snp-pileup and merge (default: `rt.threads() * 4`).
+    /// Range tasks of flagstat, idxstats, index, snp-pileup and merge (default: `rt.threads() * 4`).
     pub tasks: Option<usize>,
     /// A sort's memory per map task (default: [`PlanOptions::default`]'s).
     pub task_memory: Option<usize>,
@@ -65,7 +67,8 @@ fn parse<'a, T: Deserialize<'a>>(what: &str, text: &'a str) -> Result<T> {
 }
 
 impl Plan {
-    /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `index` or `snp_pileup`).
+    /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `idxstats`, `index`,
+    /// `snp_pileup` or `merge`).
     pub fn new(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Plan> {
         let n = cut.tasks.unwrap_or(rt.threads() * 4).max(1);
         Ok(match kind {
@@ -81,6 +84,10 @@ impl Plan {
             "flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
                 Plan::Flagstat(job.plan_ranges(n)?)
+            }
+            "idxstats" => {
+                let job: IdxstatsJob = parse("idxstats job", job_json)?;
+                Plan::Idxstats(job.plan_ranges(n)?)
             }
             "index" => {
                 let job: IndexJob = parse("index job", job_json)?;
@@ -99,7 +106,7 @@ impl Plan {
             }
             other => {
                 return Err(Error::argument(format!(
-                    "no tasks for {other:?} (sort, flagstat, index, snp_pileup, merge)"
+                    "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge)"
                 )))
             }
         })
@@ -149,6 +156,7 @@ impl Plan {
             Plan::Index(p) => p.tasks.iter().cloned().map(Task::Index).collect(),
             Plan::SnpPileup(p) => p.tasks.iter().cloned().map(Task::SnpPileup).collect(),
             Plan::Merge { plan, tasks } => plan.tasks(*tasks).into_iter().map(Task::from).collect(),
+            Plan::Idxstats(p) => p.tasks.iter().cloned().map(Task::Idxstats).collect(),
         })
     }
 
@@ -205,6 +213,16 @@ impl Plan {
                     .collect();
                 to_json(&plan.finish(&parts, rt)?)
             }
+            Plan::Idxstats(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Idxstats(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts)?)
+            }
         }
     }
 
@@ -216,6 +234,7 @@ impl Plan {
             Plan::Sort(_) => None,
             Plan::Flagstat(p) => Some(Plan::Flagstat(p.fallback())),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
+            Plan::Idxstats(p) => Some(Plan::Idxstats(p.fallback())),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
         }
     }

@@ -15,7 +15,7 @@ use crate::tasks::wire::Sample;
 use anyhow::{bail, Context};
 use sortase_bgzf::EncodedBlocks;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
-use sortase_sort::start_block;
+use sortase_sort::{end_offset, start_block};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -214,6 +214,7 @@ impl SortPlan {
                         start_block(&order, run, lo, hi).map(|block| RunStart {
                             path: run.path.clone(),
                             offset: run.blocks[block].offset,
+                            end: end_offset(&order, run, hi),
                         })
                     })
                     .collect();
@@ -228,6 +229,7 @@ impl SortPlan {
                     bounds: (a..=b).map(|k| bound(k).map(Sample::of)).collect(),
                     runs,
                     total_runs: maps.len(),
+                    total_records: maps.iter().map(|m| m.run.records).sum(),
                     part_path: self.work_dir.join(format!("reduce-{part:06}.bgzf")),
                     sidecar_path: self.work_dir.join(format!("reduce-{part:06}.json")),
                 })
@@ -259,6 +261,18 @@ impl SortPlan {
         }
         if next != total_ranges {
             bail_argument!("reduce outputs cover {next} of {total_ranges} key ranges");
+        }
+        // Every record of the runs is in a part: a run read short (a remote copy fetched with
+        // too few bytes, a run truncated) fails here instead of losing records.
+        let written: u64 = parts.iter().map(|p| p.records).sum();
+        if written != parts[0].total_records {
+            bail!(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "reduce tasks wrote {written} records of the runs' {}",
+                    parts[0].total_records
+                )
+            ));
         }
         let order = self.job.order.resolve()?;
         let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;

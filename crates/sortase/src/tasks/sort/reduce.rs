@@ -25,6 +25,10 @@ pub struct RunStart {
     pub path: PathBuf,
     /// File offset of the block holding the stretch's first record of this run.
     pub offset: u64,
+    /// File offset where the stretch's reader of this run has stopped, at the latest (`None`:
+    /// the end of the run): for drivers that fetch only these bytes of a remote run.
+    #[serde(default)]
+    pub end: Option<u64>,
 }
 
 /// Stage 3: merge and encode a stretch of consecutive key ranges.
@@ -51,6 +55,8 @@ pub struct ReduceTask {
     pub runs: Vec<RunStart>,
     /// Map tasks (runs) in the plan.
     pub total_runs: usize,
+    /// Records in all runs (the finish checks that the reduce tasks wrote as many).
+    pub total_records: u64,
     /// Where the BGZF blocks go.
     pub part_path: PathBuf,
     /// Where the sidecar ([`PartIndex`]) goes.
@@ -72,6 +78,8 @@ pub struct ReduceOutput {
     pub total_ranges: usize,
     /// Map tasks (runs) in the plan.
     pub total_runs: usize,
+    /// Records in all runs.
+    pub total_records: u64,
     /// Records written.
     pub records: u64,
     /// Their bytes.
@@ -218,6 +226,7 @@ impl ReduceTask {
             ranges: bounds.len() - 1,
             total_ranges: self.total_ranges,
             total_runs: self.total_runs,
+            total_records: self.total_records,
             records,
             record_bytes,
             part_path: self.part_path.clone(),
