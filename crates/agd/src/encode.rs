@@ -259,7 +259,7 @@ impl ChunkBuilder {
             self.qual.push_null();
         } else {
             let v = &mut self.qual.values;
-            v.extend(qual.iter().map(|&q| q.saturating_add(33)));
+            v.extend(qual.iter().map(|&q| q.min(MAX_QUAL) + 33));
             self.qual.close();
         }
         let flag = r.flag();
