@@ -175,7 +175,7 @@ fn needs_raw(r: &RecordRef<'_>) -> bool {
     let cigar_ok = r.raw_cigar().iter().all(|op| cigar::op_code(op) <= 8);
     let l_seq = r.l_seq() as usize;
     let packed = r.sequence_packed();
-    let padding_ok = l_seq % 2 == 0 || packed[l_seq / 2] & 0x0f == 0;
+    let padding_ok = l_seq.is_multiple_of(2) || packed[l_seq / 2] & 0x0f == 0;
     let qual = r.quality_scores();
     let qual_ok = qual.iter().all(|&q| q <= MAX_QUAL) || qual.iter().all(|&q| q == 0xff);
     !(name_ok && cigar_ok && padding_ok && qual_ok)
