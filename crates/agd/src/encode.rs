@@ -11,7 +11,7 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use sortase_bam::{bin, cigar, flags, RecordRef, FIXED_LEN};
@@ -342,7 +342,10 @@ impl ChunkBuilder {
 }
 
 /// Writer properties for `group`: one row group per file, zstd, statistics only where a query
-/// filters (the results' numbers), dictionaries only where values repeat.
+/// filters (the results' numbers), dictionaries only where values repeat. Measured on the small bench
+/// BAM (808 685 records, bench/RESULTS.md "AGD encodings"): zstd 1/3/6/9 gave bases 37.2/37.0/35.7/
+/// 35.4 MB and qualities 35.7/35.6/34.5/33.8 MB at 0.45/0.50/1.67/2.92 s CPU for the bases, so level
+/// 3 is the default (`--level` to change); a dictionary on bases gave 37.07 MB vs 36.97 MB plain.
 fn properties(group: Group, options: &WriteOptions) -> Result<WriterProperties, AgdError> {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(options.zstd_level)?))
@@ -362,6 +365,14 @@ fn properties(group: Group, options: &WriteOptions) -> Result<WriterProperties, 
         Group::Results => {
             b = no_stats(b, "tags");
             b = no_stats(b, "raw_record");
+            // Positions as deltas: on the small bench BAM `pos` + `next_pos` took 8.56 MB with
+            // dictionary + zstd 3 and 5.25 MB as DELTA_BINARY_PACKED + zstd 3 (unsorted input); 8.07
+            // vs 3.11 MB on the coordinate-sorted one. DuckDB and pyarrow read the encoding.
+            for c in ["pos", "next_pos"] {
+                b = b
+                    .set_column_dictionary_enabled(ColumnPath::from(c), false)
+                    .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
+            }
         }
     }
     Ok(b.build())

@@ -4,7 +4,7 @@
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most
-//! `2 * threads` chunks in flight. Every file goes into a private directory next to the output,
+//! `2 * threads + 1` chunks in flight. Every file goes into a private directory next to the output,
 //! `manifest.json` last, and that directory is renamed to the output at the end: an interrupted import
 //! leaves nothing, and an existing dataset is never touched (the output must not exist or be empty).
 //! Export decodes windows of chunks on the pool while the previous window is written.
@@ -45,17 +45,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Records per chunk without `--chunk-size`: Persona's 100 000. On the bench's small BAM (0.8M
-/// records of 2x150 bp), 100 000 and 500 000 gave sizes within 0.3% (zstd works per page, not per
-/// chunk), and 8 chunks keep 2-16 threads busy on a file that size.
+/// Records per chunk without `--chunk-size`: Persona's 100 000. On the small bench BAM (808 685
+/// records) chunks of 20 000 / 100 000 / 500 000 made datasets of 94.70 / 94.66 / 93.76 MB (zstd works
+/// per page, not per chunk), and 9 chunks keep 2-8 threads busy on a file that size.
 pub const DEFAULT_CHUNK_SIZE: u64 = 100_000;
 
 /// Most record bytes per chunk whatever the chunk size (long reads): bounds the memory of a chunk in
 /// flight and keeps Arrow's 32-bit offsets far from overflowing.
 const CHUNK_BYTES: usize = 256 << 20;
 
-/// zstd level of chunk files without `--level`. See bench/RESULTS.md "AGD encodings": on the small
-/// bench BAM level 3 was within 1.5% of level 9's size at a fraction of its CPU time.
+/// zstd level of chunk files without `--level`. On the small bench BAM, level 9 made the dataset 5%
+/// smaller than level 3 for 5-6 times the compression CPU (figures at `sortase_agd::WriteOptions`).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
 /// `sortase agd import`: SAM, BAM or CRAM into a new dataset directory.
@@ -412,7 +412,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     let mut records = 0;
     let decoded = manifest
         .chunks
-        .chunks(threads.max(1) * 2)
+        .chunks(threads.max(1))
         .try_for_each(|window| {
             rt.check_cancelled()?;
             let batches = rt.install(|| {
