@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum AgdCommand {
     /// SAM/BAM/CRAM into a new AGD dataset directory (manifest + Parquet column chunks).
     Import(ImportArgs),
-    /// An AGD dataset back into BAM/SAM/CRAM, record for record as imported.
+    /// An AGD dataset back into BAM/SAM/CRAM, record for record as imported, or FASTQ (samtools fastq).
     Export(ExportArgs),
     /// Flag statistics of a dataset, identical to samtools flagstat of the BAM it came from.
     Flagstat(FlagstatArgs),
@@ -49,7 +49,7 @@ pub struct ExportArgs {
     /// Write to FILE [stdout].
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Output format: sam, bam or cram [bam, or from the -o extension].
+    /// Output format: sam, bam, cram or fastq [bam, or from the -o extension].
     #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
     output_fmt: Option<String>,
     /// Compression level 0-9 with samtools' meaning.

@@ -1,5 +1,6 @@
 //! `sortase agd` (issue 19): BAM → AGD dataset → BAM must give back the same records, byte for byte
-//! and as samtools prints them; `agd flagstat` must equal samtools flagstat; a damaged dataset must
+//! and as samtools prints them; `agd flagstat` and `agd export -O fastq` must equal samtools
+//! flagstat and fastq; a damaged dataset must
 //! give a one-line error naming the file; DuckDB must read every column file without sortase.
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,8 @@ const MIN_CORPUS: usize = 60;
 
 /// `agd import` with `chunk` records per chunk, `agd export` to BAM, then checks that samtools prints
 /// the export as it prints `bam`, that the decompressed streams (header and records) are identical,
-/// and that `agd flagstat` equals samtools flagstat. Returns the dataset directory.
+/// that `agd flagstat` equals samtools flagstat and `agd export -O fastq` samtools fastq (when
+/// samtools converts the file). Returns the dataset directory.
 fn round_trip(
     st: &Oracle,
     bam: &Path,
@@ -70,6 +72,20 @@ fn round_trip(
         );
     } else {
         failures.push(format!("{label}: flagstat: {}", ours.failure()));
+    }
+    let theirs = st.run(&["fastq", p(bam)]);
+    if theirs.ok() {
+        let ours = sortase(&["agd", "export", "-@", threads, "-O", "fastq", p(&ds)]);
+        if ours.ok() {
+            check_same(
+                failures,
+                &format!("{label}: fastq"),
+                &ours.text(),
+                &theirs.text(),
+            );
+        } else {
+            failures.push(format!("{label}: fastq: {}", ours.failure()));
+        }
     }
     Some(ds)
 }

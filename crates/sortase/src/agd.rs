@@ -36,6 +36,7 @@ use crate::writer::{resolve_format, OutFormat, SortedOutput};
 use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
+use arrow_array::Array;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance, ReferenceEntry};
@@ -330,12 +331,13 @@ fn dataset_header(manifest: &Manifest) -> Header {
     Header::new(manifest.header.clone(), references)
 }
 
-/// `sortase agd export`: a dataset back into SAM, BAM or CRAM, record for record as imported.
+/// `sortase agd export`: a dataset back into SAM, BAM or CRAM, record for record as imported, or
+/// into FASTQ as samtools fastq prints the BAM it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgdExportJob {
     /// The dataset directory.
     pub input: PathBuf,
-    /// The output (format from `-O` or the extension; default BAM).
+    /// The output (format from `-O` (`sam`, `bam`, `cram`, `fastq`) or the extension; default BAM).
     pub output: OutputSpec,
 }
 
@@ -376,8 +378,194 @@ fn chunk_batch(dir: &Path, chunk: &agd::ChunkEntry) -> anyhow::Result<RecordBatc
     Ok(RecordBatch::from_parts(buf, offsets, end, 0))
 }
 
+/// Whether the export is FASTQ: `-O fastq`, or a `.fastq`/`.fq` output without `-O`.
+fn is_fastq(output: &OutputSpec) -> bool {
+    match output.format.as_deref() {
+        Some(f) => f.eq_ignore_ascii_case("fastq"),
+        None => output
+            .path
+            .as_deref()
+            .and_then(|p| p.extension())
+            .is_some_and(|e| e == "fastq" || e == "fq"),
+    }
+}
+
+/// samtools fastq's complement of a SAM base letter (`seq_comp_table`; IUPAC codes complemented,
+/// `=` and `N` kept).
+fn complement(b: u8) -> u8 {
+    match b {
+        b'A' => b'T',
+        b'C' => b'G',
+        b'G' => b'C',
+        b'T' => b'A',
+        b'M' => b'K',
+        b'K' => b'M',
+        b'R' => b'Y',
+        b'Y' => b'R',
+        b'V' => b'B',
+        b'B' => b'V',
+        b'H' => b'D',
+        b'D' => b'H',
+        other => other,
+    }
+}
+
+/// A chunk's FASTQ records: their text back to back, and per record the end of its text, its name
+/// and its part (0: other, 1: READ1 only, 2: READ2 only; samtools `which_readpart`).
+struct FastqChunk {
+    text: Vec<u8>,
+    records: Vec<(usize, std::ops::Range<usize>, usize)>,
+}
+
+/// One chunk's records as samtools fastq prints each with its defaults: secondary and supplementary
+/// records skipped (`-F 0x900`), `/1` or `/2` appended to a READ1 or READ2, reverse-strand reads
+/// reverse-complemented, absent qualities printed as `B` (what samtools 1.24 prints; checked on the
+/// htslib corpus).
+fn chunk_fastq(dir: &Path, chunk: &agd::ChunkEntry) -> anyhow::Result<FastqChunk> {
+    use sortase_bam::flags::{READ1, READ2, REVERSE, SECONDARY, SUPPLEMENTARY};
+    let names = agd::read_group(dir, Group::Names, chunk, None)?;
+    let bases = agd::read_group(dir, Group::Bases, chunk, None)?;
+    let qual = agd::read_group(dir, Group::Qual, chunk, None)?;
+    let results = agd::read_group(dir, Group::Results, chunk, Some(&["flag"]))?;
+    let qname = names.batch.column(0).as_string::<i32>();
+    let seq = bases.batch.column(0).as_string::<i32>();
+    let quality = qual.batch.column(0).as_string::<i32>();
+    let flag = results.batch.column(0).as_primitive::<UInt16Type>();
+    let mut text = Vec::with_capacity(bases.batch.get_array_memory_size() * 2);
+    let mut records = Vec::with_capacity(flag.len());
+    for i in 0..flag.len() {
+        let f = flag.value(i);
+        if f & (SECONDARY | SUPPLEMENTARY) != 0 {
+            continue;
+        }
+        text.push(b'@');
+        let name_start = text.len();
+        text.extend_from_slice(qname.value(i).as_bytes());
+        let name = name_start..text.len();
+        let part = match (f & READ1 != 0, f & READ2 != 0) {
+            (true, false) => 1,
+            (false, true) => 2,
+            _ => 0,
+        };
+        if part != 0 {
+            text.extend_from_slice(if part == 1 { b"/1" } else { b"/2" });
+        }
+        text.push(b'\n');
+        let s = if seq.is_valid(i) {
+            seq.value(i).as_bytes()
+        } else {
+            b""
+        };
+        let reverse = f & REVERSE != 0;
+        if reverse {
+            text.extend(s.iter().rev().map(|&b| complement(b)));
+        } else {
+            text.extend_from_slice(s);
+        }
+        text.extend_from_slice(b"\n+\n");
+        if quality.is_valid(i) {
+            let q = quality.value(i).as_bytes();
+            if reverse {
+                text.extend(q.iter().rev());
+            } else {
+                text.extend_from_slice(q);
+            }
+        } else {
+            text.resize(text.len() + s.len(), b'B');
+        }
+        text.push(b'\n');
+        records.push((text.len(), name, part));
+    }
+    Ok(FastqChunk { text, records })
+}
+
+/// samtools fastq's templates (`bam2fq_mainloop`): consecutive records with the same name form a
+/// template, which keeps the first record of each part and prints READ1, READ2, then the other one.
+/// Checked on the htslib corpus (`xx#triplet.sam`, `xx#repeated.sam`, `xx#unsorted.sam`,
+/// `mpileup/mp_I.sam`). Templates
+/// may span chunks, so this runs on the writing thread, in record order.
+#[derive(Default)]
+struct Templates {
+    name: Vec<u8>,
+    parts: [Vec<u8>; 3],
+    present: [bool; 3],
+}
+
+impl Templates {
+    fn push(
+        &mut self,
+        name: &[u8],
+        part: usize,
+        text: &[u8],
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        if name != self.name.as_slice() {
+            self.flush(out)?;
+            self.name.clear();
+            self.name.extend_from_slice(name);
+        }
+        if !self.present[part] {
+            self.parts[part].clear();
+            self.parts[part].extend_from_slice(text);
+            self.present[part] = true;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        for part in [1, 2, 0] {
+            if std::mem::take(&mut self.present[part]) {
+                out.write_all(&self.parts[part])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The FASTQ export: chunks formatted on the pool, one window of `threads` chunks at a time, then
+/// grouped into templates in order.
+fn export_fastq(
+    job: &AgdExportJob,
+    manifest: &Manifest,
+    rt: &Runtime,
+) -> anyhow::Result<AgdExportReport> {
+    let (dest, mut out) = crate::files::Destination::open(job.output.path.as_deref())?;
+    let mut templates = Templates::default();
+    for window in manifest.chunks.chunks(rt.threads().max(1)) {
+        rt.check_cancelled()?;
+        let chunks = rt.install(|| {
+            window
+                .par_iter()
+                .map(|c| chunk_fastq(&job.input, c))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        for c in chunks {
+            let mut start = 0;
+            for (end, name, part) in c.records {
+                templates
+                    .push(&c.text[name], part, &c.text[start..end], &mut out)
+                    .with_context(|| dest.name.clone())?;
+                start = end;
+            }
+        }
+    }
+    templates
+        .flush(&mut out)
+        .with_context(|| dest.name.clone())?;
+    out.flush().with_context(|| dest.name.clone())?;
+    drop(out);
+    dest.commit()?;
+    Ok(AgdExportReport {
+        records: manifest.records,
+        chunks: manifest.chunks.len(),
+    })
+}
+
 fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     let manifest = open_manifest(&job.input)?;
+    if is_fastq(&job.output) {
+        return export_fastq(job, &manifest, rt);
+    }
     let header = dataset_header(&manifest);
     let threads = rt.threads();
     let level = job.output.compression_level(crate::sort::DEFAULT_LEVEL);
