@@ -5,6 +5,8 @@
 //! unless `SORTASE_REQUIRE_SAMTOOLS=1` or `CI=true`, where they fail.
 //! `SORTASE_E2E_BIN` runs the suite against another sortase binary.
 
+#[path = "e2e/agd.rs"]
+mod agd;
 #[path = "e2e/bgzf.rs"]
 mod bgzf;
 #[path = "e2e/checks.rs"]

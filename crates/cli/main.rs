@@ -2,6 +2,7 @@
 //!
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
+mod agd;
 mod bgzip;
 mod common;
 mod faidx;
@@ -56,6 +57,9 @@ enum Command {
     Markdup(Box<markdup::MarkdupArgs>),
     /// FASTQ to sorted, duplicate-marked, indexed BAM: minimap2, samblaster's marking, sort, index.
     Fq2bam(Box<fq2bam::Fq2BamArgs>),
+    /// AGD columnar datasets on Parquet: import, export, flagstat.
+    #[command(subcommand)]
+    Agd(agd::AgdCommand),
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         Command::Fetch(args) => fetch::fetch(args),
         Command::Markdup(args) => markdup::run(*args),
         Command::Fq2bam(args) => fq2bam::run(*args),
+        Command::Agd(command) => agd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,8 +44,18 @@ impl FlagStat {
     /// Counts one record.
     #[inline]
     pub fn add(&mut self, r: &RecordRef<'_>) {
+        self.add_fields(
+            r.flag(),
+            r.reference_sequence_id(),
+            r.mate_reference_sequence_id(),
+            r.mapping_quality(),
+        );
+    }
+
+    /// Counts one record from the four fields flagstat reads (a columnar dataset's columns).
+    #[inline]
+    pub fn add_fields(&mut self, flag: u16, ref_id: i32, next_ref_id: i32, mapq: u8) {
         // HOT: once per record; flag, refIDs and mapq only.
-        let flag = r.flag();
         let w = usize::from(flag & QC_FAIL != 0);
         self.reads[w] += 1;
         if flag & SECONDARY != 0 {
@@ -70,9 +80,9 @@ impl FlagStat {
                 }
                 if flag & UNMAPPED == 0 && flag & MATE_UNMAPPED == 0 {
                     self.pair_map[w] += 1;
-                    if r.mate_reference_sequence_id() != r.reference_sequence_id() {
+                    if next_ref_id != ref_id {
                         self.diff_chr[w] += 1;
-                        if r.mapping_quality() >= 5 {
+                        if mapq >= 5 {
                             self.diff_high[w] += 1;
                         }
                     }

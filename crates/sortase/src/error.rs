@@ -129,6 +129,14 @@ fn classify(e: &anyhow::Error) -> ErrorKind {
         if c.downcast_ref::<sortase_bgzf::BgzfError>().is_some() {
             return ErrorKind::Format;
         }
+        if let Some(a) = c.downcast_ref::<sortase_agd::AgdError>() {
+            return match a {
+                sortase_agd::AgdError::Io { source, .. } => io_kind(source),
+                sortase_agd::AgdError::MissingChunk { .. } => ErrorKind::Input,
+                sortase_agd::AgdError::Write(_) => ErrorKind::Output,
+                _ => ErrorKind::Format,
+            };
+        }
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             return io_kind(io);
         }

@@ -32,6 +32,7 @@
 //! tasks (`plan` → tasks → `finish`), which run on any thread, process or machine and give the same
 //! bytes as `run`: see [`IndexJob::plan`], [`FlagstatJob::plan`], [`SnpPileupJob::plan`].
 
+pub mod agd;
 pub mod bam_ranges;
 pub mod bgzip;
 pub mod error;
@@ -58,6 +59,7 @@ mod test_data;
 pub mod view;
 pub mod writer;
 
+pub use agd::{AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdImportJob, AgdImportReport};
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};
 pub use faidx::{FaidxJob, FaidxReport};

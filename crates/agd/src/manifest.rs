@@ -1,0 +1,266 @@
+//! `manifest.json`: what a dataset holds (groups and columns, chunks with their ordinals and record
+//! counts, the references, the header text, the sort order, who wrote each group). It is written last
+//! and read first: a dataset is whatever its manifest says, and [`Manifest::read`] checks that the
+//! manifest agrees with itself (ordinals contiguous, counts summing up) before any chunk is opened.
+
+use crate::{AgdError, Group};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The manifest's file name inside a dataset.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The format version this crate writes and reads. Version 1: the groups and columns of
+/// [`Group`], one row group per chunk file.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The `format` field: what kind of file the manifest is.
+const FORMAT_NAME: &str = "sortase-agd";
+
+/// A column group as listed in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupEntry {
+    /// The group's name (its directory).
+    pub name: String,
+    /// Its columns, in file order.
+    pub columns: Vec<String>,
+}
+
+/// One chunk: records `first..=last` (ordinals in the dataset, from 0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkEntry {
+    /// The chunk's index (its file name).
+    pub index: usize,
+    /// Ordinal of its first record.
+    pub first: u64,
+    /// Ordinal of its last record (`first - 1` for an empty chunk never occurs: chunks hold records).
+    pub last: u64,
+    /// Records in the chunk.
+    pub records: u64,
+}
+
+/// A reference sequence (BAM's binary reference list).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceEntry {
+    /// Name.
+    pub name: String,
+    /// Length.
+    pub length: u32,
+}
+
+/// Who wrote a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The command line.
+    pub command_line: String,
+    /// The sortase version.
+    pub version: String,
+}
+
+/// A dataset's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always `sortase-agd`.
+    pub format: String,
+    /// [`FORMAT_VERSION`] when written by this crate.
+    pub format_version: u32,
+    /// Records in the dataset.
+    pub records: u64,
+    /// Most records per chunk when written.
+    pub chunk_size: u64,
+    /// The column groups.
+    pub groups: Vec<GroupEntry>,
+    /// The chunks, in record order.
+    pub chunks: Vec<ChunkEntry>,
+    /// The references, indexed by the `ref_id` and `next_ref_id` columns.
+    pub references: Vec<ReferenceEntry>,
+    /// The SAM header text, byte for byte.
+    pub header: String,
+    /// The sort order (`@HD SO`; `unknown` when absent).
+    pub sort_order: String,
+    /// Who wrote each group, by group name.
+    pub provenance: BTreeMap<String, Provenance>,
+}
+
+impl Manifest {
+    /// A manifest of `groups` written by `provenance`, with no chunks yet.
+    pub fn new(
+        groups: &[Group],
+        header: String,
+        references: Vec<ReferenceEntry>,
+        chunk_size: u64,
+        provenance: Provenance,
+    ) -> Self {
+        let sort_order = sort_order_of(&header);
+        Self {
+            format: FORMAT_NAME.into(),
+            format_version: FORMAT_VERSION,
+            records: 0,
+            chunk_size,
+            groups: groups
+                .iter()
+                .map(|g| GroupEntry {
+                    name: g.name().into(),
+                    columns: g.columns(),
+                })
+                .collect(),
+            chunks: Vec::new(),
+            references,
+            header,
+            sort_order,
+            provenance: groups
+                .iter()
+                .map(|g| (g.name().to_string(), provenance.clone()))
+                .collect(),
+        }
+    }
+
+    /// Appends chunks of `counts` records each, in order.
+    pub fn set_chunks(&mut self, counts: &[u64]) {
+        self.chunks.clear();
+        let mut first = 0;
+        for (index, &records) in counts.iter().enumerate() {
+            self.chunks.push(ChunkEntry {
+                index,
+                first,
+                last: first + records - 1,
+                records,
+            });
+            first += records;
+        }
+        self.records = first;
+    }
+
+    /// Whether the dataset has `group`.
+    pub fn has_group(&self, group: Group) -> bool {
+        self.groups.iter().any(|g| g.name == group.name())
+    }
+
+    /// The manifest as pretty JSON.
+    pub fn to_json(&self) -> String {
+        // INVARIANT: every field serialises (strings, numbers, maps with string keys).
+        serde_json::to_string_pretty(self).expect("manifest serialises") + "\n"
+    }
+
+    /// Reads and checks `DIR/manifest.json`.
+    pub fn read(dir: &Path) -> Result<Self, AgdError> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| AgdError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let bad = |message: String| AgdError::BadManifest {
+            path: path.clone(),
+            message,
+        };
+        let m: Manifest = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        m.check().map_err(bad)?;
+        Ok(m)
+    }
+
+    /// Checks the manifest against itself and this crate's format.
+    fn check(&self) -> Result<(), String> {
+        if self.format != FORMAT_NAME {
+            return Err(format!("format {:?} is not {FORMAT_NAME:?}", self.format));
+        }
+        if self.format_version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {} is not supported (this sortase reads version {FORMAT_VERSION})",
+                self.format_version
+            ));
+        }
+        for g in &self.groups {
+            let group = Group::from_name(&g.name)
+                .ok_or_else(|| format!("unknown column group {:?}", g.name))?;
+            if g.columns != group.columns() {
+                return Err(format!(
+                    "group {:?} lists columns {:?}, version {FORMAT_VERSION} has {:?}",
+                    g.name,
+                    g.columns,
+                    group.columns()
+                ));
+            }
+        }
+        let mut next = 0u64;
+        for (i, c) in self.chunks.iter().enumerate() {
+            if c.index != i
+                || c.first != next
+                || c.records == 0
+                || c.last + 1 != c.first + c.records
+            {
+                return Err(format!(
+                    "chunk {i} (index {}, records {}..={}, count {}) does not follow record {next}",
+                    c.index, c.first, c.last, c.records
+                ));
+            }
+            next += c.records;
+        }
+        if next != self.records {
+            return Err(format!(
+                "chunks hold {next} records, the manifest says {}",
+                self.records
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `SO` of the `@HD` line, `unknown` when absent.
+fn sort_order_of(header: &str) -> String {
+    header
+        .lines()
+        .find(|l| l.starts_with("@HD\t"))
+        .and_then(|l| l.split('\t').find_map(|f| f.strip_prefix("SO:")))
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        let p = Provenance {
+            command_line: "sortase agd import x.bam -o ds".into(),
+            version: "0.1.0".into(),
+        };
+        let mut m = Manifest::new(
+            &Group::ALL,
+            "@HD\tVN:1.6\tSO:coordinate\n".into(),
+            vec![],
+            2,
+            p,
+        );
+        m.set_chunks(&[2, 1]);
+        m
+    }
+
+    #[test]
+    fn round_trips_and_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manifest();
+        assert_eq!(m.sort_order, "coordinate");
+        assert_eq!(m.chunks[1].first, 2);
+        std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
+        assert_eq!(Manifest::read(dir.path()).unwrap(), m);
+    }
+
+    #[test]
+    fn rejects_counts_that_disagree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = manifest();
+        m.records = 4;
+        std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("chunks hold 3 records, the manifest says 4"),
+            "{e}"
+        );
+        m.records = 3;
+        m.chunks[1].first = 3;
+        std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("does not follow record 2"), "{e}");
+    }
+}
