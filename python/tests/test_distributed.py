@@ -374,9 +374,9 @@ def test_s3_snp_pileup(bam: Path, client, s3, tmp_path: Path) -> None:
         fs.put_file(str(local), f"sortase-test/snp/{key}")
     bam_url = "s3://sortase-test/snp/s.bam"
     for gzip, name in ((False, "dask.csv"), (True, "dask.csv.gz")):
-        report = distributed.snp_pileup("s3://sortase-test/snp/sites.vcf", f"s3://sortase-test/snp/out/{name}",
-                                        [bam_url, bam_url], client=client, pseudo_snps=5000, tasks=6,
-                                        gzip=gzip, storage_options=options, progress=False)
+        report = distributed.snp_pileup(
+            "s3://sortase-test/snp/sites.vcf", f"s3://sortase-test/snp/out/{name}", [bam_url, bam_url],
+            client=client, pseudo_snps=5000, tasks=6, gzip=gzip, storage_options=options, progress=False)
         one = tmp_path / ("one" + name[4:])
         cli("snp-pileup", "-P", "5000", *(["-g"] if gzip else []), str(vcf), str(one), str(sorted_bam),
             str(sorted_bam))
@@ -405,6 +405,28 @@ def test_s3_snp_pileup(bam: Path, client, s3, tmp_path: Path) -> None:
         assert d["plan_bytes_read"] < vcf.stat().st_size + index + whole / 10, (d, whole)
     assert sorted(fs.ls("sortase-test/snp/out", detail=False)) == [
         "sortase-test/snp/out/dask.csv", "sortase-test/snp/out/dask.csv.gz"]
+
+
+def test_s3_snp_pileup_failing_leaves_nothing(bam: Path, client, s3, tmp_path: Path) -> None:
+    from sortase import InputError, OutputError
+
+    fs, options = s3
+    sorted_bam, vcf = snp_inputs(bam, tmp_path)
+    fs.put_file(str(sorted_bam), "sortase-test/snp-bad/s.bam")  # no index next to it
+    fs.put_file(str(vcf), "sortase-test/snp-bad/sites.vcf")
+    fs.pipe_file("sortase-test/snp-bad/taken.csv", b"keep")
+    before = sorted(fs.ls("sortase-test/snp-bad", detail=False))
+    run = lambda out: distributed.snp_pileup(  # noqa: E731
+        "s3://sortase-test/snp-bad/sites.vcf", f"s3://sortase-test/snp-bad/{out}",
+        ["s3://sortase-test/snp-bad/s.bam"], client=client, storage_options=options, progress=False)
+    with pytest.raises(InputError, match="no index"):
+        run("out.csv")
+    with pytest.raises(OutputError, match="already exists"):
+        run("taken.csv")
+    fs.invalidate_cache()
+    assert sorted(fs.ls("sortase-test/snp-bad", detail=False)) == before
+    assert fs.cat_file("sortase-test/snp-bad/taken.csv") == b"keep"
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "sortase-dask-*"))
 
 
 def test_console_script_flagstat_and_sort(bam: Path, client, tmp_path: Path) -> None:

@@ -6,7 +6,9 @@
 //! the genome) and returns its counts; `finish` replays snp-pileup's loop over all of them and writes
 //! the CSV. The loop carries a cursor from one site to the next (a site before the last consumed
 //! position is skipped), so the CSV of a region depends on the regions before it: tasks return counts,
-//! not CSV text, and the lines are written once, in order, from the whole VCF.
+//! not CSV text, and the lines are written once, in order, from the whole VCF. A task lists the byte
+//! spans of the BAMs it reads ([`SnpPileupTask::input_spans`]), so that a driver on object storage
+//! fetches those alone; the VCF is read by the planner and `finish` only.
 //!
 //! ```no_run
 //! use sortase::{Runtime, SnpPileupJob};
@@ -254,7 +256,7 @@ impl SnpPileupJob {
             bytes += b.bytes;
             groups.last_mut().expect("one group at least").push(b);
         }
-        let mut spans = BamSpans::open(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
+        let spans = BamSpans::open(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
         let tasks = groups
             .into_iter()
             .enumerate()
@@ -303,7 +305,7 @@ impl BamSpans {
 
     /// Per BAM: its header, the chunks of the regions `batches` read first (overlapping chunks
     /// merged) and its index, whole.
-    fn of(&mut self, batches: &[Batch]) -> std::result::Result<Vec<InputSpan>, PileupError> {
+    fn of(&self, batches: &[Batch]) -> std::result::Result<Vec<InputSpan>, PileupError> {
         let mut out = Vec::new();
         for (path, index, bam, header_end) in &self.bams {
             let mut chunks = vec![(0, *header_end)];
