@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--tasks", type=int)
     common(i)
 
-    sp = sub.add_parser("snp-pileup", help="FACETS snp-pileup (local or shared paths)")
+    sp = sub.add_parser("snp-pileup", help="FACETS snp-pileup (local, shared or s3:// paths)")
     sp.add_argument("vcf")
     sp.add_argument("output")
     sp.add_argument("bams", nargs="+")
@@ -170,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 gzip=args.gzip, ignore_overlaps=args.ignore_overlaps,
                 min_base_quality=args.min_base_quality, min_map_quality=args.min_map_quality,
                 max_depth=args.max_depth, pseudo_snps=args.pseudo_snps, min_read_counts=counts,
-                tasks=args.tasks, **common)
+                tasks=args.tasks, storage_options=options, **common)
     except SortaseError as e:
         print(f"sortase-dask: {e}", file=sys.stderr)
         return 1

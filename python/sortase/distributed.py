@@ -102,12 +102,18 @@ def _fetch(fs: Any, url: str, local: str, ranges: Optional[List[Tuple[int, int]]
         return os.path.getsize(local)
     size = fs.size(url)
     fetched = 0
+    merged: List[List[int]] = []
+    for start, end in sorted(ranges):
+        start, end = max(0, start), min(size, end)
+        if start >= end:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)  # overlapping ranges: fetched once
+        else:
+            merged.append([start, end])
     with open(local, "wb") as f:
         f.truncate(size)
-        for start, end in sorted(ranges):
-            start, end = max(0, start), min(size, end)
-            if start >= end:
-                continue
+        for start, end in merged:
             data = fs.cat_file(url, start=start, end=end)
             f.seek(start)
             f.write(data)
@@ -144,6 +150,19 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
         if job.get("header_file"):
             reads.append((job["header_file"], None))
         return reads, [body["part_path"], body["sidecar_path"]]
+    if kind == "snp_pileup":
+        # Per BAM its header, the index chunks of the regions the task's batches read and its index
+        # (whole), computed from the indexes when planned (snp_pileup.rs `input_spans`). A batch
+        # that reads further back to warm up, or a probe past its first window, hits a hole and
+        # the task is re-run on whole objects.
+        spans = json.loads(_sortase.task_input_spans(task_json))
+        if not spans:
+            raise ValueError("snp_pileup task planned without its input spans")
+        ranges = {}
+        for span in spans:
+            end = span["end"] + SLACK if span["end"] is not None else 1 << 62
+            ranges.setdefault(span["path"], []).append((span["start"], end))
+        return list(ranges.items()), []
     if kind in ("flagstat", "idxstats", "index"):
         s = body["slice"]
         end = s["range"]["end"]
@@ -379,11 +398,13 @@ def _download_parts(remote: _Remote, outputs: List[Any]) -> int:
 
 
 @contextlib.contextmanager
-def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
+def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any,
+             fetch: bool = True
              ) -> Iterator[Tuple[Optional[_Remote], List[str], Callable[[str], str]]]:
     """Local paths as they are; object storage through a driver scratch directory. Yields the
     remote description (``None`` for local jobs), the local names of ``inputs`` and a function
-    mapping a local output name to where it must be uploaded (identity locally)."""
+    mapping a local output name to where it must be uploaded (identity locally). ``fetch``: the
+    driver fetches the remote inputs whole (else the caller fetches what it needs)."""
     if not any(_is_remote(p) for p in list(inputs) + list(outputs)):
         yield None, [str(p) for p in inputs], lambda p: p
         return
@@ -402,7 +423,7 @@ def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
             files[local] = p
             local_inputs.append(local)
         remote = _Remote(root, prefix, files, storage_options)
-        for local, url in files.items():
+        for local, url in (files.items() if fetch else ()):
             # The planners read the header, sampled blocks and probes for record boundaries
             # anywhere in the file: the driver plans on a whole copy (tasks fetch their ranges).
             remote.driver_bytes += _fetch(fs, url, local, None)
@@ -700,6 +721,60 @@ def index(
         return report
 
 
+def _bam_header_bytes(fs: Any, url: str) -> int:
+    """The compressed bytes of a remote BAM's BGZF blocks up to the one its header ends in (the
+    whole object if the header does not end): fetched in growing prefixes."""
+    import zlib
+
+    size = fs.size(url)
+    want = 1 << 16
+    while True:
+        data = fs.cat_file(url, start=0, end=min(want, size))
+        text = bytearray()
+        at = 0
+        # BGZF blocks (SAM spec 4.1): a gzip member with the BC subfield, BSIZE at bytes 16-17.
+        while at + 18 <= len(data):
+            block = int.from_bytes(data[at + 16:at + 18], "little") + 1
+            if at + block > len(data):
+                break
+            text += zlib.decompress(data[at + 18:at + block - 8], -15)
+            at += block
+            if _bam_header_complete(text):
+                return at
+        if want >= size:
+            return size
+        want *= 4
+
+
+def _bam_header_complete(data: bytes) -> bool:
+    """Whether ``data`` (decompressed BAM from its start) holds the whole header: magic,
+    ``l_text``, the text, ``n_ref`` and every reference's name and length (SAM spec 4.2)."""
+    def u32(at: int) -> Optional[int]:
+        return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
+
+    l_text = u32(4)
+    if l_text is None:
+        return False
+    at = 8 + l_text
+    n_ref = u32(at)
+    if n_ref is None:
+        return False
+    at += 4
+    for _ in range(n_ref):
+        l_name = u32(at)
+        if l_name is None:
+            return False
+        at += 4 + l_name + 4
+    return at <= len(data)
+
+
+def _index_of(fs: Any, url: str) -> Optional[str]:
+    """The index next to a remote BAM, where the library looks for it (``find_index``):
+    ``BAM.bai``, ``BAM``-without-``.bam`` + ``.bai``, ``BAM.csi``."""
+    candidates = [f"{url}.bai"] + ([f"{url[:-4]}.bai"] if url.endswith(".bam") else []) + [f"{url}.csi"]
+    return next((c for c in candidates if fs.exists(c)), None)
+
+
 def snp_pileup(
     vcf: PathLike,
     output: PathLike,
@@ -716,25 +791,56 @@ def snp_pileup(
     pseudo_snps: Optional[int] = None,
     min_read_counts: Optional[Sequence[int]] = None,
     tasks: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
     progress: Optional[bool] = None,
 ) -> Report:
     """FACETS snp-pileup on a Dask cluster: each task piles up a run of regions of every BAM (read
     through their indexes), the driver writes the CSV (byte-identical to ``sortase snp-pileup``).
-    Paths every worker sees only (no object storage yet). Options left ``None`` take FACETS'
-    defaults."""
-    paths = [os.fspath(vcf), os.fspath(output)] + [os.fspath(b) for b in bams]
-    if any(_is_remote(p) for p in paths):
-        from . import ArgumentError
+    Options left ``None`` take FACETS' defaults.
 
-        raise ArgumentError("distributed snp_pileup reads local or shared paths, not object storage")
-    job = json.loads(_sortase.snp_pileup_spec(os.path.abspath(paths[0]), os.path.abspath(paths[1]),
-                                              [os.path.abspath(b) for b in paths[2:]]))
-    job.update(count_orphans=count_orphans or job["count_orphans"], gzip=gzip,
-               ignore_overlaps=ignore_overlaps or job["ignore_overlaps"])
-    for key, value in (("min_base_quality", min_base_quality), ("min_map_quality", min_map_quality),
-                       ("max_depth", max_depth), ("pseudo_snps", pseudo_snps),
-                       ("min_read_counts", None if min_read_counts is None else list(min_read_counts))):
-        if value is not None:
-            job[key] = value
-    return _run("snp_pileup", job, {"tasks": tasks}, client=client, scheduler=scheduler,
-                progress=progress, threads=1, max_memory=None, remote=None)
+    Paths every worker sees, or ``s3://`` URLs (``storage_options`` go to s3fs): then the driver
+    fetches the VCF whole (it plans from the sites and writes every line from them) and of each BAM
+    its index and header only; a task fetches each BAM's header, index and the index chunks of its
+    regions (computed by the library when planning), and the whole BAMs only if a batch reads
+    outside them (``whole_object_fetches`` in the report's phases). The CSV is uploaded under a
+    temporary key and moved into place."""
+    vcf, output = os.fspath(vcf), os.fspath(output)
+    bam_paths = [os.fspath(b) for b in bams]
+    with _storage([vcf] + bam_paths, [output], storage_options, fetch=False) as (remote, local_inputs, _):
+        local_output = output
+        if remote is not None:
+            from . import OutputError
+
+            target = output + ".gz" if gzip and not output.endswith(".gz") else output
+            if _is_remote(target) and _fs(target, storage_options).exists(target):
+                raise OutputError(f"{target}: output file already exists; snp-pileup does not overwrite it")
+            if _is_remote(output):
+                local_output = _local_output(remote, output)
+            fs = remote.fs()
+            for url, local in zip([vcf] + bam_paths, local_inputs):
+                if not _is_remote(url):
+                    continue
+                if url == vcf:
+                    remote.driver_bytes += _fetch(fs, url, local, None)
+                    continue
+                index = _index_of(fs, url)
+                if index is not None:
+                    local_index = os.path.join(os.path.dirname(local), os.path.basename(index))
+                    remote.files[local_index] = index
+                    remote.driver_bytes += _fetch(fs, index, local_index, None)
+                remote.driver_bytes += _fetch(fs, url, local, [(0, _bam_header_bytes(fs, url))])
+        job = json.loads(_sortase.snp_pileup_spec(
+            os.path.abspath(local_inputs[0]), os.path.abspath(local_output),
+            [os.path.abspath(b) for b in local_inputs[1:]]))
+        job.update(count_orphans=count_orphans or job["count_orphans"], gzip=gzip,
+                   ignore_overlaps=ignore_overlaps or job["ignore_overlaps"])
+        for key, value in (("min_base_quality", min_base_quality), ("min_map_quality", min_map_quality),
+                           ("max_depth", max_depth), ("pseudo_snps", pseudo_snps),
+                           ("min_read_counts", None if min_read_counts is None else list(min_read_counts))):
+            if value is not None:
+                job[key] = value
+        report = _run("snp_pileup", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                      progress=progress, threads=1, max_memory=None, remote=remote)
+        if remote is not None and _is_remote(output):
+            _upload_outputs(remote, report, output, local_output)
+        return report

@@ -1,7 +1,7 @@
 """sortase.distributed on a LocalCluster of 2 worker processes: byte identity with the single-machine
 CLI (sort by coordinate with --write-index, sort -n, merge of 3 inputs with its index, index,
-flagstat, idxstats) over a local path and over an S3 API server (moto) started on 127.0.0.1; a
-worker killed in the middle of a sort; a failing job leaves no output and no work directory."""
+flagstat, idxstats, snp-pileup) over a local path and over an S3 API server (moto) started on
+127.0.0.1; a worker killed in the middle of a sort; a failing job leaves no output and no work directory."""
 
 from __future__ import annotations
 
@@ -342,7 +342,8 @@ def test_s3_merge_three_inputs(merge_inputs: list, client, s3, tmp_path: Path) -
         "sortase-test/merged/all.bam", "sortase-test/merged/all.bam.csi"]
 
 
-def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:
+def snp_inputs(bam: Path, tmp_path: Path) -> tuple:
+    """The sorted, indexed BAM and a VCF of 900 SNVs on its 3 references."""
     sorted_bam = tmp_path / "s.bam"
     cli("sort", "--no-PG", "--write-index", "-o", str(sorted_bam) + "##idx##" + str(sorted_bam) + ".bai",
         str(bam))
@@ -354,10 +355,78 @@ def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> No
         for pos in sorted(rng.sample(range(1, 999_000), 300)):
             lines.append(f"chr{chrom}\t{pos}\t.\tA\tC\t.\t.\t.")
     vcf.write_text("\n".join(lines) + "\n")
+    return sorted_bam, vcf
+
+
+def test_snp_pileup_matches_one_machine(bam: Path, client, tmp_path: Path) -> None:
+    sorted_bam, vcf = snp_inputs(bam, tmp_path)
     distributed.snp_pileup(vcf, tmp_path / "dask.csv", [sorted_bam, sorted_bam], client=client,
                            pseudo_snps=5000, tasks=6, progress=False)
     cli("snp-pileup", "-P", "5000", str(vcf), str(tmp_path / "one.csv"), str(sorted_bam), str(sorted_bam))
     assert (tmp_path / "dask.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+
+
+def test_s3_snp_pileup(bam: Path, client, s3, tmp_path: Path) -> None:
+    fs, options = s3
+    sorted_bam, vcf = snp_inputs(bam, tmp_path)
+    for local, key in ((sorted_bam, "s.bam"), (Path(str(sorted_bam) + ".bai"), "s.bam.bai"),
+                       (vcf, "sites.vcf")):
+        fs.put_file(str(local), f"sortase-test/snp/{key}")
+    bam_url = "s3://sortase-test/snp/s.bam"
+    for gzip, name in ((False, "dask.csv"), (True, "dask.csv.gz")):
+        report = distributed.snp_pileup(
+            "s3://sortase-test/snp/sites.vcf", f"s3://sortase-test/snp/out/{name}", [bam_url, bam_url],
+            client=client, pseudo_snps=5000, tasks=6, gzip=gzip, storage_options=options, progress=False)
+        one = tmp_path / ("one" + name[4:])
+        cli("snp-pileup", "-P", "5000", *(["-g"] if gzip else []), str(vcf), str(one), str(sorted_bam),
+            str(sorted_bam))
+        fs.invalidate_cache()
+        assert fs.cat_file(f"sortase-test/snp/out/{name}") == one.read_bytes()
+        assert report["outputs"] == [f"s3://sortase-test/snp/out/{name}"]
+        # Nothing left of the job: the output, and the inputs as they were.
+        assert sorted(fs.ls("sortase-test/snp", detail=False)) == [
+            "sortase-test/snp/out", "sortase-test/snp/s.bam", "sortase-test/snp/s.bam.bai",
+            "sortase-test/snp/sites.vcf"]
+        d = report["distributed"]
+        (tasks,) = [p for p in d["phases"] if p["name"] == "tasks"]
+        assert tasks["tasks"] == 6
+        # Every task ran on its header, index and chunk spans alone, never on whole objects ...
+        assert tasks["whole_object_fetches"] == 0
+        whole = 2 * sorted_bam.stat().st_size
+        index = 2 * Path(str(sorted_bam) + ".bai").stat().st_size
+        # ... which are a part of the BAMs: a task fetches its sixth of the genome plus, per span,
+        # 256 KiB past its end (distributed.SLACK: the block of the first record past a region).
+        # On this 1.4 MB BAM (3 references of 1 Mb) the slack is a large share, so what is
+        # meaningful is that a task fetches well under the whole BAMs (about 0.6 of them here);
+        # on a genome-sized BAM a task's share shrinks to its sixth.
+        per_task = (tasks["bytes_read"] - tasks["tasks"] * index) / tasks["tasks"]
+        assert per_task < 0.75 * whole, (tasks, whole)
+        # The driver fetched the VCF, the indexes and the headers, not the BAMs.
+        assert d["plan_bytes_read"] < vcf.stat().st_size + index + whole / 10, (d, whole)
+    assert sorted(fs.ls("sortase-test/snp/out", detail=False)) == [
+        "sortase-test/snp/out/dask.csv", "sortase-test/snp/out/dask.csv.gz"]
+
+
+def test_s3_snp_pileup_failing_leaves_nothing(bam: Path, client, s3, tmp_path: Path) -> None:
+    from sortase import InputError, OutputError
+
+    fs, options = s3
+    sorted_bam, vcf = snp_inputs(bam, tmp_path)
+    fs.put_file(str(sorted_bam), "sortase-test/snp-bad/s.bam")  # no index next to it
+    fs.put_file(str(vcf), "sortase-test/snp-bad/sites.vcf")
+    fs.pipe_file("sortase-test/snp-bad/taken.csv", b"keep")
+    before = sorted(fs.ls("sortase-test/snp-bad", detail=False))
+    run = lambda out: distributed.snp_pileup(  # noqa: E731
+        "s3://sortase-test/snp-bad/sites.vcf", f"s3://sortase-test/snp-bad/{out}",
+        ["s3://sortase-test/snp-bad/s.bam"], client=client, storage_options=options, progress=False)
+    with pytest.raises(InputError, match="no index"):
+        run("out.csv")
+    with pytest.raises(OutputError, match="already exists"):
+        run("taken.csv")
+    fs.invalidate_cache()
+    assert sorted(fs.ls("sortase-test/snp-bad", detail=False)) == before
+    assert fs.cat_file("sortase-test/snp-bad/taken.csv") == b"keep"
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "sortase-dask-*"))
 
 
 def test_console_script_flagstat_and_sort(bam: Path, client, tmp_path: Path) -> None:

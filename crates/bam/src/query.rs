@@ -131,6 +131,34 @@ impl IndexedBam {
         Header::read_bam(&mut self.reader)
     }
 
+    /// Compressed offset of the BGZF block the header ends in (reads the header): a reader of the
+    /// header touches nothing past that block (and the blocks a record spanning it needs).
+    pub fn header_end(&mut self) -> Result<u64, BamError> {
+        self.read_header()?;
+        Ok(self.reader.virtual_position() >> 16)
+    }
+
+    /// Compressed spans `[start, end)` of the index chunks holding the records of `tid` that
+    /// overlap `[beg, end)` (`end` `i64::MAX`: to the end of the reference): the blocks a
+    /// [`IndexedBam::query`] of that region reads, up to the block holding the first record at or
+    /// past `end` (it starts at or after a span's end; a reader stops at it).
+    pub fn chunk_spans(&self, tid: usize, beg: i64, end: i64) -> Result<Vec<(u64, u64)>, BamError> {
+        let position =
+            |p: i64| Position::try_from(p as usize).map_err(|e| BamError::Header(e.to_string()));
+        let start = position(beg.max(0) + 1)?;
+        let chunks = if end == i64::MAX {
+            self.index.query(tid, (start..).into())?
+        } else {
+            // 1-based, inclusive: the region's last base.
+            let last = position(end.max(beg.max(0) + 1))?;
+            self.index.query(tid, (start..=last).into())?
+        };
+        Ok(chunks
+            .iter()
+            .map(|c| (u64::from(c.start()) >> 16, u64::from(c.end()) >> 16))
+            .collect())
+    }
+
     /// Compressed file offset of the first index chunk holding records that overlap `tid` from `pos`
     /// on: where a query from `pos` starts reading. `None` when no record of `tid` ends past `pos`.
     pub fn compressed_offset_at(&self, tid: usize, pos: i64) -> Result<Option<u64>, BamError> {

@@ -71,7 +71,7 @@ fn task_run(
     })
 }
 
-/// The input byte spans a merge task (JSON) reads, as a JSON array of `{path, start, end}`.
+/// The input byte spans a merge or snp-pileup task (JSON) reads, as a JSON array of `{path, start, end}`.
 #[pyfunction]
 fn task_input_spans(py: Python<'_>, task: String) -> PyResult<String> {
     with_runtime(py, Some(1), None, move |_| tasks::input_spans_json(&task))

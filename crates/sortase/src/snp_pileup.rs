@@ -6,7 +6,9 @@
 //! the genome) and returns its counts; `finish` replays snp-pileup's loop over all of them and writes
 //! the CSV. The loop carries a cursor from one site to the next (a site before the last consumed
 //! position is skipped), so the CSV of a region depends on the regions before it: tasks return counts,
-//! not CSV text, and the lines are written once, in order, from the whole VCF.
+//! not CSV text, and the lines are written once, in order, from the whole VCF. A task lists the byte
+//! spans of the BAMs it reads ([`SnpPileupTask::input_spans`]), so that a driver on object storage
+//! fetches those alone; the VCF is read by the planner and `finish` only.
 //!
 //! ```no_run
 //! use sortase::{Runtime, SnpPileupJob};
@@ -18,9 +20,11 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::OutputFile;
+use crate::merge::InputSpan;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_bam::query::{find_index, IndexedBam};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_ops::pileup::driver::{BatchResult, DriverSummary};
 use sortase_ops::pileup::engine::PileupOptions;
@@ -101,6 +105,10 @@ pub struct SnpPileupTask {
     pub pseudo_snps: i64,
     /// The batches (regions and the site positions in them).
     pub batches: Vec<Batch>,
+    /// What the task reads of the BAMs, from their indexes when planned
+    /// ([`SnpPileupTask::input_spans`]).
+    #[serde(default)]
+    pub input_spans: Vec<InputSpan>,
 }
 
 /// The counts of one task's batches.
@@ -248,17 +256,24 @@ impl SnpPileupJob {
             bytes += b.bytes;
             groups.last_mut().expect("one group at least").push(b);
         }
+        let spans = BamSpans::open(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
         let tasks = groups
             .into_iter()
             .enumerate()
-            .map(|(part, batches)| SnpPileupTask {
-                part,
-                bams: self.bams.clone(),
-                pileup: opts.pileup.clone(),
-                pseudo_snps: self.pseudo_snps,
-                batches,
+            .map(|(part, batches)| {
+                let input_spans = spans
+                    .of(&batches)
+                    .map_err(|e| pileup_error(e, Some("snp-pileup"), rt))?;
+                Ok(SnpPileupTask {
+                    part,
+                    bams: self.bams.clone(),
+                    pileup: opts.pileup.clone(),
+                    pseudo_snps: self.pseudo_snps,
+                    batches,
+                    input_spans,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(SnpPileupPlan {
             job: self.clone(),
             tasks,
@@ -266,7 +281,78 @@ impl SnpPileupJob {
     }
 }
 
+/// The BAMs' indexes and header ends, for the byte spans of tasks.
+struct BamSpans {
+    bams: Vec<(PathBuf, PathBuf, IndexedBam, u64)>,
+}
+
+impl BamSpans {
+    fn open(paths: &[PathBuf]) -> std::result::Result<Self, PileupError> {
+        let mut bams = Vec::with_capacity(paths.len());
+        for path in paths {
+            let in_bam = |e| PileupError::Bam {
+                path: path.clone(),
+                source: e,
+            };
+            let index = find_index(path)
+                .ok_or_else(|| PileupError::Input(format!("{}: no index", path.display())))?;
+            let mut bam = IndexedBam::open(path).map_err(in_bam)?;
+            let header_end = bam.header_end().map_err(in_bam)?;
+            bams.push((path.clone(), index, bam, header_end));
+        }
+        Ok(Self { bams })
+    }
+
+    /// Per BAM: its header, the chunks of the regions `batches` read first (overlapping chunks
+    /// merged) and its index, whole.
+    fn of(&self, batches: &[Batch]) -> std::result::Result<Vec<InputSpan>, PileupError> {
+        let mut out = Vec::new();
+        for (path, index, bam, header_end) in &self.bams {
+            let mut chunks = vec![(0, *header_end)];
+            for batch in batches {
+                let (tid, beg, end) = pileup::first_read_region(batch);
+                chunks.extend(
+                    bam.chunk_spans(tid, beg, end)
+                        .map_err(|e| PileupError::Bam {
+                            path: path.clone(),
+                            source: e,
+                        })?,
+                );
+            }
+            chunks.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(chunks.len());
+            for (start, end) in chunks {
+                match merged.last_mut() {
+                    Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                    _ => merged.push((start, end)),
+                }
+            }
+            out.extend(merged.into_iter().map(|(start, end)| InputSpan {
+                path: path.clone(),
+                start,
+                end: Some(end),
+            }));
+            out.push(InputSpan {
+                path: index.clone(),
+                start: 0,
+                end: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
 impl SnpPileupTask {
+    /// The byte spans the task reads, computed from the BAMs' indexes when it was planned (empty
+    /// for a task planned without them), for drivers that fetch remote inputs by byte range: per
+    /// BAM, its header (to the block it ends in), the index chunks of the region each batch reads
+    /// first (a span's `end` is the block where reading stops, at the latest: the block of the
+    /// first record past the region), and its index file, whole (`end` `None`). A batch whose
+    /// warm-up or probe must read further ([`pileup::first_read_region`]) reads outside them.
+    pub fn input_spans(&self) -> &[InputSpan] {
+        &self.input_spans
+    }
+
     /// Piles up the task's batches (one after the other, on the calling thread).
     pub fn run(&self, rt: &Runtime) -> Result<SnpPileupPart> {
         let opts = SnpPileupOptions {
@@ -430,6 +516,87 @@ mod tests {
             (done.snp_lines, done.pseudo_lines, done.batches),
             (report.snp_lines, report.pseudo_lines, report.batches)
         );
+    }
+
+    #[test]
+    fn a_task_runs_on_its_input_spans_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 60_000);
+        let rt = Runtime::with_threads(1).unwrap();
+        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        let vcf = dir.path().join("sites.vcf");
+        let mut text =
+            String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");
+        for (name, len) in test_data::REFERENCES {
+            for pos in (1000..len).step_by(1499) {
+                let _ = writeln!(text, "{name}\t{pos}\t.\tA\tC\t.\t.\t.");
+            }
+        }
+        std::fs::write(&vcf, text).unwrap();
+        let job = SnpPileupJob {
+            pseudo_snps: 500,
+            ..SnpPileupJob::new(
+                &vcf,
+                dir.path().join("out.csv"),
+                vec![bam.clone(), bam.clone()],
+            )
+        };
+        let plan = job.plan_tasks(&rt, 6).unwrap();
+        assert!(plan.tasks.len() > 2, "{} tasks", plan.tasks.len());
+        let data = std::fs::read(&bam).unwrap();
+        let index = find_index(&bam).unwrap();
+        // A BGZF block's total size (SAM spec 4.1: BSIZE + 1, at bytes 16-17 of its header).
+        let block_len =
+            |at: usize| usize::from(u16::from_le_bytes([data[at + 16], data[at + 17]])) + 1;
+        for task in &plan.tasks {
+            let spans = task.input_spans();
+            assert!(spans.iter().any(|s| s.path == index && s.end.is_none()));
+            // A copy of the BAM holding only the spans (through the block where reading stops and
+            // the one after it, for a record that spans them), zeros elsewhere.
+            let copy_spans = |spans: &[&InputSpan]| {
+                let mut sparse = vec![0u8; data.len()];
+                for span in spans {
+                    let mut end = span.end.map_or(data.len(), |e| e as usize);
+                    for _ in 0..2 {
+                        if end < data.len() {
+                            end += block_len(end);
+                        }
+                    }
+                    let range = span.start as usize..end.min(data.len());
+                    sparse[range.clone()].copy_from_slice(&data[range]);
+                }
+                sparse
+            };
+            let of_bam: Vec<&InputSpan> = spans.iter().filter(|s| s.path == bam).collect();
+            let sparse = copy_spans(&of_bam);
+            let kept = sparse
+                .iter()
+                .zip(&data)
+                .filter(|(a, b)| a == b && **b != 0)
+                .count();
+            let nonzero = data.iter().filter(|b| **b != 0).count();
+            assert!(kept < nonzero, "task {} reads part of the BAM", task.part);
+            let copy = tempfile::tempdir().unwrap();
+            let sparse_bam = copy.path().join("in.bam");
+            std::fs::copy(&index, copy.path().join(index.file_name().unwrap())).unwrap();
+            let on = |sparse: &[u8]| {
+                std::fs::write(&sparse_bam, sparse).unwrap();
+                SnpPileupTask {
+                    bams: vec![sparse_bam.clone(), sparse_bam.clone()],
+                    ..task.clone()
+                }
+                .run(&rt)
+            };
+            assert_eq!(on(&sparse).unwrap(), task.run(&rt).unwrap());
+            // Reading a hole is an error (a zeroed block is no BGZF block), not wrong counts: a
+            // driver re-runs such a task on whole files.
+            let header = InputSpan {
+                path: bam.clone(),
+                start: 0,
+                end: Some(0),
+            };
+            assert!(on(&copy_spans(&[&header])).is_err(), "task {}", task.part);
+        }
     }
 
     #[test]

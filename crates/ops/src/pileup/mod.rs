@@ -111,6 +111,23 @@ pub struct Summary {
 /// [`engine::FilePileup::exact`]; a batch that fails the check is redone from its contig's start).
 const WARM_UP: i64 = 10_000;
 
+/// The first window a probe batch looks through for a covered position (it grows fourfold).
+const PROBE_STEP: i64 = 1 << 16;
+
+/// The region `[beg, end)` of reference `batch.tid` that piling up `batch` reads first in every
+/// BAM: its region after a warm-up ([`WARM_UP`] bases), a probe's first window. A batch reads more
+/// only when the warm-up does not reach an exact pileup state or a probe finds nothing covered in
+/// its first window (it then reads further back, or on).
+pub fn first_read_region(batch: &Batch) -> (usize, i64, i64) {
+    let beg = (batch.beg - WARM_UP).max(0);
+    let end = if batch.probe {
+        batch.beg.saturating_add(PROBE_STEP)
+    } else {
+        batch.end
+    };
+    (batch.tid, beg, end)
+}
+
 /// Most pseudo-SNP grid points in one batch.
 const MAX_GRID_POINTS: i64 = 100_000;
 
@@ -570,7 +587,7 @@ fn run_probe(
         ..BatchResult::default()
     };
     let mut from = batch.beg;
-    let mut step = 1i64 << 16;
+    let mut step = PROBE_STEP;
     loop {
         let mut any_left = false;
         for bam in files.handles.iter() {

@@ -109,16 +109,22 @@ impl Task {
     }
 }
 
-/// The input byte spans a merge task given as JSON reads (a JSON array of
+/// The input byte spans a merge or snp-pileup task given as JSON reads (a JSON array of
 /// [`crate::merge::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
 /// ranges are in their JSON already.
 pub fn input_spans_json(task_json: &str) -> Result<String> {
     let task: Task =
         serde_json::from_str(task_json).map_err(|e| Error::argument(format!("task JSON: {e}")))?;
-    let Task::Merge(t) = task else {
-        return Err(Error::argument("input spans: not a merge task"));
+    let spans = match task {
+        Task::Merge(t) => t.input_spans()?,
+        Task::SnpPileup(t) => t.input_spans().to_vec(),
+        _ => {
+            return Err(Error::argument(
+                "input spans: not a merge or snp-pileup task",
+            ))
+        }
     };
-    serde_json::to_string(&t.input_spans()?)
+    serde_json::to_string(&spans)
         .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("input spans JSON: {e}")))
 }
 
