@@ -411,6 +411,30 @@ mod tests {
         }
     }
 
+    /// Buffers given back hold stale bytes of other data; the chunks made from them are exact.
+    #[test]
+    fn reused_buffers_give_the_same_data() {
+        let data: Vec<u8> = (0..600_000u32)
+            .flat_map(|i| (i % 613).to_le_bytes())
+            .collect();
+        let other: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let buffers = Arc::new(ChunkBuffers::new(4));
+        for (round, bytes) in [&other, &data, &data].into_iter().enumerate() {
+            let mut options = ReaderOptions::with_threads(2);
+            options.batch_bytes = 1 << 16;
+            options.buffers = Some(buffers.clone());
+            let mut out = Vec::new();
+            for chunk in ParallelReader::new(std::io::Cursor::new(compress(bytes, 2)), options) {
+                let chunk = chunk.unwrap();
+                out.extend_from_slice(chunk.data());
+                buffers.put(chunk.buf);
+            }
+            assert!(out == *bytes, "round {round}");
+        }
+        let kept = buffers.free.lock().unwrap().len();
+        assert!((1..=4).contains(&kept), "{kept} buffers kept");
+    }
+
     #[test]
     fn empty_stream_is_empty() {
         assert!(read_all(compress(&[], 1), 2, 1).unwrap().is_empty());
