@@ -3,7 +3,8 @@
 
     python3 bench/python_read.py /work/bench-data/large.sorted.bam --rounds 2 --threads 2
 
-Each variant runs as its own process under GNU time (wall seconds, peak RSS):
+Each variant runs as its own process under GNU time (wall seconds, CPU seconds user+sys, peak RSS;
+on a machine shared with other work compare the CPU seconds, wall times need a quiet machine):
   sortase-proj   sortase.read_bam(columns=qname,flag,rname,pos,mapq)
   sortase-all    sortase.read_bam() (every column, unselected tags as one SAM-text column)
   sortase-scan   sortase.scan_bam() streamed batch by batch, every column (bounded memory)
@@ -51,11 +52,12 @@ SNIPPETS = {
 
 
 def run(cmd):
-    out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M"] + cmd, capture_output=True, text=True)
+    out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M %U %S"] + cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"failed: {cmd}\n{out.stderr[-2000:]}")
     line = [l for l in out.stderr.splitlines() if l.startswith("TIME ")][-1].split()
-    return float(line[1]), int(line[2]) / 1024, out.stdout.strip().splitlines()[-1]
+    cpu = float(line[3]) + float(line[4])
+    return float(line[1]), int(line[2]) / 1024, cpu, out.stdout.strip().splitlines()[-1]
 
 
 def main():
@@ -78,21 +80,24 @@ def main():
             else:
                 code = f"P = {a.bam!r}; T = {a.threads}\n" + SNIPPETS[v]
                 cmd = [sys.executable, "-c", code]
-            wall, rss, out = run(cmd)
-            times[v].append((wall, rss))
+            wall, rss, cpu, out = run(cmd)
+            times[v].append((wall, rss, cpu))
             if v != "floor":
                 rows[v] = int(out)
-            print(f"round {r + 1} {v}: {wall:.2f} s, {rss:.0f} MiB", file=sys.stderr)
+            print(f"round {r + 1} {v}: {wall:.2f} s, {cpu:.2f} s CPU, {rss:.0f} MiB", file=sys.stderr)
     if len(set(rows.values())) > 1:
         raise SystemExit(f"row counts differ: {rows}")
-    floor = statistics.median(w for w, _ in times["floor"]) if "floor" in times else None
-    print(f"| variant | wall s (median of {a.rounds}) | peak RSS MiB | / floor |")
-    print("|---|---:|---:|---:|")
+    floor = statistics.median(w for w, _, _ in times["floor"]) if "floor" in times else None
+    floor_cpu = statistics.median(c for _, _, c in times["floor"]) if "floor" in times else None
+    print(f"| variant | wall s (median of {a.rounds}) | CPU s | peak RSS MiB | / floor | CPU / floor CPU |")
+    print("|---|---:|---:|---:|---:|---:|")
     for v in variants:
-        w = statistics.median(x for x, _ in times[v])
-        m = max(x for _, x in times[v])
+        w = statistics.median(x for x, _, _ in times[v])
+        c = statistics.median(x for _, _, x in times[v])
+        m = max(x for _, x, _ in times[v])
         ratio = f"{w / floor:.2f}" if floor else ""
-        print(f"| {v} | {w:.2f} | {m:.0f} | {ratio} |")
+        cpu_ratio = f"{c / floor_cpu:.2f}" if floor_cpu else ""
+        print(f"| {v} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} | {cpu_ratio} |")
     print(f"\nrows: {next(iter(rows.values())) if rows else 'n/a'}; threads {a.threads}; file {a.bam} "
           f"({os.path.getsize(a.bam) / 1e9:.2f} GB)")
 

@@ -44,8 +44,13 @@ impl StrBuf {
         self.nulls.append_null();
     }
 
-    /// The array, checking that the bytes are UTF-8 (one pass over the buffer).
+    /// The array, checking that the bytes are UTF-8. All-ASCII bytes (every read name and
+    /// quality string in practice) are checked in one word-at-a-time pass instead of `try_new`'s UTF-8 pass
+    /// plus a check of every offset (`from_utf8` + `validate`: 1.1% of the projection's profile).
     pub fn finish(&mut self) -> Result<StringArray, String> {
+        if self.values.is_ascii() {
+            return Ok(self.finish_ascii());
+        }
         let (offsets, values, nulls) = self.take();
         StringArray::try_new(offsets, values, nulls).map_err(|e| e.to_string())
     }

@@ -20,6 +20,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use sortase::{CancelFlag, Error, Result};
 use sortase_bam::query::Region;
 use sortase_bam::{virtual_offset, BamError, RecordRef};
+use sortase_bgzf::ChunkBuffers;
 use sortase_index::range::RangeStream;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -242,9 +243,19 @@ pub(crate) fn format_error(message: String) -> Error {
     Error::new(sortase::ErrorKind::Format, message)
 }
 
+/// Chunk buffers a worker keeps for its next ranges: a range's reader has up to 4 batches in
+/// flight, plus the chunk being split and the one being decoded.
+const WORKER_BUFFERS: usize = 8;
+
 /// Decodes range `k` of `work` into `shared`'s slot `k`.
-pub(crate) fn run_range(work: &RangeWork, shared: &Shared, k: usize, file: &mut std::fs::File) {
-    let end = match decode_range(work, shared, k, file) {
+pub(crate) fn run_range(
+    work: &RangeWork,
+    shared: &Shared,
+    k: usize,
+    file: &mut std::fs::File,
+    buffers: &Arc<ChunkBuffers>,
+) {
+    let end = match decode_range(work, shared, k, file, buffers) {
         Ok(end) => end,
         Err(e) => End::Failed(e),
     };
@@ -256,13 +267,15 @@ fn decode_range(
     shared: &Shared,
     k: usize,
     file: &mut std::fs::File,
+    buffers: &Arc<ChunkBuffers>,
 ) -> Result<End> {
     let Some(range) = work.plan.range(k, file)? else {
         return Ok(End::Done);
     };
     let compressed = range.end.min(work.file_len << 16) >> 16;
     let _done = Done(&work.progress, compressed.saturating_sub(range.start >> 16));
-    let mut stream = RangeStream::open(&work.path, &range, work.n_ref)?;
+    let mut stream =
+        RangeStream::open_with_buffers(&work.path, &range, work.n_ref, Some(buffers.clone()))?;
     let mut builder = BatchBuilder::new(work.layout.clone(), work.names.clone());
     let emit = |b: RecordBatch| {
         work.records
@@ -313,6 +326,8 @@ fn decode_range(
         }
         let u_end = batch.stream_offset() + batch.bytes().len() as u64;
         resume = virtual_offset(stream.block_table(), &mut cursor, u_end);
+        drop(records);
+        buffers.put(batch.into_buffer());
     }
     if builder.rows() > 0 && !emit(builder.finish().map_err(format_error)?) {
         return Ok(End::Done);
@@ -357,8 +372,9 @@ impl Workers {
                                 return;
                             }
                         };
+                        let buffers = Arc::new(ChunkBuffers::new(WORKER_BUFFERS));
                         while let Some(k) = shared.take_task() {
-                            run_range(&work, &shared, k, &mut file);
+                            run_range(&work, &shared, k, &mut file, &buffers);
                         }
                     })
                     .expect("spawn a worker thread")

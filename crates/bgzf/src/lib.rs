@@ -31,7 +31,7 @@ pub use block::{
 pub use encoder::{BlockEncoder, EncodedBlocks, BLOCKS_PER_DEFLATE};
 pub use error::BgzfError;
 pub use level::CompressionLevel;
-pub use reader::{BlockMeta, Chunk, ParallelReader, ReaderOptions, CHUNK_HEADROOM};
+pub use reader::{BlockMeta, Chunk, ChunkBuffers, ParallelReader, ReaderOptions, CHUNK_HEADROOM};
 pub use seek::SeekReader;
 pub use writer::{BlockLog, ParallelWriter, WriterOptions};
 

@@ -603,3 +603,58 @@ fn quality_strings_that_look_like_records_do_not_fool_the_planner() {
         assert_eq!(parts.concat(), bam.records, "n={n}");
     }
 }
+
+/// A range whose planned end is not a record start (one byte past a true start) yields records up to
+/// that start's record at most and then `RangeBoundary` naming the next true start, whether the
+/// records around the end straddle blocks (read on past the end's block) or not.
+#[test]
+fn a_false_range_end_reports_the_next_true_start() {
+    let bams = test_bams();
+    let mut rng = Rng::new(13);
+    let mut failures = Vec::new();
+    for bam in bams.iter().filter(|b| b.records.len() >= 3) {
+        let name = bam.path().display().to_string();
+        let n = bam.starts.len();
+        let mut picks: Vec<usize> = (0..6)
+            .map(|_| 1 + rng.below(n as u64 - 1) as usize)
+            .collect();
+        picks.extend([1, n - 1]);
+        for i in picks {
+            if bam.starts[i] & 0xffff == 0xffff {
+                continue;
+            }
+            let range = sortase_index::range::RecordRange {
+                start: bam.starts[0],
+                end: bam.starts[i] + 1,
+            };
+            let mut s = RangeStream::open(bam.path(), &range, bam.n_ref).unwrap();
+            let mut got = Vec::new();
+            let err = loop {
+                match s.next_batch() {
+                    Ok(Some(b)) => got.extend(b.iter_raw().map(<[u8]>::to_vec)),
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
+                }
+            };
+            let want_found = bam.starts.get(i + 1).copied().unwrap_or(u64::MAX);
+            match err {
+                Some(sortase_bam::BamError::RangeBoundary { expected, found })
+                    if expected == range.end && found == want_found => {}
+                other => failures.push(format!("{name} end {i}+1: {other:?}")),
+            }
+            // The batch holding the false end fails whole: the records before it come out.
+            if got.len() > i + 1 || got[..] != bam.records[..got.len()] {
+                failures.push(format!(
+                    "{name} end {i}+1: {} records, not a prefix",
+                    got.len()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
