@@ -200,8 +200,14 @@ fn write_sorted(
     clock: &mut PhaseClock,
 ) -> anyhow::Result<SortStats> {
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (encoder, mut writer) =
-        range_output::open(out.data.as_deref(), index, out.format, header, reference)?;
+    let (encoder, mut writer) = range_output::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        header,
+        reference,
+        rt.threads(),
+    )?;
     let name = writer.name.clone();
     let sorted = sorter
         .finish_ranges(

@@ -3,8 +3,9 @@
 
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use sortase_bam::{cram::CramReader, ChunkStream, Header, RecordBatch, SamReader};
+use sortase_bam::{ChunkStream, Header, RecordBatch, SamReader};
 use sortase_bgzf::{ParallelReader, ReaderOptions};
+use sortase_cram::{CramReader, ReadOptions};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
@@ -45,7 +46,8 @@ fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
 }
 
 impl Input {
-    /// Opens `path` (`-` for stdin), detecting the format from its first bytes.
+    /// Opens `path` (`-` for stdin), detecting the format from its first bytes. `threads` decode BGZF
+    /// blocks or CRAM containers (htslib's pool).
     pub fn open(
         path: &str,
         threads: usize,
@@ -82,7 +84,11 @@ impl Input {
             return Self::sam(text);
         }
         if head.starts_with(b"CRAM") {
-            let (header, reader) = CramReader::new(whole, reference)?;
+            let options = ReadOptions {
+                reference: reference.map(Path::to_path_buf),
+                threads,
+            };
+            let (header, reader) = CramReader::new(whole, &options)?;
             return Ok(Self {
                 header,
                 format: Format::Cram,

@@ -433,6 +433,7 @@ fn write_ranges(
         target.format,
         &merged.header,
         job.output.reference.as_deref(),
+        threads,
     )?;
     let name = writer.name.clone();
     let ranges = plan.ranges();

@@ -13,8 +13,9 @@ use crate::writer::{
     finish_index, pseudo_offset, require_reference, OnTheFlyIndex, OutFormat, OutputFiles,
 };
 use anyhow::{Context, Result};
-use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
+use sortase_cram::{CramWriter, WriteOptions};
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
@@ -145,13 +146,15 @@ pub struct RangeWriter {
 }
 
 /// Opens the output (`None`: stdout) and writes the header; `index` is `Some((path, bai))` with
-/// `--write-index` (BAM only). Returns the encoder for the workers and the writer for the caller.
+/// `--write-index` (BAM only); CRAM is encoded on `threads` htslib threads. Returns the encoder for
+/// the workers and the writer for the caller.
 pub fn open(
     path: Option<&Path>,
     index: Option<(&Path, bool)>,
     format: OutFormat,
     header: &Header,
     reference: Option<&Path>,
+    threads: usize,
 ) -> Result<(RangeEncoder, RangeWriter)> {
     let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
     let (files, mut out) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
@@ -177,7 +180,12 @@ pub fn open(
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
             require_reference(reference)?;
-            let w = CramWriter::new(out, header, reference).with_context(|| name.clone())?;
+            let options = WriteOptions {
+                reference: reference.map(Path::to_path_buf),
+                threads,
+                format_options: Vec::new(),
+            };
+            let w = CramWriter::new(out, header, &options).with_context(|| name.clone())?;
             cram = Some(Box::new(w));
             out = Box::new(std::io::sink());
         }

@@ -291,6 +291,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         out.format,
         &header,
         job.output.reference.as_deref(),
+        rt.threads(),
     )?;
     let name = writer.name.clone();
     let stats = sorter

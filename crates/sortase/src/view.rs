@@ -2,7 +2,7 @@
 //!
 //! Records go through the library's one output writer ([`crate::writer::SortedOutput`]): BAM → BAM
 //! copies raw records into the parallel BGZF writer (no decode/encode), SAM is formatted in parallel
-//! batches, CRAM goes through noodles. Counting a BAM file runs over byte ranges on all cores.
+//! batches, CRAM goes through htslib (crates/cram). Counting a BAM file runs over byte ranges on all cores.
 //!
 //! ```
 //! use sortase::{OutputSpec, Runtime, ViewJob};

@@ -12,8 +12,9 @@
 
 use crate::files::{Destination, OutputFile};
 use anyhow::{bail, Context, Result};
-use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_cram::{CramWriter, WriteOptions};
 use sortase_index::{IndexBuilder, IndexFormat};
 use std::io::Write;
 use std::path::Path;
@@ -123,7 +124,7 @@ pub enum RecordSink {
         /// Records waiting for the next job.
         pending: Pending,
     },
-    /// CRAM through noodles.
+    /// CRAM through htslib.
     Cram {
         /// The writer.
         writer: Box<CramWriter<Box<dyn Write + Send>>>,
@@ -203,7 +204,15 @@ impl RecordSink {
             OutFormat::Cram => {
                 require_reference(reference)?;
                 RecordSink::Cram {
-                    writer: Box::new(CramWriter::new(out, header, reference)?),
+                    writer: Box::new(CramWriter::new(
+                        out,
+                        header,
+                        &WriteOptions {
+                            reference: reference.map(Path::to_path_buf),
+                            threads,
+                            format_options: Vec::new(),
+                        },
+                    )?),
                     pending: Pending::default(),
                 }
             }

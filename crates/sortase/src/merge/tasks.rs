@@ -380,6 +380,7 @@ impl MergeTaskPlan {
             target.format,
             &header,
             None,
+            rt.threads(),
         )?;
         let files: Vec<_> = parts
             .iter()
