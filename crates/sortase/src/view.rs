@@ -218,10 +218,16 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     if job.count {
         let mut n = 0u64;
         if !job.header_only {
-            for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
-                n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
-                Ok(())
-            })?;
+            for_each_batch(
+                job,
+                rt.threads(),
+                &mut input,
+                &mut report.warnings,
+                &mut |batch| {
+                    n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
+                    Ok(())
+                },
+            )?;
         }
         progress.finish();
         let warnings = std::mem::take(&mut report.warnings);
@@ -253,20 +259,26 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     )?;
     if !job.header_only {
         let mut records = 0u64;
-        for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
-            if filter.passes_all() {
-                records += batch.len() as u64;
-                out.sink.write_batch(batch)?;
-            } else {
-                for (i, r) in batch.iter().enumerate() {
-                    if filter.pass(&r) {
-                        records += 1;
-                        out.sink.write(batch.raw(i))?;
+        for_each_batch(
+            job,
+            rt.threads(),
+            &mut input,
+            &mut report.warnings,
+            &mut |batch| {
+                if filter.passes_all() {
+                    records += batch.len() as u64;
+                    out.sink.write_batch(batch)?;
+                } else {
+                    for (i, r) in batch.iter().enumerate() {
+                        if filter.pass(&r) {
+                            records += 1;
+                            out.sink.write(batch.raw(i))?;
+                        }
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         report.records = records;
     }
     rt.check_cancelled()?;
@@ -304,9 +316,43 @@ fn is_bam_file(path: &str) -> bool {
     std::io::Read::read_exact(&mut reader, &mut magic).is_ok() && &magic == b"BAM\x01"
 }
 
+/// Calls `each` on the records of each of the job's regions of a CRAM file, through its `.crai`
+/// (htslib's iterator, decoding on `threads`).
+fn cram_regions(
+    job: &ViewJob,
+    threads: usize,
+    input: &Input,
+    warnings: &mut Vec<String>,
+    each: &mut dyn FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let name = || job.input.clone();
+    let options = sortase_cram::ReadOptions {
+        reference: job.output.reference.clone(),
+        threads,
+    };
+    let mut indexed =
+        sortase_cram::IndexedCram::open(Path::new(&job.input), &options).with_context(name)?;
+    for r in &job.regions {
+        let batch = if r == "*" {
+            indexed.query(None, 0, 0)
+        } else {
+            match query::parse_region(r, &input.header) {
+                Ok(region) => indexed.query(Some(region.tid), region.beg, region.end),
+                Err(why) => {
+                    warnings.push(format!("sortase: region \"{r}\" {why}; continuing"));
+                    continue;
+                }
+            }
+        };
+        each(batch.with_context(name)?).with_context(name)?;
+    }
+    Ok(())
+}
+
 /// Calls `each` on the input's batches: all of them, or those of the job's regions.
 fn for_each_batch(
     job: &ViewJob,
+    threads: usize,
     input: &mut Input,
     warnings: &mut Vec<String>,
     each: &mut dyn FnMut(RecordBatch) -> anyhow::Result<()>,
@@ -315,9 +361,12 @@ fn for_each_batch(
     if job.regions.is_empty() {
         return input.for_each_batch(each).with_context(name);
     }
+    if input.format == Format::Cram && job.input != "-" {
+        return cram_regions(job, threads, input, warnings, each);
+    }
     if input.format != Format::Bam || job.input == "-" {
         bail!(
-            "{}: region queries need an indexed BAM file (not SAM, CRAM or stdin)",
+            "{}: region queries need an indexed BAM or CRAM file (not SAM or stdin)",
             name()
         );
     }
