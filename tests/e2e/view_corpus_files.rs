@@ -130,3 +130,46 @@ fn corpus_foreign_cram_decoding() {
         .collect();
     assert_no_failures("decoding corpus CRAMs", &failures);
 }
+
+/// Counting commands on CRAM (flagstat, idxstats, `view -c` with filters) decode only the counting
+/// fields; their output must still be samtools'.
+#[test]
+fn corpus_cram_counts() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for (cram, fa) in [
+        ("range.cram", "ce.fa"),
+        ("auxf#values_java.cram", "auxf.fa"),
+        ("ce#5b_java.cram", "ce.fa"),
+        ("xx#large_aux_java.cram", "xx.fa"),
+    ] {
+        let (path, fa) = (dir.join(cram), dir.join(fa));
+        for args in [
+            &["flagstat"][..],
+            &["idxstats"],
+            &["view", "-c"],
+            &["view", "-c", "-q", "10", "-F", "0x10"],
+            &["view", "-c", "-f", "1", "-F", "0x900"],
+        ] {
+            let args = [args, &["-T", p(&fa), p(&path)][..]].concat();
+            let args: Vec<&str> = args
+                .iter()
+                .copied()
+                .filter(|a| !(args[0] != "view" && (*a == "-T" || *a == p(&fa))))
+                .collect();
+            let (ours, theirs) = (sortase(&args), st.run(&args));
+            let label = args.join(" ");
+            if ours.ok() != theirs.ok() {
+                failures.push(format!(
+                    "{label}: exit status differs (samtools ok: {})",
+                    theirs.ok()
+                ));
+            } else {
+                check_same(&mut failures, &label, &ours.text(), &theirs.text());
+            }
+        }
+    }
+    assert_no_failures("counting on CRAM", &failures);
+}

@@ -41,6 +41,35 @@ fn quiet_htslib() {
     ONCE.call_once(|| unsafe { hts::hts_set_log_level(hts::htsLogLevel_HTS_LOG_OFF) });
 }
 
+/// Which record fields decoding must fill (htslib's `CRAM_OPT_REQUIRED_FIELDS`, as samtools sets it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Fields {
+    /// Every field: the records as samtools decodes them.
+    #[default]
+    All,
+    /// FLAG, RNAME, POS, MAPQ, RNEXT and PNEXT only, for counting (flagstat, idxstats, `view -c`):
+    /// read names, CIGAR, TLEN, sequence, qualities and tags are left undecoded (empty or `*`),
+    /// which skips most of the work and needs no reference (htslib's cram_decode.c loads references
+    /// only when SEQ or TLEN is required).
+    Counting,
+}
+
+impl Fields {
+    /// The `SAM_*` bits of htslib's sam.h.
+    fn mask(self) -> Option<i32> {
+        const FLAG: i32 = 0x2;
+        const RNAME: i32 = 0x4;
+        const POS: i32 = 0x8;
+        const MAPQ: i32 = 0x10;
+        const RNEXT: i32 = 0x40;
+        const PNEXT: i32 = 0x80;
+        match self {
+            Fields::All => None,
+            Fields::Counting => Some(FLAG | RNAME | POS | MAPQ | RNEXT | PNEXT),
+        }
+    }
+}
+
 /// How to read a CRAM file.
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
@@ -50,6 +79,8 @@ pub struct ReadOptions {
     pub reference: Option<PathBuf>,
     /// Decoding threads (htslib's pool; 0 or 1: decode on the reading thread).
     pub threads: usize,
+    /// The fields the records need.
+    pub fields: Fields,
 }
 
 /// How to write a CRAM file.
@@ -155,6 +186,23 @@ impl HtsFile {
                  in a writable directory)",
                 path.display()
             )));
+        }
+        Ok(())
+    }
+
+    fn set_fields(&mut self, fields: Fields) -> Result<(), BamError> {
+        if let Some(mask) = fields.mask() {
+            // SAFETY: valid file; the option takes one int.
+            let r = unsafe {
+                hts::hts_set_opt(
+                    self.fp,
+                    hts::hts_fmt_option_CRAM_OPT_REQUIRED_FIELDS,
+                    mask as libc::c_int,
+                )
+            };
+            if r != 0 {
+                return Err(cram_err("htslib refused the required-fields option"));
+            }
         }
         Ok(())
     }
@@ -303,6 +351,7 @@ impl CramReader {
             .map_err(BamError::Io)?;
         let mut file = HtsFile::on_fd(hts_end, "rc")?;
         file.set_reference(options.reference.as_deref())?;
+        file.set_fields(options.fields)?;
         file.set_threads(options.threads)?;
         // SAFETY: valid file.
         let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
@@ -617,6 +666,7 @@ impl IndexedCram {
         }
         let mut file = HtsFile { fp };
         file.set_reference(options.reference.as_deref())?;
+        file.set_fields(options.fields)?;
         file.set_threads(options.threads)?;
         // SAFETY: valid file.
         let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });

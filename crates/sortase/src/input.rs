@@ -5,7 +5,7 @@ use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_bam::{ChunkStream, Header, RecordBatch, SamReader};
 use sortase_bgzf::{ParallelReader, ReaderOptions};
-use sortase_cram::{CramReader, ReadOptions};
+use sortase_cram::{CramReader, Fields, ReadOptions};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
@@ -54,6 +54,18 @@ impl Input {
         reference: Option<&Path>,
         progress: &Progress,
     ) -> Result<Self> {
+        Self::open_fields(path, threads, reference, Fields::All, progress)
+    }
+
+    /// [`Input::open`] for a caller that reads only `fields` of the records: CRAM decodes only those
+    /// (the others are left empty); SAM and BAM records are always whole.
+    pub fn open_fields(
+        path: &str,
+        threads: usize,
+        reference: Option<&Path>,
+        fields: Fields,
+        progress: &Progress,
+    ) -> Result<Self> {
         let raw: Box<dyn Read + Send> = if path == "-" {
             Box::new(std::io::stdin())
         } else {
@@ -87,6 +99,7 @@ impl Input {
             let options = ReadOptions {
                 reference: reference.map(Path::to_path_buf),
                 threads,
+                fields,
             };
             let (header, reader) = CramReader::new(whole, &options)?;
             return Ok(Self {

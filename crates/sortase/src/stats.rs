@@ -100,9 +100,15 @@ impl FlagstatJob {
     /// Counts on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
+        let mut report = FlagstatReport::default();
+        if is_cram(&self.input) {
+            let (_, counts) = scan_cram(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
+                .with_context(|| name.clone())?;
+            report.counts = counts;
+            return Ok(report);
+        }
         let (_, parts) = bam_ranges::scan(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
             .with_context(|| name.clone())?;
-        let mut report = FlagstatReport::default();
         parts.iter().for_each(|p| report.counts.merge(p));
         Ok(report)
     }
@@ -236,10 +242,18 @@ impl IdxstatsJob {
             }
             report.rows.push(unplaced([0, n_unplaced]));
         } else {
-            let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
-                .with_context(|| name.clone())?;
-            let mut total = IdxStats::new(header.references().len());
-            parts.iter().for_each(|p| total.merge(p));
+            let (header, total) = if is_cram(&self.input) {
+                scan_cram(&self.input, rt, IdxStats::new, IdxStats::add)
+            } else {
+                bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add).map(
+                    |(header, parts)| {
+                        let mut total = IdxStats::new(header.references().len());
+                        parts.iter().for_each(|p| total.merge(p));
+                        (header, total)
+                    },
+                )
+            }
+            .with_context(|| name.clone())?;
             if !total.is_position_sorted() {
                 return Err(Error::new(
                     ErrorKind::Format,
@@ -253,6 +267,40 @@ impl IdxstatsJob {
         }
         Ok(report)
     }
+}
+
+/// Whether `path` is a CRAM file (its magic).
+fn is_cram(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && &magic == b"CRAM"
+}
+
+/// Counts a CRAM file's records with `add`, decoding only the counting fields (no reference needed)
+/// on htslib's pool of `rt`'s threads.
+fn scan_cram<T>(
+    path: &Path,
+    rt: &Runtime,
+    init: impl FnOnce(usize) -> T,
+    add: impl Fn(&mut T, &sortase_bam::RecordRef<'_>),
+) -> anyhow::Result<(sortase_bam::Header, T)> {
+    let path = path.to_str().context("path is not UTF-8")?;
+    let mut input = crate::input::Input::open_fields(
+        path,
+        rt.threads(),
+        None,
+        sortase_cram::Fields::Counting,
+        &crate::progress::Progress::hidden(),
+    )?;
+    input.set_cancel(rt.cancel_flag().clone());
+    let mut counts = init(input.header.references().len());
+    input.for_each_batch(|batch| {
+        batch.iter().for_each(|r| add(&mut counts, &r));
+        Ok(())
+    })?;
+    Ok((input.header, counts))
 }
 
 fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {

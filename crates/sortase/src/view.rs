@@ -206,10 +206,17 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     }
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
-    let mut input = Input::open(
+    // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
+    let fields = if job.count {
+        sortase_cram::Fields::Counting
+    } else {
+        sortase_cram::Fields::All
+    };
+    let mut input = Input::open_fields(
         &job.input,
         rt.threads(),
         job.output.reference.as_deref(),
+        fields,
         &progress,
     )
     .with_context(|| job.input.clone())?;
@@ -329,6 +336,7 @@ fn cram_regions(
     let options = sortase_cram::ReadOptions {
         reference: job.output.reference.clone(),
         threads,
+        fields: sortase_cram::Fields::All,
     };
     let mut indexed =
         sortase_cram::IndexedCram::open(Path::new(&job.input), &options).with_context(name)?;
