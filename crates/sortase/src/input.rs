@@ -39,6 +39,15 @@ pub struct Input {
     cancel: Option<crate::runtime::CancelFlag>,
 }
 
+/// Whether `path` is a CRAM file (its magic).
+pub fn is_cram(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"CRAM"
+}
+
 fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(n);
     r.by_ref().take(n as u64).read_to_end(&mut head)?;

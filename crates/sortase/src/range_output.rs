@@ -19,7 +19,7 @@ use sortase_cram::{CramWriter, WriteOptions};
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One range, encoded.
 pub enum EncodedRange {
@@ -141,13 +141,16 @@ pub struct RangeWriter {
     log: BlockLog,
     index: Option<IndexBuilder>,
     cram: Option<Box<CramWriter<Box<dyn Write + Send>>>>,
+    /// With `--write-index` on CRAM output: the data file, the `.crai` and htslib's threads.
+    crai: Option<(PathBuf, PathBuf, usize)>,
     /// The output's name for messages.
     pub name: String,
 }
 
 /// Opens the output (`None`: stdout) and writes the header; `index` is `Some((path, bai))` with
-/// `--write-index` (BAM only); CRAM is encoded on `threads` htslib threads. Returns the encoder for
-/// the workers and the writer for the caller.
+/// `--write-index` (BAM: built on the fly; CRAM: a `.crai` built from the finished file by htslib);
+/// CRAM is encoded on `threads` htslib threads. Returns the encoder for the workers and the writer for
+/// the caller.
 pub fn open(
     path: Option<&Path>,
     index: Option<(&Path, bool)>,
@@ -162,6 +165,12 @@ pub fn open(
     let mut log = BlockLog::default();
     let mut cram = None;
     let mut builder = None;
+    let crai = match (format, index, path) {
+        (OutFormat::Cram, Some((i, _)), Some(p)) => {
+            Some((p.to_path_buf(), i.to_path_buf(), threads))
+        }
+        _ => None,
+    };
     match format {
         OutFormat::Bam(level) => {
             let mut enc = BlockEncoder::new(level);
@@ -204,6 +213,7 @@ pub fn open(
             log,
             index: builder,
             cram,
+            crai,
             name,
         },
     ))
@@ -249,6 +259,10 @@ impl RangeWriter {
         self.out.flush().with_context(|| name.clone())?;
         drop(self.out);
         let bytes = self.index.map(|builder| finish_index(builder, &self.log));
-        self.files.commit(bytes.as_deref())
+        self.files.commit(bytes.as_deref())?;
+        if let Some((data, crai, threads)) = self.crai {
+            sortase_cram::build_index(&data, Some(&crai), threads).with_context(|| name.clone())?;
+        }
+        Ok(())
     }
 }

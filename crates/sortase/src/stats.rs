@@ -101,7 +101,7 @@ impl FlagstatJob {
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
         let mut report = FlagstatReport::default();
-        if is_cram(&self.input) {
+        if crate::input::is_cram(&self.input) {
             let (_, counts) = scan_cram(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
                 .with_context(|| name.clone())?;
             report.counts = counts;
@@ -242,7 +242,7 @@ impl IdxstatsJob {
             }
             report.rows.push(unplaced([0, n_unplaced]));
         } else {
-            let (header, total) = if is_cram(&self.input) {
+            let (header, total) = if crate::input::is_cram(&self.input) {
                 scan_cram(&self.input, rt, IdxStats::new, IdxStats::add)
             } else {
                 bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add).map(
@@ -267,15 +267,6 @@ impl IdxstatsJob {
         }
         Ok(report)
     }
-}
-
-/// Whether `path` is a CRAM file (its magic).
-fn is_cram(path: &Path) -> bool {
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok()
-        && &magic == b"CRAM"
 }
 
 /// Counts a CRAM file's records with `add`, decoding only the counting fields (no reference needed)
