@@ -173,3 +173,89 @@ fn corpus_cram_counts() {
     }
     assert_no_failures("counting on CRAM", &failures);
 }
+
+/// A CRAM whose reference is gone (deleted FASTA behind its `UR`, wrong `-T`): a one-line error that
+/// names the `@SQ` and its `M5`.
+#[test]
+fn cram_missing_reference_names_the_sq() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let tmp = crate::common::tempdir();
+    let fa = tmp.path().join("ce.fa");
+    std::fs::copy(dir.join("ce.fa"), &fa).unwrap();
+    let cram = tmp.path().join("x.cram");
+    let sam = dir.join("ce#1000.sam");
+    st.run(&["view", "-C", "-T", p(&fa), "-o", p(&cram), p(&sam)])
+        .expect_ok();
+    std::fs::remove_file(&fa).unwrap();
+    let _ = std::fs::remove_file(tmp.path().join("ce.fa.fai"));
+    let m5 = "M5:8ede36131e0dbf3417807e48f77f3ebd";
+    for args in [
+        vec!["view", p(&cram)],
+        vec!["view", "-T", p(&dir.join("c1.fa")), p(&cram)],
+    ] {
+        let out = sortase(&args);
+        assert!(!out.ok(), "{args:?} should fail");
+        let err = out.failure();
+        assert!(
+            err.contains("@SQ SN:CHROMOSOME_I") && err.contains(m5) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `sort -O cram --write-index`: samtools' records and a `.crai` equal to `samtools index` of the
+/// same file (decompressed: the gzip bytes depend on the deflate implementation).
+#[test]
+fn sort_to_cram_with_index() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let tmp = crate::common::tempdir();
+    let fa = dir.join("ce.fa");
+    let (ours, theirs) = (tmp.path().join("o.cram"), tmp.path().join("s.cram"));
+    let bam = tmp.path().join("in.bam");
+    st.run(&["view", "-b", "-o", p(&bam), p(&dir.join("ce#5b.sam"))])
+        .expect_ok();
+    let args = |out: &Path| {
+        vec![
+            "sort".to_string(),
+            "-O".into(),
+            "cram".into(),
+            "--reference".into(),
+            p(&fa).into(),
+            "--write-index".into(),
+            "-o".into(),
+            p(out).into(),
+            p(&bam).into(),
+        ]
+    };
+    let (a, b) = (args(&ours), args(&theirs));
+    let out = sortase(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.ok(), "{}", out.failure());
+    st.run(&b.iter().map(String::as_str).collect::<Vec<_>>())
+        .expect_ok();
+    let view = |f: &Path| {
+        records(
+            &st.run(&["view", "--no-PG", "-T", p(&fa), p(f)])
+                .expect_ok()
+                .text(),
+        )
+    };
+    let mut failures = Vec::new();
+    check_same(
+        &mut failures,
+        "sort -O cram records",
+        &view(&ours),
+        &view(&theirs),
+    );
+    let crai = |f: &Path| crate::common::gunzip(&f.with_extension("cram.crai"));
+    let ours_crai = crai(&ours);
+    let copy = tmp.path().join("copy.cram");
+    std::fs::copy(&ours, &copy).unwrap();
+    st.run(&["index", p(&copy)]).expect_ok();
+    assert!(!ours_crai.is_empty(), "empty .crai");
+    assert_eq!(ours_crai, crai(&copy), ".crai differs from samtools index");
+    assert_no_failures("sort -O cram --write-index", &failures);
+}
