@@ -195,7 +195,7 @@ fn write_sorted(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    reference: Option<&Path>,
+    cram: &crate::writer::CramOut,
     rt: &Runtime,
     clock: &mut PhaseClock,
 ) -> anyhow::Result<SortStats> {
@@ -205,7 +205,7 @@ fn write_sorted(
         index,
         out.format,
         header,
-        reference,
+        cram,
         rt.threads(),
     )?;
     let name = writer.name.clone();
@@ -365,7 +365,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             sorter,
             &header,
             &out,
-            job.output.reference.as_deref(),
+            &job.output.cram(),
             temp.path(),
             plan.ends_budget,
             rt,
@@ -378,7 +378,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             sorter,
             &header,
             &out,
-            job.output.reference.as_deref(),
+            &job.output.cram(),
             rt,
             &mut clock,
         )?

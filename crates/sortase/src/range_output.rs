@@ -10,12 +10,12 @@
 //! the bytes are the same for any `-@` and `-m`.
 
 use crate::writer::{
-    finish_index, pseudo_offset, require_reference, OnTheFlyIndex, OutFormat, OutputFiles,
+    finish_index, pseudo_offset, require_reference, CramOut, OnTheFlyIndex, OutFormat, OutputFiles,
 };
 use anyhow::{Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
-use sortase_cram::{CramWriter, WriteOptions};
+use sortase_cram::CramWriter;
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
@@ -156,7 +156,7 @@ pub fn open(
     index: Option<(&Path, bool)>,
     format: OutFormat,
     header: &Header,
-    reference: Option<&Path>,
+    cram_out: &CramOut,
     threads: usize,
 ) -> Result<(RangeEncoder, RangeWriter)> {
     let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
@@ -188,13 +188,9 @@ pub fn open(
             .write_all(header.text().as_bytes())
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
-            require_reference(reference)?;
-            let options = WriteOptions {
-                reference: reference.map(Path::to_path_buf),
-                threads,
-                format_options: Vec::new(),
-            };
-            let w = CramWriter::new(out, header, &options).with_context(|| name.clone())?;
+            require_reference(cram_out.reference.as_deref())?;
+            let w = CramWriter::new(out, header, &cram_out.write_options(threads))
+                .with_context(|| name.clone())?;
             cram = Some(Box::new(w));
             out = Box::new(std::io::sink());
         }

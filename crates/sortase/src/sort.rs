@@ -303,7 +303,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         index,
         out.format,
         &header,
-        job.output.reference.as_deref(),
+        &job.output.cram(),
         rt.threads(),
     )?;
     let name = writer.name.clone();

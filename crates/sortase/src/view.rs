@@ -262,7 +262,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         format,
         &shown,
         rt.threads(),
-        job.output.reference.as_deref(),
+        &job.output.cram(),
     )?;
     if !job.header_only {
         let mut records = 0u64;

@@ -51,7 +51,7 @@ pub(super) fn sort_mark_write(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    reference: Option<&Path>,
+    cram: &crate::writer::CramOut,
     temp: &Path,
     ends_budget: usize,
     rt: &Runtime,
@@ -116,7 +116,7 @@ pub(super) fn sort_mark_write(
         index,
         out.format,
         header,
-        reference,
+        cram,
         rt.threads(),
     )?;
     encoder.expect_range_bytes(BATCH_BYTES);

@@ -270,7 +270,7 @@ impl SortPlan {
             index,
             out.format,
             &header,
-            None,
+            &crate::writer::CramOut::default(),
             rt.threads(),
         )?;
         let files: Vec<_> = parts
