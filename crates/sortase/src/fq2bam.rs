@@ -374,14 +374,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         marker.records = m.duplicate_records;
         m.stats
     } else {
-        write_sorted(
-            sorter,
-            &header,
-            &out,
-            &job.output.cram(),
-            rt,
-            &mut clock,
-        )?
+        write_sorted(sorter, &header, &out, &job.output.cram(), rt, &mut clock)?
     };
     drop(temp);
     drop(fixed_reserve);

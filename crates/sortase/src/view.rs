@@ -256,14 +256,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         _ => header,
     };
     let path = job.output.path.as_deref();
-    let mut out = SortedOutput::open(
-        path,
-        None,
-        format,
-        &shown,
-        rt.threads(),
-        &job.output.cram(),
-    )?;
+    let mut out = SortedOutput::open(path, None, format, &shown, rt.threads(), &job.output.cram())?;
     if !job.header_only {
         let mut records = 0u64;
         for_each_batch(
