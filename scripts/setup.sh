@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what sortase's tests, demo and benchmarks need, skipping what is already there:
-# Debian's htslib-test corpus, bgzip (tabix), minimap2, ART, GNU time, samblaster, Picard; samtools 1.24 (the oracle) via
+# Debian's htslib-test corpus, bgzip (tabix), minimap2, ART, GNU time, samblaster, Picard, cmake (hts-sys builds
+# zlib-ng with it for the CRAM codec); samtools 1.24 (the oracle) via
 # PyPI's pysam 0.24.1. Idempotent; run as root or with sudo available.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools time samblaster picard-tools)
+apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools time samblaster picard-tools cmake)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

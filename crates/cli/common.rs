@@ -160,6 +160,10 @@ pub struct OutputArgs {
     /// Reference FASTA (CRAM input or output).
     #[arg(long = "reference", value_name = "FILE")]
     pub reference: Option<PathBuf>,
+    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
+    /// embed_ref, no_ref, ... (repeatable).
+    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
+    pub output_fmt_option: Vec<String>,
 }
 
 impl OutputArgs {
@@ -173,6 +177,7 @@ impl OutputArgs {
             write_index: self.write_index,
             index_format: self.index_format.clone(),
             reference: self.reference.clone(),
+            format_options: self.output_fmt_option.clone(),
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct MarkdupArgs {
     /// Reference FASTA (CRAM input or output).
     #[arg(long = "reference", value_name = "FILE")]
     pub reference: Option<PathBuf>,
+    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
+    /// embed_ref, no_ref, ... (repeatable).
+    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
+    pub output_fmt_option: Vec<String>,
     /// Algorithm: auto (from @HD SO), query (samblaster) or coordinate (Picard).
     #[arg(long = "mode", value_enum, default_value_t = Mode::Auto)]
     pub mode: Mode,
@@ -95,6 +99,7 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
             write_index: args.write_index,
             index_format: args.index_format.clone(),
             reference: args.reference.clone(),
+            format_options: args.output_fmt_option.clone(),
         },
         mode: args.mode.into(),
         remove_duplicates: args.remove,

@@ -47,6 +47,10 @@ pub struct ViewArgs {
     /// Reference FASTA (for CRAM).
     #[arg(short = 'T', long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
+    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
+    /// embed_ref, no_ref, ... (repeatable).
+    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
+    output_fmt_option: Vec<String>,
     /// Only records with all of these flag bits set (number or names).
     #[arg(short = 'f', long = "require-flags", value_name = "FLAG")]
     require: Option<String>,
@@ -82,6 +86,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
             level: args.level,
             uncompressed: args.uncompressed,
             reference: args.reference,
+            format_options: args.output_fmt_option,
             ..OutputSpec::default()
         },
         with_header: args.with_header,

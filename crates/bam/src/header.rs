@@ -1,6 +1,5 @@
 //! SAM/BAM headers. The text is kept byte for byte as read (noodles would normalise it), the reference
-//! list is parsed from the binary BAM header or from `@SQ` lines; [`Header::to_noodles`] gives the
-//! structured form for the CRAM path.
+//! list is parsed from the binary BAM header or from `@SQ` lines.
 
 use crate::BamError;
 use std::collections::HashMap;
@@ -296,13 +295,6 @@ impl Header {
             out.insert_str(0, &hd);
         }
         self.text = out;
-    }
-
-    /// The header as a structured noodles header (for CRAM).
-    pub fn to_noodles(&self) -> Result<noodles::sam::Header, BamError> {
-        self.text
-            .parse()
-            .map_err(|e| header_error(format!("cannot parse header text: {e}")))
     }
 }
 

@@ -7,7 +7,6 @@ pub mod aux;
 mod batch;
 pub mod bin;
 pub mod cigar;
-pub mod cram;
 mod error;
 pub mod flags;
 mod header;

@@ -125,6 +125,7 @@ fn merge(
             write_index,
             index_format,
             reference,
+            format_options: Vec::new(),
         },
         order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
         attach_rg,
@@ -239,6 +240,7 @@ fn markdup(
                 write_index,
                 index_format,
                 reference,
+                format_options: Vec::new(),
             },
         )
     };

@@ -85,6 +85,7 @@ fn sort(
             write_index,
             index_format,
             reference,
+            format_options: Vec::new(),
         },
         order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
         temp_prefix,

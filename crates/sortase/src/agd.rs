@@ -576,14 +576,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
         level,
         OutFormat::Bam(level),
     )?;
-    let out = SortedOutput::open(
-        path,
-        None,
-        format,
-        &header,
-        threads,
-        job.output.reference.as_deref(),
-    )?;
+    let out = SortedOutput::open(path, None, format, &header, threads, &job.output.cram())?;
     let name = out.name.clone();
     let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
     let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {

@@ -195,13 +195,19 @@ fn write_sorted(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    reference: Option<&Path>,
+    cram: &crate::writer::CramOut,
     rt: &Runtime,
     clock: &mut PhaseClock,
 ) -> anyhow::Result<SortStats> {
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (encoder, mut writer) =
-        range_output::open(out.data.as_deref(), index, out.format, header, reference)?;
+    let (encoder, mut writer) = range_output::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        header,
+        cram,
+        rt.threads(),
+    )?;
     let name = writer.name.clone();
     let sorted = sorter
         .finish_ranges(
@@ -359,7 +365,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             sorter,
             &header,
             &out,
-            job.output.reference.as_deref(),
+            &job.output.cram(),
             temp.path(),
             plan.ends_budget,
             rt,
@@ -368,14 +374,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         marker.records = m.duplicate_records;
         m.stats
     } else {
-        write_sorted(
-            sorter,
-            &header,
-            &out,
-            job.output.reference.as_deref(),
-            rt,
-            &mut clock,
-        )?
+        write_sorted(sorter, &header, &out, &job.output.cram(), rt, &mut clock)?
     };
     drop(temp);
     drop(fixed_reserve);

@@ -98,7 +98,13 @@ impl IndexJob {
     pub fn target(&self) -> PathBuf {
         self.output.clone().unwrap_or_else(|| {
             let mut s = self.input.as_os_str().to_owned();
-            s.push(if self.csi { ".csi" } else { ".bai" });
+            s.push(if crate::input::is_cram(&self.input) {
+                ".crai"
+            } else if self.csi {
+                ".csi"
+            } else {
+                ".bai"
+            });
             PathBuf::from(s)
         })
     }
@@ -114,6 +120,9 @@ impl IndexJob {
     /// Builds the index on all of `rt`'s threads and writes it.
     pub fn run(&self, rt: &Runtime) -> Result<IndexReport> {
         let name = self.input.display().to_string();
+        if crate::input::is_cram(&self.input) {
+            return crai(&self.input, &self.target(), rt);
+        }
         bam_ranges::check_readable(&self.input)?;
         let cancel = rt.cancel_flag().shared();
         let bytes = sortase_index::index_file_cancellable(
@@ -199,6 +208,30 @@ impl IndexPlan {
 }
 
 /// Writes the index under a temporary name and renames it into place.
+/// The `.crai` of a CRAM file, built by htslib (`samtools index`'s code) under a temporary name
+/// next to `target` and renamed into place.
+fn crai(input: &Path, target: &Path, rt: &Runtime) -> Result<IndexReport> {
+    let mut tmp = target.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let built = sortase_cram::build_index(input, Some(&tmp), rt.threads())
+        .with_context(|| input.display().to_string())
+        .and_then(|()| rt.check_cancelled().map_err(anyhow::Error::from))
+        .and_then(|()| {
+            std::fs::rename(&tmp, target)
+                .with_context(|| format!("{}: cannot write", target.display()))
+        });
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    Ok(IndexReport {
+        bytes: std::fs::metadata(target).map_or(0, |m| m.len()),
+        outputs: vec![target.to_path_buf()],
+        warnings: Vec::new(),
+    })
+}
+
 fn write_index(target: &Path, bytes: &[u8], rt: &Runtime) -> Result<IndexReport> {
     rt.check_cancelled()?;
     let (pending, mut f) = OutputFile::create(target)?;

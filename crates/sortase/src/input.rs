@@ -3,8 +3,9 @@
 
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use sortase_bam::{cram::CramReader, ChunkStream, Header, RecordBatch, SamReader};
+use sortase_bam::{ChunkStream, Header, RecordBatch, SamReader};
 use sortase_bgzf::{ParallelReader, ReaderOptions};
+use sortase_cram::{CramReader, Fields, ReadOptions};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
@@ -38,6 +39,15 @@ pub struct Input {
     cancel: Option<crate::runtime::CancelFlag>,
 }
 
+/// Whether `path` is a CRAM file (its magic).
+pub fn is_cram(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"CRAM"
+}
+
 fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(n);
     r.by_ref().take(n as u64).read_to_end(&mut head)?;
@@ -45,11 +55,24 @@ fn read_prefix<R: Read>(r: &mut R, n: usize) -> std::io::Result<Vec<u8>> {
 }
 
 impl Input {
-    /// Opens `path` (`-` for stdin), detecting the format from its first bytes.
+    /// Opens `path` (`-` for stdin), detecting the format from its first bytes. `threads` decode BGZF
+    /// blocks or CRAM containers (htslib's pool).
     pub fn open(
         path: &str,
         threads: usize,
         reference: Option<&Path>,
+        progress: &Progress,
+    ) -> Result<Self> {
+        Self::open_fields(path, threads, reference, Fields::All, progress)
+    }
+
+    /// [`Input::open`] for a caller that reads only `fields` of the records: CRAM decodes only those
+    /// (the others are left empty); SAM and BAM records are always whole.
+    pub fn open_fields(
+        path: &str,
+        threads: usize,
+        reference: Option<&Path>,
+        fields: Fields,
         progress: &Progress,
     ) -> Result<Self> {
         let raw: Box<dyn Read + Send> = if path == "-" {
@@ -82,7 +105,12 @@ impl Input {
             return Self::sam(text);
         }
         if head.starts_with(b"CRAM") {
-            let (header, reader) = CramReader::new(whole, reference)?;
+            let options = ReadOptions {
+                reference: reference.map(Path::to_path_buf),
+                threads,
+                fields,
+            };
+            let (header, reader) = CramReader::new(whole, &options)?;
             return Ok(Self {
                 header,
                 format: Format::Cram,

@@ -377,7 +377,7 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         target.format,
         &merged.header,
         threads,
-        job.output.reference.as_deref(),
+        &job.output.cram(),
     )?;
     let result = one_thread::merge(
         order,
@@ -443,7 +443,8 @@ fn write_ranges(
         target.index(),
         target.format,
         &merged.header,
-        job.output.reference.as_deref(),
+        &job.output.cram(),
+        threads,
     )?;
     let name = writer.name.clone();
     let ranges = plan.ranges();

@@ -82,6 +82,10 @@ pub struct OutputSpec {
     pub index_format: Option<String>,
     /// Reference FASTA (CRAM).
     pub reference: Option<PathBuf>,
+    /// samtools `--output-fmt-option` settings for CRAM output (`version=3.0`, `seqs_per_slice=N`,
+    /// `embed_ref`, `no_ref`, ...); samtools' defaults (CRAM 3.1) without them.
+    #[serde(default)]
+    pub format_options: Vec<String>,
 }
 
 impl OutputSpec {

@@ -10,15 +10,16 @@
 //! the bytes are the same for any `-@` and `-m`.
 
 use crate::writer::{
-    finish_index, pseudo_offset, require_reference, OnTheFlyIndex, OutFormat, OutputFiles,
+    finish_index, pseudo_offset, require_reference, CramOut, OnTheFlyIndex, OutFormat, OutputFiles,
 };
 use anyhow::{Context, Result};
-use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
+use sortase_cram::CramWriter;
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One range, encoded.
 pub enum EncodedRange {
@@ -140,18 +141,23 @@ pub struct RangeWriter {
     log: BlockLog,
     index: Option<IndexBuilder>,
     cram: Option<Box<CramWriter<Box<dyn Write + Send>>>>,
+    /// With `--write-index` on CRAM output: the data file, the `.crai` and htslib's threads.
+    crai: Option<(PathBuf, PathBuf, usize)>,
     /// The output's name for messages.
     pub name: String,
 }
 
 /// Opens the output (`None`: stdout) and writes the header; `index` is `Some((path, bai))` with
-/// `--write-index` (BAM only). Returns the encoder for the workers and the writer for the caller.
+/// `--write-index` (BAM: built on the fly; CRAM: a `.crai` built from the finished file by htslib);
+/// CRAM is encoded on `threads` htslib threads. Returns the encoder for the workers and the writer for
+/// the caller.
 pub fn open(
     path: Option<&Path>,
     index: Option<(&Path, bool)>,
     format: OutFormat,
     header: &Header,
-    reference: Option<&Path>,
+    cram_out: &CramOut,
+    threads: usize,
 ) -> Result<(RangeEncoder, RangeWriter)> {
     let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
     let (files, mut out) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
@@ -159,6 +165,12 @@ pub fn open(
     let mut log = BlockLog::default();
     let mut cram = None;
     let mut builder = None;
+    let crai = match (format, index, path) {
+        (OutFormat::Cram, Some((i, _)), Some(p)) => {
+            Some((p.to_path_buf(), i.to_path_buf(), threads))
+        }
+        _ => None,
+    };
     match format {
         OutFormat::Bam(level) => {
             let mut enc = BlockEncoder::new(level);
@@ -176,8 +188,9 @@ pub fn open(
             .write_all(header.text().as_bytes())
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
-            require_reference(reference)?;
-            let w = CramWriter::new(out, header, reference).with_context(|| name.clone())?;
+            require_reference(cram_out.reference.as_deref())?;
+            let w = CramWriter::new(out, header, &cram_out.write_options(threads))
+                .with_context(|| name.clone())?;
             cram = Some(Box::new(w));
             out = Box::new(std::io::sink());
         }
@@ -196,6 +209,7 @@ pub fn open(
             log,
             index: builder,
             cram,
+            crai,
             name,
         },
     ))
@@ -241,6 +255,10 @@ impl RangeWriter {
         self.out.flush().with_context(|| name.clone())?;
         drop(self.out);
         let bytes = self.index.map(|builder| finish_index(builder, &self.log));
-        self.files.commit(bytes.as_deref())
+        self.files.commit(bytes.as_deref())?;
+        if let Some((data, crai, threads)) = self.crai {
+            sortase_cram::build_index(&data, Some(&crai), threads).with_context(|| name.clone())?;
+        }
+        Ok(())
     }
 }

@@ -193,9 +193,22 @@ pub(crate) fn resolve_output(
     )?;
     let index = match (index, order, format) {
         (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
+        // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.
+        (Some((i, _)), SortOrder::Coordinate, OutFormat::Cram) => {
+            let named = path.is_some_and(|p| p.to_string_lossy().contains("##idx##"));
+            let i = match (named, data.as_ref()) {
+                (false, Some(d)) => {
+                    let mut s = d.as_os_str().to_owned();
+                    s.push(".crai");
+                    PathBuf::from(s)
+                }
+                _ => i,
+            };
+            Some((i, false))
+        }
         (Some(_), SortOrder::Coordinate, _) => {
             return Err(Error::argument(
-                "--write-index: sortase writes indexes for BAM output only",
+                "--write-index: sortase writes indexes for BAM and CRAM output only",
             )
             .into())
         }
@@ -290,7 +303,8 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         index,
         out.format,
         &header,
-        job.output.reference.as_deref(),
+        &job.output.cram(),
+        rt.threads(),
     )?;
     let name = writer.name.clone();
     let stats = sorter

@@ -100,9 +100,15 @@ impl FlagstatJob {
     /// Counts on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
+        let mut report = FlagstatReport::default();
+        if crate::input::is_cram(&self.input) {
+            let (_, counts) = scan_cram(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
+                .with_context(|| name.clone())?;
+            report.counts = counts;
+            return Ok(report);
+        }
         let (_, parts) = bam_ranges::scan(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
             .with_context(|| name.clone())?;
-        let mut report = FlagstatReport::default();
         parts.iter().for_each(|p| report.counts.merge(p));
         Ok(report)
     }
@@ -215,6 +221,11 @@ impl IdxstatsJob {
         let name = self.input.display().to_string();
         if let Some(index) = sortase_bam::query::find_index(&self.input) {
             return from_index(&self.input, &index);
+        }
+        if crate::input::is_cram(&self.input) {
+            let (header, total) = scan_cram(&self.input, rt, IdxStats::new, IdxStats::add)
+                .with_context(|| name.clone())?;
+            return from_counts(&name, &header, std::slice::from_ref(&total));
         }
         let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
             .with_context(|| name.clone())?;
@@ -364,6 +375,31 @@ fn from_counts(
     }
     report.rows.push(unplaced_row(total.unplaced));
     Ok(report)
+}
+
+/// Counts a CRAM file's records with `add`, decoding only the counting fields (no reference needed)
+/// on htslib's pool of `rt`'s threads.
+fn scan_cram<T>(
+    path: &Path,
+    rt: &Runtime,
+    init: impl FnOnce(usize) -> T,
+    add: impl Fn(&mut T, &sortase_bam::RecordRef<'_>),
+) -> anyhow::Result<(sortase_bam::Header, T)> {
+    let path = path.to_str().context("path is not UTF-8")?;
+    let mut input = crate::input::Input::open_fields(
+        path,
+        rt.threads(),
+        None,
+        sortase_cram::Fields::Counting,
+        &crate::progress::Progress::hidden(),
+    )?;
+    input.set_cancel(rt.cancel_flag().clone());
+    let mut counts = init(input.header.references().len());
+    input.for_each_batch(|batch| {
+        batch.iter().for_each(|r| add(&mut counts, &r));
+        Ok(())
+    })?;
+    Ok((input.header, counts))
 }
 
 fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {

@@ -2,7 +2,7 @@
 //!
 //! Records go through the library's one output writer ([`crate::writer::SortedOutput`]): BAM → BAM
 //! copies raw records into the parallel BGZF writer (no decode/encode), SAM is formatted in parallel
-//! batches, CRAM goes through noodles. Counting a BAM file runs over byte ranges on all cores.
+//! batches, CRAM goes through htslib (crates/cram). Counting a BAM file runs over byte ranges on all cores.
 //!
 //! ```
 //! use sortase::{OutputSpec, Runtime, ViewJob};
@@ -206,10 +206,17 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     }
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
-    let mut input = Input::open(
+    // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
+    let fields = if job.count {
+        sortase_cram::Fields::Counting
+    } else {
+        sortase_cram::Fields::All
+    };
+    let mut input = Input::open_fields(
         &job.input,
         rt.threads(),
         job.output.reference.as_deref(),
+        fields,
         &progress,
     )
     .with_context(|| job.input.clone())?;
@@ -218,10 +225,16 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     if job.count {
         let mut n = 0u64;
         if !job.header_only {
-            for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
-                n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
-                Ok(())
-            })?;
+            for_each_batch(
+                job,
+                rt.threads(),
+                &mut input,
+                &mut report.warnings,
+                &mut |batch| {
+                    n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
+                    Ok(())
+                },
+            )?;
         }
         progress.finish();
         let warnings = std::mem::take(&mut report.warnings);
@@ -243,30 +256,29 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         _ => header,
     };
     let path = job.output.path.as_deref();
-    let mut out = SortedOutput::open(
-        path,
-        None,
-        format,
-        &shown,
-        rt.threads(),
-        job.output.reference.as_deref(),
-    )?;
+    let mut out = SortedOutput::open(path, None, format, &shown, rt.threads(), &job.output.cram())?;
     if !job.header_only {
         let mut records = 0u64;
-        for_each_batch(job, &mut input, &mut report.warnings, &mut |batch| {
-            if filter.passes_all() {
-                records += batch.len() as u64;
-                out.sink.write_batch(batch)?;
-            } else {
-                for (i, r) in batch.iter().enumerate() {
-                    if filter.pass(&r) {
-                        records += 1;
-                        out.sink.write(batch.raw(i))?;
+        for_each_batch(
+            job,
+            rt.threads(),
+            &mut input,
+            &mut report.warnings,
+            &mut |batch| {
+                if filter.passes_all() {
+                    records += batch.len() as u64;
+                    out.sink.write_batch(batch)?;
+                } else {
+                    for (i, r) in batch.iter().enumerate() {
+                        if filter.pass(&r) {
+                            records += 1;
+                            out.sink.write(batch.raw(i))?;
+                        }
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         report.records = records;
     }
     rt.check_cancelled()?;
@@ -304,9 +316,44 @@ fn is_bam_file(path: &str) -> bool {
     std::io::Read::read_exact(&mut reader, &mut magic).is_ok() && &magic == b"BAM\x01"
 }
 
+/// Calls `each` on the records of each of the job's regions of a CRAM file, through its `.crai`
+/// (htslib's iterator, decoding on `threads`).
+fn cram_regions(
+    job: &ViewJob,
+    threads: usize,
+    input: &Input,
+    warnings: &mut Vec<String>,
+    each: &mut dyn FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let name = || job.input.clone();
+    let options = sortase_cram::ReadOptions {
+        reference: job.output.reference.clone(),
+        threads,
+        fields: sortase_cram::Fields::All,
+    };
+    let mut indexed =
+        sortase_cram::IndexedCram::open(Path::new(&job.input), &options).with_context(name)?;
+    for r in &job.regions {
+        let batch = if r == "*" {
+            indexed.query(None, 0, 0)
+        } else {
+            match query::parse_region(r, &input.header) {
+                Ok(region) => indexed.query(Some(region.tid), region.beg, region.end),
+                Err(why) => {
+                    warnings.push(format!("sortase: region \"{r}\" {why}; continuing"));
+                    continue;
+                }
+            }
+        };
+        each(batch.with_context(name)?).with_context(name)?;
+    }
+    Ok(())
+}
+
 /// Calls `each` on the input's batches: all of them, or those of the job's regions.
 fn for_each_batch(
     job: &ViewJob,
+    threads: usize,
     input: &mut Input,
     warnings: &mut Vec<String>,
     each: &mut dyn FnMut(RecordBatch) -> anyhow::Result<()>,
@@ -315,9 +362,12 @@ fn for_each_batch(
     if job.regions.is_empty() {
         return input.for_each_batch(each).with_context(name);
     }
+    if input.format == Format::Cram && job.input != "-" {
+        return cram_regions(job, threads, input, warnings, each);
+    }
     if input.format != Format::Bam || job.input == "-" {
         bail!(
-            "{}: region queries need an indexed BAM file (not SAM, CRAM or stdin)",
+            "{}: region queries need an indexed BAM or CRAM file (not SAM or stdin)",
             name()
         );
     }

@@ -12,11 +12,12 @@
 
 use crate::files::{Destination, OutputFile};
 use anyhow::{bail, Context, Result};
-use sortase_bam::{cram::CramWriter, sam_format, Header, RecordBatch, RecordRef};
+use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_cram::{CramWriter, WriteOptions};
 use sortase_index::{IndexBuilder, IndexFormat};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Output format of a record stream.
@@ -58,6 +59,37 @@ pub fn resolve_format(
         OutFormat::Bam(_) => OutFormat::Bam(level),
         d => d,
     }))
+}
+
+/// What CRAM output needs besides the records: the reference and samtools' `--output-fmt-option`
+/// settings (`version=3.0`, `seqs_per_slice=N`, `embed_ref`, `no_ref`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CramOut {
+    /// The reference FASTA.
+    pub reference: Option<PathBuf>,
+    /// `key=value` settings, applied in order.
+    pub format_options: Vec<String>,
+}
+
+impl CramOut {
+    /// htslib's writer options with `threads` encoding threads.
+    pub fn write_options(&self, threads: usize) -> WriteOptions {
+        WriteOptions {
+            reference: self.reference.clone(),
+            threads,
+            format_options: self.format_options.clone(),
+        }
+    }
+}
+
+impl crate::options::OutputSpec {
+    /// The CRAM settings of this output.
+    pub fn cram(&self) -> CramOut {
+        CramOut {
+            reference: self.reference.clone(),
+            format_options: self.format_options.clone(),
+        }
+    }
 }
 
 /// Records per SAM formatting job / CRAM batch.
@@ -123,7 +155,7 @@ pub enum RecordSink {
         /// Records waiting for the next job.
         pending: Pending,
     },
-    /// CRAM through noodles.
+    /// CRAM through htslib.
     Cram {
         /// The writer.
         writer: Box<CramWriter<Box<dyn Write + Send>>>,
@@ -159,7 +191,7 @@ impl RecordSink {
         format: OutFormat,
         header: &Header,
         threads: usize,
-        reference: Option<&Path>,
+        cram: &CramOut,
         index: Option<OnTheFlyIndex>,
         mut out: Box<dyn Write + Send>,
     ) -> Result<Self> {
@@ -201,9 +233,9 @@ impl RecordSink {
                 }
             }
             OutFormat::Cram => {
-                require_reference(reference)?;
+                require_reference(cram.reference.as_deref())?;
                 RecordSink::Cram {
-                    writer: Box::new(CramWriter::new(out, header, reference)?),
+                    writer: Box::new(CramWriter::new(out, header, &cram.write_options(threads))?),
                     pending: Pending::default(),
                 }
             }
@@ -424,12 +456,12 @@ impl SortedOutput {
         format: OutFormat,
         header: &Header,
         threads: usize,
-        reference: Option<&Path>,
+        cram: &CramOut,
     ) -> Result<Self> {
         let (files, out) = OutputFiles::open(path, index.map(|(p, _)| p))?;
         let name = files.name.clone();
         let builder = index.map(|(_, bai)| OnTheFlyIndex::new(header, bai));
-        let sink = RecordSink::new(format, header, threads, reference, builder, out)
+        let sink = RecordSink::new(format, header, threads, cram, builder, out)
             .with_context(|| name.clone())?;
         Ok(Self { sink, files, name })
     }

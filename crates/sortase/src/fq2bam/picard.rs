@@ -51,7 +51,7 @@ pub(super) fn sort_mark_write(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    reference: Option<&Path>,
+    cram: &crate::writer::CramOut,
     temp: &Path,
     ends_budget: usize,
     rt: &Runtime,
@@ -111,8 +111,14 @@ pub(super) fn sort_mark_write(
 
     clock.next("write");
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (mut encoder, mut writer) =
-        range_output::open(out.data.as_deref(), index, out.format, header, reference)?;
+    let (mut encoder, mut writer) = range_output::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        header,
+        cram,
+        rt.threads(),
+    )?;
     encoder.expect_range_bytes(BATCH_BYTES);
     let name = writer.name.clone();
     let mut reader = RunReader::open(&run_path)?;

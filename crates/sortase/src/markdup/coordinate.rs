@@ -15,7 +15,7 @@ use crate::memory::Reservation;
 use crate::options::{add_program, index_target, temp_prefix};
 use crate::progress::Progress;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, OutFormat, RecordSink, SortedOutput};
+use crate::writer::{resolve_format, CramOut, OutFormat, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
@@ -133,7 +133,7 @@ pub(super) fn run(
                 level,
                 &input.header,
                 threads,
-                None,
+                &CramOut::default(),
                 None,
                 out,
             )?)
@@ -201,7 +201,7 @@ pub(super) fn run(
         format,
         &out_header,
         threads,
-        job.output.reference.as_deref(),
+        &job.output.cram(),
     )?;
     let dups = std::mem::take(&mut outcome.found.duplicates);
     let (mut next, mut index_in_file) = (0usize, 0u64);

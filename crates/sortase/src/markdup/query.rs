@@ -98,7 +98,7 @@ pub(super) fn run(
         format,
         &header,
         threads,
-        output.reference.as_deref(),
+        &output.cram(),
     )?;
     let side = Side::open(q, q.exclude_dups || job.remove_duplicates, &header, threads)?;
     let mut state = State::new(

@@ -35,7 +35,14 @@ pub(super) struct Side {
 fn open_sam(path: &Path, header: &Header, threads: usize) -> Result<SortedOutput> {
     let level = CompressionLevel::samtools(-1);
     let format = resolve_format(None, Some(path), level, OutFormat::Sam)?;
-    SortedOutput::open(Some(path), None, format, header, threads, None)
+    SortedOutput::open(
+        Some(path),
+        None,
+        format,
+        header,
+        threads,
+        &crate::writer::CramOut::default(),
+    )
 }
 
 impl Side {

@@ -392,7 +392,8 @@ impl MergeTaskPlan {
             target.index(),
             target.format,
             &header,
-            None,
+            &crate::writer::CramOut::default(),
+            rt.threads(),
         )?;
         let files: Vec<_> = parts
             .iter()

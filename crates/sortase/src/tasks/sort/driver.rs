@@ -279,8 +279,14 @@ impl SortPlan {
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
-        let (_, mut writer) =
-            range_output::open(out.data.as_deref(), index, out.format, &header, None)?;
+        let (_, mut writer) = range_output::open(
+            out.data.as_deref(),
+            index,
+            out.format,
+            &header,
+            &crate::writer::CramOut::default(),
+            rt.threads(),
+        )?;
         let files: Vec<_> = parts
             .iter()
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
