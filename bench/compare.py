@@ -25,7 +25,7 @@ Procedure:
      median walls (>1 means sortase is faster); with a floor also
      sortase/floor;
   4. optional output check;
-  5. unless --no-record: a markdown section appended to bench/RESULTS.md and
+  5. unless --no-record: a markdown section appended to bench/RESULTS-archive.md and
      rows appended to bench/results.csv.
 
 Template fields: {input} {sorted} {out} {threads} {tmp} {sortase} {samtools}
@@ -57,7 +57,8 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 DEFAULT_SORTASE = os.path.join(REPO, "target", "release", "sortase")
 DEFAULT_SAMTOOLS = f"{shlex.quote(sys.executable)} -S {shlex.quote(os.path.join(BENCH_DIR, 'samtools-1.24'))}"
-RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS.md")
+# per-run sections: RESULTS.md is the report bench/report.py writes, runs append to the archive
+RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS-archive.md")
 RESULTS_CSV = os.path.join(BENCH_DIR, "results.csv")
 TIME_BIN = "/usr/bin/time"
 

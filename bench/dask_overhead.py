@@ -23,7 +23,7 @@ both variants in alternating order (A B, then B A, ...) with an untimed `sync` b
   - single: `sortase sort -@2 --no-PG --write-index -o out input` under `/usr/bin/time`.
 
 Both outputs and indexes must be byte-identical (SHA-256) in every round, else the script fails.
-The medians go to a markdown section appended to bench/RESULTS.md (unless --no-record), with the
+The medians go to a markdown section appended to bench/RESULTS-archive.md (unless --no-record), with the
 MODEL: from the measured per-phase CPU seconds and bytes moved per input byte, the wall time of a
 --model-gb BAM (default 100 GB: a 30x genome) on N machines of --cores cores, each with a
 --node-gbit NIC, on shared storage of --storage-gbs GB/s aggregate, with --sched-ms of scheduler
@@ -200,8 +200,8 @@ def main() -> int:
     ap.add_argument("--sortase", default=os.path.join(REPO, "target", "release", "sortase"),
                     help="the CLI [%(default)s]")
     ap.add_argument("--scratch", default=None, help="scratch directory [next to the input]")
-    ap.add_argument("--note", default=None, help="a note for RESULTS.md")
-    ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
+    ap.add_argument("--note", default=None, help="a note for the results section")
+    ap.add_argument("--no-record", action="store_true", help="do not append to bench/RESULTS-archive.md")
     m = ap.add_argument_group("model")
     m.add_argument("--machines", type=int, nargs="+", default=[8, 32, 64])
     m.add_argument("--cores", type=int, default=32, help="cores per machine [%(default)s]")

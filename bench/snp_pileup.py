@@ -18,7 +18,7 @@ Procedure (as bench/compare.py): one untimed `cat` of every input first (warm pa
 sortase's (> 1: sortase is faster); throughput in VCF sites per second; every output must be
 byte-identical to FACETS' (checked with md5). `uptime` load averages are recorded before and after,
 since the machine may be shared with compiles. Unless --no-record, a section is appended to
-bench/RESULTS.md and rows to bench/results.csv.
+bench/RESULTS-archive.md and rows to bench/results.csv.
 """
 import argparse
 import csv
