@@ -75,7 +75,11 @@ pub struct Fq2BamArgs {
 fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> {
     let bytes = usize::try_from(std::fs::metadata(index).ok()?.len()).ok()?;
     let is_mmi = index.extension().is_some_and(|e| e == "mmi");
-    let index_memory = if is_mmi { bytes } else { bytes.saturating_mul(3) };
+    let index_memory = if is_mmi {
+        bytes
+    } else {
+        bytes.saturating_mul(3)
+    };
     Some(
         sortase::runtime::DEFAULT_MEMORY_PER_THREAD
             .saturating_mul(threads)
