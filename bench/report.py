@@ -297,22 +297,27 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
         for lab in r["variants"]:
             if lab not in labels and r["variants"][lab]["role"] == "variant":
                 labels.append(lab)
-    fig, ax = plt.subplots(figsize=(10, 0.5 * len(ok) + 2))
-    width = 0.8 / max(1, len(labels))
-    for j, lab in enumerate(labels):
-        ys = [i + j * width for i in range(len(ok))]
-        xs = [r["variants"][lab]["wall_median"] if lab in r["variants"] else 0 for r in ok]
-        ax.barh(ys, xs, height=width, label=PEER_NAMES.get(lab, lab))
-    ax.set_yticks([i + 0.4 - width / 2 for i in range(len(ok))], names)
-    ax.set_xscale("log")
-    ax.set_xlabel("median wall time (s, log scale)")
-    ax.set_title("time per job per tool")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.invert_yaxis()
-    fig.tight_layout()
-    pngs["time"] = "report/time.png"
-    fig.savefig(os.path.join(BENCH, pngs["time"]), dpi=110)
-    plt.close(fig)
+    def per_tool(key, field, xlabel, title):
+        """A grouped bar chart of one field of every tool's summary, per job (log scale)."""
+        fig, ax = plt.subplots(figsize=(10, 0.5 * len(ok) + 2))
+        width = 0.8 / max(1, len(labels))
+        for j, lab in enumerate(labels):
+            ys = [i + j * width for i in range(len(ok))]
+            xs = [r["variants"][lab][field] if lab in r["variants"] else 0 for r in ok]
+            ax.barh(ys, xs, height=width, label=PEER_NAMES.get(lab, lab))
+        ax.set_yticks([i + 0.4 - width / 2 for i in range(len(ok))], names)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.invert_yaxis()
+        fig.tight_layout()
+        pngs[key] = f"report/{key}.png"
+        fig.savefig(os.path.join(BENCH, pngs[key]), dpi=110)
+        plt.close(fig)
+
+    per_tool("time", "wall_median", "median wall time (s, log scale)", "time per job per tool")
+    per_tool("rss", "rss_max_mb", "peak RSS (MiB, log scale)", "peak memory per job per tool")
 
     fl = [r for r in ok if r["floor_ratio"]]
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(fl) + 1.5))
@@ -336,22 +341,6 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
     fig.tight_layout()
     pngs["scaling"] = "report/scaling.png"
     fig.savefig(os.path.join(BENCH, pngs["scaling"]), dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(10, 0.5 * len(ok) + 2))
-    for j, lab in enumerate(labels):
-        ys = [i + j * width for i in range(len(ok))]
-        xs = [r["variants"][lab]["rss_max_mb"] if lab in r["variants"] else 0 for r in ok]
-        ax.barh(ys, xs, height=width, label=PEER_NAMES.get(lab, lab))
-    ax.set_yticks([i + 0.4 - width / 2 for i in range(len(ok))], names)
-    ax.set_xscale("log")
-    ax.set_xlabel("peak RSS (MiB, log scale)")
-    ax.set_title("peak memory per job per tool")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.invert_yaxis()
-    fig.tight_layout()
-    pngs["rss"] = "report/rss.png"
-    fig.savefig(os.path.join(BENCH, pngs["rss"]), dpi=110)
     plt.close(fig)
 
     if level_rows:
