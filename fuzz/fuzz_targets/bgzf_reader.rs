@@ -22,6 +22,7 @@ fn read_parallel(
         start: 0,
         end,
         batch_bytes: 1,
+        buffers: None,
     };
     let mut reader = ParallelReader::new(Cursor::new(data.to_vec()), options);
     let mut out = Vec::new();

@@ -44,6 +44,7 @@ fn bgzf_source(stream: &[u8]) -> ChunkSource {
         start: 0,
         end: None,
         batch_bytes: 1,
+        buffers: None,
     };
     Box::new(ParallelReader::new(Cursor::new(bgzf), options))
 }
