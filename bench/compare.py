@@ -270,7 +270,7 @@ CASES.update({
             ("bamsort", "bamsort level=6 inputthreads={threads} outputthreads={threads} "
                         "sortthreads={threads} blockmb=6144 tmpfile={tmp}/bs I={input} O={out}"),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {sorted}"),
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {sorted}"),
         "check": SORT_CHECK,
         # sambamba and bamsort order ties differently from samtools (not stable): timed, not compared
         "check_skip": ("sambamba", "bamsort"),
@@ -285,7 +285,7 @@ CASES.update({
             ("sortase", "{sortase} sort -@{threads} -m 3G -T {tmp} -o {out} {input}"),
             ("samtools-1.24", "{samtools} sort -@{threads} -m 3G -T {tmp}/st -o {out} {input}"),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 5 -@{threads} -o {out} {sorted}"),
+        "floor": ("recompress", "{sortase} view -O bam,level=5 -@{threads} -o {out} {sorted}"),
         "check": SORT_CHECK,
         "report": "stat -c %s {out}",
     },
@@ -312,7 +312,7 @@ CASES.update({
             ("sortase", "{sortase} sort -l 6 -@{threads} --max-memory {ooc_total}M -T {tmp} -o {out} {input}"),
             ("samtools-1.24", "{samtools} sort -l 6 -@{threads} -m {ooc_per_thread}M -T {tmp}/st -o {out} {input}"),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {sorted}"),
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {sorted}"),
         "check": SORT_CHECK,
     },
     "sort-ooc-u": {
@@ -354,7 +354,7 @@ CASES.update({
             ("sortase", "{sortase} merge -c -p -f -l 6 -@{threads} -o {out} " + PARTS),
             ("samtools-1.24", "{samtools} merge -c -p -f -l 6 -@{threads} -o {out} " + PARTS),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {data}/parts.merged.bam"),
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {data}/parts.merged.bam"),
         "check": SORT_CHECK,
     },
     "merge-u": {
@@ -401,14 +401,14 @@ CASES.update({
         "description": (
             "markdup on query-grouped input, BAM output at samtools' default level (-l 6) "
             "against `samtools view -h | samblaster | samtools view -O bam,level=6`. Floor: recompress "
-            "the input at the same level (`sortase view -b -l 6`). " + MARKDUP_NOTE),
+            "the input at the same level (`sortase view -O bam,level=6`). " + MARKDUP_NOTE),
         "input": "unsorted",
         "variants": [
             ("sortase", "{sortase} markdup -q -l 6 -@{threads} -o {out} {input}"),
             # (samtools view's -l is a library filter; the level goes in -O)
             ("samblaster", SAMBLASTER_PIPE % "-O bam,level=6"),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {input}"),
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {input}"),
         "check": MARKDUP_CHECK,
     },
 })
@@ -430,7 +430,7 @@ CASES.update({
             "markdup on a coordinate-sorted BAM, BAM output at samtools' default level (-l 6), with "
             "Picard's metrics file, against Picard MarkDuplicates and against `samtools sort -n | "
             "fixmate -m | sort | markdup -@N`. sortase-u writes uncompressed BAM (the marking "
-            "itself). Floor: recompress the input at the same level (`sortase view -b -l 6`). "
+            "itself). Floor: recompress the input at the same level (`sortase view -O bam,level=6`). "
             "Check: QNAME, FLAG, RNAME, POS of every record (Picard's and sortase's must be equal; "
             "samtools markdup is a different algorithm and is timed, not compared)."),
         "input": "sorted",
@@ -441,7 +441,7 @@ CASES.update({
                        "VALIDATION_STRINGENCY=SILENT TMP_DIR={tmp} 2>/dev/null"),
             ("samtools-pipeline", SAMTOOLS_MARKDUP_PIPE),
         ],
-        "floor": ("recompress", "{sortase} view -b -l 6 -@{threads} -o {out} {input}"),
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {input}"),
         "check": "/usr/bin/samtools view -@{threads} {out} | cut -f1-4 | md5sum",
         "check_skip": ("samtools-pipeline",),
     },

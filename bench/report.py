@@ -18,7 +18,7 @@ Steps:
      bench/report/CASE.json.
   3. thread scaling: the sortase variant of every case again at 1 thread (alternating with nothing else:
      one command, --pairs rounds); Karp-Flatt serial fraction from the 1- and 2-thread medians.
-  4. compression levels 1-9: `sortase view -b -l L` and `samtools view -b -l L` of the sorted BAM,
+  4. compression levels 1-9: `sortase view -O bam,level=L` and `samtools view -O bam,level=L` of the sorted BAM,
      wall time and output size.
   5. profiles (unless --no-profiles): `perf record -g` of sortase in each job where it is behind
      samtools 1.24 or ahead by less than 1.2x; the top symbols go into bench/report/profile-CASE.txt and
@@ -156,7 +156,7 @@ def run_case(args, case, threads, only_sortase):
 
 
 def levels(args):
-    """Wall time and output size of `view -b -l L` of the sorted BAM, L = 1..9, sortase and the
+    """Wall time and output size of `view -O bam,level=L` of the sorted BAM, L = 1..9, sortase and the
     peer alternating."""
     out = os.path.join(OUT_DIR, "levels.json")
     if args.from_json:
@@ -167,9 +167,7 @@ def levels(args):
     with tempfile.TemporaryDirectory(dir=args.data) as tmp:
         dst = os.path.join(tmp, "out.bam")
         for level in range(1, 10):
-            for tool, cmd in (("sortase", f"{SORTASE} view -b -l {level} -@{args.threads} -o {dst} {src}"),
-                              # samtools view's -l is a library filter: the level is an
-                              # output-format option
+            for tool, cmd in (("sortase", f"{SORTASE} view -O bam,level={level} -@{args.threads} -o {dst} {src}"),
                               ("samtools 1.24 (libdeflate)",
                                f"{PEER} view -O bam,level={level} -@{args.threads} -o {dst} {src}")):
                 walls = []
@@ -353,7 +351,7 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
                             textcoords="offset points", xytext=(3, 3))
         ax.set_xlabel("output size (MB)")
         ax.set_ylabel("wall time (s)")
-        ax.set_title(f"`view -b -l 1..9` of {args.size}.sorted.bam, {args.threads} threads")
+        ax.set_title(f"`view -O bam,level=1..9` of {args.size}.sorted.bam, {args.threads} threads")
         ax.legend()
         fig.tight_layout()
         pngs["levels"] = "report/levels.png"

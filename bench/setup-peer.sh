@@ -3,8 +3,19 @@
 # distribution runs htslib's own configure, which links libdeflate when libdeflate-dev is installed.
 # Installs into its own virtualenv (default /work/bench-venv) and checks pysam.config.HAVE_LIBDEFLATE.
 # Idempotent; ~10-15 min of one core the first time. bench/samtools-1.24-libdeflate wraps it.
+#
+# `--libdeflate-crate`: link the libdeflate that sortase itself links (the libdeflate-sys crate's
+# sources in the cargo registry, built here into the venv) instead of the system's, so a ratio
+# measures sortase's code, not the libdeflate version: Debian's 1.14 compresses the same bytes as
+# 1.26 but 1.15x slower at samtools' default level and 1.6x slower at -l 7 (bench/RESULTS.md).
+# Default venv for it: /work/bench-venv-ld-crate; bench/samtools-1.24-libdeflate-crate wraps it.
 set -euo pipefail
-VENV="${SORTASE_PEER_VENV:-/work/bench-venv}"
+CRATE=0; [ "${1:-}" = "--libdeflate-crate" ] && CRATE=1
+if [ "$CRATE" = 1 ]; then
+  VENV="${SORTASE_PEER_VENV:-/work/bench-venv-ld-crate}"
+else
+  VENV="${SORTASE_PEER_VENV:-/work/bench-venv}"
+fi
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if ! dpkg -s libdeflate-dev >/dev/null 2>&1; then
   $SUDO apt-get update -q
@@ -16,6 +27,17 @@ if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pysam, sys; sys.ex
 fi
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
+if [ "$CRATE" = 1 ]; then
+  # The version Cargo.lock pins, from the registry cargo has already filled (a build of sortase).
+  ver=$(awk '/^name = "libdeflate-sys"/ {getline; gsub(/[^0-9.]/, ""); print}' "$(dirname "$0")/../Cargo.lock")
+  src=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libdeflate-sys-"$ver"/libdeflate | head -1)
+  [ -d "$src" ] || { echo "setup-peer: libdeflate-sys $ver sources not found (build sortase first)" >&2; exit 1; }
+  cmake -S "$src" -B "$VENV/libdeflate-build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$VENV/libdeflate" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+  cmake --build "$VENV/libdeflate-build" --target install -j2 >/dev/null
+  export CFLAGS="-I$VENV/libdeflate/include" \
+    LDFLAGS="-L$VENV/libdeflate/lib -Wl,-rpath,$VENV/libdeflate/lib"
+fi
 HTSLIB_CONFIGURE_OPTIONS="--with-libdeflate --disable-libcurl --disable-gcs --disable-s3" \
-  "$VENV/bin/pip" install -q --no-binary pysam pysam==0.24.1
+  "$VENV/bin/pip" install -q --no-binary pysam --no-cache-dir pysam==0.24.1
 "$VENV/bin/python" -c 'import pysam, sys; print("pysam", pysam.__version__, "HAVE_LIBDEFLATE", pysam.config.HAVE_LIBDEFLATE); sys.exit(not pysam.config.HAVE_LIBDEFLATE)'

@@ -168,7 +168,7 @@ pub struct OutputArgs {
 
 impl OutputArgs {
     /// The library's output spec.
-    pub fn spec(&self) -> OutputSpec {
+    pub fn spec(&self) -> sortase::Result<OutputSpec> {
         OutputSpec {
             path: self.output.clone(),
             format: self.output_fmt.clone(),
@@ -179,5 +179,6 @@ impl OutputArgs {
             reference: self.reference.clone(),
             format_options: self.output_fmt_option.clone(),
         }
+        .with_format_options()
     }
 }

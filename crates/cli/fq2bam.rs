@@ -97,7 +97,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     )?
     .or_else(|| default_memory(threads, &args.index));
     let rt = common::runtime(Some(threads), memory)?;
-    let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec());
+    let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
     job.reads2 = args.reads2.clone();
     job.preset = args.preset.clone();
     job.read_group = args.read_group.clone();

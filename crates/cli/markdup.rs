@@ -100,7 +100,8 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
             index_format: args.index_format.clone(),
             reference: args.reference.clone(),
             format_options: args.output_fmt_option.clone(),
-        },
+        }
+        .with_format_options()?,
         mode: args.mode.into(),
         remove_duplicates: args.remove,
         temp_prefix: args.temp_prefix.clone(),

@@ -69,7 +69,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         inputs.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
     }
     inputs.extend(args.inputs);
-    let mut output = args.out.spec();
+    let mut output = args.out.spec()?;
     if args.fast {
         output.level = Some(1);
     }

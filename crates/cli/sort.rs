@@ -77,7 +77,7 @@ pub fn run(args: SortArgs) -> Result<()> {
     let rt = common::runtime(Some(threads), memory)?;
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: args.out.spec(),
+        output: args.out.spec()?,
         order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref()),
         temp_prefix: args.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,

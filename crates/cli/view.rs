@@ -38,17 +38,20 @@ pub struct ViewArgs {
     /// Threads in total [all cores].
     #[arg(short = '@', long = "threads", value_name = "INT")]
     threads: Option<usize>,
-    /// Compression level 0-9 (samtools' meaning) [6].
-    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
-    level: Option<i32>,
+    /// Only records in read group STR.
+    #[arg(short = 'r', long = "read-group", value_name = "STR")]
+    read_group: Option<String>,
+    /// Only records in library STR (the `LB` of their read group's `@RG` line).
+    #[arg(short = 'l', long = "library", value_name = "STR")]
+    library: Option<String>,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
     /// Reference FASTA (for CRAM).
     #[arg(short = 'T', long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
-    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
-    /// embed_ref, no_ref, ... (repeatable).
+    /// Output option, samtools' `--output-fmt-option`: level=N for BAM; version=3.0|3.1,
+    /// seqs_per_slice=N, embed_ref, no_ref, ... for CRAM (repeatable; also `-O bam,level=N`).
     #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
     output_fmt_option: Vec<String>,
     /// Only records with all of these flag bits set (number or names).
@@ -72,7 +75,7 @@ pub struct ViewArgs {
 /// Runs `sortase view`.
 pub fn run(args: ViewArgs) -> Result<()> {
     let flags = |f: &Option<String>| f.as_deref().map(parse_flags).transpose();
-    // -O wins, then -C, then -b; -u and -l alone mean BAM (the job's rule).
+    // -O wins, then -C, then -b; -u and a level alone mean BAM (the job's rule).
     let named = match (args.cram, args.bam) {
         (true, _) => Some("cram".to_string()),
         (false, true) => Some("bam".to_string()),
@@ -83,18 +86,20 @@ pub fn run(args: ViewArgs) -> Result<()> {
         output: OutputSpec {
             path: args.output,
             format: args.output_fmt.or(named),
-            level: args.level,
             uncompressed: args.uncompressed,
             reference: args.reference,
             format_options: args.output_fmt_option,
             ..OutputSpec::default()
-        },
+        }
+        .with_format_options()?,
         with_header: args.with_header,
         header_only: args.header_only,
         count: args.count,
         require_flags: flags(&args.require)?.unwrap_or(0),
         exclude_flags: flags(&args.exclude)?.unwrap_or(0),
         min_mapq: args.min_mapq,
+        read_group: args.read_group,
+        library: args.library,
         regions: args.regions,
         program: common::program(args.no_pg),
     };

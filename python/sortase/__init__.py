@@ -357,20 +357,23 @@ def view(
     uncompressed: bool = False,
     reference: Optional[PathLike] = None,
     no_pg: bool = False,
+    read_group: Optional[str] = None,
+    library: Optional[str] = None,
 ) -> Report:
     """Filters and converts records, as ``sortase view`` / ``samtools view``.
 
     ``output``: the file written (``None``: standard output, SAM unless ``output_fmt``).
     ``count=True`` (``-c``) writes nothing and reports the number of records passing the filters
     in ``count``. ``require_flags`` (``-f``) / ``exclude_flags`` (``-F``): an int or samtools'
-    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``regions`` (needs an index).
+    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``read_group`` (``-r``) and
+    ``library`` (``-l``: records whose read group has that ``@RG LB``); ``regions`` (needs an index).
     Reports ``records``, ``count``, ``outputs``, ``warnings``."""
     return _report(_sortase.view(
         input, output, regions=None if regions is None else list(regions), threads=threads,
         output_fmt=output_fmt, count=count, require_flags=require_flags,
         exclude_flags=exclude_flags, min_mapq=min_mapq, with_header=with_header,
         header_only=header_only, level=level, uncompressed=uncompressed, reference=reference,
-        no_pg=no_pg,
+        no_pg=no_pg, read_group=read_group, library=library,
     ))
 
 

@@ -103,6 +103,8 @@ def view(
     uncompressed: bool = False,
     reference: Optional[_Path] = None,
     no_pg: bool = False,
+    read_group: Optional[str] = None,
+    library: Optional[str] = None,
 ) -> str: ...
 def markdup(
     input: _Path,

@@ -1,5 +1,6 @@
-//! Output-format options (`-b -u -O -o -l -@`, BAM on stdout) and the `@PG`
-//! line sortase appends (or not, with `--no-PG`).
+//! Output-format options (`-b -u -O -o -@`, `-O bam,level=N`, BAM on stdout), the read-group and
+//! library filters (`-r -l`, which samtools spells as sortase does) and the `@PG` line sortase
+//! appends (or not, with `--no-PG`).
 
 use std::path::Path;
 
@@ -38,9 +39,9 @@ fn bam_output_options() {
         &["-u"],
         &["-O", "bam"],
         &["-O", "BAM"],
-        &["-b", "-l", "0"],
-        &["-b", "-l", "1"],
-        &["-b", "-l", "9"],
+        &["-O", "bam,level=0"],
+        &["-b", "--output-fmt-option", "level=1"],
+        &["-O", "bam,level=9"],
         &["-b", "-@", "2"],
         &["-u", "-@", "4"],
         &[], // format inferred from the .bam extension, like samtools
@@ -235,4 +236,60 @@ fn output_to_a_special_file_is_written_in_place() {
         text.lines().count(),
         region_sam().lines().filter(|l| !l.starts_with('@')).count()
     );
+}
+
+/// `-r STR` keeps the records whose `RG` is STR (declared or not) and those without `RG`; `-l STR`
+/// those whose read group's `@RG` has `LB:STR` (records without `RG` never pass). Counted and written, SAM and BAM input,
+/// against samtools.
+#[test]
+fn read_group_and_library_filters() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let sam = tmp.path().join("rg.sam");
+    let mut text = String::from(
+        "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:c1\tLN:1000\n\
+         @RG\tID:a\tLB:lib1\tSM:s\n@RG\tID:b\tLB:lib2\tSM:s\n@RG\tID:c\tLB:lib1\tSM:s\n",
+    );
+    for (i, rg) in ["a", "b", "c", "", "x", "a", "b"].iter().enumerate() {
+        let tag = if rg.is_empty() {
+            String::new()
+        } else {
+            format!("\tRG:Z:{rg}")
+        };
+        text += &format!(
+            "r{i}\t0\tc1\t{}\t60\t4M\t*\t0\t0\tACGT\tIIII{tag}\n",
+            10 + i
+        );
+    }
+    std::fs::write(&sam, text).unwrap();
+    let bam = tmp.path().join("rg.bam");
+    assert!(st.run(&["view", "-b", "-o", p(&bam), p(&sam)]).ok());
+    let mut failures = Vec::new();
+    for input in [&sam, &bam] {
+        for filter in [
+            &["-r", "a"][..],
+            &["-r", "x"],
+            &["-l", "lib1"],
+            &["-l", "lib2", "-r", "b"],
+            &["-l", "none"],
+        ] {
+            for count in [true, false] {
+                let mut args = vec!["view"];
+                args.extend_from_slice(filter);
+                if count {
+                    args.push("-c");
+                }
+                args.push(p(input));
+                let ours = sortase(&args);
+                let theirs = st.run(&args);
+                let label = args.join(" ");
+                if !ours.ok() {
+                    failures.push(format!("{label}: {}", ours.failure()));
+                } else {
+                    check_same(&mut failures, &label, &ours.text(), &theirs.text());
+                }
+            }
+        }
+    }
+    assert_no_failures("read group and library filters", &failures);
 }

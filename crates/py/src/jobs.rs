@@ -143,7 +143,8 @@ fn merge(
 #[pyfunction]
 #[pyo3(signature = (input, output=None, *, regions=None, threads=None, output_fmt=None,
     count=false, require_flags=None, exclude_flags=None, min_mapq=0, with_header=false,
-    header_only=false, level=None, uncompressed=false, reference=None, no_pg=false))]
+    header_only=false, level=None, uncompressed=false, reference=None, no_pg=false,
+    read_group=None, library=None))]
 #[allow(clippy::too_many_arguments)]
 fn view(
     py: Python<'_>,
@@ -162,6 +163,8 @@ fn view(
     uncompressed: bool,
     reference: Option<PathBuf>,
     no_pg: bool,
+    read_group: Option<String>,
+    library: Option<String>,
 ) -> PyResult<String> {
     let job = ViewJob {
         input: path_text(input),
@@ -172,13 +175,17 @@ fn view(
             uncompressed,
             reference,
             ..OutputSpec::default()
-        },
+        }
+        .with_format_options()
+        .map_err(|e| error::to_py_err(py, e))?,
         with_header,
         header_only,
         count,
         require_flags: flags(py, require_flags)?,
         exclude_flags: flags(py, exclude_flags)?,
         min_mapq,
+        read_group,
+        library,
         regions: regions.unwrap_or_default(),
         program: program(no_pg, "view"),
     };

@@ -7,6 +7,7 @@
 mod one_thread;
 mod ranges;
 mod tasks;
+pub(crate) use tasks::read_bam_header;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Format, Input};

@@ -106,6 +106,53 @@ impl OutputSpec {
         }
     }
 
+    /// Applies samtools' spelling of format options: `-O FORMAT,OPT=VAL,...` moves the options after
+    /// the format name into `format_options`, and for BAM and SAM output `level=N` (from `-O` or
+    /// `--output-fmt-option`) becomes `level`, as htslib's `hts_opt_add` reads it. CRAM keeps every
+    /// option for htslib. Any other option on BAM/SAM output is an argument error naming it (htslib
+    /// rejects unknown options too).
+    pub fn with_format_options(mut self) -> Result<Self> {
+        if let Some((name, rest)) = self
+            .format
+            .clone()
+            .as_deref()
+            .and_then(|f| f.split_once(','))
+        {
+            let mut opts: Vec<String> = rest
+                .split(',')
+                .filter(|o| !o.is_empty())
+                .map(str::to_string)
+                .collect();
+            opts.append(&mut self.format_options);
+            self.format_options = opts;
+            self.format = Some(name.to_string());
+        }
+        let cram = match self.format.as_deref() {
+            Some(f) => f.eq_ignore_ascii_case("cram"),
+            None => self
+                .path
+                .as_deref()
+                .and_then(|p| p.to_str())
+                .map(|p| p.split("##idx##").next().unwrap_or(p))
+                .is_some_and(|p| p.ends_with(".cram")),
+        };
+        if cram {
+            return Ok(self);
+        }
+        for opt in std::mem::take(&mut self.format_options) {
+            let (key, value) = opt.split_once('=').unwrap_or((opt.as_str(), ""));
+            match (key, value.trim().parse::<i32>()) {
+                ("level", Ok(l)) if (0..=9).contains(&l) => self.level = Some(l),
+                _ => {
+                    return Err(Error::argument(format!(
+                        "output option {opt:?}: BAM and SAM output take level=0..9 (other options are for CRAM)"
+                    )))
+                }
+            }
+        }
+        Ok(self)
+    }
+
     /// The data file's path without a `##idx##` suffix (`None`: standard output).
     pub fn data_path(&self) -> Result<Option<PathBuf>> {
         match self.path.as_deref() {
@@ -278,6 +325,41 @@ impl PhaseClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_options_follow_samtools_spelling() {
+        let spec = |format: &str, opts: &[&str], path: &str| OutputSpec {
+            path: Some(path.into()),
+            format: (!format.is_empty()).then(|| format.to_string()),
+            format_options: opts.iter().map(|o| o.to_string()).collect(),
+            ..OutputSpec::default()
+        };
+        let bam = spec("bam,level=1", &[], "o.bam")
+            .with_format_options()
+            .unwrap();
+        assert_eq!((bam.format.as_deref(), bam.level), (Some("bam"), Some(1)));
+        assert!(bam.format_options.is_empty());
+        let by_option = spec("", &["level=9"], "o.bam")
+            .with_format_options()
+            .unwrap();
+        assert_eq!(by_option.level, Some(9));
+        let cram = spec("cram,version=3.0", &["level=7"], "o.bam")
+            .with_format_options()
+            .unwrap();
+        assert_eq!(cram.format_options, ["version=3.0", "level=7"]);
+        assert_eq!(cram.level, None);
+        let by_extension = spec("", &["no_ref"], "o.cram##idx##o.crai");
+        assert_eq!(
+            by_extension.clone().with_format_options().unwrap(),
+            by_extension
+        );
+        assert!(spec("bam,no_ref", &[], "o.bam")
+            .with_format_options()
+            .is_err());
+        assert!(spec("", &["level=10"], "o.sam")
+            .with_format_options()
+            .is_err());
+    }
 
     #[test]
     fn sizes_and_orders_parse_as_samtools() {

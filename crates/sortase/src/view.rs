@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 /// and/or counted.
 ///
 /// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
-/// `output.level` (`-l`) is set, else from the output file's extension, else SAM.
+/// `output.level` (`-O bam,level=N`) is set, else from the output file's extension, else SAM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewJob {
     /// The input path (`-`: standard input).
@@ -58,6 +58,12 @@ pub struct ViewJob {
     pub exclude_flags: u16,
     /// Only records with at least this mapping quality (`-q`).
     pub min_mapq: u8,
+    /// Only records whose `RG` is this read group (`-r`).
+    #[serde(default)]
+    pub read_group: Option<String>,
+    /// Only records whose read group's `@RG LB` is this library (`-l`).
+    #[serde(default)]
+    pub library: Option<String>,
     /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM; empty: the whole input.
     pub regions: Vec<String>,
     /// The `@PG` line to add (`None`: `--no-PG`).
@@ -114,12 +120,18 @@ pub fn parse_flags(s: &str) -> Result<u16> {
     Ok(v)
 }
 
-/// Which records pass `-f/-F/-q`.
-#[derive(Debug, Clone, Copy)]
+/// Which records pass `-f/-F/-q/-r/-l`.
+#[derive(Debug, Clone)]
 struct Filter {
     require: u16,
     exclude: u16,
     min_mapq: u8,
+    /// `-r`/`-l`: the read group IDs a record's `RG:Z` must be one of (samtools' `-l` keeps the
+    /// records whose `RG` names an `@RG` line with that `LB`).
+    groups: Option<Vec<Vec<u8>>>,
+    /// Whether a record without `RG` passes `groups`: yes under `-r` alone (samtools' `view.c`
+    /// checks the read group only when the tag is there), no under `-l`.
+    untagged_pass: bool,
 }
 
 impl Filter {
@@ -129,11 +141,50 @@ impl Filter {
         flag & self.require == self.require
             && flag & self.exclude == 0
             && r.mapping_quality() >= self.min_mapq
+            && self.groups.as_ref().is_none_or(|ids| {
+                match r
+                    .aux()
+                    .find(|f| f.tag() == *b"RG" && f.value_type() == b'Z')
+                {
+                    Some(f) => ids.iter().any(|id| id.as_slice() == f.value()),
+                    None => self.untagged_pass,
+                }
+            })
     }
 
     fn passes_all(&self) -> bool {
-        self.require == 0 && self.exclude == 0 && self.min_mapq == 0
+        self.require == 0 && self.exclude == 0 && self.min_mapq == 0 && self.groups.is_none()
     }
+}
+
+/// The read group IDs `-r` and `-l` allow in `header` (`None`: no read-group filter). As samtools,
+/// both given means a record must satisfy both.
+fn read_group_ids(job: &ViewJob, header: &Header) -> Option<Vec<Vec<u8>>> {
+    if job.read_group.is_none() && job.library.is_none() {
+        return None;
+    }
+    let mut ids: Vec<Vec<u8>> = Vec::new();
+    for line in header.text().lines().filter(|l| l.starts_with("@RG\t")) {
+        let field = |k: &str| line.split('\t').find_map(|f| f.strip_prefix(k));
+        let Some(id) = field("ID:") else { continue };
+        let in_library = job
+            .library
+            .as_deref()
+            .is_none_or(|lb| field("LB:") == Some(lb));
+        let named = job.read_group.as_deref().is_none_or(|rg| rg == id);
+        if in_library && named {
+            ids.push(id.as_bytes().to_vec());
+        }
+    }
+    if job.library.is_none() {
+        // samtools -r matches the tag's value whether or not an @RG line declares it.
+        ids = job
+            .read_group
+            .iter()
+            .map(|rg| rg.as_bytes().to_vec())
+            .collect();
+    }
+    Some(ids)
 }
 
 impl ViewJob {
@@ -148,6 +199,8 @@ impl ViewJob {
             require_flags: 0,
             exclude_flags: 0,
             min_mapq: 0,
+            read_group: None,
+            library: None,
             regions: Vec::new(),
             program: None,
         }
@@ -178,11 +231,13 @@ impl ViewJob {
         run(self, rt).map_err(Error::from)
     }
 
-    fn filter(&self) -> Filter {
+    fn filter(&self, header: &Header) -> Filter {
         Filter {
             require: self.require_flags,
             exclude: self.exclude_flags,
             min_mapq: self.min_mapq,
+            groups: read_group_ids(self, header),
+            untagged_pass: self.library.is_none(),
         }
     }
 }
@@ -191,9 +246,14 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     if job.output.write_index {
         bail!(Error::argument("view: --write-index is not supported"));
     }
-    let filter = job.filter();
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
+        let header = if job.read_group.is_some() || job.library.is_some() {
+            crate::merge::read_bam_header(&job.input).with_context(|| job.input.clone())?
+        } else {
+            Header::new(String::new(), Vec::new())
+        };
+        let filter = job.filter(&header);
         // Counting a BAM file: byte ranges on all cores, per-range counts summed.
         let (_, parts) = bam_ranges::scan(
             job.input.as_ref(),
@@ -207,7 +267,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
     // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
-    let fields = if job.count {
+    let fields = if job.count && job.read_group.is_none() && job.library.is_none() {
         sortase_cram::Fields::Counting
     } else {
         sortase_cram::Fields::All
@@ -221,6 +281,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     )
     .with_context(|| job.input.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
+    let filter = job.filter(&input.header);
     let mut report = ViewReport::default();
     if job.count {
         let mut n = 0u64;

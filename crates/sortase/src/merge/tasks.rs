@@ -261,7 +261,7 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
 }
 
 /// The header of the BAM at `path`.
-fn read_bam_header(path: &str) -> anyhow::Result<Header> {
+pub(crate) fn read_bam_header(path: &str) -> anyhow::Result<Header> {
     let file = std::fs::File::open(path).context("cannot open")?;
     let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
     Ok(Header::read_bam(&mut reader)?)
