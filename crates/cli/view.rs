@@ -41,6 +41,10 @@ pub struct ViewArgs {
     /// Compression level 0-9 (samtools' meaning) [6].
     #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
     level: Option<i32>,
+    /// Index the output as it is written (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
+    /// `.crai`).
+    #[arg(long = "write-index")]
+    write_index: bool,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -65,7 +69,7 @@ pub struct ViewArgs {
     help: Option<bool>,
     /// Input SAM/BAM/CRAM file, `-` for stdin.
     input: String,
-    /// Regions (`chr`, `chr:beg-end`) on an indexed BAM.
+    /// Regions (`chr`, `chr:beg-end`) on an indexed BAM or CRAM.
     regions: Vec<String>,
 }
 
@@ -87,6 +91,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
             uncompressed: args.uncompressed,
             reference: args.reference,
             format_options: args.output_fmt_option,
+            write_index: args.write_index,
             ..OutputSpec::default()
         },
         with_header: args.with_header,
