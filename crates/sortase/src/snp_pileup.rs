@@ -204,12 +204,7 @@ impl SnpPileupJob {
     pub fn run(&self, rt: &Runtime) -> Result<SnpPileupReport> {
         let target = self.check()?;
         let decoded = DecodedCrams::decode(&self.bams, self.reference.as_deref(), rt)?;
-        decoded
-            .pileup(|bams| self.pile_up(bams, &target, rt))
-            .map(|mut report| {
-                report.outputs = vec![target.clone()];
-                report
-            })
+        decoded.pileup(|bams| self.pile_up(bams, &target, rt))
     }
 
     /// [`SnpPileupJob::run`] on `bams` (BAMs only).
@@ -315,7 +310,8 @@ struct DecodedCrams {
     paths: Vec<PathBuf>,
     /// (temporary BAM, the CRAM it holds), for messages.
     names: Vec<(String, String)>,
-    _dir: Option<crate::files::TempDir>,
+    /// The temporary BAMs' directory, removed with them when this is dropped.
+    dir: Option<crate::files::TempDir>,
 }
 
 impl DecodedCrams {
@@ -323,16 +319,16 @@ impl DecodedCrams {
         let mut decoded = Self {
             paths: bams.to_vec(),
             names: Vec::new(),
-            _dir: None,
+            dir: None,
         };
         for (i, path) in bams.iter().enumerate() {
             if !crate::input::is_cram(path) {
                 continue;
             }
-            if decoded._dir.is_none() {
-                decoded._dir = Some(crate::files::TempDir::create(rt.temp_dir())?);
+            if decoded.dir.is_none() {
+                decoded.dir = Some(crate::files::TempDir::create(rt.temp_dir())?);
             }
-            let dir = decoded._dir.as_ref().expect("created above").path();
+            let dir = decoded.dir.as_ref().expect("created above").path();
             let bam = dir.join(format!("{i}.bam"));
             let name = path.display().to_string();
             decode_cram(&name, &bam, reference, rt)
