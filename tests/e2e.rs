@@ -13,6 +13,8 @@ mod bgzf;
 mod checks;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/cram_jobs.rs"]
+mod cram_jobs;
 #[path = "e2e/disk_full.rs"]
 mod disk_full;
 #[path = "e2e/edge_cases.rs"]

@@ -151,7 +151,8 @@ pub struct OutputArgs {
     /// Uncompressed BAM output.
     #[arg(short = 'u')]
     pub uncompressed: bool,
-    /// Write an index with the output (CSI; `out.bam##idx##out.bam.bai` for BAI).
+    /// Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
+    /// `.crai`).
     #[arg(long = "write-index")]
     pub write_index: bool,
     /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].

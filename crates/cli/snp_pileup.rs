@@ -69,11 +69,14 @@ pub struct SnpPileupArgs {
     /// Compressed bytes per batch (for tests; default from input size and threads).
     #[arg(long = "batch-bytes", hide = true)]
     batch_bytes: Option<u64>,
+    /// Reference FASTA for CRAM inputs [REF_PATH/REF_CACHE, @SQ UR].
+    #[arg(long = "reference", value_name = "FILE")]
+    reference: Option<PathBuf>,
     /// VCF (plain or bgzipped) with the SNP positions.
     vcf: PathBuf,
     /// Output CSV.
     output: PathBuf,
-    /// Coordinate-sorted, indexed BAMs.
+    /// Coordinate-sorted, indexed BAMs, or coordinate-sorted CRAMs.
     #[arg(required = true)]
     bams: Vec<PathBuf>,
 }
@@ -93,6 +96,7 @@ pub fn run(args: SnpPileupArgs) -> Result<()> {
         max_depth: args.max_depth,
         pseudo_snps: args.pseudo_snps,
         batch_bytes: args.batch_bytes,
+        reference: args.reference,
     };
     let r = job.run(&common::runtime(args.threads, None)?)?;
     common::print_warnings(&r.warnings);

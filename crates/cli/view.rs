@@ -44,6 +44,10 @@ pub struct ViewArgs {
     /// Only records in library STR (the `LB` of their read group's `@RG` line).
     #[arg(short = 'l', long = "library", value_name = "STR")]
     library: Option<String>,
+    /// Index the output as it is written (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
+    /// `.crai`).
+    #[arg(long = "write-index")]
+    write_index: bool,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -68,7 +72,7 @@ pub struct ViewArgs {
     help: Option<bool>,
     /// Input SAM/BAM/CRAM file, `-` for stdin.
     input: String,
-    /// Regions (`chr`, `chr:beg-end`) on an indexed BAM.
+    /// Regions (`chr`, `chr:beg-end`) on an indexed BAM or CRAM.
     regions: Vec<String>,
 }
 
@@ -89,6 +93,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
             uncompressed: args.uncompressed,
             reference: args.reference,
             format_options: args.output_fmt_option,
+            write_index: args.write_index,
             ..OutputSpec::default()
         }
         .with_format_options()?,

@@ -152,6 +152,7 @@ def sort(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[PathLike] = None,
+    output_fmt_options: Optional[Sequence[str]] = None,
     temp_prefix: Optional[PathLike] = None,
     no_pg: bool = False,
     max_fan_in: int = 64,
@@ -162,8 +163,10 @@ def sort(
     Keywords are the command's long options: ``threads`` (``-@``, default all cores),
     ``max_memory`` (bytes, or ``"768M"``/``"2G"``; default 768 MiB per thread), ``by_name``
     (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``level`` (``-l``), ``uncompressed``
-    (``-u``), ``write_index``, ``output_fmt`` (``-O``), ``index_format``, ``reference``,
-    ``temp_prefix`` (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
+    (``-u``), ``write_index`` (CRAM: a ``.crai``), ``output_fmt`` (``-O``), ``index_format``,
+    ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
+    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``), ``temp_prefix``
+    (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
     (default: when stderr is a terminal and tqdm is installed).
 
     Returns a :class:`Report`; the output is byte-identical to the command's with the same options.
@@ -174,8 +177,8 @@ def sort(
             input, output, threads=threads, max_memory=max_memory, by_name=by_name,
             by_name_lex=by_name_lex, tag=tag, level=level, uncompressed=uncompressed,
             write_index=write_index, output_fmt=output_fmt, index_format=index_format,
-            reference=reference, temp_prefix=temp_prefix, no_pg=no_pg, max_fan_in=max_fan_in,
-            progress=callback,
+            reference=reference, output_fmt_options=_list(output_fmt_options),
+            temp_prefix=temp_prefix, no_pg=no_pg, max_fan_in=max_fan_in, progress=callback,
         )
     finally:
         _closing(callback)
@@ -183,6 +186,10 @@ def sort(
 
 
 Tags = Union[Sequence[str], Mapping[str, Optional[str]], None]
+
+
+def _list(values: Optional[Sequence[str]]) -> Optional[List[str]]:
+    return None if values is None else list(values)
 
 
 def _stream_reader(stream: Any) -> pa.RecordBatchReader:
@@ -323,6 +330,7 @@ def merge(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[PathLike] = None,
+    output_fmt_options: Optional[Sequence[str]] = None,
     no_pg: bool = False,
 ) -> Report:
     """Merges sorted ``inputs`` into ``output``, as ``sortase merge`` / ``samtools merge``.
@@ -336,7 +344,8 @@ def merge(
         by_name_lex=by_name_lex, tag=tag, attach_rg=attach_rg, combine_rg=combine_rg,
         combine_pg=combine_pg, seed=seed, header=header, force=force, level=level,
         uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
-        index_format=index_format, reference=reference, no_pg=no_pg,
+        index_format=index_format, reference=reference,
+        output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
     ))
 
 
@@ -356,6 +365,8 @@ def view(
     level: Optional[int] = None,
     uncompressed: bool = False,
     reference: Optional[PathLike] = None,
+    output_fmt_options: Optional[Sequence[str]] = None,
+    write_index: bool = False,
     no_pg: bool = False,
     read_group: Optional[str] = None,
     library: Optional[str] = None,
@@ -366,14 +377,16 @@ def view(
     ``count=True`` (``-c``) writes nothing and reports the number of records passing the filters
     in ``count``. ``require_flags`` (``-f``) / ``exclude_flags`` (``-F``): an int or samtools'
     text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``read_group`` (``-r``) and
-    ``library`` (``-l``: records whose read group has that ``@RG LB``); ``regions`` (needs an index).
-    Reports ``records``, ``count``, ``outputs``, ``warnings``."""
+    ``library`` (``-l``: records whose read group has that ``@RG LB``); ``regions`` (needs an index:
+    ``.bai``/``.csi``, or ``.crai`` for CRAM); ``reference`` (``-T``, CRAM), ``output_fmt_options``
+    and ``write_index`` as in :func:`sort`. Reports ``records``, ``count``, ``outputs``, ``warnings``."""
     return _report(_sortase.view(
         input, output, regions=None if regions is None else list(regions), threads=threads,
         output_fmt=output_fmt, count=count, require_flags=require_flags,
         exclude_flags=exclude_flags, min_mapq=min_mapq, with_header=with_header,
         header_only=header_only, level=level, uncompressed=uncompressed, reference=reference,
-        no_pg=no_pg, read_group=read_group, library=library,
+        output_fmt_options=_list(output_fmt_options), write_index=write_index, no_pg=no_pg,
+        read_group=read_group, library=library,
     ))
 
 
@@ -394,6 +407,7 @@ def markdup(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[PathLike] = None,
+    output_fmt_options: Optional[Sequence[str]] = None,
     no_pg: bool = False,
 ) -> Report:
     """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
@@ -406,7 +420,7 @@ def markdup(
         threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
         optical_distance=optical_distance, level=level, uncompressed=uncompressed,
         write_index=write_index, output_fmt=output_fmt, index_format=index_format,
-        reference=reference, no_pg=no_pg,
+        reference=reference, output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
     ))
 
 
@@ -527,6 +541,7 @@ def snp_pileup(
     max_depth: Optional[int] = None,
     pseudo_snps: int = 0,
     threads: Optional[int] = None,
+    reference: Optional[PathLike] = None,
 ) -> Union[Report, pa.Table]:
     """FACETS' ``snp-pileup`` of ``bams`` at the SNVs of ``vcf``, as ``sortase snp-pileup``.
 
@@ -535,12 +550,13 @@ def snp_pileup(
     returns the CSV as a ``pyarrow.Table`` (``Chromosome`` as strings). Options default to
     FACETS' (``None``): ``count_orphans`` (``-A``), ``ignore_overlaps`` (``-x``),
     ``min_base_quality`` (``-Q``), ``min_map_quality`` (``-q``), ``min_read_counts`` (``-r``),
-    ``max_depth`` (``-d``), ``pseudo_snps`` (``-P``)."""
+    ``max_depth`` (``-d``), ``pseudo_snps`` (``-P``). ``bams`` may be CRAMs (decoded into temporary
+    indexed BAMs first), with ``reference`` (the FASTA; else ``REF_PATH``/``REF_CACHE``)."""
     options = dict(
         count_orphans=count_orphans, ignore_overlaps=ignore_overlaps,
         min_base_quality=min_base_quality, min_map_quality=min_map_quality,
         min_read_counts=None if min_read_counts is None else list(min_read_counts),
-        max_depth=max_depth, pseudo_snps=pseudo_snps, threads=threads,
+        max_depth=max_depth, pseudo_snps=pseudo_snps, threads=threads, reference=reference,
     )
     paths = [os.fspath(b) for b in bams]
     if output is not None:

@@ -28,6 +28,7 @@ def sort(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[_Path] = None,
+    output_fmt_options: Optional[List[str]] = None,
     temp_prefix: Optional[_Path] = None,
     no_pg: bool = False,
     max_fan_in: int = 64,
@@ -84,6 +85,7 @@ def merge(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[_Path] = None,
+    output_fmt_options: Optional[List[str]] = None,
     no_pg: bool = False,
 ) -> str: ...
 def view(
@@ -102,6 +104,8 @@ def view(
     level: Optional[int] = None,
     uncompressed: bool = False,
     reference: Optional[_Path] = None,
+    output_fmt_options: Optional[List[str]] = None,
+    write_index: bool = False,
     no_pg: bool = False,
     read_group: Optional[str] = None,
     library: Optional[str] = None,
@@ -123,6 +127,7 @@ def markdup(
     output_fmt: Optional[str] = None,
     index_format: Optional[str] = None,
     reference: Optional[_Path] = None,
+    output_fmt_options: Optional[List[str]] = None,
     no_pg: bool = False,
 ) -> str: ...
 def bgzip(
@@ -180,4 +185,5 @@ def snp_pileup(
     max_depth: Optional[int] = None,
     pseudo_snps: int = 0,
     threads: Optional[int] = None,
+    reference: Optional[_Path] = None,
 ) -> str: ...

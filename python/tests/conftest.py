@@ -56,10 +56,12 @@ def tag_value(r: Any, tag: str) -> Any:
 
 def expected_rows(path: Path, region: Optional[Tuple[str, Optional[int], Optional[int]]] = None,
                   tags: Sequence[str] = (),
-                  columns: Sequence[str] = FIXED) -> Iterator[Dict[str, Any]]:
-    """pysam's reading of `path` (or of `region`: contig, 0-based start, end), as the rows
-    `read_bam` must return."""
-    with pysam.AlignmentFile(str(path), check_sq=False) as f:
+                  columns: Sequence[str] = FIXED,
+                  reference: Optional[Path] = None) -> Iterator[Dict[str, Any]]:
+    """pysam's reading of `path` (or of `region`: contig, 0-based start, end; `reference`: the
+    FASTA of a CRAM), as the rows `read_bam` must return."""
+    fasta = None if reference is None else str(reference)
+    with pysam.AlignmentFile(str(path), check_sq=False, reference_filename=fasta) as f:
         if region:
             records = f.fetch(contig=region[0], start=region[1], stop=region[2])
         else:

@@ -264,7 +264,7 @@ fn compare(
 }
 
 /// The generated templates sorted by the oracle into `dir/in.bam`.
-fn sorted_input(st: &Oracle, dir: &Path, n: usize, seed: u64) -> PathBuf {
+pub fn sorted_input(st: &Oracle, dir: &Path, n: usize, seed: u64) -> PathBuf {
     let sam = dir.join("in.sam");
     std::fs::write(&sam, templates(n, seed)).unwrap();
     let bam = dir.join("in.bam");

@@ -679,3 +679,90 @@ fn issue_7_snp_pileup_errors() {
         "reference sequences differ",
     );
 }
+
+/// CRAM inputs (issue 21): samtools 1.24's CRAMs of the test BAMs, alone and beside a BAM, with
+/// `--reference`, give the CSV expected from `samtools mpileup` of the BAMs.
+#[test]
+fn issue_21_snp_pileup_on_cram() {
+    let Some(st) = oracle() else { return };
+    let dir = tempdir();
+    let d = dir.path();
+    let (bams, vcf, vcf_text) = inputs(st, d);
+    let g = genome();
+    let fasta = d.join("genome.fa");
+    let mut fa = String::new();
+    for ((name, _), seq) in CONTIGS.iter().zip(&g.seqs) {
+        let _ = writeln!(fa, ">{name}");
+        for chunk in seq.chunks(60) {
+            fa.push_str(std::str::from_utf8(chunk).unwrap());
+            fa.push('\n');
+        }
+    }
+    std::fs::write(&fasta, &fa).unwrap();
+    // Encoded against a copy that is then deleted, so that no @SQ UR leads back to a FASTA.
+    let enc = d.join("enc.fa");
+    std::fs::write(&enc, &fa).unwrap();
+    let crams: Vec<PathBuf> = bams
+        .iter()
+        .map(|b| {
+            let c = b.with_extension("cram");
+            st.run(&["view", "-C", "-T", p(&enc), "-o", p(&c), p(b)])
+                .expect_ok();
+            c
+        })
+        .collect();
+    std::fs::remove_file(&enc).unwrap();
+    let _ = std::fs::remove_file(d.join("enc.fa.fai"));
+    let o = Opts {
+        q: 15,
+        big_q: 20,
+        r: vec![10, 0],
+        d: 1000,
+        p: 100,
+        a: false,
+        x: false,
+    };
+    let cols = mpileup(st, &bams, o.q, o.d, o.a, o.x);
+    let want = expected(&vcf_text, &cols_for(st, &bams, &o, &bams, &cols), &o, 2);
+    assert!(want.lines().count() > 50, "expected output is too small");
+    let mut failures = Vec::new();
+    for (k, files) in [
+        vec![crams[0].clone(), crams[1].clone()],
+        vec![bams[0].clone(), crams[1].clone()],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = d.join(format!("cram{k}.csv"));
+        let mut args: Vec<String> = vec!["snp-pileup".into(), "--reference".into()];
+        args.push(p(&fasta).into());
+        args.extend(opts_args(&o));
+        args.extend(["-@", "3", "--batch-bytes", "20000"].map(String::from));
+        args.push(p(&vcf).into());
+        args.push(p(&out).into());
+        args.extend(files.iter().map(|b| p(b).to_string()));
+        let argv: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let run = sortase(&argv);
+        if !run.ok() {
+            failures.push(format!("{argv:?}: {}", run.failure()));
+            continue;
+        }
+        let got = std::fs::read_to_string(&out).unwrap();
+        if got != want {
+            failures.push(format!(
+                "{argv:?}: differs from the expected CSV ({} vs {} lines)",
+                got.lines().count(),
+                want.lines().count()
+            ));
+        }
+    }
+    // Without the reference (the FASTA is not reachable through @SQ UR or REF_PATH): one line
+    // naming the @SQ and its M5.
+    let out = d.join("noref.csv");
+    let run = sortase(&["snp-pileup", p(&vcf), p(&out), p(&crams[0])]);
+    let err = run.failure();
+    if run.ok() || !(err.contains("@SQ SN:chr1") && err.contains("M5:")) {
+        failures.push(format!("snp-pileup without the reference: {err}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

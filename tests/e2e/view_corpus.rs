@@ -177,7 +177,7 @@ fn corpus_sam_bam_round_trips() {
 
 /// Corpus files whose own reference is in the corpus and whose records
 /// samtools itself round-trips through CRAM exactly (modulo regenerated MD/NM).
-const CRAM_CASES: &[(&str, &str)] = &[
+pub const CRAM_CASES: &[(&str, &str)] = &[
     ("ce#1000.sam", "ce.fa"),
     ("ce#5b.sam", "ce.fa"),
     ("ce#unmap2.sam", "ce.fa"),

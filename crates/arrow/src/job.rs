@@ -1,4 +1,4 @@
-//! [`ReadJob`]: a BAM/SAM/CRAM file (or an indexed region of a BAM) read into Arrow record batches,
+//! [`ReadJob`]: a BAM/SAM/CRAM file (or an indexed region of a BAM or CRAM) read into Arrow record batches,
 //! as a stream ([`ReadJob::stream`]) or whole ([`ReadJob::run`]).
 
 use crate::columns::{reference_names, BatchBuilder};
@@ -26,7 +26,7 @@ pub struct ReadJob {
     /// `-` for standard input.
     pub input: String,
     /// Only records overlapping this region (`chr1`, `chr1:100-200`, 1-based inclusive, as samtools),
-    /// found through the BAM's index; `None`: every record.
+    /// found through the BAM's index (`.bai`/`.csi`) or the CRAM's (`.crai`); `None`: every record.
     pub region: Option<String>,
     /// Fixed columns by name, in this order ([`Field::name`]); `None`: all of them.
     pub columns: Option<Vec<String>>,
@@ -165,9 +165,11 @@ impl ReadJob {
         if self.input != "-" && is_bam(Path::new(&self.input))? {
             return self.start_bam(rt);
         }
-        if self.region.is_some() {
+        let cram = self.input != "-" && sortase::input::is_cram(Path::new(&self.input));
+        if self.region.is_some() && !cram {
             return Err(Error::argument(
-                "region: only an indexed BAM can be read by region (this input is SAM or CRAM)",
+                "region: only an indexed BAM or CRAM can be read by region (this input is SAM or \
+                 standard input)",
             )
             .into());
         }
@@ -224,7 +226,21 @@ impl ReadJob {
         })
     }
 
-    fn start_input(&self, rt: &Runtime) -> anyhow::Result<BatchStream> {
+    /// The records of a SAM or CRAM input: all of them (one stream), or those of the region of a
+    /// CRAM, through its `.crai` (htslib's iterator).
+    fn open_source(&self, rt: &Runtime) -> anyhow::Result<(Header, InputRecords)> {
+        if let Some(text) = &self.region {
+            let options = sortase_cram::ReadOptions {
+                reference: self.reference.clone(),
+                threads: rt.threads(),
+                fields: sortase_cram::Fields::All,
+            };
+            let indexed = sortase_cram::IndexedCram::open(Path::new(&self.input), &options)?;
+            let header = indexed.header()?;
+            let region = parse_region(text, &header)
+                .map_err(|e| Error::argument(format!("region {text:?} {e}")))?;
+            return Ok((header, InputRecords::Region(Box::new(indexed), region)));
+        }
         let mut input = Input::open(
             &self.input,
             rt.threads(),
@@ -232,7 +248,12 @@ impl ReadJob {
             &Progress::hidden(),
         )?;
         input.set_cancel(rt.cancel_flag().clone());
-        let names = reference_names(&input.header);
+        Ok((input.header.clone(), InputRecords::Whole(Box::new(input))))
+    }
+
+    fn start_input(&self, rt: &Runtime) -> anyhow::Result<BatchStream> {
+        let (header, input) = self.open_source(rt)?;
+        let names = reference_names(&header);
         let records = Arc::new(AtomicU64::new(0));
         // The tag kinds may need the first records: the input thread reads them and sends the
         // layout back before going on.
@@ -287,10 +308,34 @@ fn sample_batch(path: &Path, first: u64, n_ref: usize) -> anyhow::Result<Option<
     Ok(stream.next_batch()?)
 }
 
+/// What the input thread of a SAM/CRAM read reads.
+enum InputRecords {
+    /// Every record.
+    Whole(Box<Input>),
+    /// The records of a region of an indexed CRAM.
+    Region(Box<sortase_cram::IndexedCram>, sortase_bam::query::Region),
+}
+
+impl InputRecords {
+    /// Calls `each` on the batches, in file order.
+    fn for_each_batch(
+        self,
+        each: impl FnMut(RawBatch) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut each = each;
+        match self {
+            InputRecords::Whole(mut input) => input.for_each_batch(each),
+            InputRecords::Region(mut indexed, region) => {
+                each(indexed.query(Some(region.tid), region.beg, region.end)?)
+            }
+        }
+    }
+}
+
 /// The input thread of a SAM/CRAM read.
 fn read_input(
     job: &ReadJob,
-    mut input: Input,
+    input: InputRecords,
     names: ArrayRef,
     shared: &crate::pipeline::Shared,
     records: &AtomicU64,

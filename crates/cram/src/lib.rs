@@ -433,7 +433,8 @@ impl CramReader {
                 return BamError::Io(e);
             }
         }
-        if let Some(msg) = missing::diagnose(&self.ours, self.reference.as_deref(), last_tid) {
+        if let Some(msg) = missing::diagnose(&self.ours, self.reference.as_deref(), last_tid, false)
+        {
             return cram_err(msg);
         }
         cram_err(format!(
@@ -488,6 +489,7 @@ pub struct CramWriter<W: Write + Send + 'static> {
     file: Option<HtsFile>,
     header: HtsHeader,
     record: Bam1,
+    reference: Option<PathBuf>,
     drain: Option<JoinHandle<(W, std::io::Result<()>)>>,
 }
 
@@ -511,14 +513,16 @@ impl<W: Write + Send + 'static> CramWriter<W> {
         let header = HtsHeader::from_header(header)?;
         // SAFETY: valid file and header.
         if unsafe { hts::sam_hdr_write(file.fp, header.0) } != 0 {
-            return Err(cram_err(
-                "cannot write the CRAM header (is every @SQ in the reference?)",
-            ));
+            return Err(cram_err(write_failure(
+                &header,
+                options.reference.as_deref(),
+            )));
         }
         Ok(Self {
             file: Some(file),
             header,
             record: Bam1::new(),
+            reference: options.reference.clone(),
             drain: Some(drain),
         })
     }
@@ -531,9 +535,10 @@ impl<W: Write + Send + 'static> CramWriter<W> {
             unsafe { raw_to_bam1(&raw[4..], self.record.0)? };
             // SAFETY: valid file, header and record.
             if unsafe { hts::sam_write1(file.fp, self.header.0, self.record.0) } < 0 {
-                return Err(cram_err(
-                    "htslib cannot encode the record (is its reference in the FASTA?)",
-                ));
+                return Err(cram_err(write_failure(
+                    &self.header,
+                    self.reference.as_deref(),
+                )));
             }
         }
         Ok(())
@@ -561,6 +566,18 @@ impl<W: Write + Send + 'static> Drop for CramWriter<W> {
             let _ = t.join();
         }
     }
+}
+
+/// The error for a header or record htslib could not encode: the first `@SQ` missing from the
+/// reference if there is one, else a general message.
+fn write_failure(header: &HtsHeader, reference: Option<&Path>) -> String {
+    header
+        .to_header()
+        .ok()
+        .and_then(|h| missing::diagnose(&h, reference, 0, true))
+        .unwrap_or_else(|| {
+            "htslib cannot encode the CRAM output (is every @SQ in the reference?)".to_string()
+        })
 }
 
 /// Applies one samtools-style `key=value` (or `key`) format option through `hts_opt_add`.
@@ -647,6 +664,7 @@ pub struct IndexedCram {
     header: HtsHeader,
     index: *mut hts::hts_idx_t,
     record: Bam1,
+    reference: Option<PathBuf>,
 }
 
 // SAFETY: used by one thread at a time; the index is only read.
@@ -685,6 +703,7 @@ impl IndexedCram {
             header,
             index,
             record: Bam1::new(),
+            reference: options.reference.clone(),
         })
     }
 
@@ -724,10 +743,14 @@ impl IndexedCram {
                 break Ok(());
             }
             if r < -1 {
-                break Err(cram_err(
+                let missing = self.header.to_header().ok().and_then(|h| {
+                    missing::diagnose(&h, self.reference.as_deref(), tid.max(0), false)
+                });
+                break Err(cram_err(missing.unwrap_or_else(|| {
                     "htslib cannot decode the CRAM container of the region (corrupt file, or a \
-                     missing or mismatched reference)",
-                ));
+                     reference that does not match the @SQ M5)"
+                        .to_string()
+                })));
             }
             offsets.push(buf.len() as u32);
             // SAFETY: the iterator filled the record.

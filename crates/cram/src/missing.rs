@@ -52,8 +52,14 @@ fn sq_lines(header: &Header) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-/// The message for a decode failure that a missing reference explains, or `None`.
-pub fn diagnose(header: &Header, reference: Option<&Path>, last_tid: i32) -> Option<String> {
+/// The message for a decode (or, `writing`, encode) failure that a missing reference explains, or
+/// `None`.
+pub fn diagnose(
+    header: &Header,
+    reference: Option<&Path>,
+    last_tid: i32,
+    writing: bool,
+) -> Option<String> {
     let sqs = sq_lines(header);
     let available = match reference {
         Some(fasta) => fasta_names(fasta).unwrap_or_default(),
@@ -68,6 +74,11 @@ pub fn diagnose(header: &Header, reference: Option<&Path>, last_tid: i32) -> Opt
         .or_else(|| sqs.iter().find(missing))?;
     let m5 = m5.as_deref().unwrap_or("none");
     Some(match reference {
+        Some(fasta) if writing => format!(
+            "reference sequence for @SQ SN:{sn} (M5:{m5}) is not in {}: give the FASTA the \
+             records were aligned to",
+            fasta.display()
+        ),
         Some(fasta) => format!(
             "reference sequence for @SQ SN:{sn} (M5:{m5}) is not in {}: give the FASTA the CRAM \
              was written against",

@@ -91,7 +91,7 @@ fn index(
 #[pyo3(signature = (inputs, output, *, threads=None, by_name=false, by_name_lex=false,
     tag=None, attach_rg=false, combine_rg=false, combine_pg=false, seed=None, header=None,
     force=false, level=None, uncompressed=false, write_index=false, output_fmt=None,
-    index_format=None, reference=None, no_pg=false))]
+    index_format=None, reference=None, output_fmt_options=None, no_pg=false))]
 #[allow(clippy::too_many_arguments)]
 fn merge(
     py: Python<'_>,
@@ -113,6 +113,7 @@ fn merge(
     output_fmt: Option<String>,
     index_format: Option<String>,
     reference: Option<PathBuf>,
+    output_fmt_options: Option<Vec<String>>,
     no_pg: bool,
 ) -> PyResult<String> {
     let job = MergeJob {
@@ -125,7 +126,7 @@ fn merge(
             write_index,
             index_format,
             reference,
-            format_options: Vec::new(),
+            format_options: output_fmt_options.unwrap_or_default(),
         },
         order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
         attach_rg,
@@ -143,8 +144,8 @@ fn merge(
 #[pyfunction]
 #[pyo3(signature = (input, output=None, *, regions=None, threads=None, output_fmt=None,
     count=false, require_flags=None, exclude_flags=None, min_mapq=0, with_header=false,
-    header_only=false, level=None, uncompressed=false, reference=None, no_pg=false,
-    read_group=None, library=None))]
+    header_only=false, level=None, uncompressed=false, reference=None, output_fmt_options=None,
+    write_index=false, no_pg=false, read_group=None, library=None))]
 #[allow(clippy::too_many_arguments)]
 fn view(
     py: Python<'_>,
@@ -162,6 +163,8 @@ fn view(
     level: Option<i32>,
     uncompressed: bool,
     reference: Option<PathBuf>,
+    output_fmt_options: Option<Vec<String>>,
+    write_index: bool,
     no_pg: bool,
     read_group: Option<String>,
     library: Option<String>,
@@ -174,6 +177,8 @@ fn view(
             level,
             uncompressed,
             reference,
+            format_options: output_fmt_options.unwrap_or_default(),
+            write_index,
             ..OutputSpec::default()
         }
         .with_format_options()
@@ -197,7 +202,7 @@ fn view(
 #[pyo3(signature = (input, output, *, mode="auto", remove_duplicates=false, metrics=None,
     threads=None, max_memory=None, temp_prefix=None, optical_distance=None, level=None,
     uncompressed=false, write_index=false, output_fmt=None, index_format=None, reference=None,
-    no_pg=false))]
+    output_fmt_options=None, no_pg=false))]
 #[allow(clippy::too_many_arguments)]
 fn markdup(
     py: Python<'_>,
@@ -216,6 +221,7 @@ fn markdup(
     output_fmt: Option<String>,
     index_format: Option<String>,
     reference: Option<PathBuf>,
+    output_fmt_options: Option<Vec<String>>,
     no_pg: bool,
 ) -> PyResult<String> {
     let mode = match mode {
@@ -247,7 +253,7 @@ fn markdup(
                 write_index,
                 index_format,
                 reference,
-                format_options: Vec::new(),
+                format_options: output_fmt_options.unwrap_or_default(),
             },
         )
     };
@@ -365,7 +371,7 @@ fn fetch(
 #[pyfunction]
 #[pyo3(signature = (vcf, bams, output, *, count_orphans=None, gzip=false,
     ignore_overlaps=None, min_base_quality=None, min_map_quality=None, min_read_counts=None,
-    max_depth=None, pseudo_snps=0, threads=None))]
+    max_depth=None, pseudo_snps=0, threads=None, reference=None))]
 #[allow(clippy::too_many_arguments)]
 fn snp_pileup(
     py: Python<'_>,
@@ -381,8 +387,10 @@ fn snp_pileup(
     max_depth: Option<i32>,
     pseudo_snps: i64,
     threads: Option<usize>,
+    reference: Option<PathBuf>,
 ) -> PyResult<String> {
     let mut job = SnpPileupJob::new(vcf, output, bams);
+    job.reference = reference;
     job.gzip = gzip;
     job.pseudo_snps = pseudo_snps;
     job.count_orphans = count_orphans.unwrap_or(job.count_orphans);

@@ -44,8 +44,8 @@ pub(crate) fn path_text(p: PathBuf) -> String {
 #[pyfunction]
 #[pyo3(signature = (input, output, *, threads=None, max_memory=None, by_name=false,
     by_name_lex=false, tag=None, level=None, uncompressed=false, write_index=false,
-    output_fmt=None, index_format=None, reference=None, temp_prefix=None, no_pg=false,
-    max_fan_in=64, progress=None))]
+    output_fmt=None, index_format=None, reference=None, output_fmt_options=None,
+    temp_prefix=None, no_pg=false, max_fan_in=64, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn sort(
     py: Python<'_>,
@@ -62,6 +62,7 @@ fn sort(
     output_fmt: Option<String>,
     index_format: Option<String>,
     reference: Option<PathBuf>,
+    output_fmt_options: Option<Vec<String>>,
     temp_prefix: Option<PathBuf>,
     no_pg: bool,
     max_fan_in: usize,
@@ -85,7 +86,7 @@ fn sort(
             write_index,
             index_format,
             reference,
-            format_options: Vec::new(),
+            format_options: output_fmt_options.unwrap_or_default(),
         },
         order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
         temp_prefix,

@@ -93,6 +93,11 @@ impl OutputFile {
         Ok((out, file))
     }
 
+    /// The file being written: the temporary name, or the target when it is written in place.
+    pub fn written_path(&self) -> &Path {
+        self.temp.as_deref().unwrap_or(&self.target)
+    }
+
     /// Renames the temporary file to the target.
     pub fn commit(mut self) -> Result<()> {
         if let Some(temp) = &self.temp {

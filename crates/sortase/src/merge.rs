@@ -162,7 +162,7 @@ impl Target {
     fn resolve(job: &MergeJob) -> anyhow::Result<Self> {
         let out = &job.output;
         let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let (data, index, bai) = index_target(&path, out.index_format.as_deref())?;
+        let (data, _, _) = index_target(&path, out.index_format.as_deref())?;
         let data = (data != Path::new("-")).then_some(data);
         if let Some(d) = data.as_ref().filter(|d| !job.force && d.is_file()) {
             return Err(Error::new(
@@ -181,6 +181,8 @@ impl Target {
             level,
             OutFormat::Bam(level),
         )?;
+        let (_, index, bai) =
+            crate::options::index_target_for(&path, out.index_format.as_deref(), format)?;
         let index = (out.write_index && data.is_some()).then_some((index, bai));
         Ok(Self {
             data,
@@ -189,13 +191,12 @@ impl Target {
         })
     }
 
-    /// `--write-index` needs coordinate-sorted BAM output.
+    /// `--write-index` needs coordinate-sorted BAM or CRAM output.
     fn check_index(&self, order: SortOrder) -> anyhow::Result<()> {
-        if self.index.is_some()
-            && (order != SortOrder::Coordinate || !matches!(self.format, OutFormat::Bam(_)))
+        if self.index.is_some() && (order != SortOrder::Coordinate || self.format == OutFormat::Sam)
         {
             return Err(Error::argument(
-                "--write-index: sortase indexes coordinate-sorted BAM output only",
+                "--write-index: sortase indexes coordinate-sorted BAM or CRAM output only",
             )
             .into());
         }

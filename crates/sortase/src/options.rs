@@ -257,6 +257,23 @@ pub fn index_target(output: &Path, format: Option<&str>) -> Result<(PathBuf, Pat
     Ok((data, idx, bai))
 }
 
+/// The index file of `--write-index` for `format` output to `output` (samtools' `auto_index`): the
+/// name after `##idx##` if given, else the data file's name plus `.crai` for CRAM, `.bai` or `.csi`
+/// for BAM ([`index_target`]). Returns the data path, the index path and whether it is a BAI.
+pub fn index_target_for(
+    output: &Path,
+    index_format: Option<&str>,
+    format: crate::writer::OutFormat,
+) -> Result<(PathBuf, PathBuf, bool)> {
+    let (data, index, bai) = index_target(output, index_format)?;
+    if format != crate::writer::OutFormat::Cram || output.to_string_lossy().contains("##idx##") {
+        return Ok((data, index, bai));
+    }
+    let mut crai = data.as_os_str().to_owned();
+    crai.push(".crai");
+    Ok((data, PathBuf::from(crai), false))
+}
+
 /// Process CPU time (user + system) in seconds.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct we pass.

@@ -31,7 +31,7 @@ use sortase_ops::pileup::engine::PileupOptions;
 use sortase_ops::pileup::plan::Batch;
 use sortase_ops::pileup::{self, PileupError, SiteList, SnpPileupOptions};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// snp-pileup as a job: the VCF, the output CSV and the BAMs, with FACETS' options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,8 +40,12 @@ pub struct SnpPileupJob {
     pub vcf: PathBuf,
     /// The output CSV (never overwritten; `.gz` is appended with `gzip` if missing).
     pub output: PathBuf,
-    /// Coordinate-sorted, indexed BAMs.
+    /// Coordinate-sorted, indexed BAMs, or coordinate-sorted CRAMs (decoded into temporary
+    /// indexed BAMs first).
     pub bams: Vec<PathBuf>,
+    /// Reference FASTA for CRAM inputs (else htslib's `REF_PATH`/`REF_CACHE` and `@SQ UR` lookups).
+    #[serde(default)]
+    pub reference: Option<PathBuf>,
     /// `-A`: do not discard anomalous read pairs.
     pub count_orphans: bool,
     /// `-g`: compress the output with BGZF.
@@ -137,6 +141,7 @@ impl SnpPileupJob {
             max_depth: pileup.max_depth,
             pseudo_snps: 0,
             batch_bytes: None,
+            reference: None,
         }
     }
 
@@ -198,17 +203,22 @@ impl SnpPileupJob {
     /// Runs on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<SnpPileupReport> {
         let target = self.check()?;
-        let inputs = pileup::open_bams(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
+        let decoded = DecodedCrams::decode(&self.bams, self.reference.as_deref(), rt)?;
+        decoded.pileup(|bams| self.pile_up(bams, &target, rt))
+    }
+
+    /// [`SnpPileupJob::run`] on `bams` (BAMs only).
+    fn pile_up(&self, bams: &[PathBuf], target: &Path, rt: &Runtime) -> Result<SnpPileupReport> {
+        let inputs = pileup::open_bams(bams).map_err(|e| pileup_error(e, None, rt))?;
         let opts = self.options(rt);
-        let total: u64 = self
-            .bams
+        let total: u64 = bams
             .iter()
             .filter_map(|p| std::fs::metadata(p).ok())
             .map(|m| m.len())
             .sum();
         let progress = rt.progress("snp-pileup", total);
         let context = format!("snp-pileup {}", self.vcf.display());
-        let summary = write_output(&target, self.gzip, rt, |out| {
+        let summary = write_output(target, self.gzip, rt, |out| {
             pileup::snp_pileup(&self.vcf, inputs, &opts, out, &|n| progress.add(n))
                 .map_err(|e| pileup_error(e, Some(&context), rt))
         })?;
@@ -220,7 +230,7 @@ impl SnpPileupJob {
             pseudo_lines: summary.lines.pseudo_lines,
             batches: summary.batches,
             threads: rt.threads(),
-            outputs: vec![target],
+            outputs: vec![target.to_path_buf()],
             warnings: Vec::new(),
         })
     }
@@ -234,6 +244,16 @@ impl SnpPileupJob {
     /// Range tasks: the batches grouped into about `n` tasks of equal compressed size.
     pub fn plan_tasks(&self, rt: &Runtime, n: usize) -> Result<SnpPileupPlan> {
         self.check()?;
+        if let Some(cram) = self.bams.iter().find(|p| crate::input::is_cram(p)) {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{}: snp-pileup tasks read indexed BAMs by byte range, not CRAM; run the job \
+                     whole (it decodes CRAM first) or convert it (sortase view -b --write-index)",
+                    cram.display()
+                ),
+            ));
+        }
         let inputs = pileup::open_bams(&self.bams).map_err(|e| pileup_error(e, None, rt))?;
         let opts = self.options(rt);
         let context = format!("snp-pileup {}", self.vcf.display());
@@ -279,6 +299,115 @@ impl SnpPileupJob {
             tasks,
         })
     }
+}
+
+/// The job's inputs with each CRAM replaced by a temporary indexed BAM of its records (BGZF level
+/// 1, index built on the fly) in a directory under the runtime's temporary directory: the pileup
+/// engine plans its batches from a BAM index's compressed offsets and reads them by byte range,
+/// which a CRAM (containers, `.crai`) does not give. The records are htslib's decoding, as
+/// snp-pileup's own `sam_read1` gets them.
+struct DecodedCrams {
+    paths: Vec<PathBuf>,
+    /// (temporary BAM, the CRAM it holds), for messages.
+    names: Vec<(String, String)>,
+    /// The temporary BAMs' directory, removed with them when this is dropped.
+    dir: Option<crate::files::TempDir>,
+}
+
+impl DecodedCrams {
+    fn decode(bams: &[PathBuf], reference: Option<&Path>, rt: &Runtime) -> Result<Self> {
+        let mut decoded = Self {
+            paths: bams.to_vec(),
+            names: Vec::new(),
+            dir: None,
+        };
+        for (i, path) in bams.iter().enumerate() {
+            if !crate::input::is_cram(path) {
+                continue;
+            }
+            if decoded.dir.is_none() {
+                decoded.dir = Some(crate::files::TempDir::create(rt.temp_dir())?);
+            }
+            let dir = decoded.dir.as_ref().expect("created above").path();
+            let bam = dir.join(format!("{i}.bam"));
+            let name = path.display().to_string();
+            decode_cram(&name, &bam, reference, rt)
+                .map_err(|e| Error::from(e).context(name.clone()))?;
+            decoded.names.push((bam.display().to_string(), name));
+            decoded.paths[i] = bam;
+        }
+        Ok(decoded)
+    }
+
+    /// Runs `f` on the paths, naming the CRAMs instead of their temporary BAMs in its error.
+    fn pileup<T>(&self, f: impl FnOnce(&[PathBuf]) -> Result<T>) -> Result<T> {
+        f(&self.paths).map_err(|e| {
+            if self.names.is_empty() {
+                return e;
+            }
+            let mut message = e.to_string();
+            for (bam, cram) in &self.names {
+                message = message.replace(bam.as_str(), cram);
+            }
+            Error::new(e.kind(), message)
+        })
+    }
+}
+
+/// Decodes the CRAM `name` into `bam` with an index next to it (`bam.bai`, or `bam.csi` for
+/// references too long for a BAI).
+fn decode_cram(
+    name: &str,
+    bam: &Path,
+    reference: Option<&Path>,
+    rt: &Runtime,
+) -> anyhow::Result<()> {
+    use crate::writer::{CramOut, OutFormat, SortedOutput};
+    let size = std::fs::metadata(name).map(|m| m.len()).unwrap_or(0);
+    let progress = rt.progress("snp-pileup (decoding CRAM)", size);
+    let mut input = crate::input::Input::open(name, rt.threads(), reference, &progress)?;
+    input.set_cancel(rt.cancel_flag().clone());
+    let order = input
+        .header
+        .text()
+        .lines()
+        .find(|l| l.starts_with("@HD\t"))
+        .and_then(|hd| hd.split('\t').find_map(|f| f.strip_prefix("SO:")))
+        .map(str::to_string);
+    if let Some(order) = order.filter(|o| o != "coordinate" && o != "unknown") {
+        return Err(Error::new(
+            ErrorKind::Input,
+            format!("not sorted by coordinate (@HD SO:{order}); sort it with `samtools sort` and index it"),
+        )
+        .into());
+    }
+    // A BAI when every reference fits one (2^29 bases), else a CSI: the pileup engine's probes
+    // may query past a reference's end, which a CSI sized to the longest reference (samtools'
+    // depth) refuses ("invalid start bound").
+    let bai = input
+        .header
+        .references()
+        .iter()
+        .all(|r| u64::from(r.length) < 1 << 29);
+    let mut index = bam.as_os_str().to_owned();
+    index.push(if bai { ".bai" } else { ".csi" });
+    let index = PathBuf::from(index);
+    let mut out = SortedOutput::open(
+        Some(bam),
+        Some((&index, bai)),
+        OutFormat::Bam(CompressionLevel::from_libdeflate(1)),
+        &input.header,
+        rt.threads(),
+        &CramOut::default(),
+    )?;
+    input.for_each_batch(|b| {
+        out.sink
+            .write_batch(b)
+            .context("not sorted by coordinate, or the temporary BAM cannot be written")
+    })?;
+    out.finish()?;
+    progress.finish();
+    Ok(())
 }
 
 /// The BAMs' indexes and header ends, for the byte spans of tasks.

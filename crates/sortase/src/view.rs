@@ -243,9 +243,6 @@ impl ViewJob {
 }
 
 fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
-    if job.output.write_index {
-        bail!(Error::argument("view: --write-index is not supported"));
-    }
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
         let header = if job.read_group.is_some() || job.library.is_some() {
@@ -316,8 +313,16 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         }
         _ => header,
     };
-    let path = job.output.path.as_deref();
-    let mut out = SortedOutput::open(path, None, format, &shown, rt.threads(), &job.output.cram())?;
+    let index = index_target(job, format)?;
+    let data = job.output.data_path()?;
+    let mut out = SortedOutput::open(
+        data.as_deref(),
+        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
+        format,
+        &shown,
+        rt.threads(),
+        &job.output.cram(),
+    )?;
     if !job.header_only {
         let mut records = 0u64;
         for_each_batch(
@@ -345,8 +350,27 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     rt.check_cancelled()?;
     out.finish()?;
     progress.finish();
-    report.outputs = job.output.data_path()?.into_iter().collect();
+    report.outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
     Ok(report)
+}
+
+/// The index of `--write-index` (path, BAI?), as samtools view names it: BAM gets a CSI (or BAI),
+/// CRAM a `.crai`; it needs BAM or CRAM output to a file.
+fn index_target(job: &ViewJob, format: OutFormat) -> anyhow::Result<Option<(PathBuf, bool)>> {
+    if !job.output.write_index {
+        return Ok(None);
+    }
+    let Some(path) = job.output.path.as_deref().filter(|p| *p != Path::new("-")) else {
+        bail!(Error::argument("--write-index needs an output file (-o)"));
+    };
+    if format == OutFormat::Sam {
+        bail!(Error::argument(
+            "--write-index: sortase writes indexes for BAM and CRAM output only"
+        ));
+    }
+    let (_, index, bai) =
+        crate::options::index_target_for(path, job.output.index_format.as_deref(), format)?;
+    Ok(Some((index, bai)))
 }
 
 /// The report of a count, written to the output file if there is one.

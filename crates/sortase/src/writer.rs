@@ -437,6 +437,25 @@ impl OutputFiles {
     }
 }
 
+impl OutputFiles {
+    /// Builds the `.crai` of the finished CRAM data file into the index file with htslib (`samtools
+    /// index`'s code, on `threads`), then renames both into place; without an index file, only
+    /// renames the data file. The data file's writer must be flushed and dropped first.
+    pub fn commit_crai(self, threads: usize) -> Result<()> {
+        let Some((pending, f)) = self.index else {
+            return self.dest.commit();
+        };
+        drop(f);
+        let Some(data) = self.dest.file.as_ref() else {
+            bail!("--write-index needs an output file (-o)");
+        };
+        sortase_cram::build_index(data.written_path(), Some(pending.written_path()), threads)
+            .with_context(|| self.name.clone())?;
+        self.dest.commit()?;
+        pending.commit()
+    }
+}
+
 /// The output of a sort, merge or view: the data file (or stdout) being written through a
 /// [`RecordSink`] and, with `--write-index`, the index file. Both are written under temporary names
 /// and renamed only by [`SortedOutput::finish`], so a failed run leaves neither.
@@ -444,12 +463,15 @@ pub struct SortedOutput {
     /// Where records go.
     pub sink: RecordSink,
     files: OutputFiles,
+    /// CRAM output with an index: htslib's threads for building the `.crai` from the finished file.
+    crai_threads: Option<usize>,
     /// The output's name for messages.
     pub name: String,
 }
 
 impl SortedOutput {
-    /// Opens `path` (`None`: stdout) and, if `index` is `Some((path, bai))`, the index file.
+    /// Opens `path` (`None`: stdout) and, if `index` is `Some((path, bai))`, the index file: for BAM
+    /// a BAI or CSI built on the fly, for CRAM a `.crai` built from the finished file (`bai` unused).
     pub fn open(
         path: Option<&Path>,
         index: Option<(&Path, bool)>,
@@ -460,15 +482,26 @@ impl SortedOutput {
     ) -> Result<Self> {
         let (files, out) = OutputFiles::open(path, index.map(|(p, _)| p))?;
         let name = files.name.clone();
-        let builder = index.map(|(_, bai)| OnTheFlyIndex::new(header, bai));
+        let crai_threads = (format == OutFormat::Cram && index.is_some()).then_some(threads);
+        let builder = index
+            .filter(|_| crai_threads.is_none())
+            .map(|(_, bai)| OnTheFlyIndex::new(header, bai));
         let sink = RecordSink::new(format, header, threads, cram, builder, out)
             .with_context(|| name.clone())?;
-        Ok(Self { sink, files, name })
+        Ok(Self {
+            sink,
+            files,
+            crai_threads,
+            name,
+        })
     }
 
     /// Flushes the records, writes the index, and renames both into place.
     pub fn finish(self) -> Result<()> {
         let index_bytes = self.sink.finish().with_context(|| self.name.clone())?;
-        self.files.commit(index_bytes.as_deref())
+        match self.crai_threads {
+            Some(threads) => self.files.commit_crai(threads),
+            None => self.files.commit(index_bytes.as_deref()),
+        }
     }
 }

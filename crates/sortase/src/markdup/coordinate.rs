@@ -80,11 +80,12 @@ fn hold_or_spill(
 /// The output's data path and index (path, BAI?), as `-o` and `--write-index` name them.
 type Targets = (Option<PathBuf>, Option<(PathBuf, bool)>);
 
-fn targets(job: &MarkdupJob) -> crate::Result<Targets> {
+fn targets(job: &MarkdupJob, format: OutFormat) -> crate::Result<Targets> {
     let o = &job.output;
     Ok(match &o.path {
         Some(p) if o.write_index => {
-            let (d, i, bai) = index_target(p, o.index_format.as_deref())?;
+            let (d, i, bai) =
+                crate::options::index_target_for(p, o.index_format.as_deref(), format)?;
             (Some(d), Some((i, bai)))
         }
         Some(p) => (Some(index_target(p, None)?.0), None),
@@ -105,15 +106,15 @@ pub(super) fn run(
     let names = NameParser::new(c.read_name_regex.as_deref())
         .map_err(|e| Error::argument(format!("--read-name-regex {:?}: {e}", c.read_name_regex)))?;
     let level = job.output.compression_level(crate::sort::DEFAULT_LEVEL);
-    let (data_path, index_path) = targets(job)?;
     let format = resolve_format(
         job.output.format.as_deref(),
-        data_path.as_deref(),
+        job.output.data_path()?.as_deref(),
         level,
         OutFormat::Bam(level),
     )?;
-    if job.output.write_index && (data_path.is_none() || !matches!(format, OutFormat::Bam(_))) {
-        crate::bail_argument!("--write-index needs BAM output to a file (-o)");
+    let (data_path, index_path) = targets(job, format)?;
+    if job.output.write_index && (data_path.is_none() || format == OutFormat::Sam) {
+        crate::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
     }
 
     // Under -T: read ends spilled beyond the memory pool, and standard input kept as a BAM

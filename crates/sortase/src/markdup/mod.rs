@@ -139,7 +139,7 @@ impl Default for PicardOptions {
 pub struct MarkdupJob {
     /// The input path (`-`: standard input).
     pub input: String,
-    /// The output (`write_index`: coordinate-sorted BAM output only).
+    /// The output (`write_index`: coordinate-sorted BAM or CRAM output only).
     pub output: OutputSpec,
     /// The algorithm.
     pub mode: Mode,
