@@ -91,7 +91,7 @@ fn agd_sort_matches_sortase_and_samtools_sort() {
                 continue;
             }
             let spilled = !sorted.stderr.contains(" 0 runs spilled");
-            if spilled != !mem.is_empty() {
+            if spilled == mem.is_empty() {
                 failures.push(format!(
                     "{label}: runs spilled {spilled}: {}",
                     sorted.stderr
@@ -306,7 +306,7 @@ fn agd_add_column_and_failed_adds_leave_the_dataset() {
         crate::common::dir_listing(&ds.join("score")),
         crate::common::dir_listing(&ds.join("results"))
     );
-    let dup = |i: usize| i % 3 == 0;
+    let dup = |i: usize| i.is_multiple_of(3);
     let flags = d.join("dups.txt");
     std::fs::write(
         &flags,

@@ -202,7 +202,7 @@ fn query(
                 return Ok(());
             }
             let group = carry.take();
-            marks.process(&group, &[0..group.len()], pool)?;
+            marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
         }
         let mut bounds = Vec::with_capacity(batch.len() / 2);
         let mut g = start;
@@ -222,7 +222,7 @@ fn query(
     })?;
     if !carry.is_empty() {
         let group = carry.take();
-        marks.process(&group, &[0..group.len()], pool)?;
+        marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
     }
     report.read_names = marks.groups;
     report.duplicate_groups = marks.dups;
