@@ -16,6 +16,14 @@ pub enum AgdCommand {
     Export(ExportArgs),
     /// Flag statistics of a dataset, identical to samtools flagstat of the BAM it came from.
     Flagstat(FlagstatArgs),
+    /// A new dataset sorted as samtools sort sorts the BAM (coordinate, -n, -N, -t TAG).
+    Sort(crate::agd_ops::SortArgs),
+    /// Duplicate marking (samblaster or Picard, as sortase markdup) into a `duplicate` column group.
+    Markdup(crate::agd_ops::MarkdupArgs),
+    /// Adds (or replaces) an extra column group from a program's per-record output.
+    AddColumn(crate::agd_ops::AddColumnArgs),
+    /// Drops an extra column group.
+    DropColumn(crate::agd_ops::DropColumnArgs),
 }
 
 /// Arguments of `sortase agd import`.
@@ -92,6 +100,10 @@ pub fn run(command: AgdCommand) -> Result<()> {
         AgdCommand::Import(args) => import(args),
         AgdCommand::Export(args) => export(args),
         AgdCommand::Flagstat(args) => flagstat(args),
+        AgdCommand::Sort(args) => crate::agd_ops::sort(args),
+        AgdCommand::Markdup(args) => crate::agd_ops::markdup(args),
+        AgdCommand::AddColumn(args) => crate::agd_ops::add_column(args),
+        AgdCommand::DropColumn(args) => crate::agd_ops::drop_column(args),
     }
 }
 

@@ -3,6 +3,7 @@
 //! This binary only turns flags into library calls; the work lives in the `sortase-*` crates.
 
 mod agd;
+mod agd_ops;
 mod bgzip;
 mod common;
 mod faidx;

@@ -115,7 +115,7 @@ impl Gen {
 }
 
 /// An unsorted SAM of `n` templates covering the cases in the module comment.
-fn templates(n: usize, seed: u64) -> String {
+pub(crate) fn templates(n: usize, seed: u64) -> String {
     let mut g = Gen {
         rng: Rng::new(seed),
         out: String::new(),

@@ -75,7 +75,7 @@ impl Gen {
 }
 
 /// A query-grouped SAM with `n` templates that samblaster accepts.
-fn grouped(n: usize, seed: u64) -> String {
+pub(crate) fn grouped(n: usize, seed: u64) -> String {
     let mut g = Gen {
         rng: Rng::new(seed),
         out: String::new(),

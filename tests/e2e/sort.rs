@@ -206,7 +206,7 @@ fn sort_generated_inputs_match_samtools() {
 }
 
 /// A BAM of `n` random records over three references (some unmapped), made by samtools.
-fn random_bam(st: &Oracle, dir: &Path, n: usize) -> PathBuf {
+pub(crate) fn random_bam(st: &Oracle, dir: &Path, n: usize) -> PathBuf {
     let mut s = edge_cases::rows(
         "@HD VN:1.6 SO:unsorted
          @SQ SN:chr1 LN:2000000

@@ -43,6 +43,7 @@
 mod decode;
 mod encode;
 mod error;
+pub mod extra;
 pub mod manifest;
 mod schema;
 
@@ -50,7 +51,7 @@ pub use decode::{append_records, read_chunk_records, read_columns, read_group, C
 pub use encode::{write_group, ChunkBuilder, WriteOptions, CHUNK_BYTES_LIMIT};
 pub use error::AgdError;
 pub use manifest::{
-    ChunkEntry, Manifest, Provenance, ReferenceEntry, FORMAT_VERSION, MANIFEST_FILE,
+    ChunkEntry, ExtraGroup, Manifest, Provenance, ReferenceEntry, FORMAT_VERSION, MANIFEST_FILE,
 };
 pub use schema::Group;
 

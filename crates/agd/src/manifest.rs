@@ -81,6 +81,24 @@ pub struct Manifest {
     pub sort_order: String,
     /// Who wrote each group, by group name.
     pub provenance: BTreeMap<String, Provenance>,
+    /// Extra column groups added after import ([`crate::extra`]), each aligned with the chunks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<ExtraGroup>,
+}
+
+/// An extra column group: one Parquet file per chunk in directory `dir`, row `i` of chunk `c`
+/// belonging to record `c.first + i`. Replacing a group writes a new directory and switches the
+/// manifest to it, so the old files stay valid until the manifest is renamed into place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraGroup {
+    /// The group's name (unique in the dataset, not a core group's).
+    pub name: String,
+    /// The directory of its chunk files, relative to the dataset.
+    pub dir: String,
+    /// Its columns, in file order.
+    pub columns: Vec<String>,
+    /// Who wrote it.
+    pub provenance: Provenance,
 }
 
 impl Manifest {
@@ -113,6 +131,7 @@ impl Manifest {
                 .iter()
                 .map(|g| (g.name().to_string(), provenance.clone()))
                 .collect(),
+            extra: Vec::new(),
         }
     }
 
@@ -135,6 +154,11 @@ impl Manifest {
     /// Whether the dataset has `group`.
     pub fn has_group(&self, group: Group) -> bool {
         self.groups.iter().any(|g| g.name == group.name())
+    }
+
+    /// The extra group named `name`.
+    pub fn extra_group(&self, name: &str) -> Option<&ExtraGroup> {
+        self.extra.iter().find(|g| g.name == name)
     }
 
     /// The manifest as pretty JSON.
@@ -182,6 +206,21 @@ impl Manifest {
                 ));
             }
         }
+        for (i, g) in self.extra.iter().enumerate() {
+            check_extra_name(&g.name)?;
+            check_extra_name(&g.dir)?;
+            if g.columns.is_empty() {
+                return Err(format!("extra group {:?} has no columns", g.name));
+            }
+            for other in &self.extra[..i] {
+                if other.name == g.name || other.dir == g.dir {
+                    return Err(format!(
+                        "extra groups {:?} and {:?} share a name or directory",
+                        other.name, g.name
+                    ));
+                }
+            }
+        }
         let mut next = 0u64;
         for (i, c) in self.chunks.iter().enumerate() {
             if c.index != i
@@ -204,6 +243,25 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// Checks an extra group's name or directory: a plain file name (letters, digits, `_`, `-`, `.`,
+/// not starting with `.`), not a core group's directory.
+pub fn check_extra_name(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if !plain {
+        return Err(format!(
+            "extra group {name:?}: names are letters, digits, '_', '-' and '.', not starting with '.'"
+        ));
+    }
+    if Group::from_name(name).is_some() {
+        return Err(format!("extra group {name:?}: the name of a core group"));
+    }
+    Ok(())
 }
 
 /// `SO` of the `@HD` line, `unknown` when absent.

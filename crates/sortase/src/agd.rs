@@ -46,6 +46,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod columns;
+mod markdup;
+mod sort;
+
+pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
+pub use markdup::AgdMarkdupJob;
+pub use sort::{AgdSortJob, AgdSortReport};
+
 /// Records per chunk without `--chunk-size`: Persona's 100 000. On the small bench BAM (808 685
 /// records) chunks of 20 000 / 100 000 / 500 000 made datasets of 94.70 / 94.66 / 93.76 MB (zstd works
 /// per page, not per chunk), and 9 chunks keep 2-8 threads busy on a file that size.
@@ -367,13 +375,20 @@ impl AgdExportJob {
     }
 }
 
-/// Rebuilds one chunk's records as a batch.
-fn chunk_batch(dir: &Path, chunk: &agd::ChunkEntry) -> anyhow::Result<RecordBatch> {
+/// Rebuilds one chunk's records as a batch, with the `duplicate` group's flags applied.
+fn chunk_batch(
+    dir: &Path,
+    manifest: &Manifest,
+    chunk: &agd::ChunkEntry,
+) -> anyhow::Result<RecordBatch> {
     let files = agd::read_columns(dir, chunk)?;
     let bytes: usize = files.iter().map(|f| f.batch.get_array_memory_size()).sum();
     let mut buf = Vec::with_capacity(bytes + 64 * chunk.records as usize);
     let mut offsets = Vec::with_capacity(chunk.records as usize);
     agd::append_records(&files, &mut buf, &mut offsets)?;
+    if let Some(duplicate) = columns::duplicate_column(dir, manifest, chunk)? {
+        columns::apply_duplicates(&mut buf, &offsets, &duplicate);
+    }
     let end = buf.len();
     Ok(RecordBatch::from_parts(buf, offsets, end, 0))
 }
@@ -599,7 +614,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
             let batches = rt.install(|| {
                 window
                     .par_iter()
-                    .map(|c| chunk_batch(&job.input, c))
+                    .map(|c| chunk_batch(&job.input, &manifest, c))
                     .collect::<anyhow::Result<Vec<_>>>()
             })?;
             records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
@@ -647,7 +662,11 @@ impl AgdFlagstatJob {
 /// The columns flagstat reads.
 const FLAGSTAT_COLUMNS: [&str; 4] = ["flag", "ref_id", "next_ref_id", "mapq"];
 
-fn count_chunk(dir: &Path, chunk: &agd::ChunkEntry) -> anyhow::Result<FlagStat> {
+fn count_chunk(
+    dir: &Path,
+    manifest: &Manifest,
+    chunk: &agd::ChunkEntry,
+) -> anyhow::Result<FlagStat> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(&FLAGSTAT_COLUMNS))?;
     let b = &file.batch;
     let column = |name: &str| {
@@ -658,15 +677,16 @@ fn count_chunk(dir: &Path, chunk: &agd::ChunkEntry) -> anyhow::Result<FlagStat> 
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let next_ref_id = column("next_ref_id")?.as_primitive::<Int32Type>();
     let mapq = column("mapq")?.as_primitive::<UInt8Type>();
+    let duplicate = columns::duplicate_column(dir, manifest, chunk)?;
     let mut counts = FlagStat::default();
     // HOT: once per record, four plain arrays (no nulls in these columns).
     for i in 0..b.num_rows() {
-        counts.add_fields(
-            flag.value(i),
-            ref_id.value(i),
-            next_ref_id.value(i),
-            mapq.value(i),
-        );
+        let f = match &duplicate {
+            Some(d) if d.is_valid(i) && d.value(i) => flag.value(i) | sortase_bam::flags::DUPLICATE,
+            Some(d) if d.is_valid(i) => flag.value(i) & !sortase_bam::flags::DUPLICATE,
+            _ => flag.value(i),
+        };
+        counts.add_fields(f, ref_id.value(i), next_ref_id.value(i), mapq.value(i));
     }
     Ok(counts)
 }
@@ -677,7 +697,7 @@ fn flagstat(job: &AgdFlagstatJob, rt: &Runtime) -> anyhow::Result<FlagstatReport
         manifest
             .chunks
             .par_iter()
-            .map(|c| count_chunk(&job.input, c))
+            .map(|c| count_chunk(&job.input, &manifest, c))
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
     let mut report = FlagstatReport::default();

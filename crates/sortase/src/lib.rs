@@ -59,6 +59,9 @@ mod test_data;
 pub mod view;
 pub mod writer;
 
+pub use agd::{
+    AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
+};
 pub use agd::{AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdImportJob, AgdImportReport};
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};

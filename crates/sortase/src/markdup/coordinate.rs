@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 /// The first line of the metrics file's header, before the command line.
 const METRICS_TITLE: &str = "sortase markdup (Picard MarkDuplicates 2.27.5 metrics)";
 
-fn order_error(header: &Header, file: &str, e: &OrderError) -> anyhow::Error {
+pub(crate) fn order_error(header: &Header, file: &str, e: &OrderError) -> anyhow::Error {
     let at = |(r, p): (i32, i32)| match header.references().get(r as usize) {
         Some(rf) if r >= 0 => format!("{}:{}", String::from_utf8_lossy(rf.name.as_ref()), p + 1),
         _ => "unmapped (*)".to_string(),
@@ -60,7 +60,7 @@ fn flatten(e: anyhow::Error, file: &str) -> anyhow::Error {
 /// Keeps the read ends within the memory pool: `reservation` grows with them, and when the pool
 /// refuses they are spilled to sorted runs in `dir` (the budget for merging them back is what the
 /// pool could give). With the pool to itself this spills exactly when the ends exceed the pool.
-fn hold_or_spill(
+pub(crate) fn hold_or_spill(
     collector: &mut Collector,
     reservation: &mut Reservation,
     dir: &Path,

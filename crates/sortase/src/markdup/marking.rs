@@ -39,6 +39,41 @@ fn bad_group(file: &str, batch: &RecordBatch, i: usize, what: &str) -> anyhow::E
     Error::new(ErrorKind::Format, format!("{file}: read {name}: {what}")).into()
 }
 
+/// Whether the read-name group starting at record `start` of `batch` (analysed as `group`) is a
+/// duplicate: its signature was seen before (then it is added to `sigs`). A group samblaster cannot
+/// mark is an error of the input `file`.
+pub(crate) fn is_duplicate(
+    sigs: &mut SigSet,
+    group: &samblaster::Group,
+    file: &str,
+    batch: &RecordBatch,
+    start: usize,
+) -> Result<bool> {
+    Ok(match group.verdict {
+        Verdict::Pass => false,
+        Verdict::Sig(s) => !sigs.insert(s),
+        Verdict::Broken => {
+            return Err(bad_group(
+                file,
+                batch,
+                start,
+                "no usable primary pair in the group of its name (a mapped mate's primary is \
+                 missing, or the read is unmapped and alone); is the input grouped by read name \
+                 (aligner output, `sortase sort -n`)? Coordinate-sorted input needs --mode \
+                 coordinate; --ignoreUnmated passes such groups through",
+            ))
+        }
+        Verdict::UnknownReference => {
+            return Err(bad_group(
+                file,
+                batch,
+                start,
+                "mapped to a reference missing from the header",
+            ))
+        }
+    })
+}
+
 impl State {
     /// A state with nothing seen yet.
     pub(super) fn new(
@@ -98,28 +133,7 @@ impl State {
         });
         for (range, group) in bounds.iter().zip(&verdicts) {
             self.groups += 1;
-            let dup =
-                match group.verdict {
-                    Verdict::Pass => false,
-                    Verdict::Sig(s) => !self.sigs.insert(s),
-                    Verdict::Broken => return Err(bad_group(
-                        &self.names.0,
-                        batch,
-                        range.start,
-                        "no usable primary pair in the group of its name (a mapped mate's primary \
-                         is missing, or the read is unmapped and alone); is the input grouped by \
-                         read name (aligner output, `sortase sort -n`)? Coordinate-sorted input \
-                         needs --mode coordinate; --ignoreUnmated passes such groups through",
-                    )),
-                    Verdict::UnknownReference => {
-                        return Err(bad_group(
-                            &self.names.0,
-                            batch,
-                            range.start,
-                            "mapped to a reference missing from the header",
-                        ))
-                    }
-                };
+            let dup = is_duplicate(&mut self.sigs, group, &self.names.0, batch, range.start)?;
             self.dups += u64::from(dup);
             self.records += range.len() as u64;
             if dup {
@@ -201,7 +215,7 @@ impl State {
 
 /// Records of a group that continues past the end of a batch.
 #[derive(Default)]
-pub(super) struct Carry {
+pub(crate) struct Carry {
     buf: Vec<u8>,
     offsets: Vec<u32>,
     name: Vec<u8>,
@@ -209,17 +223,17 @@ pub(super) struct Carry {
 
 impl Carry {
     /// Whether no group is carried.
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
 
     /// Whether a record named `name` belongs to the carried group.
-    pub(super) fn continues(&self, name: &[u8]) -> bool {
+    pub(crate) fn continues(&self, name: &[u8]) -> bool {
         self.name == name
     }
 
     /// Adds record `raw` (with its `block_size`) to the carried group.
-    pub(super) fn push(&mut self, raw: &[u8]) {
+    pub(crate) fn push(&mut self, raw: &[u8]) {
         if self.offsets.is_empty() {
             self.name.clear();
             let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
@@ -230,7 +244,7 @@ impl Carry {
     }
 
     /// The carried group as a batch; the carry is empty after.
-    pub(super) fn take(&mut self) -> RecordBatch {
+    pub(crate) fn take(&mut self) -> RecordBatch {
         let buf = std::mem::take(&mut self.buf);
         let end = buf.len();
         RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)

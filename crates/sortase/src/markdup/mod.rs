@@ -17,7 +17,7 @@
 //! ```
 
 pub mod coordinate;
-mod marking;
+pub(crate) mod marking;
 pub mod query;
 mod side_out;
 

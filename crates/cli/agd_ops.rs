@@ -1,0 +1,201 @@
+//! `sortase agd sort|markdup|add-column|drop-column`: flags → [`sortase::AgdSortJob`],
+//! [`sortase::AgdMarkdupJob`], [`sortase::AgdAddColumnJob`], [`sortase::AgdDropColumnJob`].
+
+use crate::common;
+use crate::markdup::Mode;
+use anyhow::Result;
+use sortase::agd::ColumnType;
+use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, Order};
+use std::path::PathBuf;
+
+/// Arguments of `sortase agd sort` (samtools sort's orders and memory flags).
+#[derive(clap::Args, Debug)]
+pub struct SortArgs {
+    /// The dataset directory to create (must not exist, or be empty).
+    #[arg(short = 'o', value_name = "DIR")]
+    output: PathBuf,
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// Memory per thread, with K/M/G suffix, as samtools [768M].
+    #[arg(short = 'm', value_name = "INT[KMG]")]
+    mem_per_thread: Option<String>,
+    /// Memory for all threads together (overrides -m).
+    #[arg(long = "max-memory", value_name = "INT[KMG]")]
+    max_memory: Option<String>,
+    /// Temporary runs go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [next to -o].
+    #[arg(short = 'T', value_name = "PREFIX")]
+    temp_prefix: Option<PathBuf>,
+    /// Sort by read name (natural order, samtools -n).
+    #[arg(short = 'n')]
+    by_name: bool,
+    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
+    #[arg(short = 'N')]
+    by_name_lex: bool,
+    /// Sort by the value of TAG, then by position (or name with -n/-N).
+    #[arg(short = 't', value_name = "TAG")]
+    tag: Option<String>,
+    /// Do not add a @PG line to the header.
+    #[arg(long = "no-PG")]
+    no_pg: bool,
+    /// Most runs the final merge may open.
+    #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
+    max_fan_in: usize,
+    /// Most records per chunk of the output.
+    #[arg(long = "chunk-size", value_name = "INT", default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE)]
+    chunk_size: u64,
+    /// zstd level of the column files (1-22).
+    #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
+    level: i32,
+    /// Report phases, runs and chunks on stderr.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// The dataset directory to sort.
+    input: PathBuf,
+}
+
+/// Arguments of `sortase agd markdup` (`sortase markdup`'s marking options).
+#[derive(clap::Args, Debug)]
+pub struct MarkdupArgs {
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// Algorithm: auto (from @HD SO), query (samblaster) or coordinate (Picard).
+    #[arg(long = "mode", value_enum, default_value_t = Mode::Auto)]
+    mode: Mode,
+    /// Temporary files go to PREFIX.sortase-PID-N.tmp/ [inside the dataset].
+    #[arg(short = 'T', value_name = "PREFIX")]
+    temp_prefix: Option<PathBuf>,
+    /// zstd level of the duplicate group's files (1-22).
+    #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
+    level: i32,
+    /// samblaster's options (query-grouped input).
+    #[command(flatten)]
+    query: crate::markdup_query::QueryArgs,
+    /// Picard's options (coordinate-sorted input).
+    #[command(flatten)]
+    coord: crate::markdup_coord::CoordArgs,
+    /// The dataset directory.
+    input: PathBuf,
+}
+
+/// Arguments of `sortase agd add-column`.
+#[derive(clap::Args, Debug)]
+pub struct AddColumnArgs {
+    /// The group's name (and its column's, for text and TSV values); `duplicate` sets flag 0x400.
+    #[arg(long = "name", value_name = "NAME")]
+    name: String,
+    /// The values: a text file with one value per line in record order, a .tsv of
+    /// ORDINAL<TAB>VALUE lines, or a .parquet table (placed by its `ordinal` column if it has one).
+    #[arg(long = "from", value_name = "FILE")]
+    from: PathBuf,
+    /// Type of text and TSV values: auto, int, float, bool or string.
+    #[arg(long = "type", value_name = "TYPE", default_value = "auto")]
+    column_type: String,
+    /// zstd level of the group's files (1-22).
+    #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
+    level: i32,
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// The dataset directory.
+    input: PathBuf,
+}
+
+/// Arguments of `sortase agd drop-column`.
+#[derive(clap::Args, Debug)]
+pub struct DropColumnArgs {
+    /// The extra group to drop.
+    #[arg(long = "name", value_name = "NAME")]
+    name: String,
+    /// The dataset directory.
+    input: PathBuf,
+}
+
+/// Runs `sortase agd sort`.
+pub fn sort(args: SortArgs) -> Result<()> {
+    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    let memory = crate::sort::memory_budget(
+        threads,
+        args.mem_per_thread.as_deref(),
+        args.max_memory.as_deref(),
+    )?;
+    let rt = common::runtime(Some(threads), memory)?;
+    let job = AgdSortJob {
+        input: args.input,
+        output: args.output,
+        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref()),
+        temp_prefix: args.temp_prefix,
+        max_fan_in: args.max_fan_in,
+        chunk_size: args.chunk_size,
+        zstd_level: args.level,
+        program: common::program(args.no_pg),
+        command_line: common::command_line(),
+    };
+    let report = job.run(&rt)?;
+    common::print_warnings(&report.warnings);
+    if args.verbose {
+        for p in &report.phases {
+            eprintln!(
+                "[sortase agd sort] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
+                p.name, p.seconds, p.cpu_percent
+            );
+        }
+        eprintln!(
+            "[sortase agd sort] {} records ({} MiB uncompressed) into {} chunks; budget {} MiB; {} runs spilled, final merge of {} sources; {} temporary bytes",
+            report.records,
+            report.record_bytes >> 20,
+            report.chunks,
+            report.memory_budget >> 20,
+            report.runs_spilled,
+            report.final_fan_in,
+            report.temp_bytes
+        );
+    }
+    Ok(())
+}
+
+/// Runs `sortase agd markdup`.
+pub fn markdup(args: MarkdupArgs) -> Result<()> {
+    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    let memory = sortase::options::parse_size(&args.coord.max_memory, "--max-memory")?;
+    let rt = common::runtime(Some(threads), Some(memory))?;
+    let job = AgdMarkdupJob {
+        dataset: args.input,
+        mode: args.mode.into(),
+        temp_prefix: args.temp_prefix,
+        samblaster: args.query.options(),
+        picard: args.coord.options(common::command_line()),
+        zstd_level: args.level,
+        command_line: common::command_line(),
+    };
+    let report = job.run(&rt)?;
+    common::print_warnings(&report.warnings);
+    if !args.query.quiet {
+        for line in &report.summary {
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// Runs `sortase agd add-column`.
+pub fn add_column(args: AddColumnArgs) -> Result<()> {
+    let rt = common::runtime(args.threads, None)?;
+    let job = AgdAddColumnJob {
+        dataset: args.input,
+        name: args.name,
+        from: args.from,
+        column_type: ColumnType::parse(&args.column_type)?,
+        zstd_level: args.level,
+        command_line: common::command_line(),
+    };
+    job.run(&rt)?;
+    Ok(())
+}
+
+/// Runs `sortase agd drop-column`.
+pub fn drop_column(args: DropColumnArgs) -> Result<()> {
+    AgdDropColumnJob::new(args.input, args.name).run()?;
+    Ok(())
+}

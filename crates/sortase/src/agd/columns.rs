@@ -1,0 +1,581 @@
+//! Extra column groups as jobs ([`AgdAddColumnJob`], [`AgdDropColumnJob`]) and the update of a
+//! dataset in place: a group's files go into a private directory inside the dataset, which is
+//! renamed to a directory name no manifest has used, and `manifest.json` is replaced last (written
+//! under a temporary name, then renamed). Until that rename the dataset is what it was; an
+//! interrupted or failed run leaves at most a hidden directory that its guard removes. A replaced
+//! group's old directory is removed after the rename.
+//!
+//! `agd add-column` reads a program's per-record output in one of three forms:
+//! - a text file, one value per line, line `i` for record `i` (ordinals from 0, in dataset order):
+//!   what `cut`, `awk` or a script printing one line per record produce;
+//! - `.tsv`: `ORDINAL<TAB>VALUE` lines in any order, every ordinal exactly once (output of a
+//!   program that ran on the records out of order, e.g. per chunk in parallel);
+//! - `.parquet`: a table whose columns become the group's columns; with an integer `ordinal` column
+//!   the rows are placed by it (every ordinal exactly once), else they are in record order.
+//!
+//! In text and TSV an empty value is null. The type of a text or TSV column is `--type`, or when
+//! `auto` the narrowest of integer (Int64), float (Float64), boolean (`true`/`false`) and string
+//! that holds every value; the `duplicate` group is Boolean and also takes `0`/`1`. A count that is
+//! not the dataset's record count is an error naming the file.
+
+use super::{open_manifest, Manifest};
+use crate::error::{Error, Result};
+use crate::files::{OutputFile, TempDir};
+use crate::runtime::Runtime;
+use anyhow::{bail, Context};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sortase_agd::extra::{self, DUPLICATE_GROUP};
+use sortase_agd::{ChunkEntry, ExtraGroup, Provenance};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The type of a text or TSV column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnType {
+    /// The narrowest type that holds every value (Boolean for the `duplicate` group).
+    #[default]
+    Auto,
+    /// 64-bit signed integers.
+    Int,
+    /// 64-bit floats.
+    Float,
+    /// `true`/`false` (and `0`/`1`).
+    Bool,
+    /// UTF-8 strings.
+    String,
+}
+
+impl ColumnType {
+    /// The type named `s` (`auto`, `int`, `float`, `bool`, `string`).
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "auto" => Self::Auto,
+            "int" => Self::Int,
+            "float" => Self::Float,
+            "bool" => Self::Bool,
+            "string" => Self::String,
+            _ => {
+                return Err(Error::argument(format!(
+                    "--type {s}: one of auto, int, float, bool, string"
+                )))
+            }
+        })
+    }
+}
+
+/// `sortase agd add-column`: a program's per-record output as an extra column group (added, or
+/// replacing the group of that name), without rewriting any other group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdAddColumnJob {
+    /// The dataset directory.
+    pub dataset: PathBuf,
+    /// The group's name (and the column's, for text and TSV input).
+    pub name: String,
+    /// The values (text, `.tsv` or `.parquet`; see the module documentation).
+    pub from: PathBuf,
+    /// The type of text and TSV values.
+    pub column_type: ColumnType,
+    /// zstd level of the group's files.
+    pub zstd_level: i32,
+    /// The command line recorded as the group's provenance.
+    pub command_line: String,
+}
+
+/// What an update of a dataset did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AgdColumnsReport {
+    /// The group written or dropped.
+    pub group: String,
+    /// Its columns.
+    pub columns: Vec<String>,
+    /// Whether it replaced (or, dropping, removed) a group of that name.
+    pub replaced: bool,
+    /// Records it holds.
+    pub records: u64,
+}
+
+impl AgdAddColumnJob {
+    /// Adds the values of `from` to `dataset` as group `name`, type inferred.
+    pub fn new(
+        dataset: impl Into<PathBuf>,
+        name: impl Into<String>,
+        from: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            dataset: dataset.into(),
+            name: name.into(),
+            from: from.into(),
+            column_type: ColumnType::Auto,
+            zstd_level: super::DEFAULT_ZSTD_LEVEL,
+            command_line: String::new(),
+        }
+    }
+
+    /// Runs the job on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<AgdColumnsReport> {
+        add_column(self, rt)
+            .with_context(|| format!("agd add-column {}", self.dataset.display()))
+            .map_err(Error::from)
+    }
+}
+
+/// `sortase agd drop-column`: removes an extra column group from the manifest, then its files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdDropColumnJob {
+    /// The dataset directory.
+    pub dataset: PathBuf,
+    /// The extra group to drop.
+    pub name: String,
+}
+
+impl AgdDropColumnJob {
+    /// Drops group `name` of `dataset`.
+    pub fn new(dataset: impl Into<PathBuf>, name: impl Into<String>) -> Self {
+        Self {
+            dataset: dataset.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Runs the job.
+    pub fn run(&self) -> Result<AgdColumnsReport> {
+        drop_column(self)
+            .with_context(|| format!("agd drop-column {}", self.dataset.display()))
+            .map_err(Error::from)
+    }
+}
+
+/// A group being written into a dataset: its private directory, then [`PendingGroup::commit`].
+pub(crate) struct PendingGroup {
+    temp: TempDir,
+    name: String,
+    columns: Vec<String>,
+}
+
+impl PendingGroup {
+    /// Starts group `name` in dataset `dir`.
+    pub(crate) fn create(dir: &Path, name: &str) -> anyhow::Result<Self> {
+        sortase_agd::manifest::check_extra_name(name).map_err(Error::argument)?;
+        let temp = TempDir::create(&dir.join(format!(".{name}")))?;
+        Ok(Self {
+            temp,
+            name: name.to_string(),
+            columns: Vec::new(),
+        })
+    }
+
+    /// Writes the group's file of `chunk`.
+    pub(crate) fn write(
+        &self,
+        chunk: &ChunkEntry,
+        batch: &RecordBatch,
+        level: i32,
+    ) -> anyhow::Result<()> {
+        let path = extra::extra_dir_path(self.temp.path(), ".", chunk.index);
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("{}: cannot create", path.display()))?;
+        let mut out = extra::write_extra(batch, std::io::BufWriter::new(file), level)?;
+        out.flush()
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        Ok(())
+    }
+
+    /// Sets the group's columns (those of every chunk's batch).
+    pub(crate) fn set_columns(&mut self, columns: Vec<String>) {
+        self.columns = columns;
+    }
+
+    /// Moves the group into dataset `dir` under a directory no manifest uses and replaces the
+    /// manifest with `manifest` plus this group (replacing a group of the same name, whose directory
+    /// is then removed). Returns whether a group was replaced.
+    pub(crate) fn commit(
+        self,
+        dir: &Path,
+        mut manifest: Manifest,
+        provenance: Provenance,
+    ) -> anyhow::Result<bool> {
+        let fresh = (0..)
+            .map(|n| {
+                if n == 0 {
+                    self.name.clone()
+                } else {
+                    format!("{}.{n}", self.name)
+                }
+            })
+            .find(|d| !manifest.extra.iter().any(|g| &g.dir == d) && !dir.join(d).exists())
+            .expect("an unused name");
+        std::fs::rename(self.temp.path(), dir.join(&fresh)).with_context(|| {
+            format!(
+                "{}: cannot rename from {}",
+                dir.join(&fresh).display(),
+                self.temp.path().display()
+            )
+        })?;
+        let group = ExtraGroup {
+            name: self.name.clone(),
+            dir: fresh.clone(),
+            columns: self.columns,
+            provenance,
+        };
+        let old = manifest.extra.iter().position(|g| g.name == self.name);
+        let old_dir = old.map(|i| std::mem::replace(&mut manifest.extra[i], group.clone()).dir);
+        if old.is_none() {
+            manifest.extra.push(group);
+        }
+        if let Err(e) = write_manifest(dir, &manifest) {
+            let _ = std::fs::remove_dir_all(dir.join(&fresh));
+            return Err(e);
+        }
+        if let Some(d) = &old_dir {
+            let _ = std::fs::remove_dir_all(dir.join(d));
+        }
+        Ok(old_dir.is_some())
+    }
+}
+
+/// Replaces `DIR/manifest.json` with `manifest`: written under a temporary name, renamed last.
+pub(crate) fn write_manifest(dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
+    let path = dir.join(sortase_agd::MANIFEST_FILE);
+    let (pending, mut f) = OutputFile::create(&path)?;
+    f.write_all(manifest.to_json().as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    drop(f);
+    pending.commit()
+}
+
+/// The values of `job.from` as columns of `records` rows in record order.
+fn read_values(job: &AgdAddColumnJob, records: u64) -> anyhow::Result<Vec<(String, ArrayRef)>> {
+    let path = &job.from;
+    let name = path.display().to_string();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let ty = match (job.column_type, job.name == DUPLICATE_GROUP) {
+        (ColumnType::Auto, true) => ColumnType::Bool,
+        (t, _) => t,
+    };
+    let columns = match ext {
+        "parquet" => read_parquet(path, records)?,
+        "tsv" => {
+            let (ordinals, values) = read_lines(path, true)?;
+            let values = place(&name, &ordinals, values, records)?;
+            vec![(job.name.clone(), typed(&name, &values, ty)?)]
+        }
+        _ => {
+            let (_, values) = read_lines(path, false)?;
+            if values.len() as u64 != records {
+                bail!(
+                    "{name}: {} values, the dataset has {records} records (one line per record)",
+                    values.len()
+                );
+            }
+            vec![(job.name.clone(), typed(&name, &values, ty)?)]
+        }
+    };
+    if job.name == DUPLICATE_GROUP
+        && (columns.len() != 1
+            || columns[0].0 != DUPLICATE_GROUP
+            || columns[0].1.data_type() != &arrow_schema::DataType::Boolean)
+    {
+        bail!("{name}: the duplicate group is one Boolean column named duplicate");
+    }
+    Ok(columns)
+}
+
+/// The lines of a text file (or `ORDINAL<TAB>VALUE` lines), with their ordinals for TSV.
+fn read_lines(path: &Path, tsv: bool) -> anyhow::Result<(Vec<u64>, Vec<String>)> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let (mut ordinals, mut values) = (Vec::new(), Vec::new());
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("{name}: line {}", i + 1))?;
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        if tsv {
+            let (o, v) = line
+                .split_once('\t')
+                .with_context(|| format!("{name}: line {}: not ORDINAL<TAB>VALUE", i + 1))?;
+            let o: u64 = o.parse().with_context(|| {
+                format!("{name}: line {}: ordinal {o:?} is not a number", i + 1)
+            })?;
+            ordinals.push(o);
+            values.push(v.to_string());
+        } else {
+            values.push(line.to_string());
+        }
+    }
+    Ok((ordinals, values))
+}
+
+/// `values` placed at their `ordinals` (each of `0..records` exactly once).
+fn place(
+    name: &str,
+    ordinals: &[u64],
+    values: Vec<String>,
+    records: u64,
+) -> anyhow::Result<Vec<String>> {
+    if ordinals.len() as u64 != records {
+        bail!(
+            "{name}: {} values, the dataset has {records} records (one ordinal per record)",
+            ordinals.len()
+        );
+    }
+    let mut placed: Vec<Option<String>> = vec![None; values.len()];
+    for (&o, v) in ordinals.iter().zip(values) {
+        let slot = placed.get_mut(o as usize).with_context(|| {
+            format!(
+                "{name}: ordinal {o} is past the last record ({})",
+                records - 1
+            )
+        })?;
+        if slot.replace(v).is_some() {
+            bail!("{name}: ordinal {o} appears twice");
+        }
+    }
+    // INVARIANT: as many distinct ordinals below `records` as records: every slot is filled.
+    Ok(placed.into_iter().map(|v| v.unwrap_or_default()).collect())
+}
+
+/// Parses `values` (empty: null) as `ty`.
+fn typed(name: &str, values: &[String], ty: ColumnType) -> anyhow::Result<ArrayRef> {
+    let nonempty = || values.iter().filter(|v| !v.is_empty());
+    let ty = match ty {
+        ColumnType::Auto if nonempty().all(|v| v.parse::<i64>().is_ok()) => ColumnType::Int,
+        ColumnType::Auto if nonempty().all(|v| v.parse::<f64>().is_ok()) => ColumnType::Float,
+        ColumnType::Auto if nonempty().all(|v| v == "true" || v == "false") => ColumnType::Bool,
+        ColumnType::Auto => ColumnType::String,
+        t => t,
+    };
+    let bad = |i: usize, what: &str| {
+        anyhow::anyhow!("{name}: value {} ({:?}) is not {what}", i + 1, values[i])
+    };
+    fn opt(v: &str) -> Option<&str> {
+        (!v.is_empty()).then_some(v)
+    }
+    Ok(match ty {
+        ColumnType::Int => Arc::new(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    opt(v)
+                        .map(|s| s.parse::<i64>().map_err(|_| bad(i, "an integer")))
+                        .transpose()
+                })
+                .collect::<anyhow::Result<Int64Array>>()?,
+        ),
+        ColumnType::Float => Arc::new(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    opt(v)
+                        .map(|s| s.parse::<f64>().map_err(|_| bad(i, "a number")))
+                        .transpose()
+                })
+                .collect::<anyhow::Result<Float64Array>>()?,
+        ),
+        ColumnType::Bool => Arc::new(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    opt(v)
+                        .map(|s| match s {
+                            "true" | "1" => Ok(true),
+                            "false" | "0" => Ok(false),
+                            _ => Err(bad(i, "true, false, 1 or 0")),
+                        })
+                        .transpose()
+                })
+                .collect::<anyhow::Result<BooleanArray>>()?,
+        ),
+        _ => Arc::new(values.iter().map(|v| opt(v)).collect::<StringArray>()),
+    })
+}
+
+/// The values of an integer column without nulls, as `u64` (`None`: not such a column).
+fn ordinals(column: &ArrayRef) -> Option<Vec<u64>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+    use arrow_schema::DataType;
+    if column.null_count() > 0 {
+        return None;
+    }
+    let signed = |v: &mut dyn Iterator<Item = i64>| v.map(|x| u64::try_from(x).ok()).collect();
+    match column.data_type() {
+        DataType::UInt64 => Some(column.as_primitive::<UInt64Type>().values().to_vec()),
+        DataType::UInt32 => Some(
+            column
+                .as_primitive::<UInt32Type>()
+                .values()
+                .iter()
+                .map(|&x| u64::from(x))
+                .collect(),
+        ),
+        DataType::Int64 => signed(&mut column.as_primitive::<Int64Type>().values().iter().copied()),
+        DataType::Int32 => signed(
+            &mut column
+                .as_primitive::<Int32Type>()
+                .values()
+                .iter()
+                .map(|&x| i64::from(x)),
+        ),
+        _ => None,
+    }
+}
+
+/// A Parquet table's columns in record order (placed by an `ordinal` column when there is one).
+fn read_parquet(path: &Path, records: u64) -> anyhow::Result<Vec<(String, ArrayRef)>> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .with_context(|| format!("{name}: not Parquet"))?
+        .build()
+        .with_context(|| format!("{name}: not Parquet"))?;
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .with_context(|| format!("{name}: corrupt"))?;
+    let batch = arrow_select::concat::concat_batches(&schema, &batches)?;
+    if batch.num_rows() as u64 != records {
+        bail!(
+            "{name}: {} rows, the dataset has {records} records",
+            batch.num_rows()
+        );
+    }
+    let ordinal = batch.schema().index_of("ordinal").ok();
+    let take = match ordinal {
+        None => None,
+        Some(i) => {
+            let o = ordinals(batch.column(i))
+                .with_context(|| format!("{name}: column ordinal is not a non-null integer"))?;
+            let mut by = vec![u64::MAX; o.len()];
+            for (row, &ord) in o.iter().enumerate() {
+                let slot = by
+                    .get_mut(ord as usize)
+                    .with_context(|| format!("{name}: ordinal {ord} is past the last record"))?;
+                if *slot != u64::MAX {
+                    bail!("{name}: ordinal {ord} appears twice");
+                }
+                *slot = row as u64;
+            }
+            Some(arrow_array::UInt64Array::from(by))
+        }
+    };
+    let mut out = Vec::new();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        if Some(i) == ordinal {
+            continue;
+        }
+        let column = match &take {
+            Some(t) => arrow_select::take::take(batch.column(i), t, None)?,
+            None => batch.column(i).clone(),
+        };
+        out.push((f.name().clone(), column));
+    }
+    if out.is_empty() {
+        bail!("{name}: no value columns");
+    }
+    Ok(out)
+}
+
+fn add_column(job: &AgdAddColumnJob, rt: &Runtime) -> anyhow::Result<AgdColumnsReport> {
+    sortase_agd::manifest::check_extra_name(&job.name).map_err(Error::argument)?;
+    let manifest = open_manifest(&job.dataset)?;
+    let columns = read_values(job, manifest.records)?;
+    rt.check_cancelled()?;
+    let mut pending = PendingGroup::create(&job.dataset, &job.name)?;
+    let names: Vec<String> = columns.iter().map(|(n, _)| n.clone()).collect();
+    let whole = RecordBatch::try_from_iter(columns)?;
+    rt.install(|| {
+        manifest.chunks.par_iter().try_for_each(|c| {
+            if rt.cancel_flag().is_cancelled() {
+                bail!("interrupted");
+            }
+            let slice = whole.slice(c.first as usize, c.records as usize);
+            pending.write(c, &slice, job.zstd_level)
+        })
+    })?;
+    rt.check_cancelled()?;
+    pending.set_columns(names.clone());
+    let provenance = Provenance {
+        command_line: job.command_line.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let records = manifest.records;
+    let replaced = pending.commit(&job.dataset, manifest, provenance)?;
+    Ok(AgdColumnsReport {
+        group: job.name.clone(),
+        columns: names,
+        replaced,
+        records,
+    })
+}
+
+fn drop_column(job: &AgdDropColumnJob) -> anyhow::Result<AgdColumnsReport> {
+    let mut manifest = open_manifest(&job.dataset)?;
+    let i = manifest
+        .extra
+        .iter()
+        .position(|g| g.name == job.name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = manifest.extra.iter().map(|g| g.name.as_str()).collect();
+            Error::argument(format!(
+                "{}: no extra group {:?} (extra groups: {names:?})",
+                job.dataset.display(),
+                job.name
+            ))
+        })?;
+    let group = manifest.extra.remove(i);
+    write_manifest(&job.dataset, &manifest)?;
+    let _ = std::fs::remove_dir_all(job.dataset.join(&group.dir));
+    Ok(AgdColumnsReport {
+        group: group.name,
+        columns: group.columns,
+        replaced: true,
+        records: manifest.records,
+    })
+}
+
+/// The `duplicate` column of `chunk`, if the dataset has that group.
+pub(crate) fn duplicate_column(
+    dir: &Path,
+    manifest: &Manifest,
+    chunk: &ChunkEntry,
+) -> anyhow::Result<Option<BooleanArray>> {
+    let Some(group) = manifest.extra_group(DUPLICATE_GROUP) else {
+        return Ok(None);
+    };
+    let file = extra::read_extra(dir, group, chunk)?;
+    let column = file.batch.column(0);
+    let b = column
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| sortase_agd::AgdError::chunk(&file.path, "duplicate is not Boolean"))?;
+    Ok(Some(b.clone()))
+}
+
+/// Sets flag 0x400 on the records of `buf` (at `offsets`, with `block_size`) where `duplicate` is
+/// true and clears it where false (null: the flag as imported).
+pub(crate) fn apply_duplicates(buf: &mut [u8], offsets: &[u32], duplicate: &BooleanArray) {
+    // flag: bytes 14..16 of the record after block_size (SAM spec §4.2).
+    const FLAG_AT: usize = 4 + 14;
+    for (i, &o) in offsets.iter().enumerate() {
+        if duplicate.is_null(i) {
+            continue;
+        }
+        let at = o as usize + FLAG_AT;
+        let flag = u16::from_le_bytes([buf[at], buf[at + 1]]);
+        let flag = if duplicate.value(i) {
+            flag | sortase_bam::flags::DUPLICATE
+        } else {
+            flag & !sortase_bam::flags::DUPLICATE
+        };
+        buf[at..at + 2].copy_from_slice(&flag.to_le_bytes());
+    }
+}
