@@ -14,6 +14,9 @@ on a machine shared with other work compare the CPU seconds, wall times need a q
                  (oxbow's default fields=None reads no field: rows only)
   floor          `sortase flagstat -@N` of the file (inflate + walk every record)
 Every variant prints its row count; rows must agree. Prints a markdown table (median of the rounds).
+The floor is a whole process; a Python variant's process also starts the interpreter and imports
+pyarrow (~0.2 s CPU, one thread): the sortase variants also time their call alone (perf_counter and
+process_time around it), the "in call" columns, to set against the floor without that start.
 """
 import argparse
 import os
@@ -23,10 +26,14 @@ import sys
 
 PROJ = ["qname", "flag", "rname", "pos", "mapq"]
 
+# Times the call alone (after the interpreter started and the imports), printed before the rows.
+CALL = ("import sortase, time\nw0, c0 = time.perf_counter(), time.process_time()\n%s\n"
+        "print('CALL', time.perf_counter() - w0, time.process_time() - c0)\nprint(n)")
+
 SNIPPETS = {
-    "sortase-proj": "import sortase; t = sortase.read_bam(P, columns=%r, threads=T); print(t.num_rows)" % PROJ,
-    "sortase-all": "import sortase; t = sortase.read_bam(P, threads=T); print(t.num_rows)",
-    "sortase-scan": "import sortase\nn = 0\nfor b in sortase.scan_bam(P, threads=T):\n    n += b.num_rows\nprint(n)",
+    "sortase-proj": CALL % ("n = sortase.read_bam(P, columns=%r, threads=T).num_rows" % PROJ),
+    "sortase-all": CALL % "n = sortase.read_bam(P, threads=T).num_rows",
+    "sortase-scan": CALL % "n = 0\nfor b in sortase.scan_bam(P, threads=T):\n    n += b.num_rows",
     "pysam-proj": (
         "import pysam, pyarrow as pa\n"
         "q, f, r, p, m = [], [], [], [], []\n"
@@ -57,7 +64,9 @@ def run(cmd):
         raise SystemExit(f"failed: {cmd}\n{out.stderr[-2000:]}")
     line = [l for l in out.stderr.splitlines() if l.startswith("TIME ")][-1].split()
     cpu = float(line[3]) + float(line[4])
-    return float(line[1]), int(line[2]) / 1024, cpu, out.stdout.strip().splitlines()[-1]
+    lines = out.stdout.strip().splitlines()
+    call = next((tuple(map(float, l.split()[1:])) for l in lines if l.startswith("CALL ")), None)
+    return float(line[1]), int(line[2]) / 1024, cpu, lines[-1], call
 
 
 def main():
@@ -72,6 +81,7 @@ def main():
     if a.only:
         variants = [v for v in variants if v in a.only.split(",")]
     times = {v: [] for v in variants}
+    calls = {v: [] for v in variants}
     rows = {}
     for r in range(a.rounds):
         for v in variants:
@@ -80,8 +90,10 @@ def main():
             else:
                 code = f"P = {a.bam!r}; T = {a.threads}\n" + SNIPPETS[v]
                 cmd = [sys.executable, "-c", code]
-            wall, rss, cpu, out = run(cmd)
+            wall, rss, cpu, out, call = run(cmd)
             times[v].append((wall, rss, cpu))
+            if call:
+                calls[v].append(call)
             if v != "floor":
                 rows[v] = int(out)
             print(f"round {r + 1} {v}: {wall:.2f} s, {cpu:.2f} s CPU, {rss:.0f} MiB", file=sys.stderr)
@@ -89,15 +101,22 @@ def main():
         raise SystemExit(f"row counts differ: {rows}")
     floor = statistics.median(w for w, _, _ in times["floor"]) if "floor" in times else None
     floor_cpu = statistics.median(c for _, _, c in times["floor"]) if "floor" in times else None
-    print(f"| variant | wall s (median of {a.rounds}) | CPU s | peak RSS MiB | / floor | CPU / floor CPU |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| variant | wall s (median of {a.rounds}) | CPU s | peak RSS MiB | / floor | CPU / floor CPU "
+          "| in call: wall s | / floor | CPU s | / floor CPU |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for v in variants:
         w = statistics.median(x for x, _, _ in times[v])
         c = statistics.median(x for _, _, x in times[v])
         m = max(x for _, x, _ in times[v])
         ratio = f"{w / floor:.2f}" if floor else ""
         cpu_ratio = f"{c / floor_cpu:.2f}" if floor_cpu else ""
-        print(f"| {v} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} | {cpu_ratio} |")
+        call = ["", "", "", ""]
+        if calls[v]:
+            cw = statistics.median(x for x, _ in calls[v])
+            cc = statistics.median(x for _, x in calls[v])
+            call = [f"{cw:.2f}", f"{cw / floor:.2f}" if floor else "", f"{cc:.2f}",
+                    f"{cc / floor_cpu:.2f}" if floor_cpu else ""]
+        print(f"| {v} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} | {cpu_ratio} | {' | '.join(call)} |")
     print(f"\nrows: {next(iter(rows.values())) if rows else 'n/a'}; threads {a.threads}; file {a.bam} "
           f"({os.path.getsize(a.bam) / 1e9:.2f} GB)")
 

@@ -65,13 +65,29 @@ impl StrBuf {
     }
 
     fn take(&mut self) -> (OffsetBuffer<i32>, Buffer, Option<arrow_buffer::NullBuffer>) {
-        let offsets = std::mem::replace(&mut self.offsets, vec![0]);
-        let values = std::mem::take(&mut self.values);
+        let mut next_offsets = Vec::with_capacity(next_capacity(self.offsets.len()));
+        next_offsets.push(0);
+        let offsets = std::mem::replace(&mut self.offsets, next_offsets);
+        let values = take_vec(&mut self.values);
         let nulls = self.nulls.finish();
         // SAFETY: offsets start at 0 and never decrease (end_value/push_null push values.len()).
         let offsets = unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)) };
         (offsets, Buffer::from_vec(values), nulls)
     }
+}
+
+/// The capacity to give a column for the next batch, `n` being what the last batch held: the next
+/// batch of a worker is about as long (its ranges are equal compressed sizes), so one allocation
+/// holds it instead of a doubling series of reallocations, each copying the column and faulting in
+/// fresh pages (~11% of the projection's page faults, `perf record -e page-faults`). Capacity
+/// never written is never faulted in.
+fn next_capacity(n: usize) -> usize {
+    n + n / 8
+}
+
+/// Takes `v`'s values, leaving it empty with room for as many and an eighth more.
+fn take_vec<T>(v: &mut Vec<T>) -> Vec<T> {
+    std::mem::replace(v, Vec::with_capacity(next_capacity(v.len())))
 }
 
 /// Reference ids of one column, made a dictionary over the header's names when finished.
@@ -88,7 +104,7 @@ impl RefKeys {
     }
 
     fn finish(&mut self, names: &ArrayRef) -> Result<ArrayRef, String> {
-        let keys = Int32Array::new(std::mem::take(&mut self.keys).into(), self.nulls.finish());
+        let keys = Int32Array::new(take_vec(&mut self.keys).into(), self.nulls.finish());
         DictionaryArray::<Int32Type>::try_new(keys, names.clone())
             .map(|d| Arc::new(d) as ArrayRef)
             .map_err(|e| e.to_string())
@@ -230,7 +246,8 @@ impl BatchBuilder {
         Ok(())
     }
 
-    /// The rows appended so far as one record batch; the builders start empty again.
+    /// The rows appended so far as one record batch; the builders start empty again, with room
+    /// for a batch like this one.
     pub fn finish(&mut self) -> Result<RecordBatch, String> {
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.layout.schema.fields().len());
         let mut rest = None;
@@ -243,11 +260,11 @@ impl BatchBuilder {
         for column in &mut self.columns {
             let array: ArrayRef = match column {
                 Column::Qname(s) => Arc::new(s.finish()?),
-                Column::Flag(v) => Arc::new(UInt16Array::from(std::mem::take(v))),
+                Column::Flag(v) => Arc::new(UInt16Array::from(take_vec(v))),
                 Column::Rname(k) | Column::Rnext(k) => k.finish(&self.names)?,
-                Column::Pos(v) | Column::Pnext(v) => Arc::new(Int64Array::from(std::mem::take(v))),
-                Column::Mapq(v) => Arc::new(UInt8Array::from(std::mem::take(v))),
-                Column::Tlen(v) => Arc::new(Int32Array::from(std::mem::take(v))),
+                Column::Pos(v) | Column::Pnext(v) => Arc::new(Int64Array::from(take_vec(v))),
+                Column::Mapq(v) => Arc::new(UInt8Array::from(take_vec(v))),
+                Column::Tlen(v) => Arc::new(Int32Array::from(take_vec(v))),
                 Column::Cigar(s) | Column::Seq(s) => Arc::new(s.finish_ascii()),
                 Column::Qual(s) => Arc::new(s.finish()?),
                 Column::Tags => rest.take().ok_or("internal: no tags column")?,

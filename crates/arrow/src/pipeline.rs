@@ -247,18 +247,25 @@ pub(crate) fn format_error(message: String) -> Error {
 /// flight, plus the chunk being split and the one being decoded.
 const WORKER_BUFFERS: usize = 8;
 
+/// What a worker keeps from one range to the next: its open file, its chunk buffers and its batch
+/// builder (whose columns are sized from the last batch, see `columns::next_capacity`).
+pub(crate) struct WorkerState {
+    pub file: std::fs::File,
+    pub buffers: Arc<ChunkBuffers>,
+    pub builder: BatchBuilder,
+}
+
 /// Decodes range `k` of `work` into `shared`'s slot `k`.
-pub(crate) fn run_range(
-    work: &RangeWork,
-    shared: &Shared,
-    k: usize,
-    file: &mut std::fs::File,
-    buffers: &Arc<ChunkBuffers>,
-) {
-    let end = match decode_range(work, shared, k, file, buffers) {
+pub(crate) fn run_range(work: &RangeWork, shared: &Shared, k: usize, state: &mut WorkerState) {
+    let end = match decode_range(work, shared, k, state) {
         Ok(end) => end,
         Err(e) => End::Failed(e),
     };
+    // A range that failed (maybe inside an append, leaving the columns uneven) or stopped leaves
+    // rows behind: the next range starts from a new builder.
+    if matches!(end, End::Failed(_)) || state.builder.rows() > 0 {
+        state.builder = BatchBuilder::new(work.layout.clone(), work.names.clone());
+    }
     shared.end(k, end);
 }
 
@@ -266,9 +273,13 @@ fn decode_range(
     work: &RangeWork,
     shared: &Shared,
     k: usize,
-    file: &mut std::fs::File,
-    buffers: &Arc<ChunkBuffers>,
+    state: &mut WorkerState,
 ) -> Result<End> {
+    let WorkerState {
+        file,
+        buffers,
+        builder,
+    } = state;
     let Some(range) = work.plan.range(k, file)? else {
         return Ok(End::Done);
     };
@@ -276,7 +287,6 @@ fn decode_range(
     let _done = Done(&work.progress, compressed.saturating_sub(range.start >> 16));
     let mut stream =
         RangeStream::open_with_buffers(&work.path, &range, work.n_ref, Some(buffers.clone()))?;
-    let mut builder = BatchBuilder::new(work.layout.clone(), work.names.clone());
     let emit = |b: RecordBatch| {
         work.records
             .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
@@ -316,7 +326,7 @@ fn decode_range(
                 }
             }
         }
-        if !feed(&mut builder, &records, work.batch_rows, emit)? {
+        if !feed(builder, &records, work.batch_rows, emit)? {
             return Ok(End::Done);
         }
         if reached_end {
@@ -362,7 +372,7 @@ impl Workers {
                 std::thread::Builder::new()
                     .name(format!("sortase-arrow-{i}"))
                     .spawn(move || {
-                        let mut file = match std::fs::File::open(&work.path) {
+                        let file = match std::fs::File::open(&work.path) {
                             Ok(f) => f,
                             Err(e) => {
                                 while let Some(k) = shared.take_task() {
@@ -372,9 +382,13 @@ impl Workers {
                                 return;
                             }
                         };
-                        let buffers = Arc::new(ChunkBuffers::new(WORKER_BUFFERS));
+                        let mut state = WorkerState {
+                            file,
+                            buffers: Arc::new(ChunkBuffers::new(WORKER_BUFFERS)),
+                            builder: BatchBuilder::new(work.layout.clone(), work.names.clone()),
+                        };
                         while let Some(k) = shared.take_task() {
-                            run_range(&work, &shared, k, &mut file, &buffers);
+                            run_range(&work, &shared, k, &mut state);
                         }
                     })
                     .expect("spawn a worker thread")
