@@ -204,6 +204,25 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         .with_context(|| job.input.clone())?;
         return counted(job, parts.iter().sum());
     }
+    if job.count
+        && job.regions.is_empty()
+        && job.input != "-"
+        && crate::input::is_cram(Path::new(&job.input))
+    {
+        // Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only
+        // (what the filter reads); `None`: no records, read below as a stream.
+        let ranges = crate::cram_ranges::scan(
+            job.input.as_ref(),
+            rt,
+            sortase_cram::Fields::FlagMapq,
+            |_| 0u64,
+            |n, r| *n += u64::from(filter.pass(r)),
+        )
+        .with_context(|| job.input.clone())?;
+        if let Some((_, parts)) = ranges {
+            return counted(job, parts.iter().sum());
+        }
+    }
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
     // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
