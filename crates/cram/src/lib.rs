@@ -19,7 +19,7 @@
 //! [`BamError::Cram`] values, a missing reference naming the `@SQ` line and its `M5`.
 
 use hts_sys as hts;
-use sortase_bam::{BamError, Header, RecordBatch, RecordRef, Reference};
+use sortase_bam::{BamError, Header, RecordBatch, Reference};
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
@@ -81,6 +81,24 @@ impl Fields {
             Fields::FlagMapq => Some(FLAG | MAPQ),
         }
     }
+}
+
+/// The fixed fields of a decoded record (0-based positions, -1 for none); only those of the
+/// reader's [`Fields`] are decoded, the others are 0 or -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Core {
+    /// FLAG.
+    pub flag: u16,
+    /// Reference index (RNAME), -1 if unplaced.
+    pub tid: i32,
+    /// Position.
+    pub pos: i64,
+    /// Mapping quality.
+    pub mapq: u8,
+    /// Mate's reference index (RNEXT).
+    pub mtid: i32,
+    /// Mate's position (PNEXT).
+    pub mpos: i64,
 }
 
 /// How to read a CRAM file.
@@ -489,25 +507,28 @@ impl CramReader {
         self.finish_feeder()
     }
 
-    /// Decodes every record and calls `f` on each in turn, through one reused buffer: for callers
-    /// that only look at records (counting), which then allocate nothing per batch.
-    pub fn for_each_record(
+    /// Decodes every record and calls `f` with its fixed fields only ([`Core`]): for counting, which
+    /// needs neither the variable-length data nor a raw BAM copy of each record.
+    pub fn for_each_core(
         &mut self,
-        mut f: impl FnMut(&RecordRef<'_>) -> Result<(), BamError>,
+        mut f: impl FnMut(&Core) -> Result<(), BamError>,
     ) -> Result<(), BamError> {
-        let mut buf = Vec::with_capacity(64 << 10);
-        let mut last_tid = -1;
         let mut n: u64 = 0;
+        let mut last_tid = -1;
         while self.read_next(n, last_tid)? {
-            buf.clear();
             // SAFETY: sam_read1 filled the record.
-            let b = unsafe { &*self.record.0 };
-            bam1_to_raw(b, &mut buf)?;
-            last_tid = b.core.tid;
+            let c = unsafe { &(*self.record.0).core };
+            let core = Core {
+                flag: c.flag,
+                tid: c.tid,
+                pos: c.pos,
+                mapq: c.qual,
+                mtid: c.mtid,
+                mpos: c.mpos,
+            };
+            last_tid = c.tid;
             n += 1;
-            let r =
-                RecordRef::new(&buf[4..]).map_err(|e| cram_err(format!("invalid record: {e}")))?;
-            f(&r)?;
+            f(&core)?;
         }
         self.finish_feeder()
     }

@@ -8,23 +8,24 @@ use crate::bam_ranges::RANGES_PER_THREAD;
 use crate::runtime::Runtime;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
-use sortase_bam::{BamError, Header, RecordRef};
-use sortase_cram::{CramReader, Fields, ReadOptions};
+use sortase_bam::{BamError, Header};
+use sortase_cram::{Core, CramReader, Fields, ReadOptions};
 use std::path::Path;
 
 /// Records between two checks of the cancel flag.
 const CANCEL_EVERY: u32 = 1 << 14;
 
-/// Runs `add` over every record of the CRAM file at `path`, decoding only `fields`, on
-/// `rt.threads()` threads: one accumulator per run of containers (made by `new` from the number of
-/// references), returned in file order with the header. `None` when the file has no records (the
-/// caller reads it as a stream). Stops between batches when `rt` is cancelled.
+/// Runs `add` over the fixed fields of every record of the CRAM file at `path`, decoding only
+/// `fields`, on `rt.threads()` threads: one accumulator per run of containers (made by `new` from
+/// the number of references), returned in file order with the header. `None` when the file has no
+/// records (the caller reads it as a stream). Checks `rt`'s cancellation every [`CANCEL_EVERY`]
+/// records.
 pub fn scan<T: Send>(
     path: &Path,
     rt: &Runtime,
     fields: Fields,
     new: impl Fn(usize) -> T + Sync,
-    add: impl Fn(&mut T, &RecordRef<'_>) + Sync,
+    add: impl Fn(&mut T, &Core) + Sync,
 ) -> Result<Option<(Header, Vec<T>)>> {
     let ranges = sortase_cram::plan_container_ranges(path, rt.threads() * RANGES_PER_THREAD)?;
     if ranges.is_empty() {
@@ -43,7 +44,7 @@ pub fn scan<T: Send>(
                 let mut acc = new(header.references().len());
                 let mut stopped = None;
                 let mut seen = 0u32;
-                let r = reader.for_each_record(|r| {
+                let r = reader.for_each_core(|r| {
                     seen = seen.wrapping_add(1);
                     if seen % CANCEL_EVERY == 0 {
                         if let Err(e) = rt.check_cancelled() {

@@ -108,7 +108,7 @@ impl FlagstatJob {
                 rt,
                 sortase_cram::Fields::Flagstat,
                 |_| FlagStat::default(),
-                FlagStat::add,
+                |s, c| s.add_fields(c.flag, c.tid, c.mtid, c.mapq),
             )
             .with_context(|| name.clone())?;
             if let Some((_, parts)) = ranges {

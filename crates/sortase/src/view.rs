@@ -125,10 +125,13 @@ struct Filter {
 impl Filter {
     #[inline]
     fn pass(&self, r: &RecordRef<'_>) -> bool {
-        let flag = r.flag();
-        flag & self.require == self.require
-            && flag & self.exclude == 0
-            && r.mapping_quality() >= self.min_mapq
+        self.pass_fields(r.flag(), r.mapping_quality())
+    }
+
+    /// [`Filter::pass`] from the two fields it reads.
+    #[inline]
+    fn pass_fields(&self, flag: u16, mapq: u8) -> bool {
+        flag & self.require == self.require && flag & self.exclude == 0 && mapq >= self.min_mapq
     }
 
     fn passes_all(&self) -> bool {
@@ -216,7 +219,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             rt,
             sortase_cram::Fields::FlagMapq,
             |_| 0u64,
-            |n, r| *n += u64::from(filter.pass(r)),
+            |n, c| *n += u64::from(filter.pass_fields(c.flag, c.mapq)),
         )
         .with_context(|| job.input.clone())?;
         if let Some((_, parts)) = ranges {
