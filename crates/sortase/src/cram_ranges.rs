@@ -46,7 +46,7 @@ pub fn scan<T: Send>(
                 let mut seen = 0u32;
                 let r = reader.for_each_core(|r| {
                     seen = seen.wrapping_add(1);
-                    if seen % CANCEL_EVERY == 0 {
+                    if seen.is_multiple_of(CANCEL_EVERY) {
                         if let Err(e) = rt.check_cancelled() {
                             stopped = Some(e);
                             return Err(BamError::Cram("stopped".into()));
