@@ -174,6 +174,49 @@ fn corpus_cram_counts() {
     assert_no_failures("counting on CRAM", &failures);
 }
 
+/// Counting a CRAM of many containers (7 records a slice, one slice a container; CRAM 3.1 and 2.1
+/// container headers): the runs of containers that flagstat and `view -c` decode each with their
+/// own reader must add up to samtools' counts, with any number of threads.
+#[test]
+fn cram_counts_across_containers() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let tmp = crate::common::tempdir();
+    let fa = dir.join("ce.fa");
+    let mut failures = Vec::new();
+    for version in ["version=3.1", "version=2.1"] {
+        let cram = tmp.path().join(format!("{version}.cram"));
+        st.run(&[
+            "view",
+            "-C",
+            "-T",
+            p(&fa),
+            "--output-fmt-option",
+            version,
+            "--output-fmt-option",
+            "seqs_per_slice=7",
+            "-o",
+            p(&cram),
+            p(&dir.join("range.bam")),
+        ])
+        .expect_ok();
+        for args in [
+            &["flagstat"][..],
+            &["flagstat", "-@", "2"],
+            &["flagstat", "-@", "5"],
+            &["view", "-c", "-@", "2"],
+            &["view", "-c", "-@", "3", "-q", "10", "-F", "0x10"],
+        ] {
+            let args = [args, &[p(&cram)][..]].concat();
+            let (ours, theirs) = (sortase(&args), st.run(&args));
+            let label = format!("{version}: {}", args.join(" "));
+            check_same(&mut failures, &label, &ours.text(), &theirs.text());
+        }
+    }
+    assert_no_failures("counting a CRAM of many containers", &failures);
+}
+
 /// A CRAM whose reference is gone (deleted FASTA behind its `UR`, wrong `-T`): a one-line error that
 /// names the `@SQ` and its `M5`.
 #[test]

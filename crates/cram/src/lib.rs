@@ -10,7 +10,10 @@
 //! `MSG_NOSIGNAL`, so a reader dropped early gives the thread `EPIPE` instead of killing the process
 //! with `SIGPIPE`.
 //!
-//! Containers are decoded and encoded on htslib's thread pool (`hts_set_threads`).
+//! Containers are decoded and encoded on htslib's thread pool (`hts_set_threads`). A file can also
+//! be read as runs of whole containers ([`plan_container_ranges`], [`CramReader::open_range`]),
+//! each decoded by its own htslib reader on its own thread: counting then runs on all cores with no
+//! serial record-conversion step.
 //!
 //! htslib's own log messages are switched off (the library never prints); failures become
 //! [`BamError::Cram`] values, a missing reference naming the `@SQ` line and its `M5`.
@@ -25,9 +28,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::thread::JoinHandle;
 
+mod containers;
 mod convert;
 mod missing;
 
+pub use containers::{plan_container_ranges, ContainerRange};
 pub use convert::{bam1_to_raw, raw_to_bam1};
 
 fn cram_err(e: impl std::fmt::Display) -> BamError {
@@ -52,6 +57,12 @@ pub enum Fields {
     /// which skips most of the work and needs no reference (htslib's cram_decode.c loads references
     /// only when SEQ or TLEN is required).
     Counting,
+    /// FLAG, MAPQ and RNEXT (with the RNAME it implies), what samtools flagstat requires
+    /// (bam_stat.c): positions are left undecoded too.
+    Flagstat,
+    /// FLAG and MAPQ only: what a count filtered on flags and mapping quality (`view -c -f/-F/-q`)
+    /// reads.
+    FlagMapq,
 }
 
 impl Fields {
@@ -66,8 +77,28 @@ impl Fields {
         match self {
             Fields::All => None,
             Fields::Counting => Some(FLAG | RNAME | POS | MAPQ | RNEXT | PNEXT),
+            Fields::Flagstat => Some(FLAG | MAPQ | RNEXT),
+            Fields::FlagMapq => Some(FLAG | MAPQ),
         }
     }
+}
+
+/// The fixed fields of a decoded record (0-based positions, -1 for none); only those of the
+/// reader's [`Fields`] are decoded, the others are 0 or -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Core {
+    /// FLAG.
+    pub flag: u16,
+    /// Reference index (RNAME), -1 if unplaced.
+    pub tid: i32,
+    /// Position.
+    pub pos: i64,
+    /// Mapping quality.
+    pub mapq: u8,
+    /// Mate's reference index (RNEXT).
+    pub mtid: i32,
+    /// Mate's position (PNEXT).
+    pub mpos: i64,
 }
 
 /// How to read a CRAM file.
@@ -150,6 +181,25 @@ struct HtsFile {
 unsafe impl Send for HtsFile {}
 
 impl HtsFile {
+    /// Opens the CRAM file at `path` for reading.
+    fn open_path(path: &Path) -> Result<Self, BamError> {
+        let cpath =
+            CString::new(path.as_os_str().as_bytes()).map_err(|_| cram_err("path has NUL"))?;
+        let mode = CString::new("rc").expect("no NUL");
+        // SAFETY: valid NUL-terminated strings.
+        let fp = unsafe { hts::hts_open(cpath.as_ptr(), mode.as_ptr()) };
+        if fp.is_null() {
+            return Err(cram_err(format!("{}: cannot open as CRAM", path.display())));
+        }
+        let file = Self { fp };
+        // SAFETY: valid file; the format is filled in by hts_open.
+        let format = unsafe { (*hts::hts_get_format(file.fp)).format };
+        if format != hts::htsExactFormat_cram {
+            return Err(cram_err(format!("{}: not a CRAM file", path.display())));
+        }
+        Ok(file)
+    }
+
     /// Opens `fd` with the htslib mode `mode` (`"rc"`, `"wc"`); htslib takes the descriptor.
     fn on_fd(fd: OwnedFd, mode: &str) -> Result<Self, BamError> {
         let cmode = CString::new(mode).expect("mode has no NUL");
@@ -335,6 +385,8 @@ pub struct CramReader {
     record: Bam1,
     reference: Option<PathBuf>,
     feeder: Option<JoinHandle<std::io::Result<()>>>,
+    /// For a reader of a [`ContainerRange`]: the records it holds, read and then stopped at.
+    limit: Option<u64>,
 }
 
 impl CramReader {
@@ -368,6 +420,53 @@ impl CramReader {
                 record: Bam1::new(),
                 reference: options.reference.clone(),
                 feeder: Some(feeder),
+                limit: None,
+            },
+        ))
+    }
+
+    /// Reads the records of `range` (from [`plan_container_ranges`]) of the CRAM file at `path`:
+    /// the file is opened by htslib itself and positioned at the range's first container, so
+    /// several readers decode different ranges of one file at the same time, each on its own thread
+    /// (`options.threads` adds htslib's pool to each).
+    pub fn open_range(
+        path: &Path,
+        options: &ReadOptions,
+        range: &ContainerRange,
+    ) -> Result<(Header, Self), BamError> {
+        quiet_htslib();
+        let mut file = HtsFile::open_path(path)?;
+        file.set_reference(options.reference.as_deref())?;
+        file.set_fields(options.fields)?;
+        file.set_threads(options.threads)?;
+        // SAFETY: valid file.
+        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
+        if header.0.is_null() {
+            return Err(cram_err("cannot read the CRAM header"));
+        }
+        let offset = libc::off_t::try_from(range.offset)
+            .map_err(|_| cram_err("container offset out of range"))?;
+        // SAFETY: a CRAM htsFile holds a cram_fd; no record has been read yet, so no container is
+        // held in the decoder and seeking only moves the stream (cram_io.c, cram_seek).
+        let r = unsafe { hts::cram_seek((*file.fp).fp.cram, offset, libc::SEEK_SET) };
+        if r != 0 {
+            return Err(cram_err(format!(
+                "{}: cannot seek to the container at byte {}",
+                path.display(),
+                range.offset
+            )));
+        }
+        let ours = header.to_header()?;
+        Ok((
+            ours.clone(),
+            Self {
+                file,
+                header,
+                ours,
+                record: Bam1::new(),
+                reference: options.reference.clone(),
+                feeder: None,
+                limit: Some(range.records),
             },
         ))
     }
@@ -382,15 +481,7 @@ impl CramReader {
         let mut offsets = Vec::new();
         let mut last_tid = -1;
         let mut n: u64 = 0;
-        loop {
-            // SAFETY: valid file, header and record.
-            let r = unsafe { hts::sam_read1(self.file.fp, self.header.0, self.record.0) };
-            if r == -1 {
-                break;
-            }
-            if r < -1 {
-                return Err(self.read_failure(last_tid, n));
-            }
+        while self.read_next(n, last_tid)? {
             offsets.push(buf.len() as u32);
             // SAFETY: sam_read1 filled the record.
             let b = unsafe { &*self.record.0 };
@@ -414,6 +505,54 @@ impl CramReader {
             f(RecordBatch::from_parts(buf, offsets, end, 0))?;
         }
         self.finish_feeder()
+    }
+
+    /// Decodes every record and calls `f` with its fixed fields only ([`Core`]): for counting, which
+    /// needs neither the variable-length data nor a raw BAM copy of each record.
+    pub fn for_each_core(
+        &mut self,
+        mut f: impl FnMut(&Core) -> Result<(), BamError>,
+    ) -> Result<(), BamError> {
+        let mut n: u64 = 0;
+        let mut last_tid = -1;
+        while self.read_next(n, last_tid)? {
+            // SAFETY: sam_read1 filled the record.
+            let c = unsafe { &(*self.record.0).core };
+            let core = Core {
+                flag: c.flag,
+                tid: c.tid,
+                pos: c.pos,
+                mapq: c.qual,
+                mtid: c.mtid,
+                mpos: c.mpos,
+            };
+            last_tid = c.tid;
+            n += 1;
+            f(&core)?;
+        }
+        self.finish_feeder()
+    }
+
+    /// Decodes the next record into `self.record`: `false` at the end of the stream (or of the
+    /// range, after its records); `n` records were read so far, the last on reference `last_tid`.
+    fn read_next(&mut self, n: u64, last_tid: i32) -> Result<bool, BamError> {
+        if self.limit.is_some_and(|limit| n >= limit) {
+            return Ok(false);
+        }
+        // SAFETY: valid file, header and record.
+        let r = unsafe { hts::sam_read1(self.file.fp, self.header.0, self.record.0) };
+        if r == -1 {
+            if let Some(limit) = self.limit {
+                return Err(cram_err(format!(
+                    "the CRAM file ended after {n} of the containers' {limit} records"
+                )));
+            }
+            return Ok(false);
+        }
+        if r < -1 {
+            return Err(self.read_failure(last_tid, n));
+        }
+        Ok(true)
     }
 
     /// The feeder's read error, if the stream could not be read.

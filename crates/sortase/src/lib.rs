@@ -35,6 +35,7 @@
 pub mod agd;
 pub mod bam_ranges;
 pub mod bgzip;
+mod cram_ranges;
 pub mod error;
 pub mod faidx;
 pub mod fetch;

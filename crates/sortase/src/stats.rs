@@ -102,6 +102,19 @@ impl FlagstatJob {
         let name = self.input.display().to_string();
         let mut report = FlagstatReport::default();
         if crate::input::is_cram(&self.input) {
+            // Runs of containers on all threads, decoding the fields samtools flagstat requires.
+            let ranges = crate::cram_ranges::scan(
+                &self.input,
+                rt,
+                sortase_cram::Fields::Flagstat,
+                |_| FlagStat::default(),
+                |s, c| s.add_fields(c.flag, c.tid, c.mtid, c.mapq),
+            )
+            .with_context(|| name.clone())?;
+            if let Some((_, parts)) = ranges {
+                parts.iter().for_each(|p| report.counts.merge(p));
+                return Ok(report);
+            }
             let (_, counts) = scan_cram(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
                 .with_context(|| name.clone())?;
             report.counts = counts;

@@ -137,10 +137,7 @@ struct Filter {
 impl Filter {
     #[inline]
     fn pass(&self, r: &RecordRef<'_>) -> bool {
-        let flag = r.flag();
-        flag & self.require == self.require
-            && flag & self.exclude == 0
-            && r.mapping_quality() >= self.min_mapq
+        self.pass_fields(r.flag(), r.mapping_quality())
             && self.groups.as_ref().is_none_or(|ids| {
                 match r
                     .aux()
@@ -150,6 +147,12 @@ impl Filter {
                     None => self.untagged_pass,
                 }
             })
+    }
+
+    /// The flag and MAPQ part of [`Filter::pass`] (no read-group filter).
+    #[inline]
+    fn pass_fields(&self, flag: u16, mapq: u8) -> bool {
+        flag & self.require == self.require && flag & self.exclude == 0 && mapq >= self.min_mapq
     }
 
     fn passes_all(&self) -> bool {
@@ -260,6 +263,28 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         )
         .with_context(|| job.input.clone())?;
         return counted(job, parts.iter().sum());
+    }
+    if job.count
+        && job.regions.is_empty()
+        && job.input != "-"
+        && job.read_group.is_none()
+        && job.library.is_none()
+        && crate::input::is_cram(Path::new(&job.input))
+    {
+        let filter = job.filter(&Header::new(String::new(), Vec::new()));
+        // Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only
+        // (what the filter reads); `None`: no records, read below as a stream.
+        let ranges = crate::cram_ranges::scan(
+            job.input.as_ref(),
+            rt,
+            sortase_cram::Fields::FlagMapq,
+            |_| 0u64,
+            |n, c| *n += u64::from(filter.pass_fields(c.flag, c.mapq)),
+        )
+        .with_context(|| job.input.clone())?;
+        if let Some((_, parts)) = ranges {
+            return counted(job, parts.iter().sum());
+        }
     }
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
