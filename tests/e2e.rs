@@ -7,6 +7,8 @@
 
 #[path = "e2e/agd.rs"]
 mod agd;
+#[path = "e2e/agd_fastq.rs"]
+mod agd_fastq;
 #[path = "e2e/bgzf.rs"]
 mod bgzf;
 #[path = "e2e/checks.rs"]
