@@ -82,6 +82,9 @@ impl ImportArgs {
             (true, _) => {
                 anyhow::bail!("give FASTQ files either with -0/-1/-2/-s or as arguments, not both")
             }
+            (false, [r1, _]) if !sortase::agd::fastq::looks_like_fastq(r1) => anyhow::bail!(
+                "{r1}: not FASTQ; two inputs are R1 and R2 FASTQ files (one SAM/BAM/CRAM at a time)"
+            ),
             (false, [r1, r2]) => {
                 fastq.read1 = Some(r1.clone());
                 fastq.read2 = Some(r2.clone());

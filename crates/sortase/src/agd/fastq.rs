@@ -86,8 +86,12 @@ impl FastqInput {
         let Some(start) = line.find("\tID:") else {
             bail!("-r {line:?}: the read group line has no ID field");
         };
-        let id = line[start + 4..].split('\t').next().unwrap_or_default();
-        Ok(Some((line.clone(), id.to_string())))
+        let id = line[start + 4..]
+            .split('\t')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Some((line, id)))
     }
 
     /// samtools import's header (without `@PG`).
@@ -233,7 +237,7 @@ impl FastqRecords {
     ) -> anyhow::Result<()> {
         let mut rounds = 0u64;
         loop {
-            if rounds % 65_536 == 0 {
+            if rounds.is_multiple_of(65_536) {
                 cancel.check()?;
             }
             let mut ended = 0;
