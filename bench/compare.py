@@ -482,6 +482,32 @@ CASES.update({
     },
 })
 
+CASES.update({
+    "agd-import-fastq": {
+        "description": (
+            "FASTQ.gz pairs (plain gzip, as sequencers write them) into unaligned records (issue 19): "
+            "`sortase agd import R1.fq.gz R2.fq.gz -o DIR` (an AGD dataset: Parquet column chunks, "
+            "zstd level 3) against `samtools import -1 R1.fq.gz -2 R2.fq.gz -o x.bam` (BAM, level "
+            "6). Both inflate the gzip input on one thread per file (zlib-compatible single "
+            "streams cannot be split); sortase encodes chunks on all threads. Input: "
+            "bench/generate.py --keep-fastq's R1.fq/R2.fq, gzipped once into the scratch directory "
+            "(untimed). Check: the records (`agd export -O sam` / `samtools view`, @PG lines "
+            "dropped: samtools import adds one) are identical."),
+        "input": "fastq-gz",
+        "prepare": [
+            "test -s {r1gz} || gzip -c {input} > {r1gz}",
+            "test -s {r2gz} || gzip -c {r2} > {r2gz}",
+        ],
+        "variants": [
+            ("sortase", "{sortase} agd import -@{threads} -o {out} {r1gz} {r2gz}"),
+            ("samtools-1.24", "{samtools} import -@{threads} -1 {r1gz} -2 {r2gz} -o {out}"),
+        ],
+        "floor": ("gzip-d", "gzip -dc {r1gz} {r2gz} > /dev/null"),
+        "check": ("if [ -d {out} ]; then {sortase} agd export -O sam {out}; "
+                  "else /usr/bin/samtools view -h --no-PG {out}; fi | grep -v '^@PG' | md5sum"),
+    },
+})
+
 CRAM_PREPARE = [
     # the sorted BAM as CRAM 3.1 (samtools 1.24's default), written by the peer itself
     "test -s {cram} || {samtools} view -C -T {ref} -@{threads} -o {cram} {sorted}",
@@ -805,7 +831,7 @@ def main():
     meta_json = None
     if args.input:
         inp = os.path.abspath(args.input)
-    elif case.get("input") == "fastq":
+    elif case.get("input") in ("fastq", "fastq-gz"):
         # bench/generate.py --keep-fastq's read pairs (aligner input)
         inp = os.path.join(os.path.abspath(args.data), f"work-{args.size}", "R1.fq")
     elif case.get("input", "").startswith("fasta"):
@@ -856,6 +882,13 @@ def main():
             "mmi": shlex.quote(os.path.join(data, "ref.sr.mmi")),
             "sorted": shlex.quote(os.path.join(data, args.size + ".sorted.bam")),
             "minimap2": shlex.quote(minimap2),
+        })
+    if case.get("input") == "fastq-gz":
+        # the pairs gzipped once into the scratch root (by the case's prepare commands)
+        fields_base.update({
+            "r2": shlex.quote(os.path.join(os.path.dirname(inp), "R2.fq")),
+            "r1gz": shlex.quote(os.path.join(scratch_root, f"{args.size}.R1.fq.gz")),
+            "r2gz": shlex.quote(os.path.join(scratch_root, f"{args.size}.R2.fq.gz")),
         })
     for tpl in case.get("prepare", []):
         # untimed set-up (indexes the variants expect to exist)

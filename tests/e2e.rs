@@ -7,6 +7,8 @@
 
 #[path = "e2e/agd.rs"]
 mod agd;
+#[path = "e2e/agd_fastq.rs"]
+mod agd_fastq;
 #[path = "e2e/agd_ops.rs"]
 mod agd_ops;
 #[path = "e2e/bgzf.rs"]

@@ -3,6 +3,7 @@
 
 use crate::common;
 use anyhow::Result;
+use sortase::agd::FastqInput;
 use sortase::{AgdExportJob, AgdFlagstatJob, AgdImportJob, OutputSpec};
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +11,8 @@ use std::path::PathBuf;
 /// `sortase agd` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum AgdCommand {
-    /// SAM/BAM/CRAM into a new AGD dataset directory (manifest + Parquet column chunks).
+    /// SAM/BAM/CRAM or FASTQ (as samtools import) into a new AGD dataset directory (manifest +
+    /// Parquet column chunks).
     Import(ImportArgs),
     /// An AGD dataset back into BAM/SAM/CRAM, record for record as imported, or FASTQ (samtools fastq).
     Export(ExportArgs),
@@ -47,8 +49,65 @@ pub struct ImportArgs {
     /// Print records, chunks and bytes per column group on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Input SAM/BAM/CRAM file [stdin].
-    input: Option<String>,
+    /// FASTQ: single-ended reads (samtools import -0).
+    #[arg(short = '0', value_name = "FILE")]
+    unpaired: Option<String>,
+    /// FASTQ: read 1 of pairs (samtools import -1).
+    #[arg(short = '1', long = "r1", value_name = "FILE")]
+    read1: Option<String>,
+    /// FASTQ: read 2 of pairs (samtools import -2).
+    #[arg(short = '2', long = "r2", value_name = "FILE")]
+    read2: Option<String>,
+    /// FASTQ: pairs and single reads in one file, told apart by /1 /2 name suffixes (samtools import -s).
+    #[arg(short = 's', value_name = "FILE")]
+    interleaved: Option<String>,
+    /// FASTQ: add a read group line "@RG ID:STRING" and RG:Z:STRING to every record.
+    #[arg(short = 'R', long = "rg", value_name = "STRING")]
+    read_group: Option<String>,
+    /// FASTQ: build up a complete @RG line (repeatable; fields joined by tabs).
+    #[arg(short = 'r', long = "rg-line", value_name = "STRING")]
+    read_group_line: Vec<String>,
+    /// Input SAM/BAM/CRAM file [stdin], or one FASTQ file (as -s), or two FASTQ files (as -1 -2).
+    #[arg(num_args = 0..=2)]
+    inputs: Vec<String>,
+}
+
+impl ImportArgs {
+    /// The FASTQ input the flags and inputs name, if any.
+    fn fastq(&self) -> Result<Option<FastqInput>> {
+        let mut fastq = FastqInput {
+            unpaired: self.unpaired.clone(),
+            read1: self.read1.clone(),
+            read2: self.read2.clone(),
+            interleaved: self.interleaved.clone(),
+            read_group: self.read_group.clone(),
+            read_group_line: (!self.read_group_line.is_empty())
+                .then(|| self.read_group_line.join("\t")),
+        };
+        let flagged = !fastq.paths().is_empty();
+        match (flagged, self.inputs.as_slice()) {
+            (true, []) => Ok(Some(fastq)),
+            (true, _) => {
+                anyhow::bail!("give FASTQ files either with -0/-1/-2/-s or as arguments, not both")
+            }
+            (false, [r1, _]) if !sortase::agd::fastq::looks_like_fastq(r1) => anyhow::bail!(
+                "{r1}: not FASTQ; two inputs are R1 and R2 FASTQ files (one SAM/BAM/CRAM at a time)"
+            ),
+            (false, [r1, r2]) => {
+                fastq.read1 = Some(r1.clone());
+                fastq.read2 = Some(r2.clone());
+                Ok(Some(fastq))
+            }
+            (false, [one]) if sortase::agd::fastq::looks_like_fastq(one) => {
+                fastq.interleaved = Some(one.clone());
+                Ok(Some(fastq))
+            }
+            (false, _) if fastq.read_group.is_some() || fastq.read_group_line.is_some() => {
+                anyhow::bail!("-R and -r apply to FASTQ input only")
+            }
+            (false, _) => Ok(None),
+        }
+    }
 }
 
 /// Arguments of `sortase agd export`.
@@ -109,8 +168,13 @@ pub fn run(command: AgdCommand) -> Result<()> {
 
 fn import(args: ImportArgs) -> Result<()> {
     let rt = common::runtime(args.threads, None)?;
+    let fastq = args.fastq()?;
     let job = AgdImportJob {
-        input: args.input.unwrap_or_else(|| "-".into()),
+        input: match &fastq {
+            Some(f) => f.paths().join(" "),
+            None => args.inputs.first().cloned().unwrap_or_else(|| "-".into()),
+        },
+        fastq,
         output: args.output,
         chunk_size: args.chunk_size,
         zstd_level: args.level,

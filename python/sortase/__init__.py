@@ -14,7 +14,8 @@ Every job runs in Rust with the GIL released, on a runtime built for the call (`
 Every command is a function whose keywords are its long options: :func:`sort`, :func:`merge`,
 :func:`view`, :func:`index`, :func:`markdup`, :func:`flagstat`, :func:`idxstats`, :func:`bgzip`,
 :func:`faidx`, :func:`fetch`, :func:`snp_pileup`. Jobs that write files return a :class:`Report`;
-the others return their results as data (dicts, tables, lists).
+the others return their results as data (dicts, tables, lists). AGD datasets (Parquet column chunks
+plus a manifest): :mod:`sortase.agd` (``sortase.agd.open(path).read(["qname", "mapq"])``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Report",
     "SortaseError",
     "SortaseWarning",
+    "agd",
     "bgzip",
     "faidx",
     "fetch",
@@ -575,3 +577,6 @@ def snp_pileup(
         if os.path.exists(tmp):
             os.remove(tmp)
         os.rmdir(tmpdir)
+
+
+from . import agd  # noqa: E402 (after the helpers agd uses)

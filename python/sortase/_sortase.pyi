@@ -187,3 +187,29 @@ def snp_pileup(
     threads: Optional[int] = None,
     reference: Optional[_Path] = None,
 ) -> str: ...
+def agd_import(
+    input: Optional[str] = None,
+    output: Optional[_Path] = None,
+    input2: Optional[str] = None,
+    *,
+    unpaired: Optional[str] = None,
+    read1: Optional[str] = None,
+    read2: Optional[str] = None,
+    interleaved: Optional[str] = None,
+    rg: Optional[str] = None,
+    rg_line: Optional[List[str]] = None,
+    chunk_size: Optional[int] = None,
+    level: Optional[int] = None,
+    reference: Optional[_Path] = None,
+    threads: Optional[int] = None,
+) -> str: ...
+def agd_export(
+    input: _Path,
+    output: Optional[_Path] = None,
+    *,
+    output_fmt: Optional[str] = None,
+    level: Optional[int] = None,
+    reference: Optional[_Path] = None,
+    threads: Optional[int] = None,
+) -> str: ...
+def agd_flagstat(input: _Path, *, threads: Optional[int] = None) -> Tuple[str, str]: ...

@@ -1,4 +1,5 @@
-//! AGD datasets (crates/agd) as jobs: [`AgdImportJob`] turns SAM/BAM/CRAM into a dataset,
+//! AGD datasets (crates/agd) as jobs: [`AgdImportJob`] turns SAM/BAM/CRAM or FASTQ ([`fastq`], as
+//! `samtools import` reads it) into a dataset,
 //! [`AgdExportJob`] turns a dataset back into the same records, [`AgdFlagstatJob`] counts flags on
 //! the `results` columns alone.
 //!
@@ -47,10 +48,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod columns;
+pub mod fastq;
 mod markdup;
 mod sort;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
+pub use fastq::FastqInput;
 pub use markdup::AgdMarkdupJob;
 pub use sort::{AgdSortJob, AgdSortReport};
 
@@ -82,6 +85,11 @@ pub struct AgdImportJob {
     pub reference: Option<PathBuf>,
     /// The command line recorded as the provenance of every group.
     pub command_line: String,
+    /// FASTQ files with samtools import's options (`input` is then ignored). Without it, an `input`
+    /// that looks like FASTQ ([`fastq::looks_like_fastq`]) is read as `samtools import FILE` does
+    /// (`-s`).
+    #[serde(default)]
+    pub fastq: Option<FastqInput>,
 }
 
 /// What an import did.
@@ -109,7 +117,25 @@ impl AgdImportJob {
             zstd_level: DEFAULT_ZSTD_LEVEL,
             reference: None,
             command_line: String::new(),
+            fastq: None,
         }
+    }
+
+    /// Imports FASTQ files `fastq` (samtools import's `-0 -1 -2 -s`) into the new dataset `output`.
+    pub fn from_fastq(fastq: FastqInput, output: impl Into<PathBuf>) -> Self {
+        let mut job = Self::new(fastq.paths().join(" "), output);
+        job.fastq = Some(fastq);
+        job
+    }
+
+    /// The FASTQ input, if the import reads FASTQ.
+    fn fastq_input(&self) -> Option<FastqInput> {
+        self.fastq.clone().or_else(|| {
+            fastq::looks_like_fastq(&self.input).then(|| FastqInput {
+                interleaved: Some(self.input.clone()),
+                ..FastqInput::default()
+            })
+        })
     }
 
     /// Runs the import on `rt`.
@@ -190,10 +216,23 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     };
     check_new_output(&job.output)?;
     let threads = rt.threads();
-    let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
+    let fastq_input = job.fastq_input();
+    let size = match &fastq_input {
+        Some(f) => fastq::FastqRecords::size(f),
+        None => std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0),
+    };
     let progress = rt.progress("agd import", size);
-    let mut input = Input::open(&job.input, threads, job.reference.as_deref(), &progress)?;
-    input.set_cancel(rt.cancel_flag().clone());
+    let mut input = match &fastq_input {
+        Some(f) => Source::Fastq(
+            fastq::FastqRecords::open(f, &progress)?,
+            Header::new(f.header_text()?, Vec::new()),
+        ),
+        None => {
+            let mut input = Input::open(&job.input, threads, job.reference.as_deref(), &progress)?;
+            input.set_cancel(rt.cancel_flag().clone());
+            Source::Alignments(input)
+        }
+    };
     // A hidden sibling prefix: `TempDir` would put it inside an existing (empty) output directory.
     let name = job
         .output
@@ -222,19 +261,15 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         });
         let mut chunk = ChunkBuilder::default();
         let mut index = 0;
-        let read = input.for_each_batch(|batch| {
-            for r in batch.iter() {
-                let bytes = r.as_bytes();
-                if chunk.len() as u64 == job.chunk_size || chunk.bytes() + bytes.len() > CHUNK_BYTES
-                {
-                    let full = std::mem::take(&mut chunk);
-                    if tx.send((index, full)).is_err() {
-                        anyhow::bail!("encoding stopped");
-                    }
-                    index += 1;
+        let read = input.for_each_record(rt.cancel_flag(), |bytes| {
+            if chunk.len() as u64 == job.chunk_size || chunk.bytes() + bytes.len() > CHUNK_BYTES {
+                let full = std::mem::take(&mut chunk);
+                if tx.send((index, full)).is_err() {
+                    anyhow::bail!("encoding stopped");
                 }
-                chunk.push(bytes)?;
+                index += 1;
             }
+            chunk.push(bytes)?;
             Ok(())
         });
         let read = read.and_then(|()| {
@@ -256,7 +291,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
 
     let mut written = written.into_inner().unwrap_or_else(|p| p.into_inner());
     written.sort_by_key(|w| w.index);
-    let header = input.header;
+    let header = input.header();
     let references = header
         .references()
         .iter()
@@ -302,6 +337,40 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         report.bytes += b;
     }
     Ok(report)
+}
+
+/// Where an import's records come from.
+enum Source {
+    /// SAM, BAM or CRAM.
+    Alignments(Input),
+    /// FASTQ files and the header samtools import gives them.
+    Fastq(fastq::FastqRecords, Header),
+}
+
+impl Source {
+    /// Calls `f` on every record's BAM bytes (without `block_size`), in input order.
+    fn for_each_record(
+        &mut self,
+        cancel: &crate::runtime::CancelFlag,
+        mut f: impl FnMut(&[u8]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Source::Alignments(input) => input.for_each_batch(|batch| {
+                for r in batch.iter() {
+                    f(r.as_bytes())?;
+                }
+                Ok(())
+            }),
+            Source::Fastq(records, _) => records.for_each_record(cancel, f),
+        }
+    }
+
+    fn header(self) -> Header {
+        match self {
+            Source::Alignments(input) => input.header,
+            Source::Fastq(_, header) => header,
+        }
+    }
 }
 
 /// Reads a dataset's manifest, with the directory as context.

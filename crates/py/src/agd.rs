@@ -1,0 +1,147 @@
+//! `sortase agd import|export|flagstat` as Python functions (issue 19): keyword arguments named as
+//! the CLI's long options (`-0 -1 -2 -s` as `unpaired`, `read1`, `read2`, `interleaved`) → the
+//! facade's AGD jobs → the report as JSON. Reading a dataset's columns needs no Rust: the chunk
+//! files are Parquet, read by `python/sortase/agd.py` with pyarrow.
+
+use crate::error;
+use crate::run::{run_job, runtime, LatestProgress};
+use pyo3::prelude::*;
+use sortase::agd::FastqInput;
+use sortase::{AgdExportJob, AgdFlagstatJob, AgdImportJob, OutputSpec, Runtime};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Runs `job` on a runtime of `threads` threads; the report as JSON.
+fn run_to_json<R: serde::Serialize + Send + 'static>(
+    py: Python<'_>,
+    threads: Option<usize>,
+    job: impl FnOnce(&Runtime) -> sortase::Result<R> + Send + 'static,
+) -> PyResult<String> {
+    let latest = Arc::new(LatestProgress::default());
+    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let job_rt = rt.clone();
+    let report = run_job(py, &rt, None, move || job(&job_rt))?;
+    serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
+}
+
+/// `sortase agd import`: SAM/BAM/CRAM `input`, or FASTQ (`input` and `input2`, or the samtools
+/// import options); the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (input=None, output=None, input2=None, *, unpaired=None, read1=None,
+    read2=None, interleaved=None, rg=None, rg_line=None, chunk_size=None, level=None,
+    reference=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn agd_import(
+    py: Python<'_>,
+    input: Option<String>,
+    output: Option<PathBuf>,
+    input2: Option<String>,
+    unpaired: Option<String>,
+    read1: Option<String>,
+    read2: Option<String>,
+    interleaved: Option<String>,
+    rg: Option<String>,
+    rg_line: Option<Vec<String>>,
+    chunk_size: Option<u64>,
+    level: Option<i32>,
+    reference: Option<PathBuf>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let Some(output) = output else {
+        return Err(error::raise(
+            py,
+            "ArgumentError",
+            "agd import: output is required",
+        ));
+    };
+    let mut fastq = FastqInput {
+        unpaired,
+        read1,
+        read2,
+        interleaved,
+        read_group: rg,
+        read_group_line: rg_line.filter(|l| !l.is_empty()).map(|l| l.join("\t")),
+    };
+    let flagged = !fastq.paths().is_empty();
+    let mut job = match (flagged, input, input2) {
+        (true, None, None) => AgdImportJob::from_fastq(fastq, output),
+        (false, Some(a), Some(b)) => {
+            fastq.read1 = Some(a);
+            fastq.read2 = Some(b);
+            AgdImportJob::from_fastq(fastq, output)
+        }
+        (false, Some(a), None) => {
+            let mut job = AgdImportJob::new(a, output);
+            if fastq.read_group.is_some() || fastq.read_group_line.is_some() {
+                fastq.interleaved = Some(job.input.clone());
+                job.fastq = Some(fastq);
+            }
+            job
+        }
+        _ => return Err(error::raise(
+            py,
+            "ArgumentError",
+            "agd import: give one input (SAM/BAM/CRAM/FASTQ), two FASTQ inputs, or FASTQ files \
+                 with unpaired/read1/read2/interleaved, not both",
+        )),
+    };
+    if let Some(c) = chunk_size {
+        job.chunk_size = c;
+    }
+    if let Some(l) = level {
+        job.zstd_level = l;
+    }
+    job.reference = reference;
+    job.command_line = "sortase.agd.import_".into();
+    run_to_json(py, threads, move |rt| job.run(rt))
+}
+
+/// `sortase agd export`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (input, output=None, *, output_fmt=None, level=None, reference=None,
+    threads=None))]
+fn agd_export(
+    py: Python<'_>,
+    input: PathBuf,
+    output: Option<PathBuf>,
+    output_fmt: Option<String>,
+    level: Option<i32>,
+    reference: Option<PathBuf>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let spec = OutputSpec {
+        path: output,
+        format: output_fmt,
+        level,
+        reference,
+        ..OutputSpec::default()
+    };
+    let job = AgdExportJob::new(input, spec);
+    run_to_json(py, threads, move |rt| job.run(rt))
+}
+
+/// `sortase agd flagstat`; the report as JSON and samtools' `-O json` text.
+#[pyfunction]
+#[pyo3(signature = (input, *, threads=None))]
+fn agd_flagstat(
+    py: Python<'_>,
+    input: PathBuf,
+    threads: Option<usize>,
+) -> PyResult<(String, String)> {
+    let job = AgdFlagstatJob::new(input);
+    let latest = Arc::new(LatestProgress::default());
+    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let job_rt = rt.clone();
+    let report = run_job(py, &rt, None, move || job.run(&job_rt))?;
+    let json = serde_json::to_string(&report)
+        .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
+    Ok((json, report.to_json()))
+}
+
+/// Adds this module's functions to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(agd_import, m)?)?;
+    m.add_function(wrap_pyfunction!(agd_export, m)?)?;
+    m.add_function(wrap_pyfunction!(agd_flagstat, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+"""`sortase.agd` (issue 19): a dataset opened with `sortase.agd.open` reads, column for column, what
+`read_bam` returns for the BAM it came from; a chunk the manifest lists but the directory lacks is an
+error naming the file; DuckDB counts on the files what `read_bam` counts; FASTQ imports from Python
+as from the CLI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import sortase
+import sortase.agd
+from conftest import pysam
+
+SAM = (
+    "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:5000\n"
+    + "".join(
+        f"r{i}\t{flag}\t{ref}\t{pos}\t{mapq}\t{cigar}\t=\t{pos}\t0\t{seq}\t{qual}\tNM:i:{i % 3}\n"
+        for i, (flag, ref, pos, mapq, cigar, seq, qual) in enumerate(
+            [
+                (0, "chr1", 10 + 7 * k, (k * 13) % 61, "4M", "ACGT", "IIII")
+                if k % 4
+                else (16, "chr2", 5 + k, 30, "2M1I1M", "ACGA", "*")
+                for k in range(23)
+            ]
+        )
+    )
+    + "u1\t4\t*\t0\t0\t*\t*\t0\t0\tNNAC\t!!#$\n"
+)
+
+
+@pytest.fixture()
+def dataset(tmp_path: Path):
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    bam = tmp_path / "in.bam"
+    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    ds = tmp_path / "ds"
+    report = sortase.agd.import_(bam, ds, chunk_size=5, threads=2)
+    assert report["records"] == 24 and report["chunks"] == 5
+    return bam, ds
+
+
+def test_open_reads_what_read_bam_returns(dataset) -> None:
+    bam, ds = dataset
+    d = sortase.agd.open(ds)
+    assert d.records == 24 and len(d.chunks) == 5 and d.sort_order == "unsorted"
+    assert [r["name"] for r in d.references] == ["chr1", "chr2"]
+    assert d.header.startswith("@HD\tVN:1.6")
+    assert set(d.groups) == {"names", "bases", "qual", "results"}
+    table = d.read(["qname", "flag", "ref_id", "pos", "mapq", "cigar", "tlen", "seq", "qual"])
+    want = sortase.read_bam(bam)
+    for col in ["qname", "flag", "mapq", "tlen", "seq", "qual", "cigar"]:
+        assert table.column(col).to_pylist() == want.column(col).to_pylist(), col
+    names = [r["name"] for r in d.references]
+    rname = [None if i < 0 else names[i] for i in table.column("ref_id").to_pylist()]
+    assert rname == want.column("rname").to_pylist()
+    assert [p + 1 for p in table.column("pos").to_pylist()] == want.column("pos").to_pylist()
+    part = d.read_group("results", ["flag"], chunks=[1, 3])
+    assert part.column("flag").to_pylist() == (
+        want.column("flag").to_pylist()[5:10] + want.column("flag").to_pylist()[15:20]
+    )
+
+
+def test_missing_chunk_names_the_file(dataset) -> None:
+    _, ds = dataset
+    missing = ds / "bases" / "000002.parquet"
+    os.remove(missing)
+    d = sortase.agd.open(ds)
+    d.read(["qname"])  # other groups are whole
+    with pytest.raises(sortase.InputError, match=str(missing)):
+        d.read(["seq"])
+    with pytest.raises(KeyError):
+        d.read(["no_such_column"])
+
+
+def test_duckdb_counts_on_the_files(dataset) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    bam, ds = dataset
+    q = f"SELECT count(*) FROM '{ds}/results/*.parquet' WHERE mapq >= 30"
+    got = duckdb.sql(q).fetchall()[0][0]
+    want = sortase.read_bam(bam, columns=["mapq"]).column("mapq")
+    assert got == pc.sum(pc.greater_equal(want, 30)).as_py()
+    assert sortase.agd.flagstat(ds) == sortase.flagstat(bam)
+
+
+def test_fastq_import_and_export(tmp_path: Path) -> None:
+    r1 = tmp_path / "r1.fq"
+    r2 = tmp_path / "r2.fq"
+    r1.write_text("".join(f"@p{i} 1:N:0:1\nACGT\n+\nIIII\n" for i in range(7)))
+    r2.write_text("".join(f"@p{i} 2:N:0:1\nTTGA\n+\nJJJJ\n" for i in range(7)))
+    ds = tmp_path / "ds"
+    sortase.agd.import_([r1, r2], ds, chunk_size=4, rg="grp")
+    d = sortase.agd.open(ds)
+    assert d.records == 14 and "@RG\tID:grp" in d.header
+    t = d.read(["qname", "flag"])
+    assert t.column("flag").to_pylist() == [77, 141] * 7
+    assert t.column("qname").to_pylist()[:2] == ["p0", "p0"]
+    out = tmp_path / "out.fq"
+    sortase.agd.export(ds, out, output_fmt="fastq")
+    assert out.read_text().startswith("@p0/1\nACGT\n+\nIIII\n@p0/2\nTTGA\n+\nJJJJ\n")
+    with pytest.raises(sortase.SortaseError, match="exists and is not empty"):
+        sortase.agd.import_([r1, r2], ds)
+    assert isinstance(d.read_group("names"), pa.Table)
