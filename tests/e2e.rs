@@ -11,6 +11,8 @@ mod agd;
 mod agd_fastq;
 #[path = "e2e/agd_ops.rs"]
 mod agd_ops;
+#[path = "e2e/agd_view.rs"]
+mod agd_view;
 #[path = "e2e/bgzf.rs"]
 mod bgzf;
 #[path = "e2e/checks.rs"]

@@ -1,5 +1,6 @@
 """sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, flagstat, idxstats, index,
-snp-pileup and view counting across machines, byte-identical to one machine.
+snp-pileup and view counting across machines, byte-identical to one machine. Flagstat and counting
+also take an AGD dataset directory (``sortase agd import``), whose chunks are the tasks.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
@@ -87,7 +88,13 @@ class _Remote:
         """Where the file at ``local`` (under ``root``, default the driver's) lives remotely."""
         rel = os.path.relpath(local, root or self.root)
         canonical = os.path.join(self.root, rel)
-        return self.files.get(canonical) or f"{self.prefix}/{rel}"
+        if canonical in self.files:
+            return self.files[canonical]
+        for base, url in self.files.items():
+            # A file inside an input directory (an AGD dataset's chunk files).
+            if canonical.startswith(base + os.sep):
+                return url.rstrip("/") + "/" + os.path.relpath(canonical, base).replace(os.sep, "/")
+        return f"{self.prefix}/{rel}"
 
     def fs(self) -> Any:
         return _fs(self.prefix, self.storage_options)
@@ -163,6 +170,13 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
             end = span["end"] + SLACK if span["end"] is not None else 1 << 62
             ranges.setdefault(span["path"], []).append((span["start"], end))
         return list(ranges.items()), []
+    if kind in ("agd_flagstat", "agd_count"):
+        # The `results` file of each chunk the task counts (whole: a Parquet file is read from its
+        # footer).
+        chunks = body["chunks"] if kind == "agd_flagstat" else [p["chunk"] for p in body["pieces"]]
+        reads = [(os.path.join(body["input"], "results", f"{c['index']:06}.parquet"), None)
+                 for c in chunks]
+        return reads, []
     if kind in ("flagstat", "idxstats", "index"):
         s = body["slice"]
         end = s["range"]["end"]
@@ -634,12 +648,49 @@ def flagstat(
     progress: Optional[bool] = None,
 ) -> Report:
     """samtools flagstat on a Dask cluster: one task per byte range (``tasks``, default 4 per
-    core of the driver). The report's ``counts`` equal ``sortase flagstat``'s."""
+    core of the driver). The report's ``counts`` equal ``sortase flagstat``'s.
+
+    ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
+    run of consecutive chunks from their ``results`` files alone (``tasks`` runs, at most one per
+    chunk), and the counts equal ``sortase agd flagstat``'s."""
     path = os.fspath(path)
+    if _is_dataset(path, storage_options):
+        with _dataset(path, storage_options, False) as (remote, local):
+            return _run("agd_flagstat", {"input": local}, {"tasks": tasks}, client=client,
+                        scheduler=scheduler, progress=progress, threads=1, max_memory=None,
+                        remote=remote)
     with _storage([path], [], storage_options) as (remote, (local,), _):
         return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
                     scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                     remote=remote)
+
+
+def _is_dataset(path: str, storage_options: Optional[Dict[str, Any]]) -> bool:
+    """Whether ``path`` is an AGD dataset directory (it holds ``manifest.json``)."""
+    if _is_remote(path):
+        return bool(_fs(path, storage_options).exists(path.rstrip("/") + "/manifest.json"))
+    return os.path.isfile(os.path.join(path, "manifest.json"))
+
+
+@contextlib.contextmanager
+def _dataset(path: str, storage_options: Optional[Dict[str, Any]], need_positions: bool
+             ) -> Iterator[Tuple[Optional[_Remote], str]]:
+    """A dataset as the planner sees it: the directory itself, or (object storage) a driver copy
+    of its manifest, plus the ``results`` files when a region query must compute the chunks'
+    positions (a manifest that does not record them). Tasks fetch the chunk files they read."""
+    path = path.rstrip("/")
+    with _storage([path], [], storage_options, fetch=False) as (remote, (local,), _):
+        if remote is not None:
+            fs = remote.fs()
+            manifest = os.path.join(local, "manifest.json")
+            remote.driver_bytes += _fetch(fs, f"{path}/manifest.json", manifest, None)
+            with open(manifest) as f:
+                chunks = json.load(f)["chunks"]
+            if need_positions and any("positions" not in c for c in chunks):
+                for c in chunks:
+                    name = f"results/{c['index']:06}.parquet"
+                    remote.driver_bytes += _fetch(fs, f"{path}/{name}", os.path.join(local, name), None)
+        yield remote, local
 
 
 def idxstats(
@@ -685,9 +736,38 @@ def count(
     tasks: Optional[int] = None,
     storage_options: Optional[Dict[str, Any]] = None,
     progress: Optional[bool] = None,
+    min_mapq: int = 0,
+    require_flags: int = 0,
+    exclude_flags: int = 0,
+    regions: Optional[Sequence[str]] = None,
+    multi_region: bool = False,
 ) -> int:
-    """``sortase view -c`` without filters: the BAM's records, counted by flagstat's range tasks
-    (QC-passed plus QC-failed)."""
+    """``sortase view -c``: a BAM's records, counted by flagstat's range tasks (QC-passed plus
+    QC-failed); or on an AGD dataset directory (local or ``s3://``), ``sortase agd view -c`` with
+    ``-q min_mapq``, ``-f require_flags``, ``-F exclude_flags``, ``regions`` (a coordinate-sorted
+    dataset) and ``-M`` (``multi_region``), each task counting a run of consecutive chunks from
+    their ``results`` files."""
+    from . import ArgumentError
+
+    path = os.fspath(path)
+    if _is_dataset(path, storage_options):
+        job = {
+            "input": None,
+            "output": {"path": None, "format": None, "level": None, "uncompressed": False,
+                       "write_index": False, "index_format": None, "reference": None},
+            "with_header": False, "header_only": False, "count": True,
+            "require_flags": require_flags, "exclude_flags": exclude_flags, "min_mapq": min_mapq,
+            "regions": list(regions or []), "multi_region": multi_region, "program": None,
+        }
+        with _dataset(path, storage_options, bool(regions)) as (remote, local):
+            job["input"] = local
+            report = _run("agd_count", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                          progress=progress, threads=1, max_memory=None, remote=remote)
+        for w in report["warnings"]:
+            print(w, file=sys.stderr)
+        return int(report["count"])
+    if min_mapq or require_flags or exclude_flags or regions:
+        raise ArgumentError("count: filters and regions are for AGD datasets (a BAM: sortase view -c)")
     report = flagstat(path, client=client, scheduler=scheduler, tasks=tasks,
                       storage_options=storage_options, progress=progress)
     return sum(report["counts"]["reads"])

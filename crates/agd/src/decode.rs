@@ -6,9 +6,12 @@ use crate::encode::{computed_bin, BASES};
 use crate::{chunk_path, AgdError, ChunkEntry, Group};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_array::{Array, BooleanArray, RecordBatch};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
 use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::PageIndexPolicy;
 use sortase_bam::cigar;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +32,19 @@ pub fn read_group(
     chunk: &ChunkEntry,
     columns: Option<&[&str]>,
 ) -> Result<ChunkFile, AgdError> {
+    read_group_rows(dir, group, chunk, columns, None)
+}
+
+/// [`read_group`] of only the rows where `selected` is true (`None`: all rows; one value per
+/// record of the chunk). The file's page index lets the reader skip the pages that hold no selected
+/// row instead of decompressing them.
+pub fn read_group_rows(
+    dir: &Path,
+    group: Group,
+    chunk: &ChunkEntry,
+    columns: Option<&[&str]>,
+    selected: Option<&BooleanArray>,
+) -> Result<ChunkFile, AgdError> {
     let path = chunk_path(dir, group, chunk.index);
     let file = match std::fs::File::open(&path) {
         Ok(f) => f,
@@ -40,7 +56,9 @@ pub fn read_group(
         }
         Err(source) => return Err(AgdError::Io { path, source }),
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+    let options =
+        ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::from(selected.is_some()));
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
         .map_err(|e| AgdError::chunk(&path, format!("truncated or not Parquet ({e})")))?;
     let expected = group.schema();
     let found = builder.schema();
@@ -74,32 +92,40 @@ pub fn read_group(
         }
         None => builder,
     };
+    let expected_rows = match selected {
+        Some(r) if r.len() as u64 != chunk.records => {
+            return Err(AgdError::chunk(
+                &path,
+                format!("{} rows selected of {} records", r.len(), chunk.records),
+            ))
+        }
+        Some(r) => r.true_count() as u64,
+        None => chunk.records,
+    };
+    let builder = match selected {
+        Some(r) => builder.with_row_selection(RowSelection::from_filters(std::slice::from_ref(r))),
+        None => builder,
+    };
     let reader = builder
         .with_batch_size(chunk.records.max(1) as usize)
         .build()
         .map_err(|e| AgdError::chunk(&path, e))?;
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
     let mut batches = Vec::with_capacity(1);
     for b in reader {
         batches.push(b.map_err(|e| AgdError::chunk(&path, format!("corrupt ({e})")))?);
     }
     let batch = match batches.len() {
         1 => batches.pop().expect("one batch"),
-        _ => {
-            let schema = batches
-                .first()
-                .map(|b| b.schema())
-                .ok_or_else(|| AgdError::chunk(&path, "no record batch"))?;
-            arrow_select::concat::concat_batches(&schema, &batches)
-                .map_err(|e| AgdError::chunk(&path, e))?
-        }
+        _ => arrow_select::concat::concat_batches(&schema, &batches)
+            .map_err(|e| AgdError::chunk(&path, e))?,
     };
-    if batch.num_rows() as u64 != chunk.records {
+    if batch.num_rows() as u64 != expected_rows {
         return Err(AgdError::chunk(
             &path,
             format!(
-                "read {} records, the manifest says {}",
+                "read {} records, the manifest says {expected_rows}",
                 batch.num_rows(),
-                chunk.records
             ),
         ));
     }

@@ -5,7 +5,7 @@
 //! columns cannot rebuild byte for byte, in `raw_record` (see [`needs_raw`]). `bin` is stored only when
 //! it differs from the computed one (null otherwise: a null costs a bit in the definition levels).
 
-use crate::{AgdError, Group};
+use crate::{AgdError, ChunkPositions, Group, PositionsBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, Int32Array, RecordBatch, StringArray, UInt16Array, UInt8Array,
 };
@@ -125,6 +125,7 @@ pub struct ChunkBuilder {
     tags: VarColumn,
     raw: VarColumn,
     raw_records: usize,
+    positions: PositionsBuilder,
 }
 
 impl Default for ChunkBuilder {
@@ -148,6 +149,7 @@ impl Default for ChunkBuilder {
             tags: VarColumn::default(),
             raw: VarColumn::default(),
             raw_records: 0,
+            positions: PositionsBuilder::default(),
         }
     }
 }
@@ -264,6 +266,8 @@ impl ChunkBuilder {
         }
         let flag = r.flag();
         self.flag.push(flag);
+        self.positions
+            .push(r.reference_sequence_id(), r.position(), r.end_position());
         self.ref_id.push(r.reference_sequence_id());
         self.pos.push(r.position());
         self.mapq.push(r.mapping_quality());
@@ -299,6 +303,12 @@ impl ChunkBuilder {
         }
         self.records += 1;
         Ok(())
+    }
+
+    /// Where the records pushed since the last call lie (for the manifest); call before
+    /// [`ChunkBuilder::finish`], which starts the positions again too.
+    pub fn take_positions(&mut self) -> ChunkPositions {
+        self.positions.finish()
     }
 
     /// The Arrow batches of every group (the builder is left empty).
@@ -337,6 +347,7 @@ impl ChunkBuilder {
         self.records = 0;
         self.bytes = 0;
         self.raw_records = 0;
+        self.positions = PositionsBuilder::default();
         Ok(out)
     }
 }

@@ -47,11 +47,14 @@ pub mod extra;
 pub mod manifest;
 mod schema;
 
-pub use decode::{append_records, read_chunk_records, read_columns, read_group, ChunkFile};
+pub use decode::{
+    append_records, read_chunk_records, read_columns, read_group, read_group_rows, ChunkFile,
+};
 pub use encode::{write_group, ChunkBuilder, WriteOptions, CHUNK_BYTES_LIMIT};
 pub use error::AgdError;
 pub use manifest::{
-    ChunkEntry, ExtraGroup, Manifest, Provenance, ReferenceEntry, FORMAT_VERSION, MANIFEST_FILE,
+    ChunkEntry, ChunkPositions, ExtraGroup, Manifest, PositionsBuilder, Provenance, RefSpan,
+    ReferenceEntry, FORMAT_VERSION, MANIFEST_FILE,
 };
 pub use schema::Group;
 

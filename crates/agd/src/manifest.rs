@@ -38,6 +38,117 @@ pub struct ChunkEntry {
     pub last: u64,
     /// Records in the chunk.
     pub records: u64,
+    /// Where the chunk's records lie on the references (absent in datasets written before it was
+    /// recorded: then a region query computes it from the `results` group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<ChunkPositions>,
+}
+
+/// Where one chunk's records lie, recorded at import so that a region query opens only the chunks
+/// that overlap it (no chunk file is read to choose them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkPositions {
+    /// Whether the chunk's records are in coordinate order: placed records by `(ref_id, pos)`, then
+    /// the unplaced ones (`ref_id` -1), as samtools sort writes them and samtools index requires.
+    pub sorted: bool,
+    /// Per reference with placed records, in record order (empty when not `sorted`).
+    pub spans: Vec<RefSpan>,
+    /// Records with `ref_id` -1 (unplaced; the region `*`).
+    pub unplaced: u64,
+}
+
+/// The placed records of one reference in a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefSpan {
+    /// The reference.
+    pub ref_id: i32,
+    /// `pos` of the first record (0-based).
+    pub first_pos: i32,
+    /// `pos` of the last record.
+    pub last_pos: i32,
+    /// The largest alignment end (htslib `bam_endpos`: 0-based exclusive, `pos + 1` for an unmapped
+    /// record or one without reference-consuming CIGAR operations).
+    pub max_end: i64,
+    /// Records in the span.
+    pub records: u64,
+}
+
+/// Accumulates a chunk's [`ChunkPositions`] record by record.
+#[derive(Debug, Clone)]
+pub struct PositionsBuilder {
+    positions: ChunkPositions,
+}
+
+impl Default for PositionsBuilder {
+    fn default() -> Self {
+        Self {
+            positions: ChunkPositions {
+                sorted: true,
+                spans: Vec::new(),
+                unplaced: 0,
+            },
+        }
+    }
+}
+
+impl PositionsBuilder {
+    /// Adds the next record: its `ref_id`, `pos` and alignment end (`bam_endpos`).
+    #[inline]
+    pub fn push(&mut self, ref_id: i32, pos: i32, end: i64) {
+        let p = &mut self.positions;
+        if ref_id < 0 {
+            p.unplaced += 1;
+            return;
+        }
+        if !p.sorted {
+            return;
+        }
+        let in_order = p.unplaced == 0
+            && p.spans
+                .last()
+                .is_none_or(|s| (s.ref_id, s.last_pos) <= (ref_id, pos));
+        if !in_order {
+            p.sorted = false;
+            p.spans.clear();
+            return;
+        }
+        match p.spans.last_mut() {
+            Some(s) if s.ref_id == ref_id => {
+                s.last_pos = pos;
+                s.max_end = s.max_end.max(end);
+                s.records += 1;
+            }
+            _ => p.spans.push(RefSpan {
+                ref_id,
+                first_pos: pos,
+                last_pos: pos,
+                max_end: end,
+                records: 1,
+            }),
+        }
+    }
+
+    /// The positions so far; the builder starts again.
+    pub fn finish(&mut self) -> ChunkPositions {
+        std::mem::take(self).positions
+    }
+}
+
+impl ChunkPositions {
+    /// `(ref_id as unsigned, pos)` of the first record: unplaced records sort last.
+    fn first_key(&self) -> (u32, i32) {
+        self.spans
+            .first()
+            .map_or((u32::MAX, 0), |s| (s.ref_id as u32, s.first_pos))
+    }
+
+    /// The key of the last record.
+    fn last_key(&self) -> (u32, i32) {
+        match self.spans.last() {
+            Some(s) if self.unplaced == 0 => (s.ref_id as u32, s.last_pos),
+            _ => (u32::MAX, 0),
+        }
+    }
 }
 
 /// A reference sequence (BAM's binary reference list).
@@ -145,10 +256,33 @@ impl Manifest {
                 first,
                 last: first + records - 1,
                 records,
+                positions: None,
             });
             first += records;
         }
         self.records = first;
+    }
+
+    /// Records each chunk's positions (`positions[i]` of chunk `i`; as many as chunks).
+    pub fn set_positions(&mut self, positions: Vec<ChunkPositions>) {
+        for (c, p) in self.chunks.iter_mut().zip(positions) {
+            c.positions = Some(p);
+        }
+    }
+
+    /// Whether the records are in coordinate order across the whole dataset (every chunk sorted,
+    /// each chunk's first record not before the previous chunk's last); `None` when a chunk's
+    /// positions are not recorded.
+    pub fn coordinate_sorted(&self) -> Option<bool> {
+        let mut previous: Option<(u32, i32)> = None;
+        for c in &self.chunks {
+            let p = c.positions.as_ref()?;
+            if !p.sorted || previous.is_some_and(|last| p.first_key() < last) {
+                return Some(false);
+            }
+            previous = Some(p.last_key());
+        }
+        Some(true)
     }
 
     /// Whether the dataset has `group`.
@@ -232,6 +366,16 @@ impl Manifest {
                     "chunk {i} (index {}, records {}..={}, count {}) does not follow record {next}",
                     c.index, c.first, c.last, c.records
                 ));
+            }
+            if let Some(p) = c.positions.as_ref().filter(|p| p.sorted) {
+                let placed: u64 = p.spans.iter().map(|s| s.records).sum();
+                if placed + p.unplaced != c.records {
+                    return Err(format!(
+                        "chunk {i}: its positions count {} records, the chunk holds {}",
+                        placed + p.unplaced,
+                        c.records
+                    ));
+                }
             }
             next += c.records;
         }

@@ -47,7 +47,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-mod columns;
+pub(crate) mod columns;
 pub mod fastq;
 mod markdup;
 mod sort;
@@ -146,12 +146,13 @@ impl AgdImportJob {
     }
 }
 
-/// A chunk written: its index, records, raw records and bytes per group.
+/// A chunk written: its index, records, raw records, bytes per group and positions.
 struct Written {
     index: usize,
     records: u64,
     raw: u64,
     bytes: [u64; 4],
+    positions: agd::ChunkPositions,
 }
 
 /// Encodes one chunk and writes its group files into `dir`.
@@ -163,6 +164,7 @@ fn write_chunk(
 ) -> anyhow::Result<Written> {
     let records = chunk.len() as u64;
     let raw = chunk.raw_records() as u64;
+    let positions = chunk.take_positions();
     let mut bytes = [0u64; 4];
     for (group, batch) in chunk.finish()? {
         let path = agd::chunk_path(dir, group, index);
@@ -183,6 +185,7 @@ fn write_chunk(
         records,
         raw,
         bytes,
+        positions,
     })
 }
 
@@ -313,6 +316,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     );
     let counts: Vec<u64> = written.iter().map(|w| w.records).collect();
     manifest.set_chunks(&counts);
+    manifest.set_positions(written.iter().map(|w| w.positions.clone()).collect());
     let manifest_path = dir.join(agd::MANIFEST_FILE);
     std::fs::write(&manifest_path, manifest.to_json())
         .with_context(|| format!("{}: cannot write", manifest_path.display()))?;
@@ -374,7 +378,7 @@ impl Source {
 }
 
 /// Reads a dataset's manifest, with the directory as context.
-fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
+pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
         return Err(Error::new(
             crate::ErrorKind::Input,
@@ -396,7 +400,7 @@ fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
 }
 
 /// The header a dataset was imported with.
-fn dataset_header(manifest: &Manifest) -> Header {
+pub(crate) fn dataset_header(manifest: &Manifest) -> Header {
     let references = manifest
         .references
         .iter()
@@ -445,7 +449,7 @@ impl AgdExportJob {
 }
 
 /// Rebuilds one chunk's records as a batch, with the `duplicate` group's flags applied.
-fn chunk_batch(
+pub(crate) fn chunk_batch(
     dir: &Path,
     manifest: &Manifest,
     chunk: &agd::ChunkEntry,
@@ -731,9 +735,11 @@ impl AgdFlagstatJob {
 /// The columns flagstat reads.
 const FLAGSTAT_COLUMNS: [&str; 4] = ["flag", "ref_id", "next_ref_id", "mapq"];
 
-fn count_chunk(
+/// Flag statistics of one chunk; `manifest` gives the `duplicate` group (`None`: a distributed
+/// task, planned only for datasets without one).
+pub(crate) fn count_chunk(
     dir: &Path,
-    manifest: &Manifest,
+    manifest: Option<&Manifest>,
     chunk: &agd::ChunkEntry,
 ) -> anyhow::Result<FlagStat> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(&FLAGSTAT_COLUMNS))?;
@@ -746,7 +752,10 @@ fn count_chunk(
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let next_ref_id = column("next_ref_id")?.as_primitive::<Int32Type>();
     let mapq = column("mapq")?.as_primitive::<UInt8Type>();
-    let duplicate = columns::duplicate_column(dir, manifest, chunk)?;
+    let duplicate = match manifest {
+        Some(m) => columns::duplicate_column(dir, m, chunk)?,
+        None => None,
+    };
     let mut counts = FlagStat::default();
     // HOT: once per record, four plain arrays (no nulls in these columns).
     for i in 0..b.num_rows() {
@@ -766,7 +775,7 @@ fn flagstat(job: &AgdFlagstatJob, rt: &Runtime) -> anyhow::Result<FlagstatReport
         manifest
             .chunks
             .par_iter()
-            .map(|c| count_chunk(&job.input, &manifest, c))
+            .map(|c| count_chunk(&job.input, Some(&manifest), c))
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
     let mut report = FlagstatReport::default();

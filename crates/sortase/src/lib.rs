@@ -33,6 +33,8 @@
 //! bytes as `run`: see [`IndexJob::plan`], [`FlagstatJob::plan`], [`SnpPileupJob::plan`].
 
 pub mod agd;
+pub mod agd_tasks;
+pub mod agd_view;
 pub mod bam_ranges;
 pub mod bgzip;
 mod cram_ranges;
@@ -64,6 +66,7 @@ pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
 };
 pub use agd::{AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdImportJob, AgdImportReport};
+pub use agd_view::AgdViewJob;
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};
 pub use faidx::{FaidxJob, FaidxReport};

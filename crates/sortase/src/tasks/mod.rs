@@ -39,6 +39,7 @@ pub use sort::{
 };
 pub use wire::{RunIndex, Sample};
 
+use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask};
 use crate::error::{Error, Result};
 use crate::index::{IndexPart, IndexTask};
 use crate::merge::{MergeTask, MergeTaskOutput};
@@ -63,6 +64,10 @@ pub enum Task {
     Merge(Box<MergeTask>),
     /// A byte range of `sortase idxstats` (a BAM without an index).
     Idxstats(IdxstatsTask),
+    /// Consecutive chunks of `sortase agd flagstat`.
+    AgdFlagstat(AgdFlagstatTask),
+    /// Consecutive chunks of `sortase agd view -c`.
+    AgdCount(AgdCountTask),
 }
 
 /// What a [`Task`] returns.
@@ -81,6 +86,10 @@ pub enum TaskOutput {
     Merge(MergeTaskOutput),
     /// The output of an [`IdxstatsTask`].
     Idxstats(IdxstatsPart),
+    /// The output of an [`AgdFlagstatTask`].
+    AgdFlagstat(FlagstatPart),
+    /// The output of an [`AgdCountTask`].
+    AgdCount(AgdCountPart),
 }
 
 impl From<MergeTask> for Task {
@@ -105,6 +114,8 @@ impl Task {
             Task::SnpPileup(t) => t.run(rt).map(TaskOutput::SnpPileup),
             Task::Merge(t) => t.run(rt).map(TaskOutput::Merge),
             Task::Idxstats(t) => t.run(rt).map(TaskOutput::Idxstats),
+            Task::AgdFlagstat(t) => t.run(rt).map(TaskOutput::AgdFlagstat),
+            Task::AgdCount(t) => t.run(rt).map(TaskOutput::AgdCount),
         }
     }
 }

@@ -9,6 +9,9 @@
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
+use crate::agd::AgdFlagstatJob;
+use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan};
+use crate::agd_view::AgdViewJob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexJob, IndexPlan};
 use crate::merge::{MergeJob, MergeTaskPlan};
@@ -39,6 +42,10 @@ pub enum Plan {
     },
     /// `sortase idxstats` (one stage; no tasks when the BAM has an index).
     Idxstats(IdxstatsPlan),
+    /// `sortase agd flagstat` (one stage; tasks of consecutive chunks).
+    AgdFlagstat(AgdFlagstatPlan),
+    /// `sortase agd view -c` (one stage; tasks of consecutive chunks).
+    AgdCount(AgdCountPlan),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -104,9 +111,18 @@ impl Plan {
                     tasks: n,
                 }
             }
+            "agd_flagstat" => {
+                let job: AgdFlagstatJob = parse("agd_flagstat job", job_json)?;
+                Plan::AgdFlagstat(job.plan_tasks(n)?)
+            }
+            "agd_count" => {
+                let job: AgdViewJob = parse("agd_count job", job_json)?;
+                Plan::AgdCount(job.plan_count(rt, n)?)
+            }
             other => {
                 return Err(Error::argument(format!(
-                    "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge)"
+                    "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
+                     agd_flagstat, agd_count)"
                 )))
             }
         })
@@ -157,6 +173,8 @@ impl Plan {
             Plan::SnpPileup(p) => p.tasks.iter().cloned().map(Task::SnpPileup).collect(),
             Plan::Merge { plan, tasks } => plan.tasks(*tasks).into_iter().map(Task::from).collect(),
             Plan::Idxstats(p) => p.tasks.iter().cloned().map(Task::Idxstats).collect(),
+            Plan::AgdFlagstat(p) => p.tasks.iter().cloned().map(Task::AgdFlagstat).collect(),
+            Plan::AgdCount(p) => p.tasks.iter().cloned().map(Task::AgdCount).collect(),
         })
     }
 
@@ -223,6 +241,26 @@ impl Plan {
                     .collect();
                 to_json(&p.finish(parts)?)
             }
+            Plan::AgdFlagstat(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::AgdFlagstat(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts)?)
+            }
+            Plan::AgdCount(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::AgdCount(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts)?)
+            }
         }
     }
 
@@ -236,6 +274,8 @@ impl Plan {
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
             Plan::Idxstats(p) => Some(Plan::Idxstats(p.fallback())),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
+            // Chunks are whole files: no guessed boundary to fall back from.
+            Plan::AgdFlagstat(_) | Plan::AgdCount(_) => None,
         }
     }
 

@@ -1,0 +1,239 @@
+//! AGD jobs as serialisable tasks for a distributed driver (`python/sortase/distributed.py`): a
+//! dataset's chunks are the units of work, so flagstat ([`AgdFlagstatPlan`]) and view counting
+//! ([`AgdCountPlan`], with `-f/-F/-q` and regions) cut the chunk list into runs of consecutive
+//! chunks, one task each; a task reads only its chunks' `results` files, and the driver sums the
+//! parts into the report the single-machine job gives.
+//!
+//! ```
+//! use sortase::agd_tasks::AgdFlagstatPlan;
+//! use sortase::{AgdFlagstatJob, AgdImportJob, Runtime};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = dir.path().join("in.sam");
+//! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+//! let rt = Runtime::with_threads(1)?;
+//! let ds = dir.path().join("ds");
+//! AgdImportJob { chunk_size: 1, ..AgdImportJob::new(sam.to_str().unwrap(), &ds) }.run(&rt)?;
+//! let plan: AgdFlagstatPlan = AgdFlagstatJob::new(&ds).plan_tasks(8)?;
+//! assert_eq!(plan.tasks.len(), 2); // one per chunk
+//! let parts = plan.tasks.iter().map(|t| t.run(&rt)).collect::<Result<Vec<_>, _>>()?;
+//! assert_eq!(plan.finish(parts)?, AgdFlagstatJob::new(&ds).run(&rt)?);
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::agd::{count_chunk, open_manifest, AgdFlagstatJob};
+use crate::agd_view::{count_pieces, AgdViewJob, Filter, Piece};
+use crate::bam_ranges;
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use crate::stats::{FlagstatPart, FlagstatReport};
+use crate::view::ViewReport;
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sortase_agd::ChunkEntry;
+use sortase_ops::flagstat::FlagStat;
+use std::path::PathBuf;
+
+/// Cuts `items` into at most `n` runs of consecutive items of near-equal length.
+fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.clamp(1, items.len().max(1));
+    let (base, extra) = (items.len() / n, items.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        if len > 0 {
+            out.push(items[at..at + len].to_vec());
+        }
+        at += len;
+    }
+    out
+}
+
+/// Tasks read only the `results` files, so a dataset whose `duplicate` group (agd markdup) changes
+/// the flags is refused rather than counted without it.
+fn refuse_extra_groups(manifest: &sortase_agd::Manifest, dir: &std::path::Path) -> Result<()> {
+    if manifest
+        .extra_group(sortase_agd::extra::DUPLICATE_GROUP)
+        .is_some()
+    {
+        return Err(Error::argument(format!(
+            "{}: the dataset has a duplicate column group (agd markdup), which distributed \
+             flagstat and count do not read yet: run sortase agd flagstat / agd view -c",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Flagstat of a dataset as tasks: one per run of consecutive chunks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdFlagstatPlan {
+    /// The tasks, in chunk order.
+    pub tasks: Vec<AgdFlagstatTask>,
+}
+
+/// Counting the flags of some chunks of a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdFlagstatTask {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// The task's number.
+    pub part: usize,
+    /// Its chunks (as the manifest lists them).
+    pub chunks: Vec<ChunkEntry>,
+}
+
+impl AgdFlagstatJob {
+    /// Tasks of about equal numbers of chunks: `n`, or one per chunk when there are fewer chunks.
+    pub fn plan_tasks(&self, n: usize) -> Result<AgdFlagstatPlan> {
+        let manifest = open_manifest(&self.input)
+            .with_context(|| format!("agd flagstat {}", self.input.display()))?;
+        refuse_extra_groups(&manifest, &self.input)?;
+        let tasks = runs(&manifest.chunks, n)
+            .into_iter()
+            .enumerate()
+            .map(|(part, chunks)| AgdFlagstatTask {
+                input: self.input.clone(),
+                part,
+                chunks,
+            })
+            .collect();
+        Ok(AgdFlagstatPlan { tasks })
+    }
+}
+
+impl AgdFlagstatTask {
+    /// Counts the task's chunks (in parallel on `rt`).
+    pub fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
+        let parts = rt
+            .install(|| {
+                self.chunks
+                    .par_iter()
+                    .map(|c| count_chunk(&self.input, None, c))
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })
+            .with_context(|| format!("agd flagstat {}", self.input.display()))?;
+        let mut counts = FlagStat::default();
+        parts.iter().for_each(|p| counts.merge(p));
+        Ok(FlagstatPart {
+            part: self.part,
+            counts,
+        })
+    }
+}
+
+impl AgdFlagstatPlan {
+    /// The report from every task's part (any order, repeats allowed).
+    pub fn finish(&self, parts: Vec<FlagstatPart>) -> Result<FlagstatReport> {
+        let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let mut report = FlagstatReport::default();
+        parts.iter().for_each(|p| report.counts.merge(&p.counts));
+        Ok(report)
+    }
+}
+
+/// `agd view -c` (filters, regions) as tasks: one per run of consecutive pieces (a chunk and the
+/// regions its records must overlap).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdCountPlan {
+    /// The tasks.
+    pub tasks: Vec<AgdCountTask>,
+    /// Warnings of regions that did not parse (samtools' text).
+    pub warnings: Vec<String>,
+}
+
+/// Counting the matching records of some chunks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdCountTask {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// The task's number.
+    pub part: usize,
+    /// `-f/-F/-q`.
+    filter: Filter,
+    /// The chunks and their regions.
+    pieces: Vec<Piece>,
+}
+
+/// The count of one task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdCountPart {
+    /// The task's number.
+    pub part: usize,
+    /// Matching records.
+    pub count: u64,
+}
+
+impl AgdCountTask {
+    /// The chunks the task reads (for a driver that fetches their `results` files).
+    pub fn chunks(&self) -> impl Iterator<Item = &ChunkEntry> {
+        self.pieces.iter().map(|p| &p.chunk)
+    }
+
+    /// Counts the task's pieces (in parallel on `rt`).
+    pub fn run(&self, rt: &Runtime) -> Result<AgdCountPart> {
+        let count = count_pieces(&self.input, None, &self.pieces, self.filter, rt)
+            .with_context(|| format!("agd view {}", self.input.display()))?;
+        Ok(AgdCountPart {
+            part: self.part,
+            count,
+        })
+    }
+}
+
+impl AgdViewJob {
+    /// Count tasks (`count` must be set): about `n` of equal numbers of pieces. Planning a region
+    /// query reads only the manifest when it records the chunks' positions.
+    pub fn plan_count(&self, rt: &Runtime, n: usize) -> Result<AgdCountPlan> {
+        if !self.count {
+            return Err(Error::argument(
+                "agd view tasks count records only: set count (-c)",
+            ));
+        }
+        let (manifest, pieces, warnings) = self
+            .pieces(rt)
+            .with_context(|| format!("agd view {}", self.input.display()))?;
+        refuse_extra_groups(&manifest, &self.input)?;
+        let filter = self.filter();
+        let tasks = runs(&pieces, n)
+            .into_iter()
+            .enumerate()
+            .map(|(part, pieces)| AgdCountTask {
+                input: self.input.clone(),
+                part,
+                filter,
+                pieces,
+            })
+            .collect();
+        Ok(AgdCountPlan { tasks, warnings })
+    }
+}
+
+impl AgdCountPlan {
+    /// The report (`count` set) from every task's part (any order, repeats allowed).
+    pub fn finish(&self, parts: Vec<AgdCountPart>) -> Result<ViewReport> {
+        let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let n = parts.iter().map(|p| p.count).sum();
+        Ok(ViewReport {
+            records: n,
+            count: Some(n),
+            outputs: Vec::new(),
+            warnings: self.warnings.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_consecutive_and_balanced() {
+        let items: Vec<u32> = (0..10).collect();
+        let r = runs(&items, 3);
+        assert_eq!(r, vec![vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9]]);
+        assert_eq!(runs(&items, 50).len(), 10);
+        assert!(runs::<u32>(&[], 4).is_empty());
+    }
+}

@@ -1,0 +1,663 @@
+//! [`AgdViewJob`]: samtools view on an AGD dataset: the records of the BAM the dataset came from,
+//! filtered (`-f/-F/-q`), restricted to regions, or counted (`-c`), as `samtools view` prints them
+//! from that BAM.
+//!
+//! Regions follow samtools: a record overlaps `chr:beg-end` when it starts before `end` and its
+//! alignment end (htslib `bam_endpos`, from the CIGAR; `pos + 1` for an unmapped record) is past
+//! `beg`, so unmapped reads placed inside the region are included; `*` is the unplaced reads. Several
+//! regions are queried one after another (a record in two regions is printed twice), or with
+//! `multi_region` (samtools `-M`) as one union: each record once, in file order.
+//!
+//! A region query needs a coordinate-sorted dataset, as samtools needs an indexed file. The chunks
+//! to read come from the manifest's per-chunk positions (first and last position and the largest
+//! alignment end per reference, recorded at import): a chunk that cannot hold an overlapping record
+//! is never opened. Inside a chunk the `results` columns that decide (flag, mapq, ref_id, pos,
+//! cigar) are read first, and the other groups only for the selected rows (their pages skipped
+//! through the Parquet page index) when some but not all rows match. Chunks are processed in
+//! parallel windows of the runtime's threads and written in order.
+//!
+//! ```
+//! use sortase::{AgdImportJob, AgdViewJob, OutputSpec, Runtime};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = dir.path().join("in.sam");
+//! # std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t0\tchr1\t50\t20\t4M\t*\t0\t0\tACGT\tIIII\nr3\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+//! let rt = Runtime::with_threads(2)?;
+//! let ds = dir.path().join("ds");
+//! AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
+//! let count = |regions: &[&str], min_mapq: u8| {
+//!     let job = AgdViewJob {
+//!         count: true,
+//!         min_mapq,
+//!         regions: regions.iter().map(|r| r.to_string()).collect(),
+//!         ..AgdViewJob::new(&ds, OutputSpec::default())
+//!     };
+//!     job.run(&rt).map(|r| r.count)
+//! };
+//! assert_eq!(count(&[], 0)?, Some(3));
+//! assert_eq!(count(&[], 30)?, Some(1));
+//! assert_eq!(count(&["chr1:12-50"], 0)?, Some(2));
+//! assert_eq!(count(&["chr1:14-49"], 0)?, Some(0));
+//! assert_eq!(count(&["*"], 0)?, Some(1));
+//! # Ok::<(), sortase::Error>(())
+//! ```
+
+use crate::agd::{chunk_batch, dataset_header, open_manifest};
+use crate::error::{Error, Result};
+use crate::options::{add_program, OutputSpec, Program};
+use crate::runtime::Runtime;
+use crate::view::{ViewJob, ViewReport};
+use crate::writer::{OutFormat, SortedOutput};
+use anyhow::Context;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
+use arrow_array::{Array, BooleanArray};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sortase_agd::{self as agd, ChunkEntry, ChunkPositions, Group, Manifest, PositionsBuilder};
+use sortase_bam::query::{self, Region};
+use sortase_bam::{cigar, flags, Header, RecordBatch};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `sortase agd view`: samtools view's filters, regions and counting on a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdViewJob {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// Where records (or, with `count`, the count) go; format as [`ViewJob`] resolves it (SAM by
+    /// default).
+    pub output: OutputSpec,
+    /// Include the header in SAM output (`-h`).
+    pub with_header: bool,
+    /// Write the header only (`-H`).
+    pub header_only: bool,
+    /// Count the matching records instead of writing them (`-c`).
+    pub count: bool,
+    /// Only records with all of these flag bits set (`-f`).
+    pub require_flags: u16,
+    /// Only records with none of these flag bits set (`-F`).
+    pub exclude_flags: u16,
+    /// Only records with at least this mapping quality (`-q`).
+    pub min_mapq: u8,
+    /// Regions (`chr`, `chr:beg-end`, `*`) of a coordinate-sorted dataset; empty: every record.
+    pub regions: Vec<String>,
+    /// The regions as one union, each record once and in file order (samtools `-M`).
+    #[serde(default)]
+    pub multi_region: bool,
+    /// The `@PG` line to add (`None`: `--no-PG`).
+    pub program: Option<Program>,
+}
+
+impl AgdViewJob {
+    /// Every record of dataset `input` to `output`, with every other option at samtools' default.
+    pub fn new(input: impl Into<PathBuf>, output: OutputSpec) -> Self {
+        Self {
+            input: input.into(),
+            output,
+            with_header: false,
+            header_only: false,
+            count: false,
+            require_flags: 0,
+            exclude_flags: 0,
+            min_mapq: 0,
+            regions: Vec::new(),
+            multi_region: false,
+            program: None,
+        }
+    }
+
+    /// Runs the view on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<ViewReport> {
+        view(self, rt)
+            .with_context(|| format!("agd view {}", self.input.display()))
+            .map_err(Error::from)
+    }
+}
+
+/// What a record must overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Target {
+    /// A reference interval, 0-based half-open (`end` `i64::MAX`: to the reference's end).
+    Placed {
+        /// The reference.
+        tid: i32,
+        /// Start.
+        beg: i64,
+        /// End.
+        end: i64,
+    },
+    /// The unplaced records (`ref_id` -1; the region `*`).
+    Unplaced,
+}
+
+impl Target {
+    fn of(r: Region) -> Self {
+        Target::Placed {
+            tid: r.tid as i32,
+            beg: r.beg,
+            end: r.end,
+        }
+    }
+
+    /// Whether the chunk of `positions` can hold a record overlapping the target.
+    fn may_overlap(&self, positions: &ChunkPositions) -> bool {
+        match *self {
+            Target::Unplaced => positions.unplaced > 0,
+            Target::Placed { tid, beg, end } => positions
+                .spans
+                .iter()
+                .any(|s| s.ref_id == tid && i64::from(s.first_pos) < end && s.max_end > beg),
+        }
+    }
+
+    /// Whether a record at `ref_id`, `pos` with alignment end `end` overlaps the target (htslib's
+    /// iterator test: `pos < end && bam_endpos > beg`).
+    #[inline]
+    fn overlaps(&self, ref_id: i32, pos: i32, record_end: i64) -> bool {
+        match *self {
+            Target::Unplaced => ref_id < 0,
+            Target::Placed { tid, beg, end } => {
+                ref_id == tid && i64::from(pos) < end && record_end > beg
+            }
+        }
+    }
+}
+
+/// A chunk to read and what its records must overlap (`None`: no region, every record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Piece {
+    /// The chunk.
+    pub chunk: ChunkEntry,
+    /// The targets.
+    pub targets: Option<Vec<Target>>,
+}
+
+/// samtools' `-f/-F/-q`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Filter {
+    require: u16,
+    exclude: u16,
+    min_mapq: u8,
+}
+
+impl Filter {
+    #[inline]
+    fn pass(&self, flag: u16, mapq: u8) -> bool {
+        flag & self.require == self.require && flag & self.exclude == 0 && mapq >= self.min_mapq
+    }
+
+    fn passes_all(&self) -> bool {
+        self.require == 0 && self.exclude == 0 && self.min_mapq == 0
+    }
+}
+
+/// htslib `bam_endpos` from the `cigar` column's text: `pos` plus the lengths of the
+/// reference-consuming operations, `pos + 1` when unmapped or there are none. (A long CIGAR kept in
+/// a `CG` tag is stored as `<l_seq>S<rlen>N`, whose `N` is the real reference length.)
+#[inline]
+fn end_of(pos: i32, flag: u16, cigar_text: Option<&[u8]>) -> i64 {
+    let mut rlen = 0i64;
+    if flag & flags::UNMAPPED == 0 {
+        let mut len = 0i64;
+        for &c in cigar_text.unwrap_or_default() {
+            if c.is_ascii_digit() {
+                len = len * 10 + i64::from(c - b'0');
+                continue;
+            }
+            if cigar::code_of(c).is_some_and(cigar::consumes_reference) {
+                rlen += len;
+            }
+            len = 0;
+        }
+    }
+    i64::from(pos) + if rlen == 0 { 1 } else { rlen }
+}
+
+/// The columns a selection reads: the filter's, and the positions' for a region query.
+fn selection_columns(regions: bool) -> &'static [&'static str] {
+    if regions {
+        &["flag", "ref_id", "pos", "mapq", "cigar"]
+    } else {
+        &["flag", "mapq"]
+    }
+}
+
+/// Which rows of `chunk` pass the filter and overlap one of `targets`, from the `results` group.
+fn select_rows(
+    dir: &Path,
+    chunk: &ChunkEntry,
+    duplicate: Option<&BooleanArray>,
+    targets: Option<&[Target]>,
+    filter: Filter,
+) -> anyhow::Result<BooleanArray> {
+    let file = agd::read_group(
+        dir,
+        Group::Results,
+        chunk,
+        Some(selection_columns(targets.is_some())),
+    )?;
+    let b = &file.batch;
+    let column = |name: &str| {
+        b.column_by_name(name)
+            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
+    };
+    let stored = column("flag")?.as_primitive::<UInt16Type>();
+    // The `duplicate` group (agd markdup) sets or clears 0x400, as export applies it.
+    let flag = |i: usize| match duplicate {
+        Some(d) if d.is_valid(i) && d.value(i) => stored.value(i) | flags::DUPLICATE,
+        Some(d) if d.is_valid(i) => stored.value(i) & !flags::DUPLICATE,
+        _ => stored.value(i),
+    };
+    let mapq = column("mapq")?.as_primitive::<UInt8Type>();
+    let n = b.num_rows();
+    // HOT: once per record of the chunk; plain arrays, the mask built in one allocation.
+    let Some(targets) = targets else {
+        return Ok((0..n)
+            .map(|i| Some(filter.pass(flag(i), mapq.value(i))))
+            .collect());
+    };
+    let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
+    let pos = column("pos")?.as_primitive::<Int32Type>();
+    let cigar_text = column("cigar")?.as_string::<i32>();
+    Ok((0..n)
+        .map(|i| {
+            let (f, r, p) = (flag(i), ref_id.value(i), pos.value(i));
+            if !filter.pass(f, mapq.value(i)) {
+                return Some(false);
+            }
+            let text = cigar_text
+                .is_valid(i)
+                .then(|| cigar_text.value(i).as_bytes());
+            let end = end_of(p, f, text);
+            Some(targets.iter().any(|t| t.overlaps(r, p, end)))
+        })
+        .collect())
+}
+
+/// The selected records of one piece, rebuilt.
+fn piece_batch(
+    dir: &Path,
+    manifest: &Manifest,
+    chunk: &ChunkEntry,
+    duplicate: Option<&BooleanArray>,
+    rows: &BooleanArray,
+) -> anyhow::Result<RecordBatch> {
+    let selected = rows.true_count();
+    if selected == 0 {
+        return Ok(RecordBatch::default());
+    }
+    if selected == rows.len() {
+        return chunk_batch(dir, manifest, chunk);
+    }
+    let files = Group::ALL
+        .iter()
+        .map(|&g| agd::read_group_rows(dir, g, chunk, None, Some(rows)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes: usize = files.iter().map(|f| f.batch.get_array_memory_size()).sum();
+    let mut buf = Vec::with_capacity(bytes + 64 * selected);
+    let mut offsets = Vec::with_capacity(selected);
+    agd::append_records(&files, &mut buf, &mut offsets)?;
+    if let Some(d) = duplicate {
+        let kept: BooleanArray = (0..rows.len())
+            .filter(|&i| rows.value(i))
+            .map(|i| d.is_valid(i).then(|| d.value(i)))
+            .collect();
+        crate::agd::columns::apply_duplicates(&mut buf, &offsets, &kept);
+    }
+    let end = buf.len();
+    Ok(RecordBatch::from_parts(buf, offsets, end, 0))
+}
+
+/// What one piece gives: its count, or its records.
+enum PieceOut {
+    Count(u64),
+    Records(RecordBatch),
+}
+
+/// One piece's count or records; `manifest` gives the extra groups (`None`: a task that carries
+/// no manifest, planned only for datasets without a `duplicate` group).
+fn run_piece(
+    dir: &Path,
+    manifest: Option<&Manifest>,
+    piece: &Piece,
+    filter: Filter,
+    count: bool,
+) -> anyhow::Result<PieceOut> {
+    let chunk = &piece.chunk;
+    let duplicate = match manifest {
+        Some(m) => crate::agd::columns::duplicate_column(dir, m, chunk)?,
+        None => None,
+    };
+    if let (false, None, true, Some(m)) = (count, &piece.targets, filter.passes_all(), manifest) {
+        return Ok(PieceOut::Records(chunk_batch(dir, m, chunk)?));
+    }
+    let rows = select_rows(
+        dir,
+        chunk,
+        duplicate.as_ref(),
+        piece.targets.as_deref(),
+        filter,
+    )?;
+    if count {
+        return Ok(PieceOut::Count(rows.true_count() as u64));
+    }
+    let manifest =
+        manifest.ok_or_else(|| anyhow::anyhow!("agd view: records need the manifest"))?;
+    Ok(PieceOut::Records(piece_batch(
+        dir,
+        manifest,
+        chunk,
+        duplicate.as_ref(),
+        &rows,
+    )?))
+}
+
+/// The positions of `chunk` computed from its `results` group (a dataset whose manifest does not
+/// record them).
+fn computed_positions(dir: &Path, chunk: &ChunkEntry) -> anyhow::Result<ChunkPositions> {
+    let file = agd::read_group(dir, Group::Results, chunk, Some(selection_columns(true)))?;
+    let b = &file.batch;
+    let column = |name: &str| {
+        b.column_by_name(name)
+            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
+    };
+    let flag = column("flag")?.as_primitive::<UInt16Type>();
+    let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
+    let pos = column("pos")?.as_primitive::<Int32Type>();
+    let cigar_text = column("cigar")?.as_string::<i32>();
+    let mut builder = PositionsBuilder::default();
+    for i in 0..b.num_rows() {
+        let text = cigar_text
+            .is_valid(i)
+            .then(|| cigar_text.value(i).as_bytes());
+        let (f, p) = (flag.value(i), pos.value(i));
+        builder.push(ref_id.value(i), p, end_of(p, f, text));
+    }
+    Ok(builder.finish())
+}
+
+/// Counts the records of `pieces` that pass `filter`, on `rt`'s threads.
+pub(crate) fn count_pieces(
+    dir: &Path,
+    manifest: Option<&Manifest>,
+    pieces: &[Piece],
+    filter: Filter,
+    rt: &Runtime,
+) -> anyhow::Result<u64> {
+    let counts = rt.install(|| {
+        pieces
+            .par_iter()
+            .map(|p| match run_piece(dir, manifest, p, filter, true)? {
+                PieceOut::Count(n) => Ok(n),
+                PieceOut::Records(b) => Ok(b.len() as u64),
+            })
+            .collect::<anyhow::Result<Vec<u64>>>()
+    })?;
+    Ok(counts.iter().sum())
+}
+
+impl AgdViewJob {
+    /// The job's filter.
+    pub(crate) fn filter(&self) -> Filter {
+        Filter {
+            require: self.require_flags,
+            exclude: self.exclude_flags,
+            min_mapq: self.min_mapq,
+        }
+    }
+
+    /// The chunks to read with what their records must overlap, in output order, and the warnings
+    /// of regions that do not parse.
+    pub(crate) fn pieces(
+        &self,
+        rt: &Runtime,
+    ) -> anyhow::Result<(Manifest, Vec<Piece>, Vec<String>)> {
+        if self.multi_region && self.regions.is_empty() {
+            return Err(Error::argument("-M needs regions (none were given)").into());
+        }
+        let mut manifest = open_manifest(&self.input)?;
+        let mut warnings = Vec::new();
+        let pieces = if self.regions.is_empty() {
+            manifest
+                .chunks
+                .iter()
+                .map(|chunk| Piece {
+                    chunk: chunk.clone(),
+                    targets: None,
+                })
+                .collect()
+        } else {
+            let header = dataset_header(&manifest);
+            plan_regions(self, &mut manifest, &header, rt, &mut warnings)?
+        };
+        Ok((manifest, pieces, warnings))
+    }
+}
+
+/// The pieces of a region query, in output order; warnings for regions that do not parse.
+fn plan_regions(
+    job: &AgdViewJob,
+    manifest: &mut Manifest,
+    header: &Header,
+    rt: &Runtime,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Vec<Piece>> {
+    if manifest.chunks.iter().any(|c| c.positions.is_none()) {
+        let computed = rt.install(|| {
+            manifest
+                .chunks
+                .par_iter()
+                .map(|c| computed_positions(&job.input, c))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        manifest.set_positions(computed);
+    }
+    if manifest.coordinate_sorted() != Some(true) {
+        return Err(Error::argument(
+            "region queries need a coordinate-sorted dataset (as samtools needs an indexed file); \
+             this one is not sorted: sort the BAM and import it again",
+        )
+        .into());
+    }
+    let mut targets = Vec::new();
+    for r in &job.regions {
+        if r == "*" {
+            targets.push(Target::Unplaced);
+            continue;
+        }
+        // htslib's region list (`-M`) reads the end as a number and refuses an empty one
+        // (`chr:beg-`), where a single region means "to the reference's end" (samtools 1.24).
+        if job.multi_region && r.ends_with('-') {
+            warnings.push(format!(
+                "sortase: region \"{r}\" specifies an invalid region or unknown reference; \
+                 continuing"
+            ));
+            continue;
+        }
+        match query::parse_region(r, header) {
+            Ok(region) => targets.push(Target::of(region)),
+            Err(why) => warnings.push(format!("sortase: region \"{r}\" {why}; continuing")),
+        }
+    }
+    let positions = |c: &ChunkEntry| c.positions.clone().unwrap_or_default();
+    let mut pieces = Vec::new();
+    if job.multi_region {
+        for c in &manifest.chunks {
+            let p = positions(c);
+            let hits: Vec<Target> = targets
+                .iter()
+                .filter(|t| t.may_overlap(&p))
+                .copied()
+                .collect();
+            if !hits.is_empty() {
+                pieces.push(Piece {
+                    chunk: c.clone(),
+                    targets: Some(hits),
+                });
+            }
+        }
+    } else {
+        for t in &targets {
+            for c in &manifest.chunks {
+                if t.may_overlap(&positions(c)) {
+                    pieces.push(Piece {
+                        chunk: c.clone(),
+                        targets: Some(vec![*t]),
+                    });
+                }
+            }
+        }
+    }
+    Ok(pieces)
+}
+
+/// The report of a count, written to the output file if there is one.
+fn counted(job: &AgdViewJob, n: u64, warnings: Vec<String>) -> anyhow::Result<ViewReport> {
+    let mut report = ViewReport {
+        records: n,
+        count: Some(n),
+        warnings,
+        ..ViewReport::default()
+    };
+    if let Some(path) = job.output.data_path()? {
+        let (dest, mut out) = crate::files::Destination::open(Some(&path))?;
+        writeln!(out, "{n}").with_context(|| dest.name.clone())?;
+        out.flush().with_context(|| dest.name.clone())?;
+        drop(out);
+        dest.commit()?;
+        report.outputs.push(path);
+    }
+    Ok(report)
+}
+
+fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
+    if job.output.write_index {
+        return Err(Error::argument("agd view: --write-index is not supported").into());
+    }
+    let format = ViewJob::new(String::new(), job.output.clone()).format()?;
+    let (manifest, pieces, warnings) = job.pieces(rt)?;
+    let header = dataset_header(&manifest);
+    let filter = job.filter();
+    let dir = job.input.as_path();
+    if job.count {
+        let n = if job.header_only {
+            0
+        } else {
+            count_pieces(dir, Some(&manifest), &pieces, filter, rt)?
+        };
+        rt.check_cancelled()?;
+        return counted(job, n, warnings);
+    }
+    let mut header = header;
+    add_program(&mut header, job.program.as_ref());
+    if format == OutFormat::Cram && job.output.reference.is_none() {
+        return Err(
+            Error::argument("CRAM output needs the reference: give -T/--reference FILE").into(),
+        );
+    }
+    let shown = match format {
+        OutFormat::Sam if !(job.with_header || job.header_only) => {
+            Header::new(String::new(), header.references().to_vec())
+        }
+        _ => header,
+    };
+    let path = job.output.path.as_deref();
+    let threads = rt.threads();
+    let out = SortedOutput::open(path, None, format, &shown, threads, &job.output.cram())?;
+    let name = out.name.clone();
+    let pieces = if job.header_only { Vec::new() } else { pieces };
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
+    let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {
+        let mut out = out;
+        for window in rx {
+            for batch in window {
+                if !batch.is_empty() {
+                    out.sink
+                        .write_batch(batch)
+                        .with_context(|| out.name.clone())?;
+                }
+            }
+        }
+        Ok(out)
+    });
+    let mut records = 0u64;
+    let decoded = pieces.chunks(threads.max(1)).try_for_each(|window| {
+        rt.check_cancelled()?;
+        let batches = rt.install(|| {
+            window
+                .par_iter()
+                .map(
+                    |p| match run_piece(dir, Some(&manifest), p, filter, false)? {
+                        PieceOut::Records(b) => Ok(b),
+                        PieceOut::Count(_) => Ok(RecordBatch::default()),
+                    },
+                )
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
+        if tx.send(batches).is_err() {
+            anyhow::bail!("{name}: writing stopped");
+        }
+        anyhow::Ok(())
+    });
+    drop(tx);
+    let written = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
+    decoded?;
+    written?.finish()?;
+    Ok(ViewReport {
+        records,
+        count: None,
+        outputs: job.output.data_path()?.into_iter().collect(),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_follow_bam_endpos() {
+        assert_eq!(end_of(10, 0, Some(b"4M")), 14);
+        assert_eq!(
+            end_of(10, 0, Some(b"2S3M1I2D4N1=1X5H")),
+            10 + 3 + 2 + 4 + 1 + 1
+        );
+        assert_eq!(end_of(10, 0, Some(b"4S")), 11);
+        assert_eq!(end_of(10, 0, None), 11);
+        assert_eq!(end_of(10, flags::UNMAPPED, Some(b"4M")), 11);
+    }
+
+    #[test]
+    fn targets_overlap_as_htslib() {
+        let t = Target::Placed {
+            tid: 0,
+            beg: 100,
+            end: 200,
+        };
+        assert!(t.overlaps(0, 50, 101));
+        assert!(!t.overlaps(0, 50, 100));
+        assert!(t.overlaps(0, 199, 200));
+        assert!(!t.overlaps(0, 200, 201));
+        assert!(!t.overlaps(1, 150, 151));
+        assert!(Target::Unplaced.overlaps(-1, -1, 0));
+        let span = |first_pos, max_end| ChunkPositions {
+            sorted: true,
+            spans: vec![agd::RefSpan {
+                ref_id: 0,
+                first_pos,
+                last_pos: first_pos,
+                max_end,
+                records: 1,
+            }],
+            unplaced: 0,
+        };
+        assert!(t.may_overlap(&span(10, 101)));
+        assert!(!t.may_overlap(&span(10, 100)));
+        assert!(!t.may_overlap(&span(200, 300)));
+        assert!(!Target::Unplaced.may_overlap(&span(200, 300)));
+    }
+}
