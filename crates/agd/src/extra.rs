@@ -141,6 +141,7 @@ mod tests {
             first: 0,
             last: 1,
             records: 2,
+            positions: None,
         };
         assert_eq!(read_extra(dir.path(), &group, &chunk).unwrap().batch, batch);
         chunk.records = 3;
