@@ -952,6 +952,10 @@ def main():
         for rnd in range(1, args.pairs + 1):
             for label, m in runs_meta.items():
                 n = len(m["results"])
+                # A dataset output (agd import) is a directory the next round may not overwrite.
+                out_dir = os.path.join(m["dir"], "out.bam")
+                if os.path.isdir(out_dir):
+                    shutil.rmtree(out_dir)
                 subprocess.run(["sync"], check=True)
                 r = run_timed(m["cmd"], m["dir"], m["stdout"], os.path.join(m["dir"], f"stderr.{n}"),
                               os.path.join(m["dir"], f"time.{n}"))
