@@ -475,6 +475,12 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
                 L += ["", "```", prof.strip(), "```"]
             if r["case"] in EXPLAIN:
                 L += ["", EXPLAIN[r["case"]]]
+    # The issue benches run by their own scripts (Python reader, AGD, CRAM on the large data, the
+    # same-libdeflate peer) are kept by hand in RESULTS-issues.md and follow the report.
+    issues_md = os.path.join(BENCH, "RESULTS-issues.md")
+    if os.path.exists(issues_md):
+        with open(issues_md) as f:
+            L += ["", f.read().rstrip("\n")]
     with open(RESULTS_MD, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"\nwrote {RESULTS_MD} and {OUT_DIR}/*.png")
