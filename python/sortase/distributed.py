@@ -171,11 +171,12 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
             ranges.setdefault(span["path"], []).append((span["start"], end))
         return list(ranges.items()), []
     if kind in ("agd_flagstat", "agd_count"):
-        # The `results` file of each chunk the task counts (whole: a Parquet file is read from its
-        # footer).
+        # The `results` file of each chunk the task counts, and its `duplicate` file when the
+        # dataset has that group (agd markdup); whole: a Parquet file is read from its footer.
         chunks = body["chunks"] if kind == "agd_flagstat" else [p["chunk"] for p in body["pieces"]]
-        reads = [(os.path.join(body["input"], "results", f"{c['index']:06}.parquet"), None)
-                 for c in chunks]
+        dirs = ["results"] + ([body["duplicate"]["dir"]] if body.get("duplicate") else [])
+        reads = [(os.path.join(body["input"], d, f"{c['index']:06}.parquet"), None)
+                 for c in chunks for d in dirs]
         return reads, []
     if kind in ("flagstat", "idxstats", "index"):
         s = body["slice"]

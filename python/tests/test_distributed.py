@@ -258,7 +258,10 @@ def s3():
     options = {"key": "testing", "secret": "testing",
                "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
     fs = s3fs.S3FileSystem(**options)
-    fs.mkdir("sortase-test")
+    # moto keeps its buckets in process-wide state: a second module's server (test_distributed_agd
+    # imports this fixture) already has the bucket the first made.
+    if not fs.exists("sortase-test"):
+        fs.mkdir("sortase-test")
     yield fs, options
     server.stop()
 

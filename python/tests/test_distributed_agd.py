@@ -136,3 +136,24 @@ def test_s3_dataset_flagstat_and_counts(dataset: tuple, client, s3) -> None:
     assert sorted(fs.ls("sortase-test", detail=False)) == sorted(
         p for p in fs.ls("sortase-test", detail=False) if ".sortase-dask-" not in p)
     fs.rm("sortase-test/ds", recursive=True)
+
+
+def test_marked_dataset_counts_its_duplicate_group(dataset: tuple, client, s3, tmp_path: Path) -> None:
+    """After ``agd markdup`` the flags come from the ``duplicate`` group: the tasks read (and on S3
+    fetch) its files too, and the counts equal the single-machine ``agd flagstat`` / ``agd view``."""
+    fs, options = s3
+    marked = tmp_path / "marked"
+    cli("agd", "import", "--chunk-size", str(CHUNK), str(dataset[0]), "-o", str(marked))
+    cli("agd", "markdup", str(marked))
+    assert (marked / "manifest.json").read_text().count('"duplicate"') >= 1
+    expect = one_machine_flagstat(marked)
+    assert expect["duplicates"][0] > 0
+    dup_only = int(cli("agd", "view", "-c", "-f", "1024", str(marked)))
+    assert dup_only == expect["duplicates"][0]
+    fs.put(str(marked), "sortase-test/marked", recursive=True)
+    for where, kw in ((marked, {}), ("s3://sortase-test/marked", {"storage_options": options})):
+        report = distributed.flagstat(where, client=client, tasks=3, progress=False, **kw)
+        check_flagstat(report["counts"], expect)
+        assert distributed.count(where, client=client, tasks=3, require_flags=1024, progress=False,
+                                 **kw) == dup_only
+    fs.rm("sortase-test/marked", recursive=True)

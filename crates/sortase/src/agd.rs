@@ -377,6 +377,52 @@ impl Source {
     }
 }
 
+/// Decodes `items` into record batches on `rt`, a window of one item per thread at a time, and
+/// writes them to `out` in order on a writer thread (one window in flight: bounded memory); finishes
+/// `out` and returns the records written. Shared by `agd export` and `agd view`.
+pub(crate) fn write_in_order<T: Sync>(
+    rt: &Runtime,
+    items: &[T],
+    out: SortedOutput,
+    decode: impl Fn(&T) -> anyhow::Result<RecordBatch> + Sync,
+) -> anyhow::Result<u64> {
+    let name = out.name.clone();
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
+    let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {
+        let mut out = out;
+        for window in rx {
+            for batch in window.into_iter().filter(|b| !b.is_empty()) {
+                out.sink
+                    .write_batch(batch)
+                    .with_context(|| out.name.clone())?;
+            }
+        }
+        Ok(out)
+    });
+    let mut records = 0u64;
+    let decoded = items.chunks(rt.threads().max(1)).try_for_each(|window| {
+        rt.check_cancelled()?;
+        let batches = rt.install(|| {
+            window
+                .par_iter()
+                .map(&decode)
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
+        if tx.send(batches).is_err() {
+            anyhow::bail!("{name}: writing stopped");
+        }
+        anyhow::Ok(())
+    });
+    drop(tx);
+    let written = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
+    decoded?;
+    written?.finish()?;
+    Ok(records)
+}
+
 /// Reads a dataset's manifest, with the directory as context.
 pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
@@ -459,7 +505,9 @@ pub(crate) fn chunk_batch(
     let mut buf = Vec::with_capacity(bytes + 64 * chunk.records as usize);
     let mut offsets = Vec::with_capacity(chunk.records as usize);
     agd::append_records(&files, &mut buf, &mut offsets)?;
-    if let Some(duplicate) = columns::duplicate_column(dir, manifest, chunk)? {
+    if let Some(duplicate) =
+        columns::duplicate_column(dir, columns::duplicate_group(manifest), chunk)?
+    {
         columns::apply_duplicates(&mut buf, &offsets, &duplicate);
     }
     let end = buf.len();
@@ -665,43 +713,9 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
         OutFormat::Bam(level),
     )?;
     let out = SortedOutput::open(path, None, format, &header, threads, &job.output.cram())?;
-    let name = out.name.clone();
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
-    let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {
-        let mut out = out;
-        for window in rx {
-            for batch in window {
-                out.sink
-                    .write_batch(batch)
-                    .with_context(|| out.name.clone())?;
-            }
-        }
-        Ok(out)
-    });
-    let mut records = 0;
-    let decoded = manifest
-        .chunks
-        .chunks(threads.max(1))
-        .try_for_each(|window| {
-            rt.check_cancelled()?;
-            let batches = rt.install(|| {
-                window
-                    .par_iter()
-                    .map(|c| chunk_batch(&job.input, &manifest, c))
-                    .collect::<anyhow::Result<Vec<_>>>()
-            })?;
-            records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
-            if tx.send(batches).is_err() {
-                anyhow::bail!("{name}: writing stopped");
-            }
-            anyhow::Ok(())
-        });
-    drop(tx);
-    let written = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
-    decoded?;
-    written?.finish()?;
+    let records = write_in_order(rt, &manifest.chunks, out, |c| {
+        chunk_batch(&job.input, &manifest, c)
+    })?;
     Ok(AgdExportReport {
         records,
         chunks: manifest.chunks.len(),
@@ -735,11 +749,10 @@ impl AgdFlagstatJob {
 /// The columns flagstat reads.
 const FLAGSTAT_COLUMNS: [&str; 4] = ["flag", "ref_id", "next_ref_id", "mapq"];
 
-/// Flag statistics of one chunk; `manifest` gives the `duplicate` group (`None`: a distributed
-/// task, planned only for datasets without one).
+/// Flag statistics of one chunk, with the dataset's `duplicate` group applied if it has one.
 pub(crate) fn count_chunk(
     dir: &Path,
-    manifest: Option<&Manifest>,
+    duplicate: Option<&agd::ExtraGroup>,
     chunk: &agd::ChunkEntry,
 ) -> anyhow::Result<FlagStat> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(&FLAGSTAT_COLUMNS))?;
@@ -752,10 +765,7 @@ pub(crate) fn count_chunk(
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let next_ref_id = column("next_ref_id")?.as_primitive::<Int32Type>();
     let mapq = column("mapq")?.as_primitive::<UInt8Type>();
-    let duplicate = match manifest {
-        Some(m) => columns::duplicate_column(dir, m, chunk)?,
-        None => None,
-    };
+    let duplicate = columns::duplicate_column(dir, duplicate, chunk)?;
     let mut counts = FlagStat::default();
     // HOT: once per record, four plain arrays (no nulls in these columns).
     for i in 0..b.num_rows() {
@@ -775,7 +785,7 @@ fn flagstat(job: &AgdFlagstatJob, rt: &Runtime) -> anyhow::Result<FlagstatReport
         manifest
             .chunks
             .par_iter()
-            .map(|c| count_chunk(&job.input, Some(&manifest), c))
+            .map(|c| count_chunk(&job.input, columns::duplicate_group(&manifest), c))
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
     let mut report = FlagstatReport::default();

@@ -20,6 +20,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::agd::columns::duplicate_group;
 use crate::agd::{count_chunk, open_manifest, AgdFlagstatJob};
 use crate::agd_view::{count_pieces, AgdViewJob, Filter, Piece};
 use crate::bam_ranges;
@@ -30,7 +31,7 @@ use crate::view::ViewReport;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sortase_agd::ChunkEntry;
+use sortase_agd::{ChunkEntry, ExtraGroup};
 use sortase_ops::flagstat::FlagStat;
 use std::path::PathBuf;
 
@@ -50,22 +51,6 @@ fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
     out
 }
 
-/// Tasks read only the `results` files, so a dataset whose `duplicate` group (agd markdup) changes
-/// the flags is refused rather than counted without it.
-fn refuse_extra_groups(manifest: &sortase_agd::Manifest, dir: &std::path::Path) -> Result<()> {
-    if manifest
-        .extra_group(sortase_agd::extra::DUPLICATE_GROUP)
-        .is_some()
-    {
-        return Err(Error::argument(format!(
-            "{}: the dataset has a duplicate column group (agd markdup), which distributed \
-             flagstat and count do not read yet: run sortase agd flagstat / agd view -c",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
 /// Flagstat of a dataset as tasks: one per run of consecutive chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgdFlagstatPlan {
@@ -82,6 +67,9 @@ pub struct AgdFlagstatTask {
     pub part: usize,
     /// Its chunks (as the manifest lists them).
     pub chunks: Vec<ChunkEntry>,
+    /// The dataset's `duplicate` group (agd markdup), whose files the task also reads.
+    #[serde(default)]
+    pub duplicate: Option<ExtraGroup>,
 }
 
 impl AgdFlagstatJob {
@@ -89,7 +77,7 @@ impl AgdFlagstatJob {
     pub fn plan_tasks(&self, n: usize) -> Result<AgdFlagstatPlan> {
         let manifest = open_manifest(&self.input)
             .with_context(|| format!("agd flagstat {}", self.input.display()))?;
-        refuse_extra_groups(&manifest, &self.input)?;
+        let duplicate = duplicate_group(&manifest).cloned();
         let tasks = runs(&manifest.chunks, n)
             .into_iter()
             .enumerate()
@@ -97,6 +85,7 @@ impl AgdFlagstatJob {
                 input: self.input.clone(),
                 part,
                 chunks,
+                duplicate: duplicate.clone(),
             })
             .collect();
         Ok(AgdFlagstatPlan { tasks })
@@ -110,7 +99,7 @@ impl AgdFlagstatTask {
             .install(|| {
                 self.chunks
                     .par_iter()
-                    .map(|c| count_chunk(&self.input, None, c))
+                    .map(|c| count_chunk(&self.input, self.duplicate.as_ref(), c))
                     .collect::<anyhow::Result<Vec<_>>>()
             })
             .with_context(|| format!("agd flagstat {}", self.input.display()))?;
@@ -154,6 +143,9 @@ pub struct AgdCountTask {
     filter: Filter,
     /// The chunks and their regions.
     pieces: Vec<Piece>,
+    /// The dataset's `duplicate` group (agd markdup), whose files the task also reads.
+    #[serde(default)]
+    duplicate: Option<ExtraGroup>,
 }
 
 /// The count of one task.
@@ -173,8 +165,14 @@ impl AgdCountTask {
 
     /// Counts the task's pieces (in parallel on `rt`).
     pub fn run(&self, rt: &Runtime) -> Result<AgdCountPart> {
-        let count = count_pieces(&self.input, None, &self.pieces, self.filter, rt)
-            .with_context(|| format!("agd view {}", self.input.display()))?;
+        let count = count_pieces(
+            &self.input,
+            self.duplicate.as_ref(),
+            &self.pieces,
+            self.filter,
+            rt,
+        )
+        .with_context(|| format!("agd view {}", self.input.display()))?;
         Ok(AgdCountPart {
             part: self.part,
             count,
@@ -194,7 +192,7 @@ impl AgdViewJob {
         let (manifest, pieces, warnings) = self
             .pieces(rt)
             .with_context(|| format!("agd view {}", self.input.display()))?;
-        refuse_extra_groups(&manifest, &self.input)?;
+        let duplicate = duplicate_group(&manifest).cloned();
         let filter = self.filter();
         let tasks = runs(&pieces, n)
             .into_iter()
@@ -204,6 +202,7 @@ impl AgdViewJob {
                 part,
                 filter,
                 pieces,
+                duplicate: duplicate.clone(),
             })
             .collect();
         Ok(AgdCountPlan { tasks, warnings })

@@ -41,7 +41,8 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::agd::{chunk_batch, dataset_header, open_manifest};
+use crate::agd::columns::duplicate_group;
+use crate::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
 use crate::error::{Error, Result};
 use crate::options::{add_program, OutputSpec, Program};
 use crate::runtime::Runtime;
@@ -53,7 +54,9 @@ use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
 use arrow_array::{Array, BooleanArray};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sortase_agd::{self as agd, ChunkEntry, ChunkPositions, Group, Manifest, PositionsBuilder};
+use sortase_agd::{
+    self as agd, ChunkEntry, ChunkPositions, ExtraGroup, Group, Manifest, PositionsBuilder,
+};
 use sortase_bam::query::{self, Region};
 use sortase_bam::{cigar, flags, Header, RecordBatch};
 use std::io::Write;
@@ -315,20 +318,18 @@ enum PieceOut {
     Records(RecordBatch),
 }
 
-/// One piece's count or records; `manifest` gives the extra groups (`None`: a task that carries
-/// no manifest, planned only for datasets without a `duplicate` group).
+/// One piece's count or records, with the `duplicate` group (agd markdup) applied to the flags;
+/// records need the `manifest` (a distributed count task carries only the group).
 fn run_piece(
     dir: &Path,
     manifest: Option<&Manifest>,
+    duplicate: Option<&ExtraGroup>,
     piece: &Piece,
     filter: Filter,
     count: bool,
 ) -> anyhow::Result<PieceOut> {
     let chunk = &piece.chunk;
-    let duplicate = match manifest {
-        Some(m) => crate::agd::columns::duplicate_column(dir, m, chunk)?,
-        None => None,
-    };
+    let duplicate = crate::agd::columns::duplicate_column(dir, duplicate, chunk)?;
     if let (false, None, true, Some(m)) = (count, &piece.targets, filter.passes_all(), manifest) {
         return Ok(PieceOut::Records(chunk_batch(dir, m, chunk)?));
     }
@@ -380,7 +381,7 @@ fn computed_positions(dir: &Path, chunk: &ChunkEntry) -> anyhow::Result<ChunkPos
 /// Counts the records of `pieces` that pass `filter`, on `rt`'s threads.
 pub(crate) fn count_pieces(
     dir: &Path,
-    manifest: Option<&Manifest>,
+    duplicate: Option<&ExtraGroup>,
     pieces: &[Piece],
     filter: Filter,
     rt: &Runtime,
@@ -388,10 +389,12 @@ pub(crate) fn count_pieces(
     let counts = rt.install(|| {
         pieces
             .par_iter()
-            .map(|p| match run_piece(dir, manifest, p, filter, true)? {
-                PieceOut::Count(n) => Ok(n),
-                PieceOut::Records(b) => Ok(b.len() as u64),
-            })
+            .map(
+                |p| match run_piece(dir, None, duplicate, p, filter, true)? {
+                    PieceOut::Count(n) => Ok(n),
+                    PieceOut::Records(b) => Ok(b.len() as u64),
+                },
+            )
             .collect::<anyhow::Result<Vec<u64>>>()
     })?;
     Ok(counts.iter().sum())
@@ -544,7 +547,7 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         let n = if job.header_only {
             0
         } else {
-            count_pieces(dir, Some(&manifest), &pieces, filter, rt)?
+            count_pieces(dir, duplicate_group(&manifest), &pieces, filter, rt)?
         };
         rt.check_cancelled()?;
         return counted(job, n, warnings);
@@ -565,48 +568,22 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let path = job.output.path.as_deref();
     let threads = rt.threads();
     let out = SortedOutput::open(path, None, format, &shown, threads, &job.output.cram())?;
-    let name = out.name.clone();
     let pieces = if job.header_only { Vec::new() } else { pieces };
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
-    let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {
-        let mut out = out;
-        for window in rx {
-            for batch in window {
-                if !batch.is_empty() {
-                    out.sink
-                        .write_batch(batch)
-                        .with_context(|| out.name.clone())?;
-                }
-            }
-        }
-        Ok(out)
-    });
-    let mut records = 0u64;
-    let decoded = pieces.chunks(threads.max(1)).try_for_each(|window| {
-        rt.check_cancelled()?;
-        let batches = rt.install(|| {
-            window
-                .par_iter()
-                .map(
-                    |p| match run_piece(dir, Some(&manifest), p, filter, false)? {
-                        PieceOut::Records(b) => Ok(b),
-                        PieceOut::Count(_) => Ok(RecordBatch::default()),
-                    },
-                )
-                .collect::<anyhow::Result<Vec<_>>>()
-        })?;
-        records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
-        if tx.send(batches).is_err() {
-            anyhow::bail!("{name}: writing stopped");
-        }
-        anyhow::Ok(())
-    });
-    drop(tx);
-    let written = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
-    decoded?;
-    written?.finish()?;
+    let records = write_in_order(rt, &pieces, out, |p| {
+        Ok(
+            match run_piece(
+                dir,
+                Some(&manifest),
+                duplicate_group(&manifest),
+                p,
+                filter,
+                false,
+            )? {
+                PieceOut::Records(b) => b,
+                PieceOut::Count(_) => RecordBatch::default(),
+            },
+        )
+    })?;
     Ok(ViewReport {
         records,
         count: None,

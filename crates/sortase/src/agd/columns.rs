@@ -542,13 +542,18 @@ fn drop_column(job: &AgdDropColumnJob) -> anyhow::Result<AgdColumnsReport> {
     })
 }
 
-/// The `duplicate` column of `chunk`, if the dataset has that group.
+/// The dataset's `duplicate` group (agd markdup), if it has one.
+pub(crate) fn duplicate_group(manifest: &Manifest) -> Option<&sortase_agd::ExtraGroup> {
+    manifest.extra_group(DUPLICATE_GROUP)
+}
+
+/// The `duplicate` column of `chunk` in `group` (`None`: the dataset has no such group).
 pub(crate) fn duplicate_column(
     dir: &Path,
-    manifest: &Manifest,
+    group: Option<&sortase_agd::ExtraGroup>,
     chunk: &ChunkEntry,
 ) -> anyhow::Result<Option<BooleanArray>> {
-    let Some(group) = manifest.extra_group(DUPLICATE_GROUP) else {
+    let Some(group) = group else {
         return Ok(None);
     };
     let file = extra::read_extra(dir, group, chunk)?;
