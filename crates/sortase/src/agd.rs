@@ -402,12 +402,11 @@ pub(crate) fn write_in_order<T: Sync>(
     let mut records = 0u64;
     let decoded = items.chunks(rt.threads().max(1)).try_for_each(|window| {
         rt.check_cancelled()?;
-        let batches = rt.install(|| {
-            window
-                .par_iter()
-                .map(&decode)
-                .collect::<anyhow::Result<Vec<_>>>()
-        })?;
+        // Results in order, then the first error in chunk order: which of two damaged chunks a
+        // run names must not depend on thread timing.
+        let decoded: Vec<anyhow::Result<RecordBatch>> =
+            rt.install(|| window.par_iter().map(&decode).collect());
+        let batches = decoded.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
         records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
         if tx.send(batches).is_err() {
             anyhow::bail!("{name}: writing stopped");
@@ -781,13 +780,15 @@ pub(crate) fn count_chunk(
 
 fn flagstat(job: &AgdFlagstatJob, rt: &Runtime) -> anyhow::Result<FlagstatReport> {
     let manifest = open_manifest(&job.input)?;
-    let parts = rt.install(|| {
+    // The first error in chunk order (not the first in time), as export.
+    let parts: Vec<anyhow::Result<FlagStat>> = rt.install(|| {
         manifest
             .chunks
             .par_iter()
             .map(|c| count_chunk(&job.input, columns::duplicate_group(&manifest), c))
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?;
+            .collect()
+    });
+    let parts = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     let mut report = FlagstatReport::default();
     parts.iter().for_each(|p| report.counts.merge(p));
     Ok(report)
