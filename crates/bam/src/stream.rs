@@ -6,8 +6,9 @@
 //! headroom costs a copy of that chunk.
 
 use crate::{BamError, Header, RecordBatch, RecordRef};
-use sortase_bgzf::{BgzfError, Chunk};
+use sortase_bgzf::{BgzfError, Chunk, ChunkBuffers};
 use std::io::{self, Read};
+use std::sync::Arc;
 
 /// A source of inflated chunks (normally a [`sortase_bgzf::ParallelReader`]).
 pub type ChunkSource = Box<dyn Iterator<Item = Result<Chunk, BgzfError>> + Send>;
@@ -28,6 +29,8 @@ pub struct ChunkStream {
     block_table: Option<Vec<BlockEntry>>,
     /// Uncompressed bytes in all chunks taken from the source so far.
     inflated: u64,
+    /// The chunk source's buffer pool: batches give their buffers back to it when dropped.
+    buffers: Option<Arc<ChunkBuffers>>,
 }
 
 /// Where one BGZF block sits in the compressed file and in the decompressed stream.
@@ -53,7 +56,15 @@ impl ChunkStream {
             n_ref: 0,
             block_table: None,
             inflated: 0,
+            buffers: None,
         }
+    }
+
+    /// Batches give their buffers back to `pool` when dropped: give the same pool to the
+    /// [`sortase_bgzf::ParallelReader`] (`ReaderOptions::buffers`) so that it inflates into them.
+    pub fn with_buffers(mut self, pool: Arc<ChunkBuffers>) -> Self {
+        self.buffers = Some(pool);
+        self
     }
 
     /// Sets the reference count used to validate refIDs (when the header was read elsewhere).
@@ -145,6 +156,9 @@ impl ChunkStream {
             } else {
                 let mut buf = std::mem::take(&mut self.carry);
                 buf.extend_from_slice(&chunk.buf[data_start..]);
+                if let Some(pool) = &self.buffers {
+                    pool.put(chunk.buf);
+                }
                 (buf, 0)
             };
             let region_offset = self.offset;
@@ -152,12 +166,14 @@ impl ChunkStream {
             self.offset = region_offset + (end - start) as u64;
             self.carry.extend_from_slice(&buf[end..]);
             if !offsets.is_empty() {
-                return Ok(Some(RecordBatch::from_parts(
-                    buf,
-                    offsets,
-                    end,
-                    region_offset,
-                )));
+                let batch = RecordBatch::from_parts(buf, offsets, end, region_offset);
+                return Ok(Some(match &self.buffers {
+                    Some(pool) => batch.recycled_into(Arc::clone(pool)),
+                    None => batch,
+                }));
+            }
+            if let Some(pool) = &self.buffers {
+                pool.put(buf);
             }
         }
     }

@@ -70,6 +70,16 @@ pub fn bam1_to_raw(b: &hts::bam1_t, out: &mut Vec<u8>) -> Result<(), BamError> {
 /// `b` must point to a valid `bam1_t` whose data htslib owns (allocated with `malloc`).
 pub unsafe fn raw_to_bam1(raw: &[u8], b: *mut hts::bam1_t) -> Result<(), BamError> {
     let r = RecordRef::new(raw).map_err(|e| BamError::Cram(format!("invalid record: {e}")))?;
+    record_to_bam1(r, b)
+}
+
+/// [`raw_to_bam1`] for a record already validated (a [`RecordRef`], e.g. from a
+/// [`sortase_bam::RecordBatch`]).
+///
+/// # Safety
+/// As [`raw_to_bam1`].
+pub unsafe fn record_to_bam1(r: RecordRef<'_>, b: *mut hts::bam1_t) -> Result<(), BamError> {
+    let raw = r.as_bytes();
     let name_len = usize::from(raw[8]);
     let extranul = (4 - name_len % 4) % 4;
     let body = &raw[FIXED_LEN + name_len..];

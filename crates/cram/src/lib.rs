@@ -33,7 +33,7 @@ mod convert;
 mod missing;
 
 pub use containers::{plan_container_ranges, ContainerRange};
-pub use convert::{bam1_to_raw, raw_to_bam1};
+pub use convert::{bam1_to_raw, raw_to_bam1, record_to_bam1};
 
 fn cram_err(e: impl std::fmt::Display) -> BamError {
     BamError::Cram(e.to_string())
@@ -669,9 +669,9 @@ impl<W: Write + Send + 'static> CramWriter<W> {
     /// Writes the records of a batch.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), BamError> {
         let file = self.file.as_ref().expect("open until finish");
-        for raw in batch.iter_raw() {
-            // SAFETY: the record is ours; raw_to_bam1 keeps its data allocation consistent.
-            unsafe { raw_to_bam1(&raw[4..], self.record.0)? };
+        for r in batch.iter() {
+            // SAFETY: the record is ours; record_to_bam1 keeps its data allocation consistent.
+            unsafe { record_to_bam1(r, self.record.0)? };
             // SAFETY: valid file, header and record.
             if unsafe { hts::sam_write1(file.fp, self.header.0, self.record.0) } < 0 {
                 return Err(cram_err(write_failure(

@@ -4,10 +4,11 @@
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use sortase_bam::{ChunkStream, Header, RecordBatch, SamReader};
-use sortase_bgzf::{ParallelReader, ReaderOptions};
+use sortase_bgzf::{ChunkBuffers, ParallelReader, ReaderOptions};
 use sortase_cram::{CramReader, Fields, ReadOptions};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Batch size for SAM and CRAM input, in BAM bytes.
 const TEXT_BATCH_BYTES: usize = 4 << 20;
@@ -90,8 +91,15 @@ impl Input {
             if !sortase_bgzf::is_bgzf(&head) {
                 bail!("compressed with plain gzip, not BGZF; recompress with `bgzip`");
             }
-            let reader = ParallelReader::new(whole, ReaderOptions::with_threads(threads));
-            let mut stream = ChunkStream::new(Box::new(reader));
+            // Chunk buffers circulate between the inflating threads and the batches' consumers:
+            // as many as the reader keeps in flight, plus the ones being consumed.
+            let pool = Arc::new(ChunkBuffers::new(threads + 4));
+            let options = ReaderOptions {
+                buffers: Some(Arc::clone(&pool)),
+                ..ReaderOptions::with_threads(threads)
+            };
+            let reader = ParallelReader::new(whole, options);
+            let mut stream = ChunkStream::new(Box::new(reader)).with_buffers(pool);
             if stream.peek()?.starts_with(b"BAM\x01") {
                 let header = stream.read_header()?;
                 return Ok(Self {

@@ -135,10 +135,25 @@ pub(crate) fn release_free_memory() {
     }
 }
 
-/// The sorter's records budget: a reservation from the runtime's pool.
-struct PoolBudget {
+/// The sorter's records budget: a reservation from the runtime's pool (`sortase sort`'s and
+/// `agd sort`'s).
+pub(crate) struct PoolBudget {
     reservation: Reservation,
     cancel: CancelFlag,
+    /// The records' share of the pool: the whole pool less the final phase's reserve, which the sort
+    /// holds until it ends.
+    cap: usize,
+}
+
+impl PoolBudget {
+    /// A budget of at most `cap` bytes from `rt`'s pool.
+    pub(crate) fn new(rt: &Runtime, consumer: &str, cap: usize) -> Self {
+        Self {
+            reservation: rt.memory().reservation(consumer),
+            cancel: rt.cancel_flag().clone(),
+            cap,
+        }
+    }
 }
 
 impl Budget for PoolBudget {
@@ -147,6 +162,12 @@ impl Budget for PoolBudget {
     }
 
     fn grow_waiting(&mut self, n: usize) -> bool {
+        // More than the records' share can never be freed for us (the final phase's reserve is our
+        // own): refuse, and the sorter makes the batch a run of its own. Waiting here hung
+        // `sort -@ 2 -m 1M` once a recycled chunk buffer made one batch 1.7 MB.
+        if self.reservation.size() + n > self.cap {
+            return false;
+        }
         let cancel = self.cancel.clone();
         self.reservation
             .grow_waiting(n, || cancel.is_cancelled())
@@ -273,10 +294,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         rt.check_cancelled()?;
     }
     let record_memory = memory.saturating_sub(reserve);
-    let budget = PoolBudget {
-        reservation: rt.memory().reservation("sort: records"),
-        cancel: rt.cancel_flag().clone(),
-    };
+    let budget = PoolBudget::new(rt, "sort: records", record_memory);
     let mut sorter = Sorter::new(SortOptions {
         order,
         memory: record_memory,

@@ -22,13 +22,14 @@ use super::{
 use crate::error::{Error, Result};
 use crate::files::TempDir;
 use crate::options::{add_program, temp_prefix, Order, Phase, PhaseClock, Program};
-use crate::runtime::{CancelFlag, Runtime};
+use crate::runtime::Runtime;
+use crate::sort::PoolBudget;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance};
 use sortase_bam::RecordBatch;
-use sortase_sort::{Budget, RangeSource, SortError, SortOptions, Sorter};
+use sortase_sort::{RangeSource, SortError, SortOptions, Sorter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -142,29 +143,6 @@ pub(super) fn for_each_chunk_batch(
     })
 }
 
-/// The sorter's records budget: a reservation from the runtime's pool (as `sortase sort`'s).
-struct PoolBudget {
-    reservation: crate::memory::Reservation,
-    cancel: CancelFlag,
-}
-
-impl Budget for PoolBudget {
-    fn try_grow(&mut self, n: usize) -> bool {
-        self.reservation.try_grow(n).is_ok()
-    }
-
-    fn grow_waiting(&mut self, n: usize) -> bool {
-        let cancel = self.cancel.clone();
-        self.reservation
-            .grow_waiting(n, || cancel.is_cancelled())
-            .is_ok()
-    }
-
-    fn free(&mut self) {
-        self.reservation.free();
-    }
-}
-
 /// Memory of the final phase besides the records: up to `threads + 1` ranges being cut into chunks
 /// (a range is `RANGE_BYTES` of records, its columns about as much again), at most a quarter of the
 /// budget.
@@ -230,13 +208,11 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
     {
         rt.check_cancelled()?;
     }
-    let budget = PoolBudget {
-        reservation: rt.memory().reservation("agd sort: records"),
-        cancel: rt.cancel_flag().clone(),
-    };
+    let record_memory = memory.saturating_sub(reserve);
+    let budget = PoolBudget::new(rt, "agd sort: records", record_memory);
     let mut sorter = Sorter::new(SortOptions {
         order,
-        memory: memory.saturating_sub(reserve),
+        memory: record_memory,
         temp_dir: temp.path().to_path_buf(),
         max_fan_in: job.max_fan_in,
         ranges: Default::default(),
