@@ -1,6 +1,11 @@
 """sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, flagstat, idxstats, index,
-snp-pileup and view counting across machines, byte-identical to one machine. Flagstat and counting
-also take an AGD dataset directory (``sortase agd import``), whose chunks are the tasks.
+snp-pileup and view counting across machines, byte-identical to one machine.
+
+AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
+:func:`flagstat`, :func:`idxstats` and :func:`count` accept a dataset where they accept a BAM,
+its chunks being the tasks' inputs (a sort: byte-identical to ``sortase sort`` of the dataset's
+``sortase agd export``). :func:`merge`, :func:`index` and :func:`snp_pileup` take BAMs only (a
+dataset has no BAM index; export it first) and refuse a dataset with :class:`sortase.ArgumentError`.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
@@ -620,12 +625,17 @@ def merge(
     key ranges read). Options as :func:`sortase.merge` (``attach_rg`` is ``-r``, ``combine_rg``
     ``-c``, ``combine_pg`` ``-p``, ``header`` ``-h FILE``, ``force`` ``-f``); the other keywords as
     :func:`sort`. Merges BAM into BAM only (SAM/CRAM inputs, or inputs whose reference orders
-    conflict, take ``sortase merge``'s one-thread merge, which has no tasks).
+    conflict, take ``sortase merge``'s one-thread merge, which has no tasks). An AGD dataset
+    among the inputs is refused with :class:`sortase.ArgumentError` (merging datasets is not
+    supported).
     """
     from . import ArgumentError
 
     inputs = [os.fspath(p) for p in inputs]
     output = os.fspath(output)
+    _refuse_datasets("merge", inputs, storage_options,
+                     "merging datasets is not supported; sort one with sort(), or export them "
+                     "(sortase agd export) and merge the BAMs")
     header_path = os.fspath(header) if header is not None else None
     fetch = inputs + ([header_path] if header_path is not None else [])
     with _storage(fetch, [output], storage_options) as (remote, local_inputs, _):
@@ -679,6 +689,17 @@ def flagstat(
         return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
                     scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                     remote=remote)
+
+
+def _refuse_datasets(job: str, paths: Sequence[str], storage_options: Optional[Dict[str, Any]],
+                     why: str) -> None:
+    """An :class:`sortase.ArgumentError` naming the first of ``paths`` that is an AGD dataset
+    (a job that reads BAMs only would fail on the directory with a confusing message)."""
+    from . import ArgumentError
+
+    for p in paths:
+        if _is_dataset(p, storage_options):
+            raise ArgumentError(f"{job}: {p} is an AGD dataset; {why}")
 
 
 def _is_dataset(path: str, storage_options: Optional[Dict[str, Any]]) -> bool:
@@ -841,8 +862,12 @@ def index(
     progress: Optional[bool] = None,
 ) -> Report:
     """samtools index on a Dask cluster: each task summarises one byte range, the driver
-    assembles the BAI/CSI (byte-identical to ``sortase index``)."""
+    assembles the BAI/CSI (byte-identical to ``sortase index``). An AGD dataset is refused with
+    :class:`sortase.ArgumentError` (it has no BAM index)."""
     path = os.fspath(path)
+    _refuse_datasets("index", [path], storage_options,
+                     "a dataset has no BAM index (its manifest records the chunks' positions); "
+                     "index a BAM, e.g. the output of sort() of the dataset")
     target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
     with _storage([path], [target], storage_options) as (remote, (local,), _):
         local_target = _local_output(remote, target)
@@ -941,6 +966,8 @@ def snp_pileup(
     temporary key and moved into place."""
     vcf, output = os.fspath(vcf), os.fspath(output)
     bam_paths = [os.fspath(b) for b in bams]
+    _refuse_datasets("snp_pileup", bam_paths, storage_options,
+                     "snp-pileup reads indexed BAMs; sort() the dataset with write_index=True")
     with _storage([vcf] + bam_paths, [output], storage_options, fetch=False) as (remote, local_inputs, _):
         local_output = output
         if remote is not None:

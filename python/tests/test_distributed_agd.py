@@ -287,3 +287,18 @@ def test_s3_dataset_idxstats_and_sort(dataset: tuple, unsorted_dataset: tuple, c
     assert sorted(fs.ls("sortase-test/out", detail=False)) == ["sortase-test/out/sorted.bam"]
     fs.rm("sortase-test/uds", recursive=True)
     fs.rm("sortase-test/out", recursive=True)
+
+
+def test_jobs_that_read_bams_only_refuse_a_dataset(dataset: tuple, client, tmp_path: Path) -> None:
+    """merge, index and snp-pileup: an ArgumentError naming the dataset, before any task."""
+    from sortase import ArgumentError
+
+    bam, ds = dataset
+    with pytest.raises(ArgumentError, match=r"merge: .*ds is an AGD dataset; merging datasets"):
+        distributed.merge([bam, ds], tmp_path / "m.bam", client=client, progress=False)
+    with pytest.raises(ArgumentError, match=r"index: .*ds is an AGD dataset; a dataset has no BAM index"):
+        distributed.index(ds, client=client, progress=False)
+    with pytest.raises(ArgumentError, match=r"snp_pileup: .*ds is an AGD dataset"):
+        distributed.snp_pileup(tmp_path / "x.vcf", tmp_path / "out.csv", [ds], client=client,
+                               progress=False)
+    assert list(tmp_path.iterdir()) == []
