@@ -1,11 +1,12 @@
-//! `sortase agd import|export|flagstat|view`: flags → [`sortase::AgdImportJob`],
-//! [`sortase::AgdExportJob`], [`sortase::AgdFlagstatJob`], [`sortase::AgdViewJob`] → report.
+//! `sortase agd import|export|flagstat|idxstats|view`: flags → [`sortase::AgdImportJob`],
+//! [`sortase::AgdExportJob`], [`sortase::AgdFlagstatJob`], [`sortase::AgdIdxstatsJob`],
+//! [`sortase::AgdViewJob`] → report.
 
 use crate::common;
 use anyhow::Result;
 use sortase::agd::FastqInput;
 use sortase::view::parse_flags;
-use sortase::{AgdExportJob, AgdFlagstatJob, AgdImportJob, AgdViewJob, OutputSpec};
+use sortase::{AgdExportJob, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, AgdViewJob, OutputSpec};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -19,6 +20,8 @@ pub enum AgdCommand {
     Export(ExportArgs),
     /// Flag statistics of a dataset, identical to samtools flagstat of the BAM it came from.
     Flagstat(FlagstatArgs),
+    /// Per-reference mapped/unmapped counts, identical to samtools idxstats of the BAM it came from.
+    Idxstats(IdxstatsArgs),
     /// A new dataset sorted as samtools sort sorts the BAM (coordinate, -n, -N, -t TAG).
     Sort(crate::agd_ops::SortArgs),
     /// Duplicate marking (samblaster or Picard, as sortase markdup) into a `duplicate` column group.
@@ -156,6 +159,16 @@ pub struct FlagstatArgs {
     input: PathBuf,
 }
 
+/// Arguments of `sortase agd idxstats`.
+#[derive(clap::Args, Debug)]
+pub struct IdxstatsArgs {
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// The dataset directory.
+    input: PathBuf,
+}
+
 /// Arguments of `sortase agd view` (samtools view's flags and meanings).
 #[derive(clap::Args, Debug)]
 #[command(disable_help_flag = true)]
@@ -223,6 +236,7 @@ pub fn run(command: AgdCommand) -> Result<()> {
         AgdCommand::Import(args) => import(args),
         AgdCommand::Export(args) => export(args),
         AgdCommand::Flagstat(args) => flagstat(args),
+        AgdCommand::Idxstats(args) => idxstats(args),
         AgdCommand::Sort(args) => crate::agd_ops::sort(args),
         AgdCommand::Markdup(args) => crate::agd_ops::markdup(args),
         AgdCommand::AddColumn(args) => crate::agd_ops::add_column(args),
@@ -277,6 +291,14 @@ fn flagstat(args: FlagstatArgs) -> Result<()> {
     let report = AgdFlagstatJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
     let mut out = std::io::stdout().lock();
     out.write_all(report.format(&args.format).as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn idxstats(args: IdxstatsArgs) -> Result<()> {
+    let report = AgdIdxstatsJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.to_text().as_bytes())?;
     out.flush()?;
     Ok(())
 }

@@ -58,7 +58,8 @@ enum Command {
     Markdup(Box<markdup::MarkdupArgs>),
     /// FASTQ to sorted, duplicate-marked, indexed BAM: minimap2, samblaster's marking, sort, index.
     Fq2bam(Box<fq2bam::Fq2BamArgs>),
-    /// AGD columnar datasets on Parquet: import, export, flagstat, sort, markdup, view, add-column.
+    /// AGD columnar datasets on Parquet: import, export, flagstat, idxstats, sort, markdup, view,
+    /// add-column.
     #[command(subcommand)]
     Agd(agd::AgdCommand),
 }

@@ -8,6 +8,8 @@
     sortase-dask index [-c] [-m N] [-o OUT] IN
     sortase-dask snp-pileup [-g] [-q N] [-Q N] [-P N] [-r N,...] [-A] [-x] [-d N] VCF OUT BAM...
 
+``IN`` of sort, flagstat and idxstats may be an AGD dataset directory (``sortase agd import``).
+
 Common options: ``--scheduler tcp://host:8786`` (default: a LocalCluster with one worker process
 per core), ``--storage-option KEY=VALUE`` (repeatable; fsspec options for ``s3://`` paths),
 ``--progress``/``--no-progress``, ``--report`` (the JSON report on stderr).
@@ -50,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="tasks done/total on stderr (default: when stderr is a terminal)")
         q.add_argument("--report", action="store_true", help="print the JSON report on stderr")
 
-    s = sub.add_parser("sort", help="sort a BAM (byte-identical to sortase sort)")
+    s = sub.add_parser("sort", help="sort a BAM or an AGD dataset (byte-identical to sortase sort "
+                                    "of the BAM, or of the dataset's export)")
     s.add_argument("input")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("-n", dest="by_name", action="store_true", help="by read name (natural)")
@@ -97,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--tasks", type=int)
     common(f)
 
-    x = sub.add_parser("idxstats", help="samtools idxstats (from the index when there is one)")
+    x = sub.add_parser("idxstats", help="samtools idxstats of a BAM (from the index when there is "
+                                        "one) or of an AGD dataset")
     x.add_argument("input")
     x.add_argument("--tasks", type=int)
     common(x)

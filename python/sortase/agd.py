@@ -3,7 +3,8 @@ per chunk of records, ``DIR/<group>/<chunk:06>.parquet``.
 
 :func:`open` reads the manifest and returns a :class:`Dataset` whose groups and columns read as
 ``pyarrow`` tables, straight from the Parquet files (no sortase code runs to read them);
-:func:`import_`, :func:`export` and :func:`flagstat` run ``sortase agd import|export|flagstat``.
+:func:`import_`, :func:`export`, :func:`flagstat` and :func:`idxstats` run
+``sortase agd import|export|flagstat|idxstats``.
 
 >>> import sortase.agd
 >>> report = sortase.agd.import_(["R1.fq.gz", "R2.fq.gz"], "ds", threads=2)   # or "in.bam"
@@ -32,7 +33,7 @@ from ._errors import FormatError, InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["Dataset", "export", "flagstat", "import_", "open"]
+__all__ = ["Dataset", "export", "flagstat", "idxstats", "import_", "open"]
 
 #: The manifest's file name inside a dataset.
 MANIFEST_FILE = "manifest.json"
@@ -226,3 +227,19 @@ def flagstat(input: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any
     report_text, json_text = _sortase.agd_flagstat(os.fspath(input), threads=threads)
     _report(report_text)
     return json.loads(json_text)
+
+
+def idxstats(input: PathLike, *, threads: Optional[int] = None) -> pa.Table:
+    """``sortase agd idxstats``: per-reference counts as :func:`sortase.idxstats` returns them for
+    the BAM ``sortase agd export`` writes (columns ``name``, ``length``, ``mapped``,
+    ``unmapped``; the last row ``*``), counted on the ``ref_id`` and ``flag`` columns alone. An
+    unsorted dataset raises as samtools idxstats does ("file is not position sorted")."""
+    from . import _report
+
+    rows = _report(_sortase.agd_idxstats(os.fspath(input), threads=threads))["rows"]
+    return pa.table({
+        "name": pa.array([r["name"] for r in rows], pa.string()),
+        "length": pa.array([r["length"] for r in rows], pa.uint64()),
+        "mapped": pa.array([r["mapped"] for r in rows], pa.uint64()),
+        "unmapped": pa.array([r["unmapped"] for r in rows], pa.uint64()),
+    })

@@ -1,6 +1,11 @@
 """sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, flagstat, idxstats, index,
-snp-pileup and view counting across machines, byte-identical to one machine. Flagstat and counting
-also take an AGD dataset directory (``sortase agd import``), whose chunks are the tasks.
+snp-pileup and view counting across machines, byte-identical to one machine.
+
+AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
+:func:`flagstat`, :func:`idxstats` and :func:`count` accept a dataset where they accept a BAM,
+its chunks being the tasks' inputs (a sort: byte-identical to ``sortase sort`` of the dataset's
+``sortase agd export``). :func:`merge`, :func:`index` and :func:`snp_pileup` take BAMs only (a
+dataset has no BAM index; export it first) and refuse a dataset with :class:`sortase.ArgumentError`.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
@@ -139,6 +144,13 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
         if stage == "map":
             end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
             return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["run_path"]]
+        if stage == "agd_map":
+            # A dataset's map task: every group's file of its chunks (and the `duplicate` group's,
+            # agd markdup), whole (tasks/sort/agd_map.rs `AgdMapTask::files`).
+            dirs = ["names", "bases", "qual", "results"] + (
+                [t["duplicate"]["dir"]] if t.get("duplicate") else [])
+            return [(os.path.join(t["input"], d, f"{c['index']:06}.parquet"), None)
+                    for c in t["chunks"] for d in dirs], [t["run_path"]]
         if stage == "reduce":
             # A run reader reads whole blocks up to `end` and nothing past it (tasks/sort/
             # reduce.rs `RunStart::end`); a short read would fail the finish's record count.
@@ -170,10 +182,11 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
             end = span["end"] + SLACK if span["end"] is not None else 1 << 62
             ranges.setdefault(span["path"], []).append((span["start"], end))
         return list(ranges.items()), []
-    if kind in ("agd_flagstat", "agd_count"):
+    if kind in ("agd_flagstat", "agd_count", "agd_idxstats"):
         # The `results` file of each chunk the task counts, and its `duplicate` file when the
-        # dataset has that group (agd markdup); whole: a Parquet file is read from its footer.
-        chunks = body["chunks"] if kind == "agd_flagstat" else [p["chunk"] for p in body["pieces"]]
+        # dataset has that group (agd markdup; idxstats does not read it); whole: a Parquet file
+        # is read from its footer.
+        chunks = body["chunks"] if kind != "agd_count" else [p["chunk"] for p in body["pieces"]]
         dirs = ["results"] + ([body["duplicate"]["dir"]] if body.get("duplicate") else [])
         reads = [(os.path.join(body["input"], d, f"{c['index']:06}.parquet"), None)
                  for c in chunks for d in dirs]
@@ -362,7 +375,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
          progress: Optional[bool], threads: int, max_memory: Optional[int],
          remote: Optional[_Remote]) -> Report:
     with _connect(client, scheduler, bool(progress)) as c:
-        if kind != "sort" and cut.get("tasks") is None:
+        if kind not in ("sort", "agd_sort") and cut.get("tasks") is None:
             # Four range tasks per worker thread, as the single-machine jobs cut per thread.
             workers = c.scheduler_info().get("workers", {}).values()
             cut = dict(cut, tasks=4 * max(1, sum(w.get("nthreads", 1) for w in workers)))
@@ -379,7 +392,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                     raise
                 plan = fallback
                 outputs = _stages(d, kind, plan)
-            if remote is not None and kind in ("sort", "merge"):
+            if remote is not None and kind in ("sort", "agd_sort", "merge"):
                 start = time.perf_counter()
                 fetched = _download_parts(remote, outputs)
                 d.phases.append({"name": "download", "seconds": time.perf_counter() - start,
@@ -394,7 +407,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
 
 def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
     outputs: List[Any] = []
-    for stage in (["count", "map", "reduce"] if kind == "sort" else ["tasks"]):
+    for stage in (["count", "map", "reduce"] if kind in ("sort", "agd_sort") else ["tasks"]):
         outputs = d.stage(plan, stage, outputs)
     return outputs
 
@@ -539,6 +552,13 @@ def sort(
     into ranges of about that much record data. ``threads``: threads of each task. ``progress``:
     tasks done/total on stderr (default: when stderr is a terminal).
 
+    ``input`` may also be an AGD dataset directory (``sortase agd import``; local or ``s3://``):
+    then the count stage has no tasks (the manifest gives each chunk's first record and count),
+    each map task decodes and sorts a run of consecutive chunks (about ``task_memory`` of records;
+    on object storage it fetches those chunks' files), and the output is byte-identical to
+    ``sortase sort`` of the BAM ``sortase agd export`` writes from the dataset (its header, and
+    the flags of an ``agd markdup`` ``duplicate`` group, as export writes them).
+
     Returns the sort's report plus ``distributed``: the dashboard address, workers, per-phase
     wall seconds, task counts, task wall and CPU seconds and bytes read and written by the tasks
     (driver phases: wall and CPU seconds).
@@ -546,7 +566,7 @@ def sort(
     input, output = os.fspath(input), os.fspath(output)
     order = _order(by_name, by_name_lex, tag)
     memory = _size(task_memory)
-    with _storage([input], [output], storage_options) as (remote, (local_input,), _):
+    with _sort_input(input, output, storage_options) as (remote, local_input, kind):
         local_output = _local_output(remote, output)
         job = {
             "input": local_input,
@@ -561,7 +581,7 @@ def sort(
         cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
         # A map task's runtime holds its range (about task_memory) with room to spare.
         max_memory = None if memory is None else max(2 * memory, 64 << 20)
-        report = _run("sort", job, cut, client=client, scheduler=scheduler, progress=progress,
+        report = _run(kind, job, cut, client=client, scheduler=scheduler, progress=progress,
                       threads=threads, max_memory=max_memory, remote=remote)
         if remote is not None:
             _upload_outputs(remote, report, output, local_output)
@@ -605,12 +625,17 @@ def merge(
     key ranges read). Options as :func:`sortase.merge` (``attach_rg`` is ``-r``, ``combine_rg``
     ``-c``, ``combine_pg`` ``-p``, ``header`` ``-h FILE``, ``force`` ``-f``); the other keywords as
     :func:`sort`. Merges BAM into BAM only (SAM/CRAM inputs, or inputs whose reference orders
-    conflict, take ``sortase merge``'s one-thread merge, which has no tasks).
+    conflict, take ``sortase merge``'s one-thread merge, which has no tasks). An AGD dataset
+    among the inputs is refused with :class:`sortase.ArgumentError` (merging datasets is not
+    supported).
     """
     from . import ArgumentError
 
     inputs = [os.fspath(p) for p in inputs]
     output = os.fspath(output)
+    _refuse_datasets("merge", inputs, storage_options,
+                     "merging datasets is not supported; sort one with sort(), or export them "
+                     "(sortase agd export) and merge the BAMs")
     header_path = os.fspath(header) if header is not None else None
     fetch = inputs + ([header_path] if header_path is not None else [])
     with _storage(fetch, [output], storage_options) as (remote, local_inputs, _):
@@ -666,6 +691,17 @@ def flagstat(
                     remote=remote)
 
 
+def _refuse_datasets(job: str, paths: Sequence[str], storage_options: Optional[Dict[str, Any]],
+                     why: str) -> None:
+    """An :class:`sortase.ArgumentError` naming the first of ``paths`` that is an AGD dataset
+    (a job that reads BAMs only would fail on the directory with a confusing message)."""
+    from . import ArgumentError
+
+    for p in paths:
+        if _is_dataset(p, storage_options):
+            raise ArgumentError(f"{job}: {p} is an AGD dataset; {why}")
+
+
 def _is_dataset(path: str, storage_options: Optional[Dict[str, Any]]) -> bool:
     """Whether ``path`` is an AGD dataset directory (it holds ``manifest.json``)."""
     if _is_remote(path):
@@ -673,15 +709,23 @@ def _is_dataset(path: str, storage_options: Optional[Dict[str, Any]]) -> bool:
     return os.path.isfile(os.path.join(path, "manifest.json"))
 
 
+#: Bytes of a Parquet file's end fetched for its footer (a chunk file's is a few KiB: one row
+#: group of at most 11 columns).
+FOOTER = 64 << 10
+
+
 @contextlib.contextmanager
-def _dataset(path: str, storage_options: Optional[Dict[str, Any]], need_positions: bool
+def _dataset(path: str, storage_options: Optional[Dict[str, Any]], need_positions: bool,
+             outputs: Sequence[str] = (), footers: bool = False
              ) -> Iterator[Tuple[Optional[_Remote], str]]:
     """A dataset as the planner sees it: the directory itself, or (object storage) a driver copy
     of its manifest, plus the ``results`` files when a region query must compute the chunks'
-    positions (a manifest that does not record them). Tasks fetch the chunk files they read."""
+    positions (a manifest that does not record them), plus with ``footers`` the end of the first
+    chunk's group files (a sort estimates its record bytes from their footers). Tasks fetch the
+    chunk files they read."""
     path = path.rstrip("/")
-    with _storage([path], [], storage_options, fetch=False) as (remote, (local,), _):
-        if remote is not None:
+    with _storage([path], outputs, storage_options, fetch=False) as (remote, (local,), _):
+        if remote is not None and _is_remote(path):
             fs = remote.fs()
             manifest = os.path.join(local, "manifest.json")
             remote.driver_bytes += _fetch(fs, f"{path}/manifest.json", manifest, None)
@@ -691,7 +735,27 @@ def _dataset(path: str, storage_options: Optional[Dict[str, Any]], need_position
                 for c in chunks:
                     name = f"results/{c['index']:06}.parquet"
                     remote.driver_bytes += _fetch(fs, f"{path}/{name}", os.path.join(local, name), None)
+            for c in chunks[:1] if footers else []:
+                for group in ("names", "bases", "qual", "results"):
+                    name = f"{group}/{c['index']:06}.parquet"
+                    url = f"{path}/{name}"
+                    size = fs.size(url)
+                    remote.driver_bytes += _fetch(fs, url, os.path.join(local, name),
+                                                  [(size - FOOTER, size)])
         yield remote, local
+
+
+@contextlib.contextmanager
+def _sort_input(input: str, output: str, storage_options: Optional[Dict[str, Any]]
+                ) -> Iterator[Tuple[Optional[_Remote], str, str]]:
+    """The input of a sort as the planner sees it and the plan's kind: a BAM (``sort``; the
+    driver plans on a whole copy of a remote one) or an AGD dataset (``agd_sort``)."""
+    if _is_dataset(input, storage_options):
+        with _dataset(input, storage_options, False, [output], footers=True) as (remote, local):
+            yield remote, local, "agd_sort"
+    else:
+        with _storage([input], [output], storage_options) as (remote, (local,), _):
+            yield remote, local, "sort"
 
 
 def idxstats(
@@ -706,8 +770,19 @@ def idxstats(
     """samtools idxstats on a Dask cluster: like ``sortase idxstats``, from the BAM's index when it
     has one (``.bai`` next to it, or ``.csi``; read by the driver, no tasks), else one task per
     byte range (``tasks``, default 4 per worker thread) counting records per reference. The
-    report's ``rows`` equal ``sortase idxstats``'s; :func:`idxstats_text` gives its text."""
+    report's ``rows`` equal ``sortase idxstats``'s; :func:`idxstats_text` gives its text.
+
+    ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
+    run of consecutive chunks from the ``ref_id`` and ``flag`` columns of their ``results`` files
+    (``tasks`` runs, at most one per chunk), and the rows equal ``sortase agd idxstats``'s, which
+    are ``sortase idxstats``'s of the BAM ``sortase agd export`` writes (no index: samtools'
+    counts by scanning, "file is not position sorted" for an unsorted dataset)."""
     path = os.fspath(path)
+    if _is_dataset(path, storage_options):
+        with _dataset(path, storage_options, False) as (remote, local):
+            return _run("agd_idxstats", {"input": local}, {"tasks": tasks}, client=client,
+                        scheduler=scheduler, progress=progress, threads=1, max_memory=None,
+                        remote=remote)
     with _storage([path], [], storage_options) as (remote, (local,), _):
         if remote is not None:
             # The index the library looks for next to the BAM (`find_index`), fetched if present.
@@ -787,8 +862,12 @@ def index(
     progress: Optional[bool] = None,
 ) -> Report:
     """samtools index on a Dask cluster: each task summarises one byte range, the driver
-    assembles the BAI/CSI (byte-identical to ``sortase index``)."""
+    assembles the BAI/CSI (byte-identical to ``sortase index``). An AGD dataset is refused with
+    :class:`sortase.ArgumentError` (it has no BAM index)."""
     path = os.fspath(path)
+    _refuse_datasets("index", [path], storage_options,
+                     "a dataset has no BAM index (its manifest records the chunks' positions); "
+                     "index a BAM, e.g. the output of sort() of the dataset")
     target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
     with _storage([path], [target], storage_options) as (remote, (local,), _):
         local_target = _local_output(remote, target)
@@ -887,6 +966,8 @@ def snp_pileup(
     temporary key and moved into place."""
     vcf, output = os.fspath(vcf), os.fspath(output)
     bam_paths = [os.fspath(b) for b in bams]
+    _refuse_datasets("snp_pileup", bam_paths, storage_options,
+                     "snp-pileup reads indexed BAMs; sort() the dataset with write_index=True")
     with _storage([vcf] + bam_paths, [output], storage_options, fetch=False) as (remote, local_inputs, _):
         local_output = output
         if remote is not None:

@@ -106,3 +106,17 @@ def test_fastq_import_and_export(tmp_path: Path) -> None:
     with pytest.raises(sortase.SortaseError, match="exists and is not empty"):
         sortase.agd.import_([r1, r2], ds)
     assert isinstance(d.read_group("names"), pa.Table)
+
+
+def test_idxstats_equals_idxstats_of_the_sorted_bam(dataset, tmp_path: Path) -> None:
+    bam, ds = dataset
+    with pytest.raises(sortase.FormatError, match="not position sorted"):
+        sortase.agd.idxstats(ds)
+    sorted_bam = tmp_path / "sorted.bam"
+    sortase.sort(bam, sorted_bam)
+    sorted_ds = tmp_path / "sorted"
+    sortase.agd.import_(sorted_bam, sorted_ds, chunk_size=5)
+    table = sortase.agd.idxstats(sorted_ds, threads=2)
+    assert table.equals(sortase.idxstats(sorted_bam))
+    assert table.column("name").to_pylist() == ["chr1", "chr2", "*"]
+    assert table.column("unmapped").to_pylist()[-1] == 1

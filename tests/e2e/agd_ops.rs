@@ -370,3 +370,85 @@ fn agd_add_column_and_failed_adds_leave_the_dataset() {
         e.stderr
     );
 }
+
+/// A BAM of `n` records on chr1/chr2 (chr3 has none): mapped reads, unmapped reads placed at a
+/// mate's position (counted as unmapped on the reference) and unplaced ones (the `*` line).
+fn idxstats_bam(st: &crate::oracle::Oracle, dir: &Path, n: u64) -> PathBuf {
+    let mut s = crate::edge_cases::rows(
+        "@HD VN:1.6 SO:unsorted
+         @SQ SN:chr1 LN:100000
+         @SQ SN:chr2 LN:50000
+         @SQ SN:chr3 LN:500",
+    );
+    let mut rng = crate::common::Rng::new(n);
+    for i in 0..n {
+        let seq = rng.bases(20);
+        let (rname, pos, flag, cigar) = match rng.below(10) {
+            0 => ("*", 0, 4, "*"),
+            1 => ("chr2", 1 + rng.below(49_000), 4, "*"),
+            2 | 3 => ("chr2", 1 + rng.below(49_000), 16, "20M"),
+            _ => ("chr1", 1 + rng.below(99_000), 0, "20M"),
+        };
+        s += &crate::common::line(&[
+            &format!("r{i}"),
+            &flag.to_string(),
+            rname,
+            &pos.to_string(),
+            "60",
+            cigar,
+            "*",
+            "0",
+            "0",
+            &seq,
+            "*",
+        ]);
+    }
+    let sam = dir.join("idxstats.sam");
+    std::fs::write(&sam, s).unwrap();
+    let bam = dir.join("idxstats.bam");
+    st.run(&["view", "-b", "-o", p(&bam), p(&sam)]).expect_ok();
+    bam
+}
+
+/// `agd idxstats` of a coordinate-sorted dataset equals samtools idxstats of the exported BAM once
+/// indexed, and `sortase idxstats` of it without an index, on 1 and 4 threads; an unsorted dataset
+/// fails as `sortase idxstats` of its export does.
+#[test]
+fn agd_idxstats_matches_samtools_idxstats() {
+    let Some(st) = oracle() else {
+        return crate::common::skip("no samtools oracle");
+    };
+    let tmp = tempdir();
+    let d = tmp.path();
+    let bam = idxstats_bam(st, d, 5000);
+    let sorted = d.join("sorted.bam");
+    st.run(&["sort", "-o", p(&sorted), p(&bam)]).expect_ok();
+    let ds = import(&sorted, d, "ds", 700);
+    let exported = d.join("exported.bam");
+    sortase(&["agd", "export", p(&ds), "-o", p(&exported)]).expect_ok();
+    let scanned = sortase(&["idxstats", p(&exported)]).expect_ok().text();
+    st.run(&["index", p(&exported)]).expect_ok();
+    let theirs = st.run(&["idxstats", p(&exported)]).expect_ok().text();
+    assert!(theirs.starts_with("chr1\t100000\t"), "{theirs}");
+    assert!(theirs.contains("\nchr3\t500\t0\t0\n*\t0\t0\t"), "{theirs}");
+    let mut failures = Vec::new();
+    check_same(&mut failures, "sortase idxstats", &scanned, &theirs);
+    for threads in ["1", "4"] {
+        let ours = sortase(&["agd", "idxstats", "-@", threads, p(&ds)]).expect_ok();
+        check_same(&mut failures, threads, &ours.text(), &theirs);
+    }
+    let unsorted = import(&bam, d, "unsorted", 700);
+    let ours = sortase(&["agd", "idxstats", p(&unsorted)]);
+    assert!(
+        !ours.ok() && ours.stderr.contains("not position sorted"),
+        "{}",
+        ours.failure()
+    );
+    let one = sortase(&["idxstats", p(&bam)]);
+    assert!(
+        !one.ok() && one.stderr.contains("not position sorted"),
+        "{}",
+        one.failure()
+    );
+    assert_no_failures("agd idxstats", &failures);
+}

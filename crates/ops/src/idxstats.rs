@@ -25,11 +25,17 @@ impl IdxStats {
     /// Counts one record (its refID was validated against the header by the splitter).
     #[inline]
     pub fn add(&mut self, r: &RecordRef<'_>) {
-        let tid = r.reference_sequence_id();
+        self.add_fields(r.reference_sequence_id(), r.flag());
+    }
+
+    /// Counts one record from its refID and flag (a columnar source; `tid` must be -1 or a
+    /// reference of the counters).
+    #[inline]
+    pub fn add_fields(&mut self, tid: i32, flag: u16) {
         if self.order.last() != Some(&tid) {
             self.order.push(tid);
         }
-        let slot = usize::from(r.flag() & UNMAPPED != 0);
+        let slot = usize::from(flag & UNMAPPED != 0);
         match usize::try_from(tid) {
             Ok(t) => self.per_reference[t][slot] += 1,
             Err(_) => self.unplaced[slot] += 1,

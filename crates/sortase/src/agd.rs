@@ -1,7 +1,7 @@
 //! AGD datasets (crates/agd) as jobs: [`AgdImportJob`] turns SAM/BAM/CRAM or FASTQ ([`fastq`], as
 //! `samtools import` reads it) into a dataset,
-//! [`AgdExportJob`] turns a dataset back into the same records, [`AgdFlagstatJob`] counts flags on
-//! the `results` columns alone.
+//! [`AgdExportJob`] turns a dataset back into the same records, [`AgdFlagstatJob`] counts flags and
+//! [`AgdIdxstatsJob`] records per reference on the `results` columns alone.
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most
@@ -49,11 +49,13 @@ use std::sync::Mutex;
 
 pub(crate) mod columns;
 pub mod fastq;
+pub(crate) mod idxstats;
 mod markdup;
 mod sort;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
+pub use idxstats::AgdIdxstatsJob;
 pub use markdup::AgdMarkdupJob;
 pub use sort::{AgdSortJob, AgdSortReport};
 
@@ -499,14 +501,22 @@ pub(crate) fn chunk_batch(
     manifest: &Manifest,
     chunk: &agd::ChunkEntry,
 ) -> anyhow::Result<RecordBatch> {
+    chunk_batch_with(dir, columns::duplicate_group(manifest), chunk)
+}
+
+/// [`chunk_batch`] with the dataset's `duplicate` group given (`None`: it has none): for tasks
+/// that carry the group instead of the manifest.
+pub(crate) fn chunk_batch_with(
+    dir: &Path,
+    duplicate: Option<&agd::ExtraGroup>,
+    chunk: &agd::ChunkEntry,
+) -> anyhow::Result<RecordBatch> {
     let files = agd::read_columns(dir, chunk)?;
     let bytes: usize = files.iter().map(|f| f.batch.get_array_memory_size()).sum();
     let mut buf = Vec::with_capacity(bytes + 64 * chunk.records as usize);
     let mut offsets = Vec::with_capacity(chunk.records as usize);
     agd::append_records(&files, &mut buf, &mut offsets)?;
-    if let Some(duplicate) =
-        columns::duplicate_column(dir, columns::duplicate_group(manifest), chunk)?
-    {
+    if let Some(duplicate) = columns::duplicate_column(dir, duplicate, chunk)? {
         columns::apply_duplicates(&mut buf, &offsets, &duplicate);
     }
     let end = buf.len();

@@ -1,8 +1,10 @@
 //! AGD jobs as serialisable tasks for a distributed driver (`python/sortase/distributed.py`): a
-//! dataset's chunks are the units of work, so flagstat ([`AgdFlagstatPlan`]) and view counting
-//! ([`AgdCountPlan`], with `-f/-F/-q` and regions) cut the chunk list into runs of consecutive
-//! chunks, one task each; a task reads only its chunks' `results` files, and the driver sums the
-//! parts into the report the single-machine job gives.
+//! dataset's chunks are the units of work, so flagstat ([`AgdFlagstatPlan`]), idxstats
+//! ([`AgdIdxstatsPlan`]) and view counting ([`AgdCountPlan`], with `-f/-F/-q` and regions) cut the
+//! chunk list into runs of consecutive chunks, one task each; a task reads only its chunks'
+//! `results` files, and the driver sums the parts into the report the single-machine job gives.
+//! (A sort of a dataset is [`crate::tasks::SortPlan`] with chunks as its map tasks' inputs:
+//! [`crate::SortJob::plan_dataset`].)
 //!
 //! ```
 //! use sortase::agd_tasks::AgdFlagstatPlan;
@@ -21,22 +23,23 @@
 //! ```
 
 use crate::agd::columns::duplicate_group;
-use crate::agd::{count_chunk, open_manifest, AgdFlagstatJob};
+use crate::agd::{count_chunk, idxstats, open_manifest, AgdFlagstatJob, AgdIdxstatsJob};
 use crate::agd_view::{count_pieces, AgdViewJob, Filter, Piece};
 use crate::bam_ranges;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::stats::{FlagstatPart, FlagstatReport};
+use crate::stats::{FlagstatPart, FlagstatReport, IdxstatsPart, IdxstatsReport};
 use crate::view::ViewReport;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sortase_agd::{ChunkEntry, ExtraGroup};
+use sortase_agd::{ChunkEntry, ExtraGroup, ReferenceEntry};
 use sortase_ops::flagstat::FlagStat;
+use sortase_ops::idxstats::IdxStats;
 use std::path::PathBuf;
 
 /// Cuts `items` into at most `n` runs of consecutive items of near-equal length.
-fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
+pub(crate) fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
     let n = n.clamp(1, items.len().max(1));
     let (base, extra) = (items.len() / n, items.len() % n);
     let mut out = Vec::with_capacity(n);
@@ -119,6 +122,95 @@ impl AgdFlagstatPlan {
         let mut report = FlagstatReport::default();
         parts.iter().for_each(|p| report.counts.merge(&p.counts));
         Ok(report)
+    }
+}
+
+/// Idxstats of a dataset as tasks: one per run of consecutive chunks, each reading the `ref_id`
+/// and `flag` columns of its chunks' `results` files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdIdxstatsPlan {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// Its references (the report's rows), from the manifest.
+    pub references: Vec<ReferenceEntry>,
+    /// The tasks, in chunk order.
+    pub tasks: Vec<AgdIdxstatsTask>,
+}
+
+/// Counting the records of some chunks of a dataset per reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdIdxstatsTask {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// The task's number.
+    pub part: usize,
+    /// References of the dataset.
+    pub n_ref: usize,
+    /// Its chunks (as the manifest lists them).
+    pub chunks: Vec<ChunkEntry>,
+}
+
+impl AgdIdxstatsJob {
+    /// Tasks of about equal numbers of chunks: `n`, or one per chunk when there are fewer chunks.
+    ///
+    /// ```
+    /// use sortase::agd_tasks::AgdIdxstatsPlan;
+    /// use sortase::{AgdIdxstatsJob, AgdImportJob, Runtime};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let sam = dir.path().join("in.sam");
+    /// # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+    /// let rt = Runtime::with_threads(1)?;
+    /// let ds = dir.path().join("ds");
+    /// AgdImportJob { chunk_size: 1, ..AgdImportJob::new(sam.to_str().unwrap(), &ds) }.run(&rt)?;
+    /// let plan: AgdIdxstatsPlan = AgdIdxstatsJob::new(&ds).plan_tasks(8)?;
+    /// assert_eq!(plan.tasks.len(), 2);
+    /// let parts = plan.tasks.iter().rev().map(|t| t.run(&rt)).collect::<Result<Vec<_>, _>>()?;
+    /// assert_eq!(plan.finish(parts)?, AgdIdxstatsJob::new(&ds).run(&rt)?);
+    /// # Ok::<(), sortase::Error>(())
+    /// ```
+    pub fn plan_tasks(&self, n: usize) -> Result<AgdIdxstatsPlan> {
+        let manifest = open_manifest(&self.input)
+            .with_context(|| format!("agd idxstats {}", self.input.display()))?;
+        let n_ref = manifest.references.len();
+        let tasks = runs(&manifest.chunks, n)
+            .into_iter()
+            .enumerate()
+            .map(|(part, chunks)| AgdIdxstatsTask {
+                input: self.input.clone(),
+                part,
+                n_ref,
+                chunks,
+            })
+            .collect();
+        Ok(AgdIdxstatsPlan {
+            input: self.input.clone(),
+            references: manifest.references,
+            tasks,
+        })
+    }
+}
+
+impl AgdIdxstatsTask {
+    /// Counts the task's chunks (in parallel on `rt`), merged in chunk order.
+    pub fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
+        let parts = idxstats::count_chunks(&self.input, &self.chunks, self.n_ref, rt)
+            .with_context(|| format!("agd idxstats {}", self.input.display()))?;
+        let mut counts = IdxStats::new(self.n_ref);
+        parts.iter().for_each(|p| counts.merge(p));
+        Ok(IdxstatsPart {
+            part: self.part,
+            counts,
+        })
+    }
+}
+
+impl AgdIdxstatsPlan {
+    /// The report from every task's part (any order): the same rows, or the same
+    /// "not position sorted" error, as [`AgdIdxstatsJob::run`].
+    pub fn finish(&self, parts: Vec<IdxstatsPart>) -> Result<IdxstatsReport> {
+        let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
+        idxstats::report(&self.input, &self.references, &counts)
     }
 }
 

@@ -65,7 +65,9 @@ pub mod writer;
 pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
 };
-pub use agd::{AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdImportJob, AgdImportReport};
+pub use agd::{
+    AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, AgdImportReport,
+};
 pub use agd_view::AgdViewJob;
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};

@@ -369,7 +369,7 @@ fn from_index(input: &Path, index: &Path) -> Result<IdxstatsReport> {
 }
 
 /// Idxstats from per-range counters in file order (samtools' `slow_idxstats`).
-fn from_counts(
+pub(crate) fn from_counts(
     name: &str,
     header: &sortase_bam::Header,
     parts: &[IdxStats],

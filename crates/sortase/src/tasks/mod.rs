@@ -34,12 +34,12 @@ pub use plans::{
     abort_json, fallback_json, finish_json, plan_json, stage_tasks_json, CutOptions, Plan,
 };
 pub use sort::{
-    ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput, ReduceTask,
-    SortPlan, SortTask, SortTaskOutput, TaskError,
+    AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,
+    ReduceTask, SortPlan, SortTask, SortTaskOutput, TaskError,
 };
 pub use wire::{RunIndex, Sample};
 
-use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask};
+use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask, AgdIdxstatsTask};
 use crate::error::{Error, Result};
 use crate::index::{IndexPart, IndexTask};
 use crate::merge::{MergeTask, MergeTaskOutput};
@@ -68,6 +68,8 @@ pub enum Task {
     AgdFlagstat(AgdFlagstatTask),
     /// Consecutive chunks of `sortase agd view -c`.
     AgdCount(AgdCountTask),
+    /// Consecutive chunks of `sortase agd idxstats`.
+    AgdIdxstats(AgdIdxstatsTask),
 }
 
 /// What a [`Task`] returns.
@@ -90,6 +92,8 @@ pub enum TaskOutput {
     AgdFlagstat(FlagstatPart),
     /// The output of an [`AgdCountTask`].
     AgdCount(AgdCountPart),
+    /// The output of an [`AgdIdxstatsTask`].
+    AgdIdxstats(IdxstatsPart),
 }
 
 impl From<MergeTask> for Task {
@@ -116,6 +120,7 @@ impl Task {
             Task::Idxstats(t) => t.run(rt).map(TaskOutput::Idxstats),
             Task::AgdFlagstat(t) => t.run(rt).map(TaskOutput::AgdFlagstat),
             Task::AgdCount(t) => t.run(rt).map(TaskOutput::AgdCount),
+            Task::AgdIdxstats(t) => t.run(rt).map(TaskOutput::AgdIdxstats),
         }
     }
 }

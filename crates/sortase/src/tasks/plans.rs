@@ -9,8 +9,8 @@
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
-use crate::agd::AgdFlagstatJob;
-use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan};
+use crate::agd::{AgdFlagstatJob, AgdIdxstatsJob};
+use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan, AgdIdxstatsPlan};
 use crate::agd_view::AgdViewJob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexJob, IndexPlan};
@@ -46,6 +46,8 @@ pub enum Plan {
     AgdFlagstat(AgdFlagstatPlan),
     /// `sortase agd view -c` (one stage; tasks of consecutive chunks).
     AgdCount(AgdCountPlan),
+    /// `sortase agd idxstats` (one stage; tasks of consecutive chunks).
+    AgdIdxstats(AgdIdxstatsPlan),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -75,7 +77,9 @@ fn parse<'a, T: Deserialize<'a>>(what: &str, text: &'a str) -> Result<T> {
 
 impl Plan {
     /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `idxstats`, `index`,
-    /// `snp_pileup` or `merge`).
+    /// `snp_pileup`, `merge`, or on an AGD dataset `agd_flagstat`, `agd_count`, `agd_idxstats`
+    /// and `agd_sort` (a [`SortJob`] whose input is the dataset directory; its plan is a sort's,
+    /// with no count tasks)).
     pub fn new(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Plan> {
         let n = cut.tasks.unwrap_or(rt.threads() * 4).max(1);
         Ok(match kind {
@@ -87,6 +91,15 @@ impl Plan {
                     reduce_tasks: cut.reduce_tasks,
                 };
                 Plan::Sort(Box::new(job.plan_with(rt, &options)?))
+            }
+            "agd_sort" => {
+                let job: SortJob = parse("agd_sort job", job_json)?;
+                let defaults = PlanOptions::default();
+                let options = PlanOptions {
+                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
+                    reduce_tasks: cut.reduce_tasks,
+                };
+                Plan::Sort(Box::new(job.plan_dataset_with(rt, &options)?))
             }
             "flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
@@ -119,10 +132,14 @@ impl Plan {
                 let job: AgdViewJob = parse("agd_count job", job_json)?;
                 Plan::AgdCount(job.plan_count(rt, n)?)
             }
+            "agd_idxstats" => {
+                let job: AgdIdxstatsJob = parse("agd_idxstats job", job_json)?;
+                Plan::AgdIdxstats(job.plan_tasks(n)?)
+            }
             other => {
                 return Err(Error::argument(format!(
                     "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
-                     agd_flagstat, agd_count)"
+                     agd_flagstat, agd_count, agd_idxstats, agd_sort)"
                 )))
             }
         })
@@ -175,6 +192,7 @@ impl Plan {
             Plan::Idxstats(p) => p.tasks.iter().cloned().map(Task::Idxstats).collect(),
             Plan::AgdFlagstat(p) => p.tasks.iter().cloned().map(Task::AgdFlagstat).collect(),
             Plan::AgdCount(p) => p.tasks.iter().cloned().map(Task::AgdCount).collect(),
+            Plan::AgdIdxstats(p) => p.tasks.iter().cloned().map(Task::AgdIdxstats).collect(),
         })
     }
 
@@ -261,6 +279,16 @@ impl Plan {
                     .collect();
                 to_json(&p.finish(parts)?)
             }
+            Plan::AgdIdxstats(p) => {
+                let parts = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::AgdIdxstats(f) => Some(f),
+                        _ => None,
+                    })
+                    .collect();
+                to_json(&p.finish(parts)?)
+            }
         }
     }
 
@@ -275,7 +303,7 @@ impl Plan {
             Plan::Idxstats(p) => Some(Plan::Idxstats(p.fallback())),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
             // Chunks are whole files: no guessed boundary to fall back from.
-            Plan::AgdFlagstat(_) | Plan::AgdCount(_) => None,
+            Plan::AgdFlagstat(_) | Plan::AgdCount(_) | Plan::AgdIdxstats(_) => None,
         }
     }
 

@@ -110,8 +110,11 @@ impl SortPlan {
         &self.job
     }
 
-    /// Stage 1: one count task per byte range.
+    /// Stage 1: one count task per byte range (none for a dataset: its manifest counts).
     pub fn count_tasks(&self) -> Vec<SortTask> {
+        if self.dataset.is_some() {
+            return Vec::new();
+        }
         (0..self.ranges.len())
             .map(|i| {
                 SortTask::Count(CountTask {
@@ -128,7 +131,21 @@ impl SortPlan {
     /// Stage 2 from the outputs of stage 1 (in any order): one map task per proved range, walking
     /// from the first range to the end of the file (a range whose planned start proved not to be
     /// a record start was absorbed by the range before it, and is skipped with its count).
+    ///
+    /// A dataset's sort takes no counts: one [`super::AgdMapTask`] per run of its chunks.
     pub fn map_tasks(&self, counts: &[CountOutput]) -> Result<Vec<SortTask>> {
+        if let Some(dataset) = &self.dataset {
+            if !counts.is_empty() {
+                return Err(Error::argument(
+                    "a dataset's sort has no count tasks; give its map stage no outputs",
+                ));
+            }
+            return Ok(self
+                .dataset_map_tasks(dataset)
+                .into_iter()
+                .map(SortTask::AgdMap)
+                .collect());
+        }
         let mut by_range: Vec<Option<&CountOutput>> = vec![None; self.ranges.len()];
         for c in counts {
             if self.ranges.get(c.range).map(|r| r.start) != Some(c.start) {

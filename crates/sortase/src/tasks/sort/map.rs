@@ -12,7 +12,7 @@ use sortase_sort::merge::memory_seq;
 use sortase_sort::ranges::{RangePlan, SplitPoint};
 use sortase_sort::run::write_run;
 use sortase_sort::{sort_batches, SortOrder};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Memory a map task charges per record besides its bytes: its sort entry (as the sorter).
 const ENTRY_COST: usize = 16;
@@ -87,22 +87,12 @@ impl MapTask {
             if batch.is_empty() {
                 continue;
             }
-            let cost = batch.allocated() + batch.len() * ENTRY_COST;
-            if memory.size() + cost > rt.memory().limit() {
-                return Err(Error::argument(format!(
-                    "the range of {} records ({} bytes) needs more than the runtime's memory \
-                     pool ({} bytes); plan with a smaller task_memory",
-                    self.records,
-                    self.record_bytes,
-                    rt.memory().limit()
-                ))
-                .into());
-            }
-            // Within the pool's limit: wait for other jobs on the pool to give memory back.
-            let cancel = rt.cancel_flag().clone();
-            if memory.grow_waiting(cost, || cancel.is_cancelled()).is_err() {
-                rt.check_cancelled()?;
-            }
+            hold(rt, &mut memory, &batch, || {
+                format!(
+                    "the range of {} records ({} bytes)",
+                    self.records, self.record_bytes
+                )
+            })?;
             first_seqs.push(seq);
             seq += batch.len() as u64;
             bytes += batch.bytes().len() as u64;
@@ -121,31 +111,73 @@ impl MapTask {
             )
             .into());
         }
-        let entries = rt.install(|| sort_batches(order, &batches));
-        let samples = samples(&order, &batches, &first_seqs);
-        rt.check_cancelled()?;
-        let temp = WorkFile::new(&self.run_path)?;
-        let mut run = rt.install(|| {
-            write_run(
-                temp.path(),
-                order,
-                entries.iter().map(|&(_, loc)| {
-                    let record = batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize);
-                    (memory_seq(&first_seqs, loc), record)
-                }),
-            )
-        })?;
-        temp.commit()?;
-        run.path = self.run_path.clone();
+        let (run, samples) = sort_into_run(rt, order, &batches, &first_seqs, &self.run_path)?;
         Ok(MapOutput {
             part: self.part,
             parts: self.parts,
-            run: RunIndex::from(&run),
+            run,
             samples,
             records: self.records,
             record_bytes: bytes,
         })
     }
+}
+
+/// Sorts `batches` (their first records' sequence numbers `first_seqs`) in memory as the sorter
+/// does and writes them as one run at `run_path` (under a temporary name, renamed when complete);
+/// returns the run's index and the candidate split points among them. Shared by [`MapTask`] and
+/// the dataset's map task (`agd_map.rs`).
+pub(super) fn sort_into_run(
+    rt: &Runtime,
+    order: SortOrder,
+    batches: &[RecordBatch],
+    first_seqs: &[u64],
+    run_path: &Path,
+) -> anyhow::Result<(RunIndex, Vec<Sample>)> {
+    let entries = rt.install(|| sort_batches(order, batches));
+    let samples = samples(&order, batches, first_seqs);
+    rt.check_cancelled()?;
+    let temp = WorkFile::new(run_path)?;
+    let mut run = rt.install(|| {
+        write_run(
+            temp.path(),
+            order,
+            entries.iter().map(|&(_, loc)| {
+                let record = batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize);
+                (memory_seq(first_seqs, loc), record)
+            }),
+        )
+    })?;
+    temp.commit()?;
+    run.path = run_path.to_path_buf();
+    Ok((RunIndex::from(&run), samples))
+}
+
+/// Charges one batch of a map task to `memory` (its bytes and a sort entry per record), waiting for
+/// other jobs on the runtime's pool to give memory back; an error when the task's records cannot
+/// fit in the pool at all (`what`: the records, for the message).
+pub(super) fn hold(
+    rt: &Runtime,
+    memory: &mut crate::memory::Reservation,
+    batch: &RecordBatch,
+    what: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    let cost = batch.allocated() + batch.len() * ENTRY_COST;
+    if memory.size() + cost > rt.memory().limit() {
+        return Err(Error::argument(format!(
+            "{} needs more than the runtime's memory pool ({} bytes); plan with a smaller \
+             task_memory",
+            what(),
+            rt.memory().limit()
+        ))
+        .into());
+    }
+    // Within the pool's limit: wait for other jobs on the pool to give memory back.
+    let cancel = rt.cancel_flag().clone();
+    if memory.grow_waiting(cost, || cancel.is_cancelled()).is_err() {
+        rt.check_cancelled()?;
+    }
+    Ok(())
 }
 
 /// The candidate split points among `batches` (as `Sorter::push` takes them).

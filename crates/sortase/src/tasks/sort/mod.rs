@@ -30,6 +30,8 @@
 //!    summary are those `SortJob::run` writes.
 //!
 //! The driver's side is `plan.rs` ([`SortJob::plan`]) and `driver.rs` (the [`SortPlan`] methods).
+//! An AGD dataset is sorted by the same stages with its chunks as the map tasks' inputs
+//! (`agd_map.rs`, [`SortJob::plan_dataset`]: no count tasks, an [`AgdMapTask`] per run of chunks).
 //! A whole sort on one machine (tasks may run anywhere that sees the input and the work directory,
 //! in any order within a stage, retried at will):
 //!
@@ -59,12 +61,14 @@
 //! [`choose_splits`]: sortase_sort::ranges::choose_splits
 //! [`RangePlan`]: sortase_sort::ranges::RangePlan
 
+mod agd_map;
 mod count;
 pub(crate) mod driver;
 mod map;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 
+pub use agd_map::AgdMapTask;
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
 pub use reduce::{EncodedRangeIndex, PartIndex, ReduceOutput, ReduceTask, RunStart};
@@ -84,6 +88,8 @@ pub enum SortTask {
     Count(CountTask),
     /// Stage 2.
     Map(MapTask),
+    /// Stage 2 of a dataset's sort ([`SortJob::plan_dataset`]).
+    AgdMap(AgdMapTask),
     /// Stage 3.
     Reduce(ReduceTask),
 }
@@ -106,6 +112,7 @@ impl SortTask {
         Ok(match self {
             SortTask::Count(t) => SortTaskOutput::Count(t.run(rt)?),
             SortTask::Map(t) => SortTaskOutput::Map(t.run(rt)?),
+            SortTask::AgdMap(t) => SortTaskOutput::Map(t.run(rt)?),
             SortTask::Reduce(t) => SortTaskOutput::Reduce(t.run(rt)?),
         })
     }
@@ -187,6 +194,9 @@ pub struct SortPlan {
     /// The index geometry with `--write-index`.
     index: Option<(u32, u32)>,
     warnings: Vec<String>,
+    /// The input is an AGD dataset (`input` its directory, no byte ranges): its chunks' runs.
+    #[serde(default)]
+    dataset: Option<agd_map::DatasetInput>,
 }
 
 /// An error a task reports as data instead of failing (see [`CountOutput::error`]).

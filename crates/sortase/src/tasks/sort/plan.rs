@@ -7,13 +7,14 @@ use crate::bail_argument;
 use crate::error::{Error, Result};
 use crate::options::{add_program, temp_prefix};
 use crate::runtime::Runtime;
-use crate::sort::{resolve_output, SortJob, DEFAULT_LEVEL};
+use crate::sort::{resolve_output, ResolvedOutput, SortJob, DEFAULT_LEVEL};
 use crate::tasks::wire::HeaderData;
 use crate::writer::{OnTheFlyIndex, OutFormat};
 use anyhow::{bail, Context};
 use sortase_bgzf::scanner;
 use sortase_index::range::plan_ranges;
 use sortase_index::IndexBuilder;
+use sortase_sort::SortOrder;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -45,16 +46,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
         );
     }
     let mut warnings = Vec::new();
-    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, &mut warnings)?;
-    let OutFormat::Bam(level) = out.format else {
-        bail_argument!("sort tasks write BAM only (the output's format is SAM or CRAM)");
-    };
-    let Some(data) = out.data.as_deref() else {
-        bail_argument!("sort tasks need an output file (-o), not standard output");
-    };
-    if options.task_memory == 0 {
-        bail_argument!("task_memory 0: give the memory of one map task, e.g. 768M");
-    }
+    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
     let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
     let file_len = std::fs::metadata(&input).context(job.input.clone())?.len();
     let estimate = estimate_record_bytes(&input, file_len).context(job.input.clone())?;
@@ -71,7 +63,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
         let ix = OnTheFlyIndex::new(&header, bai);
         IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
     });
-    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(data), rt.temp_dir());
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
     let ranges = planned
         .ranges
@@ -89,10 +81,32 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
         header: HeaderData::of(&header),
         ranges,
         work_dir,
-        level: level.libdeflate(),
+        level,
         index,
         warnings,
+        dataset: None,
     })
+}
+
+/// The output of a sort run as tasks: BAM (its libdeflate level) to a file; a map task's memory
+/// given.
+pub(super) fn check_output(
+    job: &SortJob,
+    order: SortOrder,
+    options: &PlanOptions,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(ResolvedOutput, PathBuf, u8)> {
+    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, warnings)?;
+    let OutFormat::Bam(level) = out.format else {
+        bail_argument!("sort tasks write BAM only (the output's format is SAM or CRAM)");
+    };
+    let Some(data) = out.data.clone() else {
+        bail_argument!("sort tasks need an output file (-o), not standard output");
+    };
+    if options.task_memory == 0 {
+        bail_argument!("task_memory 0: give the memory of one map task, e.g. 768M");
+    }
+    Ok((out, data, level.libdeflate()))
 }
 
 /// "BAM", "CRAM", "SAM" or "bgzipped SAM", from the first bytes.

@@ -1,0 +1,367 @@
+//! A sort of an AGD dataset as tasks ([`SortJob::plan_dataset`]): the dataset's chunks are the map
+//! tasks' inputs instead of byte ranges, and the finished BAM is byte-identical to `sortase sort`
+//! of the BAM `sortase agd export` writes.
+//!
+//! Why: the bytes of a sort depend on the records, their input sequence numbers and the total
+//! record bytes alone (see [`crate::tasks::sort`]). A chunk's records are the exported BAM's
+//! records byte for byte ([`crate::agd::AgdExportJob`] writes the same batches, with the
+//! `duplicate` group's flag 0x400 applied), and the manifest gives each chunk's first ordinal,
+//! which is the exported BAM's sequence number of that record. So no count stage is needed: the
+//! plan's count stage has no tasks, each [`AgdMapTask`] decodes a run of consecutive chunks, sorts
+//! it and reports its record bytes with its samples, and the reduce stage and the finish are the
+//! BAM sort's. The header is the export's (the manifest's text and references) with `SO` and
+//! `@PG` set as `sortase sort` sets them.
+//!
+//! The plan cuts the chunks into runs of about `task_memory` of record data. It estimates a
+//! chunk's record bytes from the first chunk's Parquet footers (the uncompressed size of its
+//! column data); where they cannot be read (a driver that holds only the manifest) every chunk is
+//! a map task of its own. The cut changes which task sorts which records, never the output.
+
+use super::map::{hold, sort_into_run};
+use super::plan::{check_output, create_work_dir};
+use super::{MapOutput, PlanOptions, SortPlan};
+use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
+use crate::agd_tasks::runs;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{add_program, temp_prefix, Order};
+use crate::runtime::Runtime;
+use crate::sort::SortJob;
+use crate::tasks::wire::HeaderData;
+use crate::writer::OnTheFlyIndex;
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sortase_agd::{ChunkEntry, ExtraGroup, Group, Manifest};
+use sortase_bam::RecordBatch;
+use sortase_index::IndexBuilder;
+use std::path::{Path, PathBuf};
+
+/// The dataset a [`SortPlan`] reads: its chunks cut into the map tasks' runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DatasetInput {
+    /// One run of consecutive chunks per map task, in chunk order.
+    pub runs: Vec<Vec<ChunkEntry>>,
+    /// The dataset's `duplicate` group (agd markdup), applied to the flags as export applies it.
+    pub duplicate: Option<ExtraGroup>,
+}
+
+/// Stage 2 of a dataset's sort: decode a run of consecutive chunks, sort it into one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgdMapTask {
+    /// The dataset directory.
+    pub input: PathBuf,
+    /// The order.
+    pub order: Order,
+    /// This task's number (runs are numbered in chunk order).
+    pub part: usize,
+    /// Map tasks in the plan.
+    pub parts: usize,
+    /// The chunks, consecutive (as the manifest lists them).
+    pub chunks: Vec<ChunkEntry>,
+    /// The dataset's `duplicate` group, whose files the task also reads.
+    #[serde(default)]
+    pub duplicate: Option<ExtraGroup>,
+    /// Where the run goes.
+    pub run_path: PathBuf,
+}
+
+impl AgdMapTask {
+    /// The files the task reads: every core group's file of each chunk, and the `duplicate`
+    /// group's (for drivers that fetch them from object storage).
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for c in &self.chunks {
+            out.extend(Group::ALL.map(|g| sortase_agd::chunk_path(&self.input, g, c.index)));
+            if let Some(d) = &self.duplicate {
+                out.push(sortase_agd::extra::extra_path(&self.input, d, c.index));
+            }
+        }
+        out
+    }
+
+    /// Decodes, sorts and writes the chunks.
+    pub fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        self.run_inner(rt)
+            .with_context(|| {
+                format!(
+                    "agd sort map task {} of {}",
+                    self.part,
+                    self.input.display()
+                )
+            })
+            .map_err(Error::from)
+    }
+
+    fn run_inner(&self, rt: &Runtime) -> anyhow::Result<MapOutput> {
+        let order = self.order.resolve()?;
+        let records: u64 = self.chunks.iter().map(|c| c.records).sum();
+        let mut memory = rt.memory().reservation("agd sort task: records");
+        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
+        let mut bytes = 0u64;
+        // A window of one chunk per thread decoded at a time; the first error in chunk order.
+        for window in self.chunks.chunks(rt.threads().max(1)) {
+            rt.check_cancelled()?;
+            let decoded: Vec<anyhow::Result<RecordBatch>> = rt.install(|| {
+                window
+                    .par_iter()
+                    .map(|c| chunk_batch_with(&self.input, self.duplicate.as_ref(), c))
+                    .collect()
+            });
+            for (chunk, batch) in window.iter().zip(decoded) {
+                let batch = batch?;
+                if batch.len() as u64 != chunk.records {
+                    return Err(Error::new(
+                        ErrorKind::Input,
+                        format!(
+                            "chunk {} holds {} records, the plan says {}",
+                            chunk.index,
+                            batch.len(),
+                            chunk.records
+                        ),
+                    )
+                    .into());
+                }
+                hold(rt, &mut memory, &batch, || {
+                    format!("the {} chunks of {records} records", self.chunks.len())
+                })?;
+                first_seqs.push(chunk.first);
+                bytes += batch.bytes().len() as u64;
+                batches.push(batch);
+            }
+        }
+        let (run, samples) = sort_into_run(rt, order, &batches, &first_seqs, &self.run_path)?;
+        Ok(MapOutput {
+            part: self.part,
+            parts: self.parts,
+            run,
+            samples,
+            records,
+            record_bytes: bytes,
+        })
+    }
+}
+
+impl SortJob {
+    /// Plans the sort of the AGD dataset `input` (a directory) as tasks with
+    /// [`PlanOptions::default`] (see [`SortJob::plan_dataset_with`]).
+    pub fn plan_dataset(&self, rt: &Runtime) -> Result<SortPlan> {
+        self.plan_dataset_with(rt, &PlanOptions::default())
+    }
+
+    /// Plans the sort of the AGD dataset `input` as tasks: the count stage has no tasks, the map
+    /// stage one task per run of consecutive chunks (about `task_memory` of records each), BAM
+    /// output to a file only. The finished output is byte-identical to [`SortJob::run`] on the
+    /// BAM `sortase agd export` writes from the dataset.
+    ///
+    /// ```
+    /// # use sortase::{AgdExportJob, AgdImportJob, OutputSpec, Runtime, SortJob};
+    /// # use sortase::tasks::{SortTask, SortTaskOutput};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let sam = dir.path().join("in.sam");
+    /// # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr2\t0\tchr1\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr3\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+    /// let rt = Runtime::with_threads(1)?;
+    /// let ds = dir.path().join("ds");
+    /// AgdImportJob { chunk_size: 1, ..AgdImportJob::new(sam.to_str().unwrap(), &ds) }.run(&rt)?;
+    /// let out = dir.path().join("out.bam");
+    /// let mut job = SortJob::new(ds.to_str().unwrap(), OutputSpec::to_path(&out));
+    /// job.program = None;
+    /// let plan = job.plan_dataset(&rt)?;
+    /// assert!(plan.count_tasks().is_empty());
+    /// let run = |tasks: Vec<SortTask>| -> sortase::Result<Vec<SortTaskOutput>> {
+    ///     tasks.iter().map(|t| t.run(&rt)).collect()
+    /// };
+    /// let maps = run(plan.map_tasks(&[])?)?.into_iter().filter_map(SortTaskOutput::into_map).collect::<Vec<_>>();
+    /// let parts = run(plan.reduce_tasks(&maps, &rt)?)?.into_iter().filter_map(SortTaskOutput::into_reduce).collect::<Vec<_>>();
+    /// assert_eq!(plan.finish(&parts, &rt)?.records, 3);
+    /// // The bytes of `sortase sort` of the export.
+    /// let exported = dir.path().join("exported.bam");
+    /// AgdExportJob::new(&ds, OutputSpec::to_path(&exported)).run(&rt)?;
+    /// let one = dir.path().join("one.bam");
+    /// let mut job = SortJob::new(exported.to_str().unwrap(), OutputSpec::to_path(&one));
+    /// job.program = None;
+    /// job.run(&rt)?;
+    /// assert_eq!(std::fs::read(&out)?, std::fs::read(&one)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn plan_dataset_with(&self, rt: &Runtime, options: &PlanOptions) -> Result<SortPlan> {
+        plan_dataset(self, rt, options)
+            .with_context(|| format!("agd sort tasks {}", self.input))
+            .map_err(Error::from)
+    }
+}
+
+fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<SortPlan> {
+    let order = job.order.resolve()?;
+    let manifest = open_manifest(Path::new(&job.input))?;
+    let mut warnings = Vec::new();
+    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
+    let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
+    let n = match estimate_record_bytes(&input, &manifest) {
+        // As a BAM's map tasks: records plus a quarter for the sort entries and slack.
+        Some(estimate) => (estimate + estimate / 4).div_ceil(options.task_memory as u64),
+        None => manifest.chunks.len() as u64,
+    };
+    let n = n.clamp(1, manifest.chunks.len().max(1) as u64) as usize;
+    let mut chunk_runs = runs(&manifest.chunks, n);
+    if chunk_runs.is_empty() {
+        // No records: one map task writes an empty run, as a BAM's one empty range does.
+        chunk_runs.push(Vec::new());
+    }
+    let mut header = dataset_header(&manifest);
+    let (so, ss) = order.header_values();
+    header.set_sort_order(so, ss.as_deref());
+    add_program(&mut header, job.program.as_ref());
+    let index = out.index.as_ref().map(|&(_, bai)| {
+        let ix = OnTheFlyIndex::new(&header, bai);
+        IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
+    });
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
+    let work_dir = create_work_dir(&prefix)?;
+    Ok(SortPlan {
+        job: job.clone(),
+        options: options.clone(),
+        input,
+        n_ref: header.references().len(),
+        header: HeaderData::of(&header),
+        ranges: Vec::new(),
+        work_dir,
+        level,
+        index,
+        warnings,
+        dataset: Some(DatasetInput {
+            runs: chunk_runs,
+            duplicate: duplicate_group(&manifest).cloned(),
+        }),
+    })
+}
+
+/// The dataset's record bytes, estimated from the uncompressed size of the first chunk's column
+/// data (its four Parquet footers) per record; `None` when a footer cannot be read.
+fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
+    let first = manifest.chunks.first()?;
+    let mut bytes = 0u64;
+    for g in Group::ALL {
+        let file = std::fs::File::open(sortase_agd::chunk_path(dir, g, first.index)).ok()?;
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .ok()?;
+        bytes += meta
+            .row_groups()
+            .iter()
+            .map(|r| r.total_byte_size().max(0) as u64)
+            .sum::<u64>();
+    }
+    let per_record = bytes.div_ceil(first.records.max(1));
+    Some(per_record * manifest.records)
+}
+
+impl SortPlan {
+    /// Stage 2 of a dataset's sort: one [`AgdMapTask`] per run of chunks.
+    pub(super) fn dataset_map_tasks(&self, dataset: &DatasetInput) -> Vec<AgdMapTask> {
+        let parts = dataset.runs.len();
+        dataset
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(part, chunks)| AgdMapTask {
+                input: self.input.clone(),
+                order: self.job.order.clone(),
+                part,
+                parts,
+                chunks: chunks.clone(),
+                duplicate: dataset.duplicate.clone(),
+                run_path: self.work_dir.join(format!("map-{part:06}.run")),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::{SortTask, SortTaskOutput};
+    use crate::{AgdExportJob, AgdImportJob, OutputSpec};
+
+    /// Runs every task of `tasks` on `rt`, in reverse order (tasks of a stage run in any order).
+    fn run(tasks: Vec<SortTask>, rt: &Runtime) -> Vec<SortTaskOutput> {
+        tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
+    }
+
+    #[test]
+    fn dataset_sort_tasks_write_the_sort_of_the_export() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::with_threads(2).unwrap();
+        let bam = crate::test_data::sorted_bam(dir.path(), 3000);
+        let ds = dir.path().join("ds");
+        AgdImportJob {
+            chunk_size: 250,
+            ..AgdImportJob::new(bam.to_str().unwrap(), &ds)
+        }
+        .run(&rt)
+        .unwrap();
+        let exported = dir.path().join("exported.bam");
+        AgdExportJob::new(&ds, OutputSpec::to_path(&exported))
+            .run(&rt)
+            .unwrap();
+        for (order, task_memory, maps) in [
+            (Order::Name, 1 << 30, 1),
+            (Order::Name, 1, 12),
+            (Order::Coordinate, 200_000, 0),
+        ] {
+            let out = dir.path().join("out.bam");
+            let mut job = SortJob::new(ds.to_str().unwrap(), OutputSpec::to_path(&out));
+            job.order = order.clone();
+            job.program = None;
+            let options = PlanOptions {
+                task_memory,
+                reduce_tasks: Some(3),
+            };
+            let plan = job.plan_dataset_with(&rt, &options).unwrap();
+            assert!(plan.count_tasks().is_empty());
+            let map_tasks = plan.map_tasks(&[]).unwrap();
+            let n = map_tasks.len();
+            // One task of all chunks, one per chunk, or (about 1 MB of records) several runs.
+            if maps > 0 {
+                assert_eq!(n, maps, "{order:?} {task_memory}");
+            } else {
+                assert!(n > 1 && n < 12, "{n} map tasks");
+            }
+            let maps: Vec<_> = run(map_tasks, &rt)
+                .into_iter()
+                .filter_map(SortTaskOutput::into_map)
+                .collect();
+            let parts: Vec<_> = run(plan.reduce_tasks(&maps, &rt).unwrap(), &rt)
+                .into_iter()
+                .filter_map(SortTaskOutput::into_reduce)
+                .collect();
+            assert_eq!(plan.finish(&parts, &rt).unwrap().records, 3000);
+            let one = dir.path().join("one.bam");
+            let mut reference = SortJob::new(exported.to_str().unwrap(), OutputSpec::to_path(&one));
+            reference.order = order.clone();
+            reference.program = None;
+            reference.run(&rt).unwrap();
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&one).unwrap(),
+                "{order:?} {task_memory}"
+            );
+            assert!(!plan.work_dir().exists());
+        }
+        // The count stage has no outputs to give.
+        let job = SortJob::new(
+            ds.to_str().unwrap(),
+            OutputSpec::to_path(dir.path().join("x.bam")),
+        );
+        let plan = job.plan_dataset(&rt).unwrap();
+        let bogus = crate::tasks::CountOutput {
+            range: 0,
+            start: 0,
+            end: None,
+            records: 1,
+            record_bytes: 1,
+            error: None,
+        };
+        assert!(plan.map_tasks(&[bogus]).is_err());
+        plan.abort().unwrap();
+    }
+}
