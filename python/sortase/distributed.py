@@ -178,7 +178,7 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
         reads = [(os.path.join(body["input"], d, f"{c['index']:06}.parquet"), None)
                  for c in chunks for d in dirs]
         return reads, []
-    if kind == "idxstats" and "cram" in body:
+    if kind in ("flagstat", "idxstats") and "cram" in body:
         # A run of whole CRAM containers: the file definition and header container, then the run
         # (its reader stops after the run's records: cram_ranges.rs `CramSlice`).
         c = body["cram"]
@@ -654,7 +654,8 @@ def flagstat(
     progress: Optional[bool] = None,
 ) -> Report:
     """samtools flagstat on a Dask cluster: one task per byte range (``tasks``, default 4 per
-    core of the driver). The report's ``counts`` equal ``sortase flagstat``'s.
+    core of the driver; of a CRAM file, per run of whole containers). The report's ``counts``
+    equal ``sortase flagstat``'s.
 
     ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
     run of consecutive chunks from their ``results`` files alone (``tasks`` runs, at most one per

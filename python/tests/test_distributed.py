@@ -207,13 +207,18 @@ def make_cram(bam: Path, path: Path) -> Path:
     return path
 
 
-def test_cram_idxstats_tasks_are_runs_of_containers(bam: Path, client, s3, tmp_path: Path) -> None:
+def test_cram_idxstats_and_flagstat_tasks_are_runs_of_containers(bam: Path, client, s3, tmp_path: Path) -> None:
     cram = make_cram(bam, tmp_path / "in.cram")
     want = pysam.idxstats(str(cram))
     assert cli("idxstats", str(cram)).decode() == want
     report = distributed.idxstats(cram, client=client, tasks=5, progress=False)
     assert report["distributed"]["phases"][1]["tasks"] > 1
     assert distributed.idxstats_text(report) == want
+    flagstat = distributed.flagstat(cram, client=client, tasks=5, progress=False)
+    assert flagstat["distributed"]["phases"][1]["tasks"] > 1
+    bam_counts = distributed.flagstat(bam, client=client, tasks=3, progress=False)["counts"]
+    assert flagstat["counts"] == bam_counts and sum(bam_counts["reads"]) == RECORDS
+    assert distributed.count(cram, client=client, tasks=5, progress=False) == RECORDS
     # On object storage each task fetches the header container and its run only.
     fs, options = s3
     fs.put_file(str(cram), "sortase-test/cram/x.cram")

@@ -68,18 +68,27 @@ impl FlagstatReport {
     }
 }
 
-/// Flagstat's range tasks: one per byte range of the BAM.
+/// Flagstat's range tasks: one per byte range of the BAM, or per run of containers of a CRAM file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlagstatPlan {
     /// The tasks, in file order.
     pub tasks: Vec<FlagstatTask>,
 }
 
-/// Counting one byte range of the BAM.
+/// Counting one part of the file (JSON: `{"slice": ...}` or `{"cram": ...}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlagstatTask {
-    /// The range.
-    pub slice: BamSlice,
+#[serde(untagged)]
+pub enum FlagstatTask {
+    /// A byte range of a BAM.
+    Bam {
+        /// The range.
+        slice: BamSlice,
+    },
+    /// A run of containers of a CRAM file.
+    Cram {
+        /// The run.
+        cram: CramSlice,
+    },
 }
 
 /// The counters of one range.
@@ -136,13 +145,22 @@ impl FlagstatJob {
         self.plan_ranges(rt.threads() * RANGES_PER_THREAD)
     }
 
-    /// Range tasks: about `n` ranges of equal compressed size (fewer for small files).
+    /// Range tasks: about `n` ranges of equal compressed size (fewer for small files), or runs of
+    /// whole containers of a CRAM file (none if it has no records).
     pub fn plan_ranges(&self, n: usize) -> Result<FlagstatPlan> {
-        let (_, slices) = bam_ranges::plan_slices(&self.input, n)
-            .with_context(|| self.input.display().to_string())?;
+        let name = self.input.display().to_string();
+        if crate::input::is_cram(&self.input) {
+            let slices = cram_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
+            let tasks = slices
+                .into_iter()
+                .map(|cram| FlagstatTask::Cram { cram })
+                .collect();
+            return Ok(FlagstatPlan { tasks });
+        }
+        let (_, slices) = bam_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
         let tasks = slices
             .into_iter()
-            .map(|slice| FlagstatTask { slice })
+            .map(|slice| FlagstatTask::Bam { slice })
             .collect();
         Ok(FlagstatPlan { tasks })
     }
@@ -151,14 +169,36 @@ impl FlagstatJob {
 impl FlagstatTask {
     /// Counts the range's records.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
-        let mut counts = FlagStat::default();
-        self.slice
-            .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
-            .with_context(|| self.slice.input.display().to_string())?;
-        Ok(FlagstatPart {
-            part: self.slice.part,
-            counts,
-        })
+        match self {
+            FlagstatTask::Bam { slice } => {
+                let mut counts = FlagStat::default();
+                slice
+                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
+                    .with_context(|| slice.input.display().to_string())?;
+                Ok(FlagstatPart {
+                    part: slice.part,
+                    counts,
+                })
+            }
+            FlagstatTask::Cram { cram } => {
+                let (_, counts) = cram_ranges::scan_range(
+                    &cram.input,
+                    &cram.range(),
+                    rt,
+                    sortase_cram::Fields::Flagstat,
+                    |_| FlagStat::default(),
+                    |s, c| {
+                        s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
+                        Ok(())
+                    },
+                )
+                .with_context(|| cram.input.display().to_string())?;
+                Ok(FlagstatPart {
+                    part: cram.part,
+                    counts,
+                })
+            }
+        }
     }
 }
 
@@ -171,15 +211,25 @@ impl FlagstatPlan {
         Ok(report)
     }
 
-    /// The plan to run instead when a task failed: the whole file as one task (see
-    /// [`crate::bam_ranges`]).
-    pub fn fallback(&self) -> FlagstatPlan {
-        let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
+    /// The plan to run instead when a task failed: the whole BAM as one task (see
+    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    pub fn fallback(&self) -> Option<FlagstatPlan> {
+        let slices: Vec<BamSlice> = self
+            .tasks
+            .iter()
+            .filter_map(|t| match t {
+                FlagstatTask::Bam { slice } => Some(slice.clone()),
+                FlagstatTask::Cram { .. } => None,
+            })
+            .collect();
+        if slices.is_empty() {
+            return None;
+        }
         let tasks = bam_ranges::whole(&slices)
             .into_iter()
-            .map(|slice| FlagstatTask { slice })
+            .map(|slice| FlagstatTask::Bam { slice })
             .collect();
-        FlagstatPlan { tasks }
+        Some(FlagstatPlan { tasks })
     }
 }
 
@@ -595,7 +645,7 @@ mod tests {
             .collect();
         assert_eq!(plan.finish(parts.clone()).unwrap(), expected);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
-        let fallback = plan.fallback();
+        let fallback = plan.fallback().unwrap();
         let whole = fallback.tasks[0].run(&rt).unwrap();
         assert_eq!(fallback.finish(vec![whole]).unwrap(), expected);
     }
@@ -634,7 +684,7 @@ mod tests {
     }
 
     #[test]
-    fn cram_idxstats_counts_runs_of_containers_and_plans_them_as_tasks() {
+    fn cram_idxstats_and_flagstat_count_runs_of_containers_and_plan_them_as_tasks() {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 500);
         let rt = Runtime::with_threads(3).unwrap();
@@ -671,6 +721,17 @@ mod tests {
             .collect();
         assert_eq!(plan.finish(parts.clone()).unwrap(), want);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
+        // Flagstat's tasks are the same runs.
+        let want = FlagstatJob::new(&bam).run(&rt).unwrap();
+        let plan = FlagstatJob::new(&cram).plan_ranges(6).unwrap();
+        assert!(
+            plan.tasks.len() > 3 && plan.fallback().is_none(),
+            "{plan:?}"
+        );
+        let plan: FlagstatPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts = plan.tasks.iter().rev().map(|t| t.run(&rt).unwrap());
+        assert_eq!(plan.finish(parts.collect()).unwrap(), want);
     }
 
     #[test]
