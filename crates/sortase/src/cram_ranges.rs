@@ -16,7 +16,7 @@ use sortase_cram::{ContainerRange, Core, CramReader, Fields, ReadOptions};
 use std::path::{Path, PathBuf};
 
 /// Records between two checks of the cancel flag.
-const CANCEL_EVERY: u32 = 1 << 14;
+pub const CANCEL_EVERY: u32 = 1 << 14;
 
 /// Runs `add` over the fixed fields of every record of the CRAM file at `path`, decoding only
 /// `fields`, on `rt.threads()` threads: one accumulator per run of containers (made by `new` from

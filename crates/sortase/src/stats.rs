@@ -1,6 +1,7 @@
 //! [`FlagstatJob`] and [`IdxstatsJob`]: samtools flagstat and idxstats, counted per byte range of the
-//! BAM on all cores and summed (crates/ops holds the counters). Flagstat also comes as serialisable
-//! range tasks ([`FlagstatPlan`]) for a distributed driver.
+//! BAM (per run of containers of a CRAM file, [`crate::cram_ranges`]) on all cores and summed
+//! (crates/ops holds the counters). Both also come as serialisable range tasks ([`FlagstatPlan`],
+//! [`IdxstatsPlan`]) for a distributed driver.
 //!
 //! ```
 //! use sortase::{FlagstatJob, OutputSpec, Runtime, SortJob};
