@@ -19,6 +19,8 @@ mod bgzf;
 mod checks;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/cram_idxstats.rs"]
+mod cram_idxstats;
 #[path = "e2e/cram_jobs.rs"]
 mod cram_jobs;
 #[path = "e2e/disk_full.rs"]

@@ -191,6 +191,11 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
         reads = [(os.path.join(body["input"], d, f"{c['index']:06}.parquet"), None)
                  for c in chunks for d in dirs]
         return reads, []
+    if kind in ("flagstat", "idxstats") and "cram" in body:
+        # A run of whole CRAM containers: the file definition and header container, then the run
+        # (its reader stops after the run's records: cram_ranges.rs `CramSlice`).
+        c = body["cram"]
+        return [(c["input"], [(0, c["header_end"]), (c["offset"], c["offset"] + c["bytes"])])], []
     if kind in ("flagstat", "idxstats", "index"):
         s = body["slice"]
         end = s["range"]["end"]
@@ -674,7 +679,8 @@ def flagstat(
     progress: Optional[bool] = None,
 ) -> Report:
     """samtools flagstat on a Dask cluster: one task per byte range (``tasks``, default 4 per
-    core of the driver). The report's ``counts`` equal ``sortase flagstat``'s.
+    core of the driver; of a CRAM file, per run of whole containers). The report's ``counts``
+    equal ``sortase flagstat``'s.
 
     ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
     run of consecutive chunks from their ``results`` files alone (``tasks`` runs, at most one per
@@ -769,8 +775,10 @@ def idxstats(
 ) -> Report:
     """samtools idxstats on a Dask cluster: like ``sortase idxstats``, from the BAM's index when it
     has one (``.bai`` next to it, or ``.csi``; read by the driver, no tasks), else one task per
-    byte range (``tasks``, default 4 per worker thread) counting records per reference. The
-    report's ``rows`` equal ``sortase idxstats``'s; :func:`idxstats_text` gives its text.
+    byte range (``tasks``, default 4 per worker thread) counting records per reference. A CRAM
+    file is always counted (samtools reads no index for it), one task per run of whole
+    containers. The report's ``rows`` equal ``sortase idxstats``'s; :func:`idxstats_text` gives
+    its text.
 
     ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
     run of consecutive chunks from the ``ref_id`` and ``flag`` columns of their ``results`` files

@@ -197,6 +197,40 @@ def test_idxstats_matches_one_machine(bam: Path, client, tmp_path: Path) -> None
     assert out == cli("idxstats", str(sorted_bam))
 
 
+def make_cram(bam: Path, path: Path) -> Path:
+    """A coordinate-sorted CRAM of ``bam`` with many containers (samtools, 500 records a slice and
+    no reference: sequences are stored whole)."""
+    sorted_bam = path.with_suffix(".sorted.bam")
+    pysam.sort("-o", str(sorted_bam), str(bam))
+    pysam.view("-C", "--output-fmt-option", "no_ref", "--output-fmt-option", "seqs_per_slice=500",
+               "-o", str(path), str(sorted_bam), catch_stdout=False)
+    return path
+
+
+def test_cram_idxstats_and_flagstat_tasks_are_runs_of_containers(bam: Path, client, s3, tmp_path: Path) -> None:
+    cram = make_cram(bam, tmp_path / "in.cram")
+    want = pysam.idxstats(str(cram))
+    assert cli("idxstats", str(cram)).decode() == want
+    report = distributed.idxstats(cram, client=client, tasks=5, progress=False)
+    assert report["distributed"]["phases"][1]["tasks"] > 1
+    assert distributed.idxstats_text(report) == want
+    flagstat = distributed.flagstat(cram, client=client, tasks=5, progress=False)
+    assert flagstat["distributed"]["phases"][1]["tasks"] > 1
+    bam_counts = distributed.flagstat(bam, client=client, tasks=3, progress=False)["counts"]
+    assert flagstat["counts"] == bam_counts and sum(bam_counts["reads"]) == RECORDS
+    assert distributed.count(cram, client=client, tasks=5, progress=False) == RECORDS
+    # On object storage each task fetches the header container and its run only.
+    fs, options = s3
+    fs.put_file(str(cram), "sortase-test/cram/x.cram")
+    stats = distributed.idxstats("s3://sortase-test/cram/x.cram", client=client, tasks=4,
+                                 storage_options=options, progress=False)
+    phases = stats["distributed"]["phases"]
+    assert phases[1]["tasks"] > 1 and phases[1]["whole_object_fetches"] == 0
+    assert phases[1]["bytes_read"] < cram.stat().st_size + phases[1]["tasks"] * (64 << 10)
+    assert distributed.idxstats_text(stats) == want
+    fs.rm("sortase-test/cram", recursive=True)
+
+
 def test_failing_job_leaves_nothing(client, tmp_path: Path) -> None:
     bad = make_bam(tmp_path / "bad.bam", records=20_000, seed=3)
     data = bytearray(bad.read_bytes())

@@ -109,10 +109,25 @@ fn container_header(r: &mut impl Read, major: u8) -> std::io::Result<(u64, u64, 
     Ok((c.n, length as u64, records as u64))
 }
 
+/// A CRAM file cut into runs of whole containers ([`scan_containers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPlan {
+    /// File offset just past the header container: a reader of a run reads the file definition
+    /// and the header container (bytes `0..header_end`), then the run's bytes.
+    pub header_end: u64,
+    /// The runs, in file order.
+    pub ranges: Vec<ContainerRange>,
+}
+
 /// The record-bearing containers of the CRAM file at `path` (the header container and the EOF
 /// container hold no records and are left out), cut into about `n` runs of about equal bytes.
 /// A file with no records gives no runs.
 pub fn plan_container_ranges(path: &Path, n: usize) -> Result<Vec<ContainerRange>, BamError> {
+    scan_containers(path, n).map(|plan| plan.ranges)
+}
+
+/// As [`plan_container_ranges`], with where the header container ends.
+pub fn scan_containers(path: &Path, n: usize) -> Result<ContainerPlan, BamError> {
     let file = std::fs::File::open(path).map_err(BamError::Io)?;
     let size = file.metadata().map_err(BamError::Io)?.len();
     let mut r = std::io::BufReader::with_capacity(4096, file);
@@ -126,6 +141,7 @@ pub fn plan_container_ranges(path: &Path, n: usize) -> Result<Vec<ContainerRange
     let major = def[4];
     let mut containers = Vec::new();
     let mut at = 26u64;
+    let mut header_end = None;
     while at < size {
         let (head, data, records) =
             container_header(&mut r, major).map_err(|_| bad(path, "truncated container header"))?;
@@ -133,6 +149,8 @@ pub fn plan_container_ranges(path: &Path, n: usize) -> Result<Vec<ContainerRange
         if end > size {
             return Err(bad(path, "container runs past the end of the file"));
         }
+        // The first container holds the SAM header (§7.1).
+        header_end.get_or_insert(end);
         if records > 0 {
             containers.push((at, end - at, records));
         }
@@ -155,7 +173,10 @@ pub fn plan_container_ranges(path: &Path, n: usize) -> Result<Vec<ContainerRange
             }),
         }
     }
-    Ok(ranges)
+    Ok(ContainerPlan {
+        header_end: header_end.unwrap_or(at),
+        ranges,
+    })
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ mod containers;
 mod convert;
 mod missing;
 
-pub use containers::{plan_container_ranges, ContainerRange};
+pub use containers::{plan_container_ranges, scan_containers, ContainerPlan, ContainerRange};
 pub use convert::{bam1_to_raw, raw_to_bam1, record_to_bam1};
 
 fn cram_err(e: impl std::fmt::Display) -> BamError {
@@ -63,6 +63,9 @@ pub enum Fields {
     /// FLAG and MAPQ only: what a count filtered on flags and mapping quality (`view -c -f/-F/-q`)
     /// reads.
     FlagMapq,
+    /// FLAG and RNAME only: what samtools idxstats requires when it counts records
+    /// (bam_idxstats.c `slow_idxstats`, the only way it reads a CRAM file).
+    Idxstats,
 }
 
 impl Fields {
@@ -79,6 +82,7 @@ impl Fields {
             Fields::Counting => Some(FLAG | RNAME | POS | MAPQ | RNEXT | PNEXT),
             Fields::Flagstat => Some(FLAG | MAPQ | RNEXT),
             Fields::FlagMapq => Some(FLAG | MAPQ),
+            Fields::Idxstats => Some(FLAG | RNAME),
         }
     }
 }

@@ -28,18 +28,24 @@ impl IdxStats {
         self.add_fields(r.reference_sequence_id(), r.flag());
     }
 
-    /// Counts one record from its refID and flag (a columnar source; `tid` must be -1 or a
-    /// reference of the counters).
+    /// Counts one record from its refID and FLAG (the fields a CRAM reader decodes for idxstats, or
+    /// an AGD dataset's columns): `false`, with nothing counted, when `tid` names no reference of
+    /// the header.
     #[inline]
-    pub fn add_fields(&mut self, tid: i32, flag: u16) {
+    pub fn add_fields(&mut self, tid: i32, flag: u16) -> bool {
         if self.order.last() != Some(&tid) {
             self.order.push(tid);
         }
         let slot = usize::from(flag & UNMAPPED != 0);
         match usize::try_from(tid) {
-            Ok(t) => self.per_reference[t][slot] += 1,
-            Err(_) => self.unplaced[slot] += 1,
+            Ok(t) => match self.per_reference.get_mut(t) {
+                Some(c) => c[slot] += 1,
+                None => return false,
+            },
+            Err(_) if tid == -1 => self.unplaced[slot] += 1,
+            Err(_) => return false,
         }
+        true
     }
 
     /// Adds the next range's counts (ranges merged in file order).

@@ -37,7 +37,7 @@ pub mod agd_tasks;
 pub mod agd_view;
 pub mod bam_ranges;
 pub mod bgzip;
-mod cram_ranges;
+pub mod cram_ranges;
 pub mod error;
 pub mod faidx;
 pub mod fetch;

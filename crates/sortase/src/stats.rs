@@ -1,6 +1,7 @@
 //! [`FlagstatJob`] and [`IdxstatsJob`]: samtools flagstat and idxstats, counted per byte range of the
-//! BAM on all cores and summed (crates/ops holds the counters). Flagstat also comes as serialisable
-//! range tasks ([`FlagstatPlan`]) for a distributed driver.
+//! BAM (per run of containers of a CRAM file, [`crate::cram_ranges`]) on all cores and summed
+//! (crates/ops holds the counters). Both also come as serialisable range tasks ([`FlagstatPlan`],
+//! [`IdxstatsPlan`]) for a distributed driver.
 //!
 //! ```
 //! use sortase::{FlagstatJob, OutputSpec, Runtime, SortJob};
@@ -17,10 +18,12 @@
 //! ```
 
 use crate::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
+use crate::cram_ranges::{self, CramSlice};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_bam::BamError;
 use sortase_ops::{flagstat::FlagStat, idxstats::IdxStats};
 use std::path::{Path, PathBuf};
 
@@ -66,18 +69,27 @@ impl FlagstatReport {
     }
 }
 
-/// Flagstat's range tasks: one per byte range of the BAM.
+/// Flagstat's range tasks: one per byte range of the BAM, or per run of containers of a CRAM file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlagstatPlan {
     /// The tasks, in file order.
     pub tasks: Vec<FlagstatTask>,
 }
 
-/// Counting one byte range of the BAM.
+/// Counting one part of the file (JSON: `{"slice": ...}` or `{"cram": ...}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlagstatTask {
-    /// The range.
-    pub slice: BamSlice,
+#[serde(untagged)]
+pub enum FlagstatTask {
+    /// A byte range of a BAM.
+    Bam {
+        /// The range.
+        slice: BamSlice,
+    },
+    /// A run of containers of a CRAM file.
+    Cram {
+        /// The run.
+        cram: CramSlice,
+    },
 }
 
 /// The counters of one range.
@@ -108,7 +120,10 @@ impl FlagstatJob {
                 rt,
                 sortase_cram::Fields::Flagstat,
                 |_| FlagStat::default(),
-                |s, c| s.add_fields(c.flag, c.tid, c.mtid, c.mapq),
+                |s, c| {
+                    s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
+                    Ok(())
+                },
             )
             .with_context(|| name.clone())?;
             if let Some((_, parts)) = ranges {
@@ -131,13 +146,22 @@ impl FlagstatJob {
         self.plan_ranges(rt.threads() * RANGES_PER_THREAD)
     }
 
-    /// Range tasks: about `n` ranges of equal compressed size (fewer for small files).
+    /// Range tasks: about `n` ranges of equal compressed size (fewer for small files), or runs of
+    /// whole containers of a CRAM file (none if it has no records).
     pub fn plan_ranges(&self, n: usize) -> Result<FlagstatPlan> {
-        let (_, slices) = bam_ranges::plan_slices(&self.input, n)
-            .with_context(|| self.input.display().to_string())?;
+        let name = self.input.display().to_string();
+        if crate::input::is_cram(&self.input) {
+            let slices = cram_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
+            let tasks = slices
+                .into_iter()
+                .map(|cram| FlagstatTask::Cram { cram })
+                .collect();
+            return Ok(FlagstatPlan { tasks });
+        }
+        let (_, slices) = bam_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
         let tasks = slices
             .into_iter()
-            .map(|slice| FlagstatTask { slice })
+            .map(|slice| FlagstatTask::Bam { slice })
             .collect();
         Ok(FlagstatPlan { tasks })
     }
@@ -146,14 +170,36 @@ impl FlagstatJob {
 impl FlagstatTask {
     /// Counts the range's records.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
-        let mut counts = FlagStat::default();
-        self.slice
-            .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
-            .with_context(|| self.slice.input.display().to_string())?;
-        Ok(FlagstatPart {
-            part: self.slice.part,
-            counts,
-        })
+        match self {
+            FlagstatTask::Bam { slice } => {
+                let mut counts = FlagStat::default();
+                slice
+                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
+                    .with_context(|| slice.input.display().to_string())?;
+                Ok(FlagstatPart {
+                    part: slice.part,
+                    counts,
+                })
+            }
+            FlagstatTask::Cram { cram } => {
+                let (_, counts) = cram_ranges::scan_range(
+                    &cram.input,
+                    &cram.range(),
+                    rt,
+                    sortase_cram::Fields::Flagstat,
+                    |_| FlagStat::default(),
+                    |s, c| {
+                        s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
+                        Ok(())
+                    },
+                )
+                .with_context(|| cram.input.display().to_string())?;
+                Ok(FlagstatPart {
+                    part: cram.part,
+                    counts,
+                })
+            }
+        }
     }
 }
 
@@ -166,22 +212,34 @@ impl FlagstatPlan {
         Ok(report)
     }
 
-    /// The plan to run instead when a task failed: the whole file as one task (see
-    /// [`crate::bam_ranges`]).
-    pub fn fallback(&self) -> FlagstatPlan {
-        let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
+    /// The plan to run instead when a task failed: the whole BAM as one task (see
+    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    pub fn fallback(&self) -> Option<FlagstatPlan> {
+        let slices: Vec<BamSlice> = self
+            .tasks
+            .iter()
+            .filter_map(|t| match t {
+                FlagstatTask::Bam { slice } => Some(slice.clone()),
+                FlagstatTask::Cram { .. } => None,
+            })
+            .collect();
+        if slices.is_empty() {
+            return None;
+        }
         let tasks = bam_ranges::whole(&slices)
             .into_iter()
-            .map(|slice| FlagstatTask { slice })
+            .map(|slice| FlagstatTask::Bam { slice })
             .collect();
-        FlagstatPlan { tasks }
+        Some(FlagstatPlan { tasks })
     }
 }
 
 /// samtools idxstats as a job: from the BAM's index when it has one, else by counting its records.
+/// A CRAM file is always counted: samtools 1.24 reads no `.crai` for idxstats (a `.crai` of another
+/// file, or a corrupt one, leaves its output unchanged).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdxstatsJob {
-    /// The BAM.
+    /// The BAM or CRAM file.
     pub input: PathBuf,
 }
 
@@ -232,22 +290,33 @@ impl IdxstatsJob {
     /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
         let name = self.input.display().to_string();
+        if crate::input::is_cram(&self.input) {
+            return cram_idxstats(&self.input, rt);
+        }
         if let Some(index) = sortase_bam::query::find_index(&self.input) {
             return from_index(&self.input, &index);
-        }
-        if crate::input::is_cram(&self.input) {
-            let (header, total) = scan_cram(&self.input, rt, IdxStats::new, IdxStats::add)
-                .with_context(|| name.clone())?;
-            return from_counts(&name, &header, std::slice::from_ref(&total));
         }
         let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
             .with_context(|| name.clone())?;
         from_counts(&name, &header, &parts)
     }
 
-    /// Range tasks (about `n` ranges of equal compressed size) when the BAM has no index; none
-    /// when it has one ([`IdxstatsPlan::finish`] then reads the index, as [`IdxstatsJob::run`]).
+    /// Range tasks (about `n` ranges of equal compressed size, or runs of whole containers of a
+    /// CRAM file) when the BAM has no index; none when it has one ([`IdxstatsPlan::finish`] then
+    /// reads the index, as [`IdxstatsJob::run`]).
     pub fn plan_ranges(&self, n: usize) -> Result<IdxstatsPlan> {
+        let name = self.input.display().to_string();
+        if crate::input::is_cram(&self.input) {
+            let slices = cram_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
+            return Ok(IdxstatsPlan {
+                input: self.input.clone(),
+                index: None,
+                tasks: slices
+                    .into_iter()
+                    .map(|cram| IdxstatsTask::Cram { cram })
+                    .collect(),
+            });
+        }
         if let Some(index) = sortase_bam::query::find_index(&self.input) {
             return Ok(IdxstatsPlan {
                 input: self.input.clone(),
@@ -255,23 +324,23 @@ impl IdxstatsJob {
                 tasks: Vec::new(),
             });
         }
-        let (_, slices) = bam_ranges::plan_slices(&self.input, n)
-            .with_context(|| self.input.display().to_string())?;
+        let (_, slices) = bam_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
         Ok(IdxstatsPlan {
             input: self.input.clone(),
             index: None,
             tasks: slices
                 .into_iter()
-                .map(|slice| IdxstatsTask { slice })
+                .map(|slice| IdxstatsTask::Bam { slice })
                 .collect(),
         })
     }
 }
 
-/// Idxstats' range tasks: one per byte range of a BAM without an index.
+/// Idxstats' range tasks: one per byte range of a BAM without an index, or per run of containers of
+/// a CRAM file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdxstatsPlan {
-    /// The BAM.
+    /// The BAM or CRAM file.
     pub input: PathBuf,
     /// Its index, read instead of the records when there is one (then there are no tasks).
     pub index: Option<PathBuf>,
@@ -279,11 +348,20 @@ pub struct IdxstatsPlan {
     pub tasks: Vec<IdxstatsTask>,
 }
 
-/// Counting one byte range of the BAM per reference.
+/// Counting one part of the file per reference (JSON: `{"slice": ...}` or `{"cram": ...}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdxstatsTask {
-    /// The range.
-    pub slice: BamSlice,
+#[serde(untagged)]
+pub enum IdxstatsTask {
+    /// A byte range of a BAM.
+    Bam {
+        /// The range.
+        slice: BamSlice,
+    },
+    /// A run of containers of a CRAM file.
+    Cram {
+        /// The run.
+        cram: CramSlice,
+    },
 }
 
 /// The per-reference counters of one range.
@@ -296,14 +374,39 @@ pub struct IdxstatsPart {
 }
 
 impl IdxstatsTask {
+    /// The task's number in file order.
+    pub fn part(&self) -> usize {
+        match self {
+            IdxstatsTask::Bam { slice } => slice.part,
+            IdxstatsTask::Cram { cram } => cram.part,
+        }
+    }
+
     /// Counts the range's records per reference.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
-        let mut counts = IdxStats::new(self.slice.n_ref);
-        self.slice
-            .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
-            .with_context(|| self.slice.input.display().to_string())?;
+        let counts = match self {
+            IdxstatsTask::Bam { slice } => {
+                let mut counts = IdxStats::new(slice.n_ref);
+                slice
+                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
+                    .with_context(|| slice.input.display().to_string())?;
+                counts
+            }
+            IdxstatsTask::Cram { cram } => {
+                let (_, counts) = cram_ranges::scan_range(
+                    &cram.input,
+                    &cram.range(),
+                    rt,
+                    sortase_cram::Fields::Idxstats,
+                    IdxStats::new,
+                    count_cram_record,
+                )
+                .with_context(|| cram.input.display().to_string())?;
+                counts
+            }
+        };
         Ok(IdxstatsPart {
-            part: self.slice.part,
+            part: self.part(),
             counts,
         })
     }
@@ -317,23 +420,87 @@ impl IdxstatsPlan {
         }
         let name = self.input.display().to_string();
         let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
-        let header = read_header(&self.input).with_context(|| name.clone())?;
+        let header = if crate::input::is_cram(&self.input) {
+            cram_header(&self.input)
+        } else {
+            read_header(&self.input)
+        }
+        .with_context(|| name.clone())?;
         let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
         from_counts(&name, &header, &counts)
     }
 
-    /// The plan to run instead when a task failed: the whole file as one task (see
-    /// [`crate::bam_ranges`]).
-    pub fn fallback(&self) -> IdxstatsPlan {
-        let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
-        IdxstatsPlan {
+    /// The plan to run instead when a task failed: the whole BAM as one task (see
+    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    pub fn fallback(&self) -> Option<IdxstatsPlan> {
+        let slices: Vec<BamSlice> = self
+            .tasks
+            .iter()
+            .filter_map(|t| match t {
+                IdxstatsTask::Bam { slice } => Some(slice.clone()),
+                IdxstatsTask::Cram { .. } => None,
+            })
+            .collect();
+        if slices.is_empty() {
+            return None;
+        }
+        Some(IdxstatsPlan {
             tasks: bam_ranges::whole(&slices)
                 .into_iter()
-                .map(|slice| IdxstatsTask { slice })
+                .map(|slice| IdxstatsTask::Bam { slice })
                 .collect(),
             ..self.clone()
-        }
+        })
     }
+}
+
+/// Counts one decoded CRAM record for idxstats; a refID outside the header is an error (samtools'
+/// `slow_idxstats` rejects it too).
+fn count_cram_record(
+    s: &mut IdxStats,
+    c: &sortase_cram::Core,
+) -> std::result::Result<(), BamError> {
+    if s.add_fields(c.tid, c.flag) {
+        return Ok(());
+    }
+    Err(BamError::Cram(format!(
+        "record on reference id {}, but the header has {} references",
+        c.tid,
+        s.per_reference.len()
+    )))
+}
+
+/// Idxstats of a CRAM file: runs of containers counted on all of `rt`'s threads, decoding FLAG and
+/// RNAME only (what samtools requires, bam_idxstats.c).
+fn cram_idxstats(path: &Path, rt: &Runtime) -> Result<IdxstatsReport> {
+    let name = path.display().to_string();
+    let ranges = cram_ranges::scan(
+        path,
+        rt,
+        sortase_cram::Fields::Idxstats,
+        IdxStats::new,
+        count_cram_record,
+    )
+    .with_context(|| name.clone())?;
+    if let Some((header, parts)) = ranges {
+        return from_counts(&name, &header, &parts);
+    }
+    // No records: the header's references, all zero.
+    let header = cram_header(path).with_context(|| name.clone())?;
+    from_counts(&name, &header, &[])
+}
+
+/// The SAM header of a CRAM file (its header container, through htslib).
+fn cram_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
+    let path = path.to_str().context("path is not UTF-8")?;
+    let input = crate::input::Input::open_fields(
+        path,
+        1,
+        None,
+        sortase_cram::Fields::Idxstats,
+        &crate::progress::Progress::hidden(),
+    )?;
+    Ok(input.header)
 }
 
 fn idxstats_row(r: &sortase_bam::Reference, [mapped, unmapped]: [u64; 2]) -> IdxstatsRow {
@@ -479,7 +646,7 @@ mod tests {
             .collect();
         assert_eq!(plan.finish(parts.clone()).unwrap(), expected);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
-        let fallback = plan.fallback();
+        let fallback = plan.fallback().unwrap();
         let whole = fallback.tasks[0].run(&rt).unwrap();
         assert_eq!(fallback.finish(vec![whole]).unwrap(), expected);
     }
@@ -503,7 +670,7 @@ mod tests {
             .collect();
         assert_eq!(plan.finish(parts.clone()).unwrap(), scanned);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
-        let fallback = plan.fallback();
+        let fallback = plan.fallback().unwrap();
         let whole = fallback.tasks[0].run(&rt).unwrap();
         assert_eq!(fallback.finish(vec![whole]).unwrap(), scanned);
         crate::IndexJob::new(&bam).run(&rt).unwrap();
@@ -515,6 +682,57 @@ mod tests {
         let total: u64 = scanned.rows.iter().map(|r| r.mapped + r.unmapped).sum();
         assert_eq!(total, 500);
         assert_eq!(scanned.rows.last().unwrap().name, "*");
+    }
+
+    #[test]
+    fn cram_idxstats_and_flagstat_count_runs_of_containers_and_plan_them_as_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = test_data::sorted_bam(dir.path(), 500);
+        let rt = Runtime::with_threads(3).unwrap();
+        let want = IdxstatsJob::new(&bam).run(&rt).unwrap();
+        let fasta = dir.path().join("ref.fa");
+        let mut text = String::new();
+        for (name, len) in test_data::REFERENCES {
+            text.push_str(&format!(">{name}\n{}\n", "ACGT".repeat(len as usize / 4)));
+        }
+        std::fs::write(&fasta, text).unwrap();
+        let cram = dir.path().join("in.cram");
+        let output = crate::OutputSpec {
+            reference: Some(fasta),
+            format_options: vec!["seqs_per_slice=30".into()],
+            ..crate::OutputSpec::to_path(&cram)
+        };
+        crate::SortJob::new(bam.to_str().unwrap(), output)
+            .run(&rt)
+            .unwrap();
+        assert_eq!(IdxstatsJob::new(&cram).run(&rt).unwrap(), want);
+        // A BAM index next to a CRAM file is not read (samtools reads none for CRAM).
+        std::fs::write(dir.path().join("in.cram.csi"), b"not an index").unwrap();
+        assert_eq!(IdxstatsJob::new(&cram).run(&rt).unwrap(), want);
+        let plan = IdxstatsJob::new(&cram).plan_ranges(6).unwrap();
+        assert!(plan.index.is_none() && plan.tasks.len() > 3, "{plan:?}");
+        assert!(plan.fallback().is_none());
+        let plan: IdxstatsPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts: Vec<IdxstatsPart> = plan
+            .tasks
+            .iter()
+            .rev()
+            .map(|t| t.run(&rt).unwrap())
+            .collect();
+        assert_eq!(plan.finish(parts.clone()).unwrap(), want);
+        assert!(plan.finish(parts[1..].to_vec()).is_err());
+        // Flagstat's tasks are the same runs.
+        let want = FlagstatJob::new(&bam).run(&rt).unwrap();
+        let plan = FlagstatJob::new(&cram).plan_ranges(6).unwrap();
+        assert!(
+            plan.tasks.len() > 3 && plan.fallback().is_none(),
+            "{plan:?}"
+        );
+        let plan: FlagstatPlan =
+            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let parts = plan.tasks.iter().rev().map(|t| t.run(&rt).unwrap());
+        assert_eq!(plan.finish(parts.collect()).unwrap(), want);
     }
 
     #[test]

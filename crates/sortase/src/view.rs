@@ -279,7 +279,10 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             rt,
             sortase_cram::Fields::FlagMapq,
             |_| 0u64,
-            |n, c| *n += u64::from(filter.pass_fields(c.flag, c.mapq)),
+            |n, c| {
+                *n += u64::from(filter.pass_fields(c.flag, c.mapq));
+                Ok(())
+            },
         )
         .with_context(|| job.input.clone())?;
         if let Some((_, parts)) = ranges {

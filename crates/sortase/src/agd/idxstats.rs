@@ -94,14 +94,13 @@ fn count_chunk(dir: &Path, chunk: &ChunkEntry, n_ref: usize) -> anyhow::Result<I
     let mut counts = IdxStats::new(n_ref);
     // HOT: once per record, two plain arrays (no nulls in these columns).
     for (i, &tid) in ref_id.values().iter().enumerate() {
-        if tid < -1 || tid >= n_ref as i32 {
+        if !counts.add_fields(tid, flag.value(i)) {
             return Err(agd::AgdError::chunk(
                 &file.path,
                 format!("row {i}: ref_id {tid} is not one of the {n_ref} references"),
             )
             .into());
         }
-        counts.add_fields(tid, flag.value(i));
     }
     Ok(counts)
 }

@@ -298,9 +298,9 @@ impl Plan {
     pub fn fallback(&self) -> Option<Plan> {
         match self {
             Plan::Sort(_) => None,
-            Plan::Flagstat(p) => Some(Plan::Flagstat(p.fallback())),
+            Plan::Flagstat(p) => p.fallback().map(Plan::Flagstat),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
-            Plan::Idxstats(p) => Some(Plan::Idxstats(p.fallback())),
+            Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
             // Chunks are whole files: no guessed boundary to fall back from.
             Plan::AgdFlagstat(_) | Plan::AgdCount(_) | Plan::AgdIdxstats(_) => None,
