@@ -491,6 +491,47 @@ fn issue_21_reference_by_md5_from_ref_path_and_ref_cache() {
     assert_no_failures("references by M5", &failures);
 }
 
+/// CRAM output without `-T`, as samtools writes it: no error; with no `M5` to look a reference up,
+/// htslib embeds it or stores the bases (its `embed_ref=2` fallback), so the file decodes with no
+/// reference to the records of samtools' own such file; sortase warns as samtools does.
+#[test]
+fn issue_21_cram_output_without_reference() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let tmp = tempdir();
+    let d = tmp.path();
+    let bam = d.join("in.bam");
+    st.run(&["sort", "-o", p(&bam), p(&dir.join("ce#1000.sam"))])
+        .expect_ok();
+    let theirs = d.join("st.cram");
+    st.run(&["view", "-C", "-o", p(&theirs), p(&bam)])
+        .expect_ok();
+    let want = records(&st.run(&["view", "--no-PG", p(&theirs)]).expect_ok().text());
+    let mut failures = Vec::new();
+    for job in ["view", "sort"] {
+        let out = d.join(format!("{job}.cram"));
+        let args = match job {
+            "view" => vec!["view", "-C", "-o", p(&out), p(&bam)],
+            _ => vec!["sort", "-O", "cram", "-o", p(&out), p(&bam)],
+        };
+        let (good, _, err) = sortase_env(&args, &[]);
+        if !good {
+            failures.push(format!("{job}: {err}"));
+            continue;
+        }
+        if !err.contains("without -T/--reference") {
+            failures.push(format!("{job}: no warning on stderr ({err:?})"));
+        }
+        let alone = st.run(&["view", "--no-PG", p(&out)]);
+        match alone.ok() {
+            true => check_same(&mut failures, job, &records(&alone.text()), &want),
+            false => failures.push(format!("{job}: {}", alone.failure())),
+        }
+    }
+    assert_no_failures("CRAM output without a reference", &failures);
+}
+
 /// Region queries through a `.crai` written by sortase (sort --write-index) equal samtools' on
 /// the same file, and sortase's regions on samtools' CRAM equal samtools'.
 #[test]

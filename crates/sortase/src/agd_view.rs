@@ -554,11 +554,6 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     }
     let mut header = header;
     add_program(&mut header, job.program.as_ref());
-    if format == OutFormat::Cram && job.output.reference.is_none() {
-        return Err(
-            Error::argument("CRAM output needs the reference: give -T/--reference FILE").into(),
-        );
-    }
     let shown = match format {
         OutFormat::Sam if !(job.with_header || job.header_only) => {
             Header::new(String::new(), header.references().to_vec())

@@ -89,6 +89,23 @@ pub struct OutputSpec {
 }
 
 impl OutputSpec {
+    /// For CRAM output with no reference (`-T`) and no `no_ref`/`embed_ref` option: what samtools
+    /// (htslib) warns. The output is still written, as samtools writes it: each `@SQ` is looked up
+    /// by its M5 tag (REF_PATH, REF_CACHE), and one not found is embedded or its bases stored as
+    /// they are.
+    pub fn cram_reference_warning(&self) -> Option<String> {
+        let chosen = self.format_options.iter().any(|o| {
+            let key = o.split('=').next().unwrap_or_default();
+            key == "no_ref" || key == "embed_ref"
+        });
+        (self.reference.is_none() && !chosen).then(|| {
+            "CRAM output without -T/--reference: references are looked up by their @SQ M5 tags \
+             (REF_PATH, REF_CACHE); one not found is embedded or its bases stored as they are, \
+             and the file is bigger (as samtools does)"
+                .to_string()
+        })
+    }
+
     /// Output to `path` with every other option at its default.
     pub fn to_path(path: impl Into<PathBuf>) -> Self {
         Self {

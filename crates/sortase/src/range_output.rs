@@ -9,9 +9,7 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::writer::{
-    finish_index, pseudo_offset, require_reference, CramOut, OnTheFlyIndex, OutFormat, OutputFiles,
-};
+use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutFormat, OutputFiles};
 use anyhow::{Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
@@ -188,7 +186,6 @@ pub fn open(
             .write_all(header.text().as_bytes())
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
-            require_reference(cram_out.reference.as_deref())?;
             let w = CramWriter::new(out, header, &cram_out.write_options(threads))
                 .with_context(|| name.clone())?;
             cram = Some(Box::new(w));

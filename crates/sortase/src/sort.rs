@@ -212,6 +212,9 @@ pub(crate) fn resolve_output(
         level,
         OutFormat::Bam(level),
     )?;
+    if format == OutFormat::Cram {
+        warnings.extend(output.cram_reference_warning());
+    }
     let index = match (index, order, format) {
         (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
         // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.

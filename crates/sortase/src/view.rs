@@ -330,10 +330,8 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     }
     let mut header = input.header.clone();
     add_program(&mut header, job.program.as_ref());
-    if format == OutFormat::Cram && job.output.reference.is_none() {
-        bail!(Error::argument(
-            "CRAM output needs the reference: give -T/--reference FILE"
-        ));
+    if format == OutFormat::Cram {
+        report.warnings.extend(job.output.cram_reference_warning());
     }
     let shown = match format {
         OutFormat::Sam if !(job.with_header || job.header_only) => {

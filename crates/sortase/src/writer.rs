@@ -232,13 +232,10 @@ impl RecordSink {
                     pending: Pending::default(),
                 }
             }
-            OutFormat::Cram => {
-                require_reference(cram.reference.as_deref())?;
-                RecordSink::Cram {
-                    writer: Box::new(CramWriter::new(out, header, &cram.write_options(threads))?),
-                    pending: Pending::default(),
-                }
-            }
+            OutFormat::Cram => RecordSink::Cram {
+                writer: Box::new(CramWriter::new(out, header, &cram.write_options(threads))?),
+                pending: Pending::default(),
+            },
         })
     }
 
@@ -388,14 +385,6 @@ pub fn finish_index(mut builder: IndexBuilder, log: &BlockLog) -> Vec<u8> {
     builder.translate_offsets(real);
     let end = *starts.last().expect("offsets has a final entry") << 16;
     builder.finish(end)
-}
-
-/// CRAM output's one requirement.
-pub(crate) fn require_reference(reference: Option<&Path>) -> Result<()> {
-    if reference.is_none() {
-        bail!("CRAM output needs the reference: give --reference FILE");
-    }
-    Ok(())
 }
 
 /// The files of one output: the data file (or standard output) and, with `--write-index`, the index
