@@ -268,14 +268,15 @@ def test_s3_dataset_idxstats_and_sort(dataset: tuple, unsorted_dataset: tuple, c
     fs.rm("sortase-test/ids", recursive=True)
 
     uds, exported, _, _ = unsorted_dataset
+    # Its own prefix: moto keeps buckets process-wide, with other tests' outputs in them.
     fs.put(str(uds), "sortase-test/uds", recursive=True)
-    report = distributed.sort("s3://sortase-test/uds", "s3://sortase-test/out/sorted.bam",
+    report = distributed.sort("s3://sortase-test/uds", "s3://sortase-test/agd-sort-out/sorted.bam",
                               client=client, by_name=True, no_pg=True, task_memory="1M",
                               storage_options=options, progress=False)
     one = tmp_path / "one.bam"
     cli("sort", "--no-PG", "-n", "-o", str(one), str(exported))
     fs.invalidate_cache()
-    assert fs.cat_file("sortase-test/out/sorted.bam") == one.read_bytes()
+    assert fs.cat_file("sortase-test/agd-sort-out/sorted.bam") == one.read_bytes()
     phases = {p["name"]: p for p in report["distributed"]["phases"]}
     chunk_files = sum(f.stat().st_size for g in ("names", "bases", "qual", "results")
                       for f in (uds / g).iterdir())
@@ -284,9 +285,9 @@ def test_s3_dataset_idxstats_and_sort(dataset: tuple, unsorted_dataset: tuple, c
     assert phases["map"]["whole_object_fetches"] == 0
     assert report["distributed"]["plan_bytes_read"] <= (uds / "manifest.json").stat().st_size + 4 * distributed.FOOTER
     fs.invalidate_cache()
-    assert sorted(fs.ls("sortase-test/out", detail=False)) == ["sortase-test/out/sorted.bam"]
+    assert sorted(fs.ls("sortase-test/agd-sort-out", detail=False)) == ["sortase-test/agd-sort-out/sorted.bam"]
     fs.rm("sortase-test/uds", recursive=True)
-    fs.rm("sortase-test/out", recursive=True)
+    fs.rm("sortase-test/agd-sort-out", recursive=True)
 
 
 def test_jobs_that_read_bams_only_refuse_a_dataset(dataset: tuple, client, tmp_path: Path) -> None:
