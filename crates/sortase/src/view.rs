@@ -565,15 +565,31 @@ mod tests {
     }
 
     #[test]
-    fn cram_without_reference_is_an_argument_error() {
+    fn cram_without_reference_is_written_with_samtools_warning() {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 10);
         let rt = Runtime::with_threads(1).unwrap();
         let out = dir.path().join("o.cram");
-        let e = ViewJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out))
+        let report = ViewJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out))
             .run(&rt)
-            .unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::Argument);
-        assert!(!out.exists());
+            .unwrap();
+        assert!(
+            report.warnings.iter().any(|w| w.contains("without -T")),
+            "{:?}",
+            report.warnings
+        );
+        let back = dir.path().join("back.sam");
+        ViewJob::new(out.to_str().unwrap(), OutputSpec::to_path(&back))
+            .run(&rt)
+            .unwrap();
+        let records = std::fs::read_to_string(&back).unwrap();
+        assert_eq!(records.lines().filter(|l| !l.starts_with('@')).count(), 10);
+        // `no_ref` is a choice, not an omission: no warning.
+        let spec = OutputSpec {
+            format_options: vec!["no_ref".into()],
+            ..OutputSpec::to_path(dir.path().join("n.cram"))
+        };
+        let report = ViewJob::new(bam.to_str().unwrap(), spec).run(&rt).unwrap();
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     }
 }
