@@ -135,9 +135,43 @@ pub(crate) fn release_free_memory() {
     }
 }
 
+/// `sortase sort`'s and `agd sort`'s sorter: `reserve` bytes of `rt`'s pool are taken first for the
+/// final phase (waited for; returned, to be held until the sort ends) and the records get the rest
+/// through a [`PoolBudget`]. `name` labels the reservations.
+pub(crate) fn budgeted_sorter(
+    rt: &Runtime,
+    name: &str,
+    order: SortOrder,
+    reserve: usize,
+    temp_dir: &std::path::Path,
+    max_fan_in: usize,
+) -> Result<(Reservation, Sorter)> {
+    let mut final_reserve = rt.memory().reservation(&format!("{name}: final phase"));
+    let cancel = rt.cancel_flag().clone();
+    if final_reserve
+        .grow_waiting(reserve, || cancel.is_cancelled())
+        .is_err()
+    {
+        rt.check_cancelled()?;
+    }
+    let record_memory = rt.memory().limit().saturating_sub(reserve);
+    let budget = PoolBudget::new(rt, &format!("{name}: records"), record_memory);
+    let sorter = Sorter::new(SortOptions {
+        order,
+        memory: record_memory,
+        temp_dir: temp_dir.to_path_buf(),
+        max_fan_in,
+        ranges: Default::default(),
+    })
+    .with_budget(Box::new(budget))
+    .with_pool(rt.shared_pool())
+    .with_cancel(rt.cancel_flag().shared());
+    Ok((final_reserve, sorter))
+}
+
 /// The sorter's records budget: a reservation from the runtime's pool (`sortase sort`'s and
 /// `agd sort`'s).
-pub(crate) struct PoolBudget {
+struct PoolBudget {
     reservation: Reservation,
     cancel: CancelFlag,
     /// The records' share of the pool: the whole pool less the final phase's reserve, which the sort
@@ -287,27 +321,9 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         out.data.as_deref(),
         rt.temp_dir(),
     ))?;
-    let mut final_reserve = rt.memory().reservation("sort: final phase");
     let reserve = final_phase_reserve(memory, threads, out.format);
-    let cancel = rt.cancel_flag().clone();
-    if final_reserve
-        .grow_waiting(reserve, || cancel.is_cancelled())
-        .is_err()
-    {
-        rt.check_cancelled()?;
-    }
-    let record_memory = memory.saturating_sub(reserve);
-    let budget = PoolBudget::new(rt, "sort: records", record_memory);
-    let mut sorter = Sorter::new(SortOptions {
-        order,
-        memory: record_memory,
-        temp_dir: temp.path().to_path_buf(),
-        max_fan_in: job.max_fan_in,
-        ranges: Default::default(),
-    })
-    .with_budget(Box::new(budget))
-    .with_pool(rt.shared_pool())
-    .with_cancel(rt.cancel_flag().shared());
+    let (final_reserve, mut sorter) =
+        budgeted_sorter(rt, "sort", order, reserve, temp.path(), job.max_fan_in)?;
     report.threads = sorter.threads();
     input
         .for_each_batch(|b| Ok(sorter.push(b)?))
@@ -349,7 +365,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     report.records = stats.records;
     report.record_bytes = stats.record_bytes;
     report.memory_budget = memory;
-    report.record_memory = record_memory;
+    report.record_memory = memory.saturating_sub(reserve);
     report.runs_spilled = stats.runs_spilled;
     report.compactions = stats.compactions;
     report.final_fan_in = stats.final_fan_in;

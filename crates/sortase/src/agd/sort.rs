@@ -23,13 +23,13 @@ use crate::error::{Error, Result};
 use crate::files::TempDir;
 use crate::options::{add_program, temp_prefix, Order, Phase, PhaseClock, Program};
 use crate::runtime::Runtime;
-use crate::sort::PoolBudget;
+use crate::sort::budgeted_sorter;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance};
 use sortase_bam::RecordBatch;
-use sortase_sort::{RangeSource, SortError, SortOptions, Sorter};
+use sortase_sort::{RangeSource, SortError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -199,27 +199,14 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         Some(&job.output),
         rt.temp_dir(),
     ))?;
-    let mut final_reserve = rt.memory().reservation("agd sort: final phase");
-    let reserve = final_phase_reserve(memory, threads);
-    let cancel = rt.cancel_flag().clone();
-    if final_reserve
-        .grow_waiting(reserve, || cancel.is_cancelled())
-        .is_err()
-    {
-        rt.check_cancelled()?;
-    }
-    let record_memory = memory.saturating_sub(reserve);
-    let budget = PoolBudget::new(rt, "agd sort: records", record_memory);
-    let mut sorter = Sorter::new(SortOptions {
+    let (final_reserve, mut sorter) = budgeted_sorter(
+        rt,
+        "agd sort",
         order,
-        memory: record_memory,
-        temp_dir: temp.path().to_path_buf(),
-        max_fan_in: job.max_fan_in,
-        ranges: Default::default(),
-    })
-    .with_budget(Box::new(budget))
-    .with_pool(rt.shared_pool())
-    .with_cancel(rt.cancel_flag().shared());
+        final_phase_reserve(memory, threads),
+        temp.path(),
+        job.max_fan_in,
+    )?;
     let mut clock = PhaseClock::new("read");
     for_each_chunk_batch(&job.input, &manifest, rt, |b| Ok(sorter.push(b)?))?;
     rt.check_cancelled()?;
