@@ -87,7 +87,7 @@ pub use runtime::{CancelFlag, Runtime, RuntimeBuilder};
 pub use snp_pileup::{SnpPileupJob, SnpPileupPart, SnpPileupPlan, SnpPileupReport, SnpPileupTask};
 pub use sort::{SortJob, SortReport};
 pub use stats::{
-    FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
+    FileRange, FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
     IdxstatsPart, IdxstatsPlan, IdxstatsReport, IdxstatsRow, IdxstatsTask,
 };
 pub use view::{ViewJob, ViewReport};

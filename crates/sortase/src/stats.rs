@@ -76,10 +76,10 @@ pub struct FlagstatPlan {
     pub tasks: Vec<FlagstatTask>,
 }
 
-/// Counting one part of the file (JSON: `{"slice": ...}` or `{"cram": ...}`).
+/// The part of the file a counting task reads (JSON: `{"slice": ...}` or `{"cram": ...}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum FlagstatTask {
+pub enum FileRange {
     /// A byte range of a BAM.
     Bam {
         /// The range.
@@ -91,6 +91,86 @@ pub enum FlagstatTask {
         cram: CramSlice,
     },
 }
+
+impl FileRange {
+    /// About `n` byte ranges of equal compressed size of a BAM (fewer for small files), or runs of
+    /// whole containers of a CRAM file (none if it has no records).
+    fn plan(input: &Path, n: usize) -> anyhow::Result<Vec<FileRange>> {
+        if crate::input::is_cram(input) {
+            let slices = cram_ranges::plan_slices(input, n)?;
+            return Ok(slices
+                .into_iter()
+                .map(|cram| FileRange::Cram { cram })
+                .collect());
+        }
+        let (_, slices) = bam_ranges::plan_slices(input, n)?;
+        Ok(slices
+            .into_iter()
+            .map(|slice| FileRange::Bam { slice })
+            .collect())
+    }
+
+    /// The range's number in file order.
+    pub fn part(&self) -> usize {
+        match self {
+            FileRange::Bam { slice } => slice.part,
+            FileRange::Cram { cram } => cram.part,
+        }
+    }
+
+    /// The ranges to count instead when a task failed: the whole BAM as one range (see
+    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    fn fallback<'a>(ranges: impl Iterator<Item = &'a FileRange>) -> Option<Vec<FileRange>> {
+        let slices: Vec<BamSlice> = ranges
+            .filter_map(|r| match r {
+                FileRange::Bam { slice } => Some(slice.clone()),
+                FileRange::Cram { .. } => None,
+            })
+            .collect();
+        if slices.is_empty() {
+            return None;
+        }
+        let whole = bam_ranges::whole(&slices);
+        Some(
+            whole
+                .into_iter()
+                .map(|slice| FileRange::Bam { slice })
+                .collect(),
+        )
+    }
+
+    /// Counts the range's records into `new(n_ref)`: BAM records with `add`, CRAM records (only
+    /// `fields` decoded) with `add_cram`.
+    fn count<S>(
+        &self,
+        rt: &Runtime,
+        fields: sortase_cram::Fields,
+        new: impl Fn(usize) -> S,
+        add: impl Fn(&mut S, &sortase_bam::RecordRef<'_>),
+        add_cram: impl Fn(&mut S, &sortase_cram::Core) -> std::result::Result<(), BamError>,
+    ) -> Result<S> {
+        match self {
+            FileRange::Bam { slice } => {
+                let mut counts = new(slice.n_ref);
+                slice
+                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| add(&mut counts, &r)))
+                    .with_context(|| slice.input.display().to_string())?;
+                Ok(counts)
+            }
+            FileRange::Cram { cram } => {
+                let (_, counts) =
+                    cram_ranges::scan_range(&cram.input, &cram.range(), rt, fields, new, add_cram)
+                        .with_context(|| cram.input.display().to_string())?;
+                Ok(counts)
+            }
+        }
+    }
+}
+
+/// Counting one part of the file for flagstat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FlagstatTask(pub FileRange);
 
 /// The counters of one range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,57 +229,31 @@ impl FlagstatJob {
     /// Range tasks: about `n` ranges of equal compressed size (fewer for small files), or runs of
     /// whole containers of a CRAM file (none if it has no records).
     pub fn plan_ranges(&self, n: usize) -> Result<FlagstatPlan> {
-        let name = self.input.display().to_string();
-        if crate::input::is_cram(&self.input) {
-            let slices = cram_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
-            let tasks = slices
-                .into_iter()
-                .map(|cram| FlagstatTask::Cram { cram })
-                .collect();
-            return Ok(FlagstatPlan { tasks });
-        }
-        let (_, slices) = bam_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
-        let tasks = slices
-            .into_iter()
-            .map(|slice| FlagstatTask::Bam { slice })
-            .collect();
-        Ok(FlagstatPlan { tasks })
+        let ranges =
+            FileRange::plan(&self.input, n).with_context(|| self.input.display().to_string())?;
+        Ok(FlagstatPlan {
+            tasks: ranges.into_iter().map(FlagstatTask).collect(),
+        })
     }
 }
 
 impl FlagstatTask {
     /// Counts the range's records.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
-        match self {
-            FlagstatTask::Bam { slice } => {
-                let mut counts = FlagStat::default();
-                slice
-                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
-                    .with_context(|| slice.input.display().to_string())?;
-                Ok(FlagstatPart {
-                    part: slice.part,
-                    counts,
-                })
-            }
-            FlagstatTask::Cram { cram } => {
-                let (_, counts) = cram_ranges::scan_range(
-                    &cram.input,
-                    &cram.range(),
-                    rt,
-                    sortase_cram::Fields::Flagstat,
-                    |_| FlagStat::default(),
-                    |s, c| {
-                        s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
-                        Ok(())
-                    },
-                )
-                .with_context(|| cram.input.display().to_string())?;
-                Ok(FlagstatPart {
-                    part: cram.part,
-                    counts,
-                })
-            }
-        }
+        let counts = self.0.count(
+            rt,
+            sortase_cram::Fields::Flagstat,
+            |_| FlagStat::default(),
+            FlagStat::add,
+            |s, c| {
+                s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
+                Ok(())
+            },
+        )?;
+        Ok(FlagstatPart {
+            part: self.0.part(),
+            counts,
+        })
     }
 }
 
@@ -215,22 +269,10 @@ impl FlagstatPlan {
     /// The plan to run instead when a task failed: the whole BAM as one task (see
     /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
     pub fn fallback(&self) -> Option<FlagstatPlan> {
-        let slices: Vec<BamSlice> = self
-            .tasks
-            .iter()
-            .filter_map(|t| match t {
-                FlagstatTask::Bam { slice } => Some(slice.clone()),
-                FlagstatTask::Cram { .. } => None,
-            })
-            .collect();
-        if slices.is_empty() {
-            return None;
-        }
-        let tasks = bam_ranges::whole(&slices)
-            .into_iter()
-            .map(|slice| FlagstatTask::Bam { slice })
-            .collect();
-        Some(FlagstatPlan { tasks })
+        let tasks = FileRange::fallback(self.tasks.iter().map(|t| &t.0))?;
+        Some(FlagstatPlan {
+            tasks: tasks.into_iter().map(FlagstatTask).collect(),
+        })
     }
 }
 
@@ -305,33 +347,24 @@ impl IdxstatsJob {
     /// CRAM file) when the BAM has no index; none when it has one ([`IdxstatsPlan::finish`] then
     /// reads the index, as [`IdxstatsJob::run`]).
     pub fn plan_ranges(&self, n: usize) -> Result<IdxstatsPlan> {
-        let name = self.input.display().to_string();
-        if crate::input::is_cram(&self.input) {
-            let slices = cram_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
-            return Ok(IdxstatsPlan {
-                input: self.input.clone(),
-                index: None,
-                tasks: slices
-                    .into_iter()
-                    .map(|cram| IdxstatsTask::Cram { cram })
-                    .collect(),
-            });
-        }
-        if let Some(index) = sortase_bam::query::find_index(&self.input) {
+        // A CRAM file is always counted (see IdxstatsJob), whatever index sits next to it.
+        let index = match crate::input::is_cram(&self.input) {
+            true => None,
+            false => sortase_bam::query::find_index(&self.input),
+        };
+        if let Some(index) = index {
             return Ok(IdxstatsPlan {
                 input: self.input.clone(),
                 index: Some(index),
                 tasks: Vec::new(),
             });
         }
-        let (_, slices) = bam_ranges::plan_slices(&self.input, n).with_context(|| name.clone())?;
+        let ranges =
+            FileRange::plan(&self.input, n).with_context(|| self.input.display().to_string())?;
         Ok(IdxstatsPlan {
             input: self.input.clone(),
             index: None,
-            tasks: slices
-                .into_iter()
-                .map(|slice| IdxstatsTask::Bam { slice })
-                .collect(),
+            tasks: ranges.into_iter().map(IdxstatsTask).collect(),
         })
     }
 }
@@ -348,21 +381,10 @@ pub struct IdxstatsPlan {
     pub tasks: Vec<IdxstatsTask>,
 }
 
-/// Counting one part of the file per reference (JSON: `{"slice": ...}` or `{"cram": ...}`).
+/// Counting one part of the file per reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum IdxstatsTask {
-    /// A byte range of a BAM.
-    Bam {
-        /// The range.
-        slice: BamSlice,
-    },
-    /// A run of containers of a CRAM file.
-    Cram {
-        /// The run.
-        cram: CramSlice,
-    },
-}
+#[serde(transparent)]
+pub struct IdxstatsTask(pub FileRange);
 
 /// The per-reference counters of one range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,35 +398,18 @@ pub struct IdxstatsPart {
 impl IdxstatsTask {
     /// The task's number in file order.
     pub fn part(&self) -> usize {
-        match self {
-            IdxstatsTask::Bam { slice } => slice.part,
-            IdxstatsTask::Cram { cram } => cram.part,
-        }
+        self.0.part()
     }
 
     /// Counts the range's records per reference.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
-        let counts = match self {
-            IdxstatsTask::Bam { slice } => {
-                let mut counts = IdxStats::new(slice.n_ref);
-                slice
-                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| counts.add(&r)))
-                    .with_context(|| slice.input.display().to_string())?;
-                counts
-            }
-            IdxstatsTask::Cram { cram } => {
-                let (_, counts) = cram_ranges::scan_range(
-                    &cram.input,
-                    &cram.range(),
-                    rt,
-                    sortase_cram::Fields::Idxstats,
-                    IdxStats::new,
-                    count_cram_record,
-                )
-                .with_context(|| cram.input.display().to_string())?;
-                counts
-            }
-        };
+        let counts = self.0.count(
+            rt,
+            sortase_cram::Fields::Idxstats,
+            IdxStats::new,
+            IdxStats::add,
+            count_cram_record,
+        )?;
         Ok(IdxstatsPart {
             part: self.part(),
             counts,
@@ -433,22 +438,9 @@ impl IdxstatsPlan {
     /// The plan to run instead when a task failed: the whole BAM as one task (see
     /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
     pub fn fallback(&self) -> Option<IdxstatsPlan> {
-        let slices: Vec<BamSlice> = self
-            .tasks
-            .iter()
-            .filter_map(|t| match t {
-                IdxstatsTask::Bam { slice } => Some(slice.clone()),
-                IdxstatsTask::Cram { .. } => None,
-            })
-            .collect();
-        if slices.is_empty() {
-            return None;
-        }
+        let tasks = FileRange::fallback(self.tasks.iter().map(|t| &t.0))?;
         Some(IdxstatsPlan {
-            tasks: bam_ranges::whole(&slices)
-                .into_iter()
-                .map(|slice| IdxstatsTask::Bam { slice })
-                .collect(),
+            tasks: tasks.into_iter().map(IdxstatsTask).collect(),
             ..self.clone()
         })
     }
