@@ -824,8 +824,17 @@ def main():
                     help="CSV file the run's rows are appended to [bench/results.csv]")
     ap.add_argument("--only", default=None, metavar="LABELS",
                     help="comma-separated variant labels to run (sortase and the floor always run)")
+    ap.add_argument("--regress", default=None, metavar="BASE",
+                    help="time the regression jobs with BASE's sortase against this checkout's "
+                         "(bench/regress.py; --pairs rounds)")
     args = ap.parse_args()
 
+    if args.regress:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import regress
+        return regress.main([args.regress, "--data", args.data, "--size", args.size,
+                             "--threads", str(args.threads), "--rounds", str(max(args.pairs, 3)),
+                             "--new", args.sortase])
     if args.list or not args.case:
         for name, c in CASES.items():
             print(f"{name}: {c['description']}")

@@ -269,12 +269,27 @@ mod tests {
         let mut a = pool.reservation("a");
         a.try_grow(80).unwrap();
         let p = pool.clone();
+        // `stop` is first polled once the request has been found too large, so the flag proves the
+        // waiter is waiting before memory is freed (issue 34: no sleep standing in for that).
+        let waiting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = waiting.clone();
         let waiter = std::thread::spawn(move || {
             let mut b = p.reservation("b");
-            b.grow_waiting(50, || false).unwrap();
+            b.grow_waiting(50, || {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                false
+            })
+            .unwrap();
             b.size()
         });
-        std::thread::sleep(Duration::from_millis(100));
+        while !waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            pool.reserved(),
+            80,
+            "the waiter got memory before any was freed"
+        );
         a.shrink(40);
         assert_eq!(waiter.join().unwrap(), 50);
         assert!(pool.peak() <= 100);

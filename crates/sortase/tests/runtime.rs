@@ -26,6 +26,36 @@ fn write_sam(path: &Path, n: usize) {
     std::fs::write(path, s).unwrap();
 }
 
+/// Opens `fifo` for writing once a reader has opened it (polled, so a reader that never comes fails
+/// the test instead of hanging it), in blocking mode.
+fn open_fifo_writer(fifo: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let started = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: fcntl(2) on a descriptor we own, clearing O_NONBLOCK.
+                unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) };
+                return f;
+            }
+            // ENXIO: no reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(
+                    started.elapsed().as_secs() < 300,
+                    "the job never opened {fifo:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("{fifo:?}: {e}"),
+        }
+    }
+}
+
 fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -112,11 +142,22 @@ fn a_shared_memory_pool_keeps_two_jobs_within_the_budget() {
 
 /// Cancelling an out-of-core sort from another thread while it runs: it returns `Cancelled`, and
 /// neither its temporary directory (with its runs) nor a partial output is left.
+///
+/// Deterministic (issue 34): the input is a FIFO that this test feeds, so the sort cannot finish
+/// before the test lets it. The feeder writes three quarters of the records, waits until runs have
+/// been spilled, cancels, and only then writes the rest: the sort is provably running when the flag
+/// is set, and still has batches to read after it, at whose boundaries it must see the flag.
 #[test]
 fn cancelling_a_sort_removes_its_temporary_files() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.sam");
-    write_sam(&input, 200_000);
+    let text = dir.path().join("in.sam");
+    write_sam(&text, 200_000);
+    let data = std::fs::read(&text).unwrap();
+    std::fs::remove_file(&text).unwrap();
+    let input = dir.path().join("in.fifo");
+    let c_path = std::ffi::CString::new(input.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
     let rt = Runtime::builder()
@@ -124,28 +165,35 @@ fn cancelling_a_sort_removes_its_temporary_files() {
         .memory(1 << 20)
         .build()
         .unwrap();
-    let canceller = {
-        let (rt, work) = (rt.clone(), work.clone());
+    let feeder = {
+        let (rt, work, input) = (rt.clone(), work.clone(), input.clone());
         std::thread::spawn(move || {
-            // Wait until runs exist, then cancel.
-            let started = std::time::Instant::now();
-            loop {
-                let runs = std::fs::read_dir(&work)
+            use std::io::Write;
+            let mut fifo = open_fifo_writer(&input);
+            let cut = data.len() * 3 / 4;
+            fifo.write_all(&data[..cut]).unwrap();
+            let spilled = || {
+                std::fs::read_dir(&work)
                     .unwrap()
                     .filter_map(|e| e.ok())
                     .filter(|e| e.path().is_dir())
-                    .any(|d| std::fs::read_dir(d.path()).map_or(0, |r| r.count()) > 2);
-                if runs || started.elapsed().as_secs() > 60 {
-                    break;
-                }
+                    .any(|d| std::fs::read_dir(d.path()).map_or(0, |r| r.count()) > 2)
+            };
+            // A bound only against a hang: the sort cannot end while the FIFO is open.
+            let started = std::time::Instant::now();
+            while !spilled() {
+                assert!(started.elapsed().as_secs() < 300, "no runs were spilled");
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             rt.cancel();
+            // The rest, after the flag: the sort is reading it when it must stop (EPIPE once it
+            // has stopped reading is expected).
+            let _ = fifo.write_all(&data[cut..]);
         })
     };
     let out = work.join("out.bam");
     let r = job(&input, out.clone(), &work).run(&rt);
-    canceller.join().unwrap();
+    feeder.join().unwrap();
     let e = r.expect_err("the sort was cancelled");
     assert_eq!(e.kind(), ErrorKind::Cancelled, "{e}");
     assert!(listing(&work).is_empty(), "left {:?}", listing(&work));
