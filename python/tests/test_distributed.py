@@ -5,7 +5,6 @@ flagstat, idxstats, snp-pileup) over a local path and over an S3 API server (mot
 
 from __future__ import annotations
 
-import concurrent.futures
 import glob
 import os
 import random
@@ -13,8 +12,6 @@ import signal
 import subprocess
 import tempfile
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -245,36 +242,41 @@ def test_failing_job_leaves_nothing(client, tmp_path: Path) -> None:
 
 
 def test_worker_killed_mid_sort_still_byte_identical(tmp_path: Path) -> None:
+    """A worker SIGKILLed in the middle of a sort: the job still ends byte-identical.
+
+    Deterministic (issue 34): a scheduler plugin kills the worker inside the scheduler's own
+    transition of the first map task to 'memory'. At that moment the reduce stage has not been
+    submitted (the driver submits it once every map task is done), so the job is provably in the
+    middle; no thread polls the file system racing the job's end.
+    """
     from dask.distributed import Client, LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class KillOnFirstMapResult(SchedulerPlugin):
+        name = "sortase-test-kill-on-first-map"
+
+        def __init__(self, pid: int, marker: str) -> None:
+            self.pid, self.marker, self.fired = pid, marker, False
+
+        def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
+            if not self.fired and finish == "memory" and "-map-" in str(key):
+                self.fired = True
+                os.kill(self.pid, signal.SIGKILL)
+                Path(self.marker).write_text(f"{self.pid} {key}")
 
     bam = make_bam(tmp_path / "in.bam", records=60_000, seed=7)
     cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
     out = tmp_path / "dask.bam"
+    marker = tmp_path / "killed.txt"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as c:
         pids = list(c.run(os.getpid).values())
-        killed = []
-
-        def killer() -> None:
-            # Kill one worker as soon as the first run of the map stage is written.
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not killed:
-                if glob.glob(str(tmp_path / "*.sortase-tasks-*" / "map-*.run")):
-                    os.kill(pids[0], signal.SIGKILL)
-                    killed.append(pids[0])
-                time.sleep(0.01)
-
-        watcher = threading.Thread(target=killer, daemon=True)
-        watcher.start()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            job = pool.submit(distributed.sort, bam, out, client=c, no_pg=True,
-                              task_memory="512K", progress=False)
-            report = job.result(timeout=150)
-        watcher.join(timeout=5)
+        c.register_plugin(KillOnFirstMapResult(pids[0], str(marker)))
+        report = distributed.sort(bam, out, client=c, no_pg=True, task_memory="512K", progress=False)
         # The nanny replaced the killed worker process.
-        assert killed and killed[0] not in c.run(os.getpid).values()
+        assert pids[0] not in c.run(os.getpid).values()
+    assert marker.exists(), "no map task finished, so no worker was killed"
     assert report["distributed"]["phases"][2]["tasks"] >= 4
-    assert killed, "a worker was killed while the map stage ran"
     assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
     assert leftovers(tmp_path) == []
 

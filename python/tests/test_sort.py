@@ -150,49 +150,73 @@ def test_wrong_arguments(tmp_path: Path, large_bam: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["in.sam", "noindex.bam"]
 
 
-def big_sam(path: Path, megabytes: int) -> Path:
-    """About `megabytes` MB of SAM (random positions, 100-base reads), written fast."""
+def big_sam_bytes(megabytes: int) -> bytes:
+    """About `megabytes` MB of SAM (random positions, 100-base reads), made fast."""
     rng = random.Random(1)
     seq, qual = "ACGT" * 25, "I" * 100
-    with path.open("w") as f:
-        f.write("@SQ\tSN:chr1\tLN:100000000\n")
-        record = 180
-        n = megabytes * 1_000_000 // record
-        chunk = []
-        for i in range(n):
-            chunk.append(f"q{i}\t0\tchr1\t{rng.randrange(1, 99_000_000)}\t60\t100M\t*\t0\t0"
-                         f"\t{seq}\t{qual}\n")
-            if len(chunk) == 50_000:
-                f.write("".join(chunk))
-                chunk.clear()
-        f.write("".join(chunk))
-    return path
+    n = megabytes * 1_000_000 // 180
+    lines = ["@SQ\tSN:chr1\tLN:100000000\n"]
+    lines += [f"q{i}\t0\tchr1\t{rng.randrange(1, 99_000_000)}\t60\t100M\t*\t0\t0\t{seq}\t{qual}\n"
+              for i in range(n)]
+    return "".join(lines).encode()
 
 
 def test_keyboard_interrupt_cancels_and_leaves_no_files(tmp_path: Path) -> None:
-    src = big_sam(tmp_path / "big.sam", 300)
-    out_dir = tmp_path / "out"
+    """Ctrl-C during a sort that has spilled runs: KeyboardInterrupt, and no file is left.
+
+    Deterministic (issue 34): the input is a FIFO this test feeds, so the sort cannot finish before
+    the test lets it. The feeder writes three quarters of the SAM (stopping inside a record, so the
+    input can never become a valid file), waits until runs are spilled, sends SIGINT, and closes the
+    FIFO only once the signal has been handled in the main thread. The job then ends either on the
+    cancel flag or on the truncated record: both are errors that must leave nothing behind, and the
+    call raises KeyboardInterrupt in both cases.
+    """
+    data = big_sam_bytes(40)
+    cut = data.index(b"\t", len(data) * 3 // 4)  # inside a record
+    fifo = tmp_path / "in.sam"
+    os.mkfifo(fifo)
+    out_dir, temp = tmp_path / "out", tmp_path / "tmp"
     out_dir.mkdir()
-    fired = threading.Event()
-    done = threading.Event()
+    temp.mkdir()
+    handled = threading.Event()
+    problems: List[str] = []
 
-    def interrupt() -> None:
-        # No signal once the sort has returned: a late SIGINT would hit whatever pytest runs next.
-        if not done.wait(0.3):
-            fired.set()
-            os.kill(os.getpid(), signal.SIGINT)
+    def spilled() -> bool:
+        return any(len(files) > 2 for _, _, files in os.walk(temp))
 
-    timer = threading.Thread(target=interrupt)
-    timer.start()
-    started = time.monotonic()
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as f:  # returns once the sort has opened its input
+                f.write(data[:cut])
+                deadline = time.monotonic() + 300  # only against a hang: the sort cannot end now
+                while not spilled():
+                    if time.monotonic() > deadline:
+                        problems.append("no runs were spilled")
+                        return
+                    time.sleep(0.005)
+                os.kill(os.getpid(), signal.SIGINT)
+                if not handled.wait(300):
+                    problems.append("SIGINT was not handled")
+        except BrokenPipeError:
+            problems.append("the sort stopped reading before the signal")
+
+    def on_sigint(signum: int, frame: object) -> None:
+        handled.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            sortase.sort(src, out_dir / "sorted.bam", max_memory="20M", threads=2, progress=False)
+            sortase.sort(fifo, out_dir / "sorted.bam", max_memory="4M", threads=2,
+                         temp_prefix=temp, progress=False)
     finally:
-        done.set()
-        timer.join()
-    elapsed = time.monotonic() - started
-    assert fired.is_set()
-    assert elapsed < 0.3 + 1.0, f"cancel took {elapsed - 0.3:.2f} s after SIGINT"
+        signal.signal(signal.SIGINT, previous)
+        handled.set()
+        feeder.join(timeout=60)
+    assert problems == []
+    assert handled.is_set()
     assert os.listdir(out_dir) == []
-    assert sorted(os.listdir(tmp_path)) == ["big.sam", "out"]
+    assert list(os.walk(temp)) == [(str(temp), [], [])]
+    assert sorted(os.listdir(tmp_path)) == ["in.sam", "out", "tmp"]
