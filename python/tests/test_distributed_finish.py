@@ -265,7 +265,9 @@ def test_s3_merge_in_many_parts_by_copy(bam: Path, client, s3, tmp_path: Path, m
     assert fs.cat_file("sortase-finish/merged/all.bam.csi") == index
     moved = _check_driver(log, len(index))
     parts = {int(m.group(1)) for e in log for m in [re.search(r"partNumber=(\d+)", e["query"])] if m}
-    assert len(parts) >= 4, parts
+    # At least: the header with the first part's beginning (a worker concatenates them), the
+    # rest of a part object (copied server-side), the EOF block (the last part).
+    assert len(parts) >= 3, parts
     assert moved["copies"] >= 1, moved
     upload = [p for p in report["distributed"]["phases"] if p["name"] == "upload"][0]
     assert upload["bytes_copied_server_side"] > 0
