@@ -670,6 +670,16 @@ def _upload(remote: _Remote, local: str, url: str) -> None:
         raise
 
 
+def _check_remote_output(remote: Optional[_Remote], output: str) -> None:
+    """A sort or merge on object storage writes its output there: the workers add its parts to a
+    multipart upload (a local output would pass every byte through the driver)."""
+    from . import ArgumentError
+
+    if remote is not None and not _is_remote(output):
+        raise ArgumentError(f"{output}: the inputs are on object storage, so must the output be "
+                            "(an s3:// URL), or give paths every worker sees for both")
+
+
 def _local_output(remote: Optional[_Remote], output: str) -> str:
     """Where the driver writes ``output``: itself locally, a scratch file for object storage."""
     if remote is None:
@@ -760,6 +770,7 @@ def sort(
     order = _order(by_name, by_name_lex, tag)
     memory = _size(task_memory)
     with _sort_input(input, output, storage_options) as (remote, local_input, kind):
+        _check_remote_output(remote, output)
         local_output = _local_output(remote, output)
         job = {
             "input": local_input,
@@ -832,6 +843,7 @@ def merge(
     with _storage(fetch, [output], storage_options) as (remote, local_inputs, _):
         if remote is not None and not force and _fs(output, storage_options).exists(output):
             raise ArgumentError(f"{output}: the output file exists (use force=True, -f, to overwrite)")
+        _check_remote_output(remote, output)
         local_output = _local_output(remote, output)
         job = {
             "inputs": [os.path.abspath(p) for p in local_inputs[:len(inputs)]],

@@ -359,3 +359,17 @@ def test_multipart_plan_bounds() -> None:
         assert covered == {f"s3://b/p{i}": s for i, s in enumerate(sizes) if s}
         # A copy part (one object range) stands alone only when it is not the header's or EOF's.
         assert sum(lengths) == layout["size"]
+
+
+def test_s3_input_needs_s3_output(bam: Path, client, s3, tmp_path: Path) -> None:
+    from sortase import ArgumentError
+
+    fs, options, _ = s3
+    fs.put_file(str(bam), "sortase-finish/local-out/in.bam")
+    with pytest.raises(ArgumentError, match="object storage"):
+        distributed.sort("s3://sortase-finish/local-out/in.bam", tmp_path / "out.bam",
+                         client=client, storage_options=options, progress=False)
+    fs.invalidate_cache()
+    assert fs.ls("sortase-finish/local-out", detail=False) == ["sortase-finish/local-out/in.bam"]
+    assert list(tmp_path.iterdir()) == []
+    fs.rm("sortase-finish/local-out", recursive=True)

@@ -111,7 +111,11 @@ fn merge_both(job: &MergeJob, dir: &Path, name: &str) -> Vec<(PathBuf, PathBuf)>
         })
         .unwrap();
         let outputs_json = serde_json::to_string(
-            &outputs.iter().cloned().map(TaskOutput::Merge).collect::<Vec<_>>(),
+            &outputs
+                .iter()
+                .cloned()
+                .map(TaskOutput::Merge)
+                .collect::<Vec<_>>(),
         )
         .unwrap();
         let layout = sortase::tasks::layout_json(&plan_json, &outputs_json, true, &rt).unwrap();

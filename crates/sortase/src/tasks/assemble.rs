@@ -164,7 +164,10 @@ pub(crate) fn layout(
         for r in side.ranges {
             let sum: u64 = r.blocks.iter().map(|&(c, _)| u64::from(c)).sum();
             if sum != r.bytes {
-                bail!("{}: a key range's blocks do not add up to its bytes", at(sidecar));
+                bail!(
+                    "{}: a key range's blocks do not add up to its bytes",
+                    at(sidecar)
+                );
             }
             bytes += r.bytes;
             lay.push(&r.blocks, r.summary)
@@ -278,7 +281,10 @@ impl Layout {
         if len != self.size {
             bail!(Error::new(
                 ErrorKind::Internal,
-                format!("{name}: the placed output has {len} bytes, not {}", self.size)
+                format!(
+                    "{name}: the placed output has {len} bytes, not {}",
+                    self.size
+                )
             ));
         }
         std::fs::rename(&self.temp, &self.data)
@@ -341,8 +347,7 @@ impl PlaceTask {
             while done < c.bytes {
                 rt.check_cancelled()?;
                 let n = (c.bytes - done).min(buf.len() as u64) as usize;
-                part.read_exact(&mut buf[..n])
-                    .with_context(|| at.clone())?;
+                part.read_exact(&mut buf[..n]).with_context(|| at.clone())?;
                 out.write_all_at(&buf[..n], c.offset + done)
                     .with_context(|| name.clone())?;
                 done += n as u64;

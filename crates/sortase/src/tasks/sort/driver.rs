@@ -267,7 +267,10 @@ impl SortPlan {
 
     /// The outputs of stage 3 by part, checked: they continue each other's key ranges and hold
     /// every record of the runs.
-    fn checked_parts<'a>(&self, reduces: &'a [ReduceOutput]) -> anyhow::Result<Vec<&'a ReduceOutput>> {
+    fn checked_parts<'a>(
+        &self,
+        reduces: &'a [ReduceOutput],
+    ) -> anyhow::Result<Vec<&'a ReduceOutput>> {
         let parts = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let total_ranges = parts[0].total_ranges;
         let mut next = 0;
@@ -345,7 +348,9 @@ impl SortPlan {
             .collect();
         let mut report = self.report(&parts, rt, self.warnings.clone());
         report.outputs = out.data.iter().cloned().collect();
-        report.outputs.extend(out.index.as_ref().map(|(p, _)| p.clone()));
+        report
+            .outputs
+            .extend(out.index.as_ref().map(|(p, _)| p.clone()));
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let mut lay = assemble::layout(
             &self.header.to_header(),
@@ -403,7 +408,8 @@ impl SortPlan {
     /// Also removes the temporary files of the parallel finish ([`SortPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
         if let Ok(order) = self.job.order.resolve() {
-            if let Ok(out) = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new()) {
+            if let Ok(out) = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())
+            {
                 let index = out.index.as_ref().map(|(p, _)| p.as_path());
                 assemble::remove_temps(out.data.as_deref(), index, &self.work_dir);
             }
