@@ -10,16 +10,18 @@ dataset has no BAM index; export it first) and refuse a dataset with :class:`sor
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
 the Rust task runner on a worker; the driver gathers their outputs, plans the next stage and
-finishes (a sort or a merge: concatenates the parts into the output and its index, exactly as
-``sortase sort`` / ``sortase merge`` write them). Tasks write under temporary names and rename, so a retried task (a
-worker lost, a task re-run) is harmless. A job that fails for good removes its work directory and
-leaves no output.
+finishes. A sort or a merge is finished with no output byte through the driver (:func:`_assemble`):
+the library lays the output out from the parts' sidecars and the driver writes the index only;
+tasks place the parts (exactly the bytes ``sortase sort`` / ``sortase merge`` write). Tasks write
+under temporary names and rename, so a retried task (a worker lost, a task re-run) is harmless. A
+job that fails for good removes its work directory and leaves no output.
 
 Storage: a path every worker sees (NFS, Lustre, or the local disk of a one-machine cluster), or
 object storage through fsspec (``s3://bucket/key``, with ``storage_options`` for s3fs): then each
 task fetches the byte ranges it reads into a sparse local file at the same offsets, runs, and
-uploads the files it wrote under the job's work prefix; the driver writes the output locally and
-uploads it under a temporary key, then moves it into place.
+uploads the files it wrote under the job's work prefix. A sort's or merge's output is then one S3
+multipart upload whose parts the workers add (server-side copies of the reduce tasks' part objects
+where they can); the driver creates and completes it (aborts it on failure) and uploads the index.
 
 >>> from dask.distributed import Client, LocalCluster
 >>> from sortase import distributed
@@ -240,6 +242,11 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
 
 
 def _local_bytes(task_json: str) -> Tuple[int, int]:
+    (kind, body), = json.loads(task_json).items()
+    if kind == "place":
+        # The part files it copies, written at their offsets with the header or EOF bytes.
+        copied = sum(c["bytes"] for c in body["copies"])
+        return copied, copied + sum(len(b["bytes"]) // 2 for b in body["inline"])
     reads, writes = _reads_and_writes(task_json)
     read = 0
     for path, ranges in reads:
@@ -316,6 +323,8 @@ class _Driver:
         self.remote = remote
         self.token = uuid.uuid4().hex[:8]
         self.phases: List[Dict[str, Any]] = []
+        #: The URLs a remote sort or merge wrote (output, then index).
+        self.uploaded: List[str] = []
 
     def say(self, text: str, end: str = "\n") -> None:
         if self.progress:
@@ -331,15 +340,23 @@ class _Driver:
         return value
 
     def stage(self, plan: str, stage: str, outputs: List[Any]) -> List[Any]:
-        from dask.distributed import as_completed
-
         start = time.perf_counter()
         tasks = json.loads(_sortase.task_stage(plan, stage, json.dumps(outputs), threads=self.threads))
+        return self.run(stage, [json.dumps(t) for t in tasks], start=start)
+
+    def run(self, stage: str, items: List[Any], fn: Optional[Callable[..., Dict[str, Any]]] = None,
+            start: Optional[float] = None, **kwargs: Any) -> List[Any]:
+        """Runs ``fn`` (default: a sortase task, :func:`_run_task`) on every item as Dask tasks of
+        the phase ``stage``; returns their outputs in completion order."""
+        from dask.distributed import as_completed
+
+        start = time.perf_counter() if start is None else start
+        tasks = items
         keys = [f"sortase-{self.name}-{stage}-{i}-{self.token}" for i in range(len(tasks))]
-        futures = self.client.map(
-            _run_task, [json.dumps(t) for t in tasks], threads=self.threads,
-            max_memory=self.max_memory, remote=self.remote, key=keys, pure=False, retries=2,
-        )
+        if fn is None:
+            fn, kwargs = _run_task, dict(threads=self.threads, max_memory=self.max_memory,
+                                         remote=self.remote)
+        futures = self.client.map(fn, tasks, **kwargs, key=keys, pure=False, retries=2)
         results = []
         try:
             for done, future in enumerate(as_completed(futures), 1):
@@ -360,6 +377,8 @@ class _Driver:
             "bytes_written": sum(r["written"] for r in results),
             "whole_object_fetches": sum(r["refetched"] for r in results),
         })
+        if stage == "upload":
+            self.phases[-1]["bytes_copied_server_side"] = sum(r["output"]["copied"] for r in results)
         return [r["output"] for r in results]
 
     def report(self, job_report: str) -> Report:
@@ -378,7 +397,9 @@ class _Driver:
 
 def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, scheduler: Optional[str],
          progress: Optional[bool], threads: int, max_memory: Optional[int],
-         remote: Optional[_Remote]) -> Report:
+         remote: Optional[_Remote], output: Optional[str] = None) -> Report:
+    """Plans ``job``, runs its stages and finishes it; a sort or a merge (``output``: its URL on
+    object storage) is assembled by :func:`_assemble`."""
     with _connect(client, scheduler, bool(progress)) as c:
         if kind not in ("sort", "agd_sort") and cut.get("tasks") is None:
             # Four range tasks per worker thread, as the single-machine jobs cut per thread.
@@ -397,17 +418,19 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                     raise
                 plan = fallback
                 outputs = _stages(d, kind, plan)
-            if remote is not None and kind in ("sort", "agd_sort", "merge"):
-                start = time.perf_counter()
-                fetched = _download_parts(remote, outputs)
-                d.phases.append({"name": "download", "seconds": time.perf_counter() - start,
-                                 "bytes_read": fetched})
-            text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs), threads=threads))
+            if kind in ("sort", "agd_sort", "merge"):
+                text = _assemble(d, plan, outputs, output)
+            else:
+                text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs),
+                                                                      threads=threads))
         except BaseException:
             with contextlib.suppress(Exception):
                 _sortase.task_abort(plan)
             raise
-        return d.report(text)
+        report = d.report(text)
+        if remote is not None and output is not None:
+            report["outputs"] = d.uploaded
+        return report
 
 
 def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
@@ -417,17 +440,182 @@ def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
     return outputs
 
 
-def _download_parts(remote: _Remote, outputs: List[Any]) -> int:
-    """Fetches the reduce (or merge) tasks' parts for the driver's finish; returns the bytes
-    fetched."""
+# ---------------------------------------------------------------- the finish of a sort or merge
+#
+# No output byte passes through the driver. The library lays the output out from the parts'
+# sidecars (their blocks' sizes and index summaries): the header's BGZF blocks, each part's offset,
+# the EOF block, and the index, which the driver writes (`task_layout`). Then:
+# - on a shared file system the driver preallocates the output's temporary file, one `place` task
+#   per part writes it at its offset (the first also the header, the last the EOF block), and the
+#   driver renames the file and its index into place (`task_commit`);
+# - on object storage the parts become the parts of one S3 multipart upload at the output's key:
+#   the driver creates the upload, `upload` tasks on the workers add its parts (UploadPartCopy of a
+#   part object written by a reduce task, server-side; or, for a part that needs the header, the
+#   EOF block or small neighbours, the bytes fetched by the worker and uploaded with UploadPart),
+#   and the driver completes it, then uploads the index. A failure aborts the upload.
+
+#: S3's smallest part (all but the last part of a multipart upload), its largest, and its most parts.
+MIN_PART = 5 << 20
+MAX_PART = 5 << 30
+MAX_PARTS = 10_000
+
+
+def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) -> str:
+    """Finishes a sort or merge from its last stage's outputs; returns the report (JSON)."""
+    remote = d.remote
+    if remote is None:
+        layout = d.timed("layout", lambda: _sortase.task_layout(
+            plan, json.dumps(outputs), True, threads=d.threads))
+        d.run("place", [json.dumps(t) for t in json.loads(_sortase.task_place(layout))])
+        return d.timed("finish", lambda: _sortase.task_commit(layout))
+    assert output is not None, "a remote sort or merge has an output URL"
     fs = remote.fs()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     fetched = 0
     for o in outputs:
+        # The sidecars only: the parts' block sizes and index summaries.
         r = o["sort"]["reduce"] if "sort" in o else o["merge"]
-        for path in (r["part_path"], r["sidecar_path"]):
-            fs.get_file(remote.url(path), path)
-            fetched += os.path.getsize(path)
-    return fetched
+        fetched += _fetch(fs, remote.url(r["sidecar_path"]), r["sidecar_path"], None)
+    text = _sortase.task_layout(plan, json.dumps(outputs), False, threads=d.threads)
+    layout = json.loads(text)
+    d.phases.append({"name": "layout", "seconds": time.perf_counter() - start,
+                     "cpu_seconds": _cpu_seconds() - cpu, "bytes_read": fetched})
+    specs = _multipart_plan(layout, remote)
+    bucket, key, _ = fs.split_path(output)
+    start = time.perf_counter()
+    upload = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    try:
+        done = d.run("upload", specs, fn=_upload_part, remote=remote, bucket=bucket,
+                     object_key=key, upload_id=upload)
+        parts = sorted(({"PartNumber": p["part"], "ETag": p["etag"]} for p in done),
+                       key=lambda p: p["PartNumber"])
+        if [p["PartNumber"] for p in parts] != list(range(1, len(specs) + 1)):
+            raise RuntimeError(f"{output}: the upload tasks returned parts {parts}")
+        start = time.perf_counter()
+        fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                   MultipartUpload={"Parts": parts})
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+        raise
+    d.uploaded = [output]
+    written = 0
+    try:
+        if layout["index"] is not None:
+            index = layout["index"]
+            url = f"{output.rsplit('/', 1)[0]}/{os.path.basename(index['target'])}"
+            _upload(remote, index["temp"], url)
+            written += os.path.getsize(index["temp"])
+            d.uploaded.append(url)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.rm(output)  # no output without its index
+        raise
+    d.phases.append({"name": "finish", "seconds": time.perf_counter() - start,
+                     "bytes_written": written})
+    with contextlib.suppress(Exception):
+        _sortase.task_abort(plan)  # the driver's scratch work directory
+    return json.dumps(layout["report"])
+
+
+def _multipart_plan(layout: Dict[str, Any], remote: _Remote, min_part: Optional[int] = None,
+                    max_part: int = MAX_PART, max_parts: int = MAX_PARTS) -> List[Dict[str, Any]]:
+    """The parts of the output's multipart upload from its ``layout``: each a list of pieces, the
+    header's and the EOF block's bytes (``{"bytes": hex}``) or a byte range of a part object
+    (``{"url", "start", "end", "size"}``, ``size`` the whole object's). Every part but the last has
+    at least ``min_part`` bytes (S3's 5 MiB, or more so that there are at most ``max_parts``), none
+    more than ``max_part``. A stretch of a part object long enough to stand alone is its own part
+    (copied server-side); the header, the EOF block and short objects join their neighbours."""
+    floor = MIN_PART if min_part is None else min_part
+    floor = max(floor, -(-layout["size"] // (max_parts - 1)))
+    pieces: List[Dict[str, Any]] = [{"bytes": layout["header"]["bytes"]}]
+    for p in layout["parts"]:
+        if p["bytes"]:
+            pieces.append({"url": remote.url(p["path"]), "start": 0, "end": p["bytes"],
+                           "size": p["bytes"]})
+    pieces.append({"bytes": layout["eof"]["bytes"]})
+
+    def length(piece: Dict[str, Any]) -> int:
+        return len(piece["bytes"]) // 2 if "bytes" in piece else piece["end"] - piece["start"]
+
+    parts: List[List[Dict[str, Any]]] = []
+    group: List[Dict[str, Any]] = []
+    filled = 0
+    for piece in pieces:
+        if "bytes" in piece:
+            group.append(piece)
+            filled += length(piece)
+        else:
+            at, end = piece["start"], piece["end"]
+            if group and filled < floor:
+                # Fill the open part up to the floor; the rest of a short object joins it too.
+                take = min(end - at, floor - filled)
+                if end - (at + take) < floor and filled + end - at <= max_part:
+                    take = end - at
+                group.append(dict(piece, start=at, end=at + take))
+                filled += take
+                at += take
+            if at < end and end - at >= floor:
+                if group:
+                    parts.append(group)
+                    group, filled = [], 0
+                # The rest of the object stands alone: server-side copies of at most max_part.
+                n = -(-(end - at) // max_part)
+                for i in range(n):
+                    a, b = at + (end - at) * i // n, at + (end - at) * (i + 1) // n
+                    parts.append([dict(piece, start=a, end=b)])
+            elif at < end:
+                group.append(dict(piece, start=at, end=end))
+                filled += end - at
+        if group and filled >= floor:
+            parts.append(group)
+            group, filled = [], 0
+    if group:
+        parts.append(group)
+    return [{"part": i + 1, "pieces": g} for i, g in enumerate(parts)]
+
+
+def _upload_part(spec: Dict[str, Any], remote: _Remote, bucket: str, object_key: str,
+                 upload_id: str) -> Dict[str, Any]:
+    """The Dask task adding one part to the output's multipart upload: a server-side copy
+    (UploadPartCopy) of a part object's byte range when the part is one, else the pieces'
+    bytes (part objects' ranges fetched by this worker) with UploadPart. Returns its number and
+    ETag, and the bytes this worker read and sent."""
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    fs = remote.fs()
+    pieces = spec["pieces"]
+    for p in pieces:
+        if "url" in p:
+            size = fs.info(p["url"])["size"]
+            if size != p["size"]:
+                raise RuntimeError(f"{p['url']}: {size} bytes, the layout has {p['size']}")
+    read = written = copied = 0
+    if len(pieces) == 1 and "url" in pieces[0]:
+        p = pieces[0]
+        src_bucket, src_key, _ = fs.split_path(p["url"])
+        r = fs.call_s3("upload_part_copy", Bucket=bucket, Key=object_key, UploadId=upload_id,
+                       PartNumber=spec["part"], CopySource={"Bucket": src_bucket, "Key": src_key},
+                       CopySourceRange=f"bytes={p['start']}-{p['end'] - 1}")
+        etag = r["CopyPartResult"]["ETag"]
+        copied = p["end"] - p["start"]
+    else:
+        data = bytearray()
+        for p in pieces:
+            if "url" in p:
+                chunk = fs.cat_file(p["url"], start=p["start"], end=p["end"])
+                if len(chunk) != p["end"] - p["start"]:
+                    raise RuntimeError(f"{p['url']}: short read at {p['start']}")
+                read += len(chunk)
+                data += chunk
+            else:
+                data += bytes.fromhex(p["bytes"])
+        r = fs.call_s3("upload_part", Bucket=bucket, Key=object_key, UploadId=upload_id,
+                       PartNumber=spec["part"], Body=bytes(data))
+        etag = r["ETag"]
+        written = len(data)
+    return {"output": {"part": spec["part"], "etag": etag, "copied": copied},
+            "seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu,
+            "read": read, "written": written, "refetched": False}
 
 
 @contextlib.contextmanager
@@ -480,6 +668,16 @@ def _upload(remote: _Remote, local: str, url: str) -> None:
         with contextlib.suppress(Exception):
             fs.rm(temp)
         raise
+
+
+def _check_remote_output(remote: Optional[_Remote], output: str) -> None:
+    """A sort or merge on object storage writes its output there: the workers add its parts to a
+    multipart upload (a local output would pass every byte through the driver)."""
+    from . import ArgumentError
+
+    if remote is not None and not _is_remote(output):
+        raise ArgumentError(f"{output}: the inputs are on object storage, so must the output be "
+                            "(an s3:// URL), or give paths every worker sees for both")
 
 
 def _local_output(remote: Optional[_Remote], output: str) -> str:
@@ -572,6 +770,7 @@ def sort(
     order = _order(by_name, by_name_lex, tag)
     memory = _size(task_memory)
     with _sort_input(input, output, storage_options) as (remote, local_input, kind):
+        _check_remote_output(remote, output)
         local_output = _local_output(remote, output)
         job = {
             "input": local_input,
@@ -586,11 +785,9 @@ def sort(
         cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
         # A map task's runtime holds its range (about task_memory) with room to spare.
         max_memory = None if memory is None else max(2 * memory, 64 << 20)
-        report = _run(kind, job, cut, client=client, scheduler=scheduler, progress=progress,
-                      threads=threads, max_memory=max_memory, remote=remote)
-        if remote is not None:
-            _upload_outputs(remote, report, output, local_output)
-        return report
+        return _run(kind, job, cut, client=client, scheduler=scheduler, progress=progress,
+                    threads=threads, max_memory=max_memory, remote=remote,
+                    output=output if remote is not None else None)
 
 
 def merge(
@@ -624,8 +821,8 @@ def merge(
 
     The driver samples the inputs and chooses the key ranges exactly as ``sortase merge`` does;
     each task merges a stretch of consecutive key ranges from every input into a part file; the
-    driver concatenates the parts and merges their index summaries. ``tasks``: how many stretches
-    (default 4 per worker thread; at most the number of key ranges). Inputs and output: paths every
+    driver builds the index from their summaries and tasks place the parts (:func:`_assemble`).
+    ``tasks``: how many stretches (default 4 per worker thread; at most the number of key ranges). Inputs and output: paths every
     worker sees, or ``s3://`` URLs (then a task fetches each input's header and the byte spans its
     key ranges read). Options as :func:`sortase.merge` (``attach_rg`` is ``-r``, ``combine_rg``
     ``-c``, ``combine_pg`` ``-p``, ``header`` ``-h FILE``, ``force`` ``-f``); the other keywords as
@@ -646,6 +843,7 @@ def merge(
     with _storage(fetch, [output], storage_options) as (remote, local_inputs, _):
         if remote is not None and not force and _fs(output, storage_options).exists(output):
             raise ArgumentError(f"{output}: the output file exists (use force=True, -f, to overwrite)")
+        _check_remote_output(remote, output)
         local_output = _local_output(remote, output)
         job = {
             "inputs": [os.path.abspath(p) for p in local_inputs[:len(inputs)]],
@@ -662,11 +860,9 @@ def merge(
             "program": None if no_pg else {
                 "command_line": " ".join(["sortase-dask", "merge", "-o", output, *inputs])},
         }
-        report = _run("merge", job, {"tasks": tasks}, client=client, scheduler=scheduler,
-                      progress=progress, threads=threads, max_memory=None, remote=remote)
-        if remote is not None:
-            _upload_outputs(remote, report, output, local_output)
-        return report
+        return _run("merge", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+                    progress=progress, threads=threads, max_memory=None, remote=remote,
+                    output=output if remote is not None else None)
 
 
 def flagstat(

@@ -91,6 +91,35 @@ fn task_finish(
     })
 }
 
+/// The parallel finish of a sort or merge, step 1: the output laid out from the last stage's
+/// outputs (JSON array) and the parts' sidecars, its index written; with `preallocate` the output's
+/// temporary file created at its size. Returns the layout (JSON).
+#[pyfunction]
+#[pyo3(signature = (plan, outputs, preallocate, *, threads=None))]
+fn task_layout(
+    py: Python<'_>,
+    plan: String,
+    outputs: String,
+    preallocate: bool,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    with_runtime(py, threads, None, move |rt| {
+        tasks::layout_json(&plan, &outputs, preallocate, rt)
+    })
+}
+
+/// Step 2: the place tasks (JSON array) of a layout: each writes one part at its offset.
+#[pyfunction]
+fn task_place(py: Python<'_>, layout: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| tasks::place_tasks_json(&layout))
+}
+
+/// Step 3: renames the placed output and its index into place; returns the job's report (JSON).
+#[pyfunction]
+fn task_commit(py: Python<'_>, layout: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| tasks::commit_json(&layout))
+}
+
 /// The plan to run instead after a range task failed (`None`: the kind has none).
 #[pyfunction]
 fn task_fallback(py: Python<'_>, plan: String) -> PyResult<Option<String>> {
@@ -131,6 +160,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_run, m)?)?;
     m.add_function(wrap_pyfunction!(task_input_spans, m)?)?;
     m.add_function(wrap_pyfunction!(task_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(task_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(task_place, m)?)?;
+    m.add_function(wrap_pyfunction!(task_commit, m)?)?;
     m.add_function(wrap_pyfunction!(task_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(task_abort, m)?)?;
     m.add_function(wrap_pyfunction!(flagstat_text, m)?)?;

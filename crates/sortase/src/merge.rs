@@ -160,17 +160,23 @@ impl Target {
     /// Resolves `-o -O -l -u -f` as samtools merge does; the index is checked once the order is
     /// known to hold ([`Target::check_index`]).
     fn resolve(job: &MergeJob) -> anyhow::Result<Self> {
-        let out = &job.output;
-        let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let (data, _, _) = index_target(&path, out.index_format.as_deref())?;
-        let data = (data != Path::new("-")).then_some(data);
-        if let Some(d) = data.as_ref().filter(|d| !job.force && d.is_file()) {
+        let target = Self::resolve_paths(job)?;
+        if let Some(d) = target.data.as_ref().filter(|d| !job.force && d.is_file()) {
             return Err(Error::new(
                 ErrorKind::Output,
                 format!("{}: file exists; use -f to overwrite", d.display()),
             )
             .into());
         }
+        Ok(target)
+    }
+
+    /// [`Target::resolve`] without refusing an existing output (the names only).
+    fn resolve_paths(job: &MergeJob) -> anyhow::Result<Self> {
+        let out = &job.output;
+        let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
+        let (data, _, _) = index_target(&path, out.index_format.as_deref())?;
+        let data = (data != Path::new("-")).then_some(data);
         let level = match (out.uncompressed, out.level) {
             (true, _) => CompressionLevel::STORED,
             (false, l) => CompressionLevel::samtools(l.unwrap_or(-1)),

@@ -132,6 +132,73 @@ impl RangeEncoder {
     }
 }
 
+/// The BGZF blocks of a BAM output's header at `level`, as every BAM writer of the library starts
+/// its file.
+pub fn header_blocks(level: CompressionLevel, header: &Header) -> Result<EncodedBlocks> {
+    let mut enc = BlockEncoder::new(level);
+    enc.write_all(&header.to_bam_bytes())?;
+    Ok(enc.finish()?)
+}
+
+/// Appends one encoded range's blocks to the block log and replays its index summary (offsets
+/// local to the range) shifted to the range's first block.
+fn push_range(
+    log: &mut BlockLog,
+    index: Option<&mut IndexBuilder>,
+    blocks: &[(u32, u32)],
+    summary: Option<RangeSummary>,
+) -> Result<(), SortError> {
+    if let (Some(mut s), Some(builder)) = (summary, index) {
+        s.shift(pseudo_offset((log.blocks.len() as u64, 0)));
+        s.replay(builder)
+            .map_err(|e| output_error(format!("indexing: {e}")))?;
+    }
+    log.blocks.extend_from_slice(blocks);
+    Ok(())
+}
+
+/// A BAM output assembled from encoded ranges written elsewhere (the parts of a distributed sort or
+/// merge, `crate::tasks::assemble`): the block log and the index, exactly as [`RangeWriter`] keeps
+/// them, without the ranges' bytes.
+pub struct BamLayout {
+    log: BlockLog,
+    index: Option<IndexBuilder>,
+}
+
+impl BamLayout {
+    /// Starts after the header's `blocks`; `bai` is `Some` with `--write-index` (BAI, else CSI).
+    pub fn new(blocks: &EncodedBlocks, header: &Header, bai: Option<bool>) -> Self {
+        let mut log = BlockLog::default();
+        log.blocks.extend_from_slice(&blocks.blocks);
+        let index = bai.map(|bai| {
+            let ix = OnTheFlyIndex::new(header, bai);
+            let offset0 = pseudo_offset((log.blocks.len() as u64, 0));
+            IndexBuilder::new(ix.format(), ix.n_ref(), offset0)
+        });
+        Self { log, index }
+    }
+
+    /// Appends the next range: its blocks' sizes and index summary.
+    pub fn push(
+        &mut self,
+        blocks: &[(u32, u32)],
+        summary: Option<RangeSummary>,
+    ) -> Result<(), SortError> {
+        push_range(&mut self.log, self.index.as_mut(), blocks, summary)
+    }
+
+    /// Compressed bytes so far (header and ranges; not the EOF block).
+    pub fn bytes(&self) -> u64 {
+        self.log.blocks.iter().map(|&(c, _)| u64::from(c)).sum()
+    }
+
+    /// The index's bytes (with `--write-index`).
+    pub fn finish(self) -> Option<Vec<u8>> {
+        let log = self.log;
+        self.index.map(|builder| finish_index(builder, &log))
+    }
+}
+
 /// Writes encoded ranges in order (on the calling thread).
 pub struct RangeWriter {
     out: Box<dyn Write + Send>,
@@ -171,16 +238,11 @@ pub fn open(
     };
     match format {
         OutFormat::Bam(level) => {
-            let mut enc = BlockEncoder::new(level);
-            enc.write_all(&header.to_bam_bytes())?;
-            let blocks = enc.finish()?;
+            let blocks = header_blocks(level, header)?;
             out.write_all(&blocks.bytes).with_context(|| name.clone())?;
-            log.blocks.extend_from_slice(&blocks.blocks);
-            if let Some((_, bai)) = index {
-                let ix = OnTheFlyIndex::new(header, bai);
-                let offset0 = pseudo_offset((log.blocks.len() as u64, 0));
-                builder = Some(IndexBuilder::new(ix.format(), ix.n_ref(), offset0));
-            }
+            let layout = BamLayout::new(&blocks, header, index.map(|(_, bai)| bai));
+            log = layout.log;
+            builder = layout.index;
         }
         OutFormat::Sam => out
             .write_all(header.text().as_bytes())
@@ -217,13 +279,8 @@ impl RangeWriter {
     pub fn write(&mut self, range: EncodedRange) -> Result<(), SortError> {
         match range {
             EncodedRange::Bam(blocks, summary) => {
-                if let (Some(mut s), Some(builder)) = (summary, self.index.as_mut()) {
-                    s.shift(pseudo_offset((self.log.blocks.len() as u64, 0)));
-                    s.replay(builder)
-                        .map_err(|e| output_error(format!("indexing: {e}")))?;
-                }
+                push_range(&mut self.log, self.index.as_mut(), &blocks.blocks, summary)?;
                 self.out.write_all(&blocks.bytes)?;
-                self.log.blocks.extend_from_slice(&blocks.blocks);
             }
             EncodedRange::Text(text) => self.out.write_all(&text)?,
             EncodedRange::Records(batch) => {

@@ -124,6 +124,8 @@ struct Case {
     write_index: bool,
     index_format: Option<&'static str>,
     reduce_tasks: Option<usize>,
+    /// Finish with layout, place tasks and commit instead of `SortPlan::finish`.
+    parallel_finish: bool,
 }
 
 /// Sorts `input` through tasks and with `SortJob::run`; returns (files of the tasks' output, of
@@ -188,7 +190,29 @@ fn sort_both(input: &Path, dir: &Path, case: &Case) -> Vec<(Vec<u8>, Vec<u8>)> {
         .into_iter()
         .filter_map(SortTaskOutput::into_reduce)
         .collect();
-    let tasks = plan.finish(&reduces, &rt).unwrap();
+    let tasks = if case.parallel_finish {
+        // The finish with no serial data path: layout (index from the sidecars), place tasks
+        // (shuffled, through JSON, each part at its offset of the preallocated file), commit.
+        let layout = plan.layout(&reduces, true, &rt).unwrap();
+        assert!(layout.temp.is_file() && !layout.data.exists());
+        let mut places = layout.place_tasks();
+        assert_eq!(places.len(), reduces.len());
+        for i in (1..places.len()).rev() {
+            places.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        for t in places {
+            let json = serde_json::to_string(&Task::Place(t)).unwrap();
+            let out = run_task_json(&json, &Runtime::with_threads(1).unwrap()).unwrap();
+            let TaskOutput::Place(_) = serde_json::from_str(&out).unwrap() else {
+                panic!("a place task returns a place output")
+            };
+        }
+        let report: sortase::SortReport = serde_json::from_value(layout.commit().unwrap()).unwrap();
+        assert!(!layout.temp.exists());
+        report
+    } else {
+        plan.finish(&reduces, &rt).unwrap()
+    };
     assert!(
         !plan.work_dir().exists(),
         "finish leaves the work directory"
@@ -231,6 +255,7 @@ fn tasks_give_the_bytes_of_sort_job_run() {
             write_index: true,
             index_format: None,
             reduce_tasks: Some(2), // several key ranges per reduce task
+            parallel_finish: true,
         },
         Case {
             name: "coordinate-bai",
@@ -238,6 +263,7 @@ fn tasks_give_the_bytes_of_sort_job_run() {
             write_index: true,
             index_format: Some("bai"),
             reduce_tasks: None,
+            parallel_finish: false,
         },
         Case {
             name: "name",
@@ -245,6 +271,7 @@ fn tasks_give_the_bytes_of_sort_job_run() {
             write_index: false,
             index_format: None,
             reduce_tasks: None,
+            parallel_finish: true,
         },
         Case {
             name: "tag",
@@ -255,6 +282,7 @@ fn tasks_give_the_bytes_of_sort_job_run() {
             write_index: false,
             index_format: None,
             reduce_tasks: Some(3),
+            parallel_finish: false,
         },
     ];
     for case in &cases {

@@ -46,6 +46,7 @@ use crate::input::Format;
 use crate::options::temp_prefix;
 use crate::range_output::{self, RangeEncoder};
 use crate::runtime::Runtime;
+use crate::tasks::assemble::{self, Layout};
 use crate::tasks::sort::driver::{complete, remove_work_dir, write_parts};
 use crate::tasks::sort::plan::create_work_dir;
 use crate::tasks::sort::reduce::write_part;
@@ -362,11 +363,57 @@ impl MergeTaskPlan {
         self.finish_inner(outputs, rt).map_err(Error::from)
     }
 
-    fn finish_inner(
+    /// The parallel finish's first step ([`crate::tasks::assemble`]): checks every task's output
+    /// (in any order, repeats ignored) as [`MergeTaskPlan::finish`] does, lays the output out from
+    /// the parts' sidecars and writes the index (with `--write-index`) under a temporary name next
+    /// to it; with `preallocate` creates the output's temporary file for the
+    /// [`crate::tasks::PlaceTask`]s. Reads no part file.
+    pub fn layout(
         &self,
         outputs: &[MergeTaskOutput],
+        preallocate: bool,
         rt: &Runtime,
-    ) -> anyhow::Result<MergeReport> {
+    ) -> Result<Layout> {
+        self.layout_inner(outputs, preallocate, rt)
+            .map_err(Error::from)
+    }
+
+    fn layout_inner(
+        &self,
+        outputs: &[MergeTaskOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> anyhow::Result<Layout> {
+        let parts = self.checked_parts(outputs)?;
+        let target = Target::resolve(&self.job)?;
+        let (OutFormat::Bam(level), Some(data)) = (target.format, target.data.as_deref()) else {
+            bail_argument!("merge tasks write a BAM file");
+        };
+        let files: Vec<_> = parts
+            .iter()
+            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
+            .collect();
+        let report = self.report(&parts, &target, rt, self.warnings.clone());
+        let report = serde_json::to_value(&report).context("merge report JSON")?;
+        assemble::layout(
+            &self.shared.header.to_header(),
+            level,
+            data,
+            target.index(),
+            &files,
+            &self.work_dir,
+            report,
+            preallocate,
+            rt,
+        )
+    }
+
+    /// The tasks' outputs by part, checked: they continue each other's key ranges and every
+    /// sample a reader started at was reached exactly by another reader.
+    fn checked_parts<'a>(
+        &self,
+        outputs: &'a [MergeTaskOutput],
+    ) -> anyhow::Result<Vec<&'a MergeTaskOutput>> {
         let parts = complete(outputs, "merge", |o| (o.part, o.parts))?;
         let mut next = 0;
         for p in &parts {
@@ -385,6 +432,45 @@ impl MergeTaskPlan {
             check.add_marks(&p.used, &p.confirmed);
         }
         check.check_samples()?;
+        Ok(parts)
+    }
+
+    /// The merge's report from its checked parts (`warnings`: the plan's, then the inputs').
+    fn report(
+        &self,
+        parts: &[&MergeTaskOutput],
+        target: &Target,
+        rt: &Runtime,
+        mut warnings: Vec<String>,
+    ) -> MergeReport {
+        for (i, sampled) in self.input_warnings.iter().enumerate() {
+            let mut seen = std::collections::HashSet::new();
+            let all = sampled.iter().chain(
+                parts
+                    .iter()
+                    .flat_map(|p| p.warnings.get(i).into_iter().flatten()),
+            );
+            warnings.extend(all.filter(|w| seen.insert(*w)).cloned());
+        }
+        MergeReport {
+            inputs: self.shared.job.inputs.len(),
+            threads: rt.threads(),
+            method: MergeMethod::KeyRanges,
+            ranges: self.ranges(),
+            sampling_seconds: self.sampling_seconds,
+            key_ranges_abandoned: None,
+            outputs: target.outputs(),
+            warnings,
+        }
+    }
+
+    fn finish_inner(
+        &self,
+        outputs: &[MergeTaskOutput],
+        rt: &Runtime,
+    ) -> anyhow::Result<MergeReport> {
+        let parts = self.checked_parts(outputs)?;
+        let shared = &self.shared;
         let target = Target::resolve(&self.job)?;
         let header = shared.header.to_header();
         let (_, mut writer) = range_output::open(
@@ -402,33 +488,20 @@ impl MergeTaskPlan {
         write_parts(&mut writer, &files, rt)?;
         rt.check_cancelled()?;
         writer.finish(true)?;
-        let mut warnings = self.warnings.clone();
-        for (i, sampled) in self.input_warnings.iter().enumerate() {
-            let mut seen = std::collections::HashSet::new();
-            let all = sampled.iter().chain(
-                parts
-                    .iter()
-                    .flat_map(|p| p.warnings.get(i).into_iter().flatten()),
-            );
-            warnings.extend(all.filter(|w| seen.insert(*w)).cloned());
-        }
+        let mut report = self.report(&parts, &target, rt, self.warnings.clone());
         if let Err(e) = self.abort() {
-            warnings.push(format!("merge tasks: {e}"));
+            report.warnings.push(format!("merge tasks: {e}"));
         }
-        Ok(MergeReport {
-            inputs: shared.job.inputs.len(),
-            threads: rt.threads(),
-            method: MergeMethod::KeyRanges,
-            ranges: self.ranges(),
-            sampling_seconds: self.sampling_seconds,
-            key_ranges_abandoned: None,
-            outputs: target.outputs(),
-            warnings,
-        })
+        Ok(report)
     }
 
-    /// Removes the work directory and every task file in it.
+    /// Removes the work directory and every task file in it, and the temporary files of the
+    /// parallel finish ([`MergeTaskPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
+        if let Ok(target) = Target::resolve_paths(&self.job) {
+            let index = target.index.as_ref().map(|(p, _)| p.as_path());
+            assemble::remove_temps(target.data.as_deref(), index, &self.work_dir);
+        }
         remove_work_dir(&self.work_dir)
     }
 }

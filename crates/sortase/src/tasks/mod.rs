@@ -26,12 +26,15 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+pub mod assemble;
 pub mod plans;
 pub mod sort;
 pub(crate) mod wire;
 
+pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use plans::{
-    abort_json, fallback_json, finish_json, plan_json, stage_tasks_json, CutOptions, Plan,
+    abort_json, commit_json, fallback_json, finish_json, layout_json, place_tasks_json, plan_json,
+    stage_tasks_json, CutOptions, Plan,
 };
 pub use sort::{
     AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,
@@ -70,6 +73,8 @@ pub enum Task {
     AgdCount(AgdCountTask),
     /// Consecutive chunks of `sortase agd idxstats`.
     AgdIdxstats(AgdIdxstatsTask),
+    /// A part of a sort's or merge's output written at its offset (the parallel finish).
+    Place(PlaceTask),
 }
 
 /// What a [`Task`] returns.
@@ -94,6 +99,8 @@ pub enum TaskOutput {
     AgdCount(AgdCountPart),
     /// The output of an [`AgdIdxstatsTask`].
     AgdIdxstats(IdxstatsPart),
+    /// The output of a [`PlaceTask`].
+    Place(PlaceOutput),
 }
 
 impl From<MergeTask> for Task {
@@ -121,6 +128,7 @@ impl Task {
             Task::AgdFlagstat(t) => t.run(rt).map(TaskOutput::AgdFlagstat),
             Task::AgdCount(t) => t.run(rt).map(TaskOutput::AgdCount),
             Task::AgdIdxstats(t) => t.run(rt).map(TaskOutput::AgdIdxstats),
+            Task::Place(t) => t.run(rt).map(TaskOutput::Place),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
-use super::{PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
+use super::{Layout, PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
 use crate::agd::{AgdFlagstatJob, AgdIdxstatsJob};
 use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan, AgdIdxstatsPlan};
 use crate::agd_view::AgdViewJob;
@@ -292,6 +292,44 @@ impl Plan {
         }
     }
 
+    /// The parallel finish of a sort or a merge, step 1 ([`crate::tasks::assemble`]): the output
+    /// laid out from the last stage's outputs and the parts' sidecars, the index written under a
+    /// temporary name, and with `preallocate` the output's temporary file created at its size.
+    /// Step 2: [`Layout::place_tasks`] (or, on object storage, a multipart upload of the parts);
+    /// step 3: [`Layout::commit`]. Other kinds have no parts (use [`Plan::finish`]).
+    pub fn layout(
+        &self,
+        outputs: Vec<TaskOutput>,
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> Result<Layout> {
+        match self {
+            Plan::Sort(p) => {
+                let parts: Vec<_> = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Sort(s) => s.into_reduce(),
+                        _ => None,
+                    })
+                    .collect();
+                p.layout(&parts, preallocate, rt)
+            }
+            Plan::Merge { plan, .. } => {
+                let parts: Vec<_> = outputs
+                    .into_iter()
+                    .filter_map(|o| match o {
+                        TaskOutput::Merge(m) => Some(m),
+                        _ => None,
+                    })
+                    .collect();
+                plan.layout(&parts, preallocate, rt)
+            }
+            _ => Err(Error::argument(
+                "layout: only a sort's or a merge's output is assembled from parts",
+            )),
+        }
+    }
+
     /// The plan to run instead when a range task failed (one task over the whole input); a sort
     /// has none (its count stage proves the boundaries itself), nor has snp-pileup (its regions
     /// come from the BAMs' indexes, not from guessed record boundaries).
@@ -351,4 +389,29 @@ pub fn fallback_json(plan_json: &str) -> Result<Option<String>> {
 /// [`Plan::abort`] from JSON.
 pub fn abort_json(plan_json: &str) -> Result<()> {
     parse::<Plan>("plan", plan_json)?.abort()
+}
+
+/// [`Plan::layout`] from and to JSON: the [`Layout`].
+pub fn layout_json(
+    plan_json: &str,
+    outputs_json: &str,
+    preallocate: bool,
+    rt: &Runtime,
+) -> Result<String> {
+    let plan: Plan = parse("plan", plan_json)?;
+    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
+    to_json(&plan.layout(outputs, preallocate, rt)?)
+}
+
+/// [`Layout::place_tasks`] from and to JSON: a JSON array of [`Task`]s.
+pub fn place_tasks_json(layout_json: &str) -> Result<String> {
+    let layout: Layout = parse("layout", layout_json)?;
+    let tasks: Vec<Task> = layout.place_tasks().into_iter().map(Task::Place).collect();
+    to_json(&tasks)
+}
+
+/// [`Layout::commit`] from JSON; the job's report as JSON.
+pub fn commit_json(layout_json: &str) -> Result<String> {
+    let layout: Layout = parse("layout", layout_json)?;
+    to_json(&layout.commit()?)
 }

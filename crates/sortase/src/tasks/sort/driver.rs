@@ -11,7 +11,9 @@ use crate::options::PhaseClock;
 use crate::range_output::{self, EncodedRange, RangeWriter};
 use crate::runtime::Runtime;
 use crate::sort::{resolve_output, SortJob, SortReport, DEFAULT_LEVEL};
+use crate::tasks::assemble::{self, Layout};
 use crate::tasks::wire::Sample;
+use crate::writer::OutFormat;
 use anyhow::{bail, Context};
 use sortase_bgzf::EncodedBlocks;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
@@ -263,7 +265,12 @@ impl SortPlan {
         self.finish_inner(reduces, rt).map_err(Error::from)
     }
 
-    fn finish_inner(&self, reduces: &[ReduceOutput], rt: &Runtime) -> anyhow::Result<SortReport> {
+    /// The outputs of stage 3 by part, checked: they continue each other's key ranges and hold
+    /// every record of the runs.
+    fn checked_parts<'a>(
+        &self,
+        reduces: &'a [ReduceOutput],
+    ) -> anyhow::Result<Vec<&'a ReduceOutput>> {
         let parts = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let total_ranges = parts[0].total_ranges;
         let mut next = 0;
@@ -291,6 +298,79 @@ impl SortPlan {
                 )
             ));
         }
+        Ok(parts)
+    }
+
+    /// The sort's report from its checked parts.
+    fn report(&self, parts: &[&ReduceOutput], rt: &Runtime, warnings: Vec<String>) -> SortReport {
+        SortReport {
+            records: parts.iter().map(|p| p.records).sum(),
+            record_bytes: parts.iter().map(|p| p.record_bytes).sum(),
+            runs_spilled: parts[0].total_runs as u64,
+            final_fan_in: parts[0].total_runs,
+            ranges: parts[0].total_ranges,
+            threads: rt.threads(),
+            warnings,
+            ..SortReport::default()
+        }
+    }
+
+    /// The parallel finish's first step ([`crate::tasks::assemble`]): checks the outputs of stage
+    /// 3 (in any order), lays the output out from the parts' sidecars and writes the index (with
+    /// `--write-index`) under a temporary name next to it; with `preallocate` creates the output's
+    /// temporary file for the [`crate::tasks::PlaceTask`]s. Reads no part file.
+    pub fn layout(
+        &self,
+        reduces: &[ReduceOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> Result<Layout> {
+        self.layout_inner(reduces, preallocate, rt)
+            .map_err(Error::from)
+    }
+
+    fn layout_inner(
+        &self,
+        reduces: &[ReduceOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> anyhow::Result<Layout> {
+        let parts = self.checked_parts(reduces)?;
+        let order = self.job.order.resolve()?;
+        let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
+        let (OutFormat::Bam(level), Some(data)) = (out.format, out.data.as_deref()) else {
+            bail_argument!("sort tasks write a BAM file");
+        };
+        let clock = PhaseClock::new("finish");
+        let files: Vec<_> = parts
+            .iter()
+            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
+            .collect();
+        let mut report = self.report(&parts, rt, self.warnings.clone());
+        report.outputs = out.data.iter().cloned().collect();
+        report
+            .outputs
+            .extend(out.index.as_ref().map(|(p, _)| p.clone()));
+        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+        let mut lay = assemble::layout(
+            &self.header.to_header(),
+            level,
+            data,
+            index,
+            &files,
+            &self.work_dir,
+            serde_json::Value::Null,
+            preallocate,
+            rt,
+        )?;
+        report.phases = clock.finish();
+        lay.report = serde_json::to_value(&report).context("sort report JSON")?;
+        Ok(lay)
+    }
+
+    fn finish_inner(&self, reduces: &[ReduceOutput], rt: &Runtime) -> anyhow::Result<SortReport> {
+        let parts = self.checked_parts(reduces)?;
+        let total_ranges = parts[0].total_ranges;
         let order = self.job.order.resolve()?;
         let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
@@ -315,17 +395,9 @@ impl SortPlan {
         if let Err(e) = self.abort() {
             warnings.push(format!("sort tasks: {e}"));
         }
-        let mut report = SortReport {
-            records: parts.iter().map(|p| p.records).sum(),
-            record_bytes: parts.iter().map(|p| p.record_bytes).sum(),
-            runs_spilled: parts[0].total_runs as u64,
-            final_fan_in: parts[0].total_runs,
-            ranges: total_ranges,
-            threads: rt.threads(),
-            phases: clock.finish(),
-            warnings,
-            ..SortReport::default()
-        };
+        let mut report = self.report(&parts, rt, warnings);
+        debug_assert_eq!(report.ranges, total_ranges);
+        report.phases = clock.finish();
         report.outputs = out.data.into_iter().collect();
         report.outputs.extend(out.index.map(|(p, _)| p));
         Ok(report)
@@ -333,7 +405,15 @@ impl SortPlan {
 
     /// Removes the work directory and every task file in it (a job given up, or after
     /// [`SortPlan::finish`], which calls it).
+    /// Also removes the temporary files of the parallel finish ([`SortPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
+        if let Ok(order) = self.job.order.resolve() {
+            if let Ok(out) = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())
+            {
+                let index = out.index.as_ref().map(|(p, _)| p.as_path());
+                assemble::remove_temps(out.data.as_deref(), index, &self.work_dir);
+            }
+        }
         remove_work_dir(&self.work_dir)
     }
 
