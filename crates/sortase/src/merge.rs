@@ -1,13 +1,12 @@
 //! [`MergeJob`]: samtools merge for sorted inputs. Headers are combined as samtools combines them
 //! and records translated (reference ids, RG/PG tags). Sorted BAM files are merged by key range on
-//! all threads (`ranges`); stdin, SAM and CRAM inputs, inputs whose reference order conflicts, and
-//! inputs that turn out not to be sorted are merged on one thread (`one_thread`, one reader thread
-//! per input), which reproduces samtools' heap merge exactly, unsorted inputs included.
+//! all threads (the engine is [`sortase_sort::merge_files`]); stdin, SAM and CRAM inputs, inputs
+//! whose reference order conflicts, and inputs that turn out not to be sorted are merged on one
+//! thread (`one_thread`, one reader thread per input), which reproduces samtools' heap merge
+//! exactly, unsorted inputs included.
 
 mod one_thread;
-mod ranges;
 mod tasks;
-pub(crate) use tasks::read_bam_header;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Format, Input};
@@ -17,16 +16,16 @@ use crate::range_output;
 use crate::runtime::Runtime;
 use crate::writer::{resolve_format, OutFormat, SortedOutput};
 use anyhow::Context;
-pub use ranges::RangeOptions as MergeRangeOptions;
-use ranges::{MergeInput, MergePlan};
 use serde::{Deserialize, Serialize};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+pub use sortase_sort::merge_files::RangeOptions as MergeRangeOptions;
+use sortase_sort::merge_files::{MergeInput, MergePlan};
 use sortase_sort::{ordered_tasks, SortError, SortOrder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use tasks::{InputSpan, MergeTask, MergeTaskOutput, MergeTaskPlan};
+pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 
 /// samtools merge as a job: sorted inputs (SAM, BAM, CRAM; `-` for standard input) merged into one
 /// output in their common order.
@@ -430,7 +429,7 @@ fn key_ranges(
     write_ranges(job, rt, &plan, merged, target, progress).map_err(|e| (e, target.data.is_some()))
 }
 
-/// Merges the plan's ranges on the runtime's threads ([`ranges`]) and writes them in order.
+/// Merges the plan's ranges on the runtime's threads ([`MergePlan`]) and writes them in order.
 fn write_ranges(
     job: &MergeJob,
     rt: &Runtime,

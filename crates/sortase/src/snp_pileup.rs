@@ -18,9 +18,9 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::bam_ranges::InputSpan;
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::OutputFile;
-use crate::merge::InputSpan;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};

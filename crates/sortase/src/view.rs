@@ -249,7 +249,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
         let header = if job.read_group.is_some() || job.library.is_some() {
-            crate::merge::read_bam_header(&job.input).with_context(|| job.input.clone())?
+            crate::input::read_bam_header(&job.input).with_context(|| job.input.clone())?
         } else {
             Header::new(String::new(), Vec::new())
         };

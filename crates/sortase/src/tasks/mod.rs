@@ -28,8 +28,8 @@
 
 pub mod plans;
 pub mod sort;
-pub(crate) mod wire;
 
+pub use crate::wire::{RunIndex, Sample};
 pub use plans::{
     abort_json, fallback_json, finish_json, plan_json, stage_tasks_json, CutOptions, Plan,
 };
@@ -37,7 +37,6 @@ pub use sort::{
     AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,
     ReduceTask, SortPlan, SortTask, SortTaskOutput, TaskError,
 };
-pub use wire::{RunIndex, Sample};
 
 use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask, AgdIdxstatsTask};
 use crate::error::{Error, Result};
@@ -126,7 +125,7 @@ impl Task {
 }
 
 /// The input byte spans a merge or snp-pileup task given as JSON reads (a JSON array of
-/// [`crate::merge::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
+/// [`crate::bam_ranges::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
 /// ranges are in their JSON already.
 pub fn input_spans_json(task_json: &str) -> Result<String> {
     let task: Task =
