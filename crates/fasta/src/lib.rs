@@ -15,7 +15,6 @@ pub mod access;
 mod error;
 pub mod fai;
 pub mod faidx;
-pub mod gzi;
 pub mod hash;
 pub mod lines;
 pub mod loc;
