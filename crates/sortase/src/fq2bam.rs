@@ -25,11 +25,11 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::TempDir;
-use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Program};
+use crate::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
+use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
 use crate::range_output;
 use crate::runtime::Runtime;
-use crate::sort::{release_free_memory, resolve_output, ResolvedOutput};
-use crate::writer::OutFormat;
+use crate::sort::release_free_memory;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_align::fastq::FastqReader;

@@ -49,6 +49,7 @@ pub mod markdup;
 pub mod memory;
 pub mod merge;
 pub mod options;
+pub mod output;
 mod parts;
 pub mod progress;
 pub mod range_output;

@@ -10,11 +10,12 @@ mod tasks;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Format, Input};
-use crate::options::{add_program, index_target, Order, OutputSpec, Program};
+use crate::options::{add_program, Order, OutputSpec, Program};
+use crate::output::{index_target, resolve_format, split_index_name, OutFormat};
 use crate::progress::Progress;
 use crate::range_output;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::writer::SortedOutput;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
@@ -161,7 +162,7 @@ impl Target {
     fn resolve(job: &MergeJob) -> anyhow::Result<Self> {
         let out = &job.output;
         let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let (data, _, _) = index_target(&path, out.index_format.as_deref())?;
+        let (data, _, _) = split_index_name(&path, out.index_format.as_deref())?;
         let data = (data != Path::new("-")).then_some(data);
         if let Some(d) = data.as_ref().filter(|d| !job.force && d.is_file()) {
             return Err(Error::new(
@@ -180,8 +181,7 @@ impl Target {
             level,
             OutFormat::Bam(level),
         )?;
-        let (_, index, bai) =
-            crate::options::index_target_for(&path, out.index_format.as_deref(), format)?;
+        let (_, index, bai) = index_target(&path, out.index_format.as_deref(), format)?;
         let index = (out.write_index && data.is_some()).then_some((index, bai));
         Ok(Self {
             data,

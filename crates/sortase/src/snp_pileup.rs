@@ -21,6 +21,7 @@
 use crate::bam_ranges::InputSpan;
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::OutputFile;
+use crate::output::OutFormat;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -362,7 +363,7 @@ fn decode_cram(
     reference: Option<&Path>,
     rt: &Runtime,
 ) -> anyhow::Result<()> {
-    use crate::writer::{CramOut, OutFormat, SortedOutput};
+    use crate::writer::{CramOut, SortedOutput};
     let size = std::fs::metadata(name).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("snp-pileup (decoding CRAM)", size);
     let mut input = crate::input::Input::open(name, rt.threads(), reference, &progress)?;

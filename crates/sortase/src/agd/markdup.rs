@@ -21,7 +21,7 @@ use crate::markdup::marking::{is_duplicate, Carry};
 use crate::markdup::{
     coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions,
 };
-use crate::options::temp_prefix;
+use crate::output::temp_prefix;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};

@@ -21,7 +21,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::files::TempDir;
-use crate::options::{add_program, temp_prefix, Order, Phase, PhaseClock, Program};
+use crate::options::{add_program, Order, Phase, PhaseClock, Program};
+use crate::output::temp_prefix;
 use crate::runtime::Runtime;
 use crate::sort::budgeted_sorter;
 use anyhow::Context;

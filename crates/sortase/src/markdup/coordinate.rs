@@ -12,10 +12,11 @@ use crate::error::{Error, ErrorKind};
 use crate::files::{OutputFile, TempDir};
 use crate::input::Input;
 use crate::memory::Reservation;
-use crate::options::{add_program, index_target, temp_prefix};
+use crate::options::add_program;
+use crate::output::{index_target, resolve_format, split_index_name, temp_prefix, OutFormat};
 use crate::progress::Progress;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, CramOut, OutFormat, RecordSink, SortedOutput};
+use crate::writer::{CramOut, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
@@ -84,11 +85,10 @@ fn targets(job: &MarkdupJob, format: OutFormat) -> crate::Result<Targets> {
     let o = &job.output;
     Ok(match &o.path {
         Some(p) if o.write_index => {
-            let (d, i, bai) =
-                crate::options::index_target_for(p, o.index_format.as_deref(), format)?;
+            let (d, i, bai) = index_target(p, o.index_format.as_deref(), format)?;
             (Some(d), Some((i, bai)))
         }
-        Some(p) => (Some(index_target(p, None)?.0), None),
+        Some(p) => (Some(split_index_name(p, None)?.0), None),
         None => (None, None),
     })
 }

@@ -8,10 +8,11 @@ use super::{
 use crate::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
+use crate::output::resolve_output;
 use crate::parts::{complete, remove_work_dir, write_parts};
 use crate::range_output;
 use crate::runtime::Runtime;
-use crate::sort::{resolve_output, SortJob, SortReport, DEFAULT_LEVEL};
+use crate::sort::{SortJob, SortReport, DEFAULT_LEVEL};
 use crate::wire::Sample;
 use anyhow::bail;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};

@@ -5,12 +5,13 @@
 use super::{ByteRange, PlanOptions, SortPlan};
 use crate::bail_argument;
 use crate::error::{Error, Result};
-use crate::options::{add_program, temp_prefix};
+use crate::options::add_program;
+use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
 use crate::parts::create_work_dir;
 use crate::runtime::Runtime;
-use crate::sort::{resolve_output, ResolvedOutput, SortJob, DEFAULT_LEVEL};
+use crate::sort::{SortJob, DEFAULT_LEVEL};
 use crate::wire::HeaderData;
-use crate::writer::{OnTheFlyIndex, OutFormat};
+use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use sortase_bgzf::scanner;
 use sortase_index::range::plan_ranges;

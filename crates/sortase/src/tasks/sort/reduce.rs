@@ -3,11 +3,11 @@
 
 use crate::error::{Error, Result};
 use crate::options::Order;
+use crate::output::OutFormat;
 use crate::parts::write_part;
 use crate::range_output::RangeEncoder;
 use crate::runtime::Runtime;
 use crate::wire::Sample;
-use crate::writer::OutFormat;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
