@@ -186,7 +186,7 @@ fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqRe
             source: e,
         })
     })?;
-    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(kinded)
+    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(|e| kinded(e.into()))
 }
 
 /// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly
