@@ -429,7 +429,7 @@ pub(crate) fn write_in_order<T: Sync>(
 pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
         return Err(Error::new(
-            crate::ErrorKind::Input,
+            crate::error::ErrorKind::Input,
             format!("{}: not a dataset directory", dir.display()),
         )
         .into());

@@ -113,7 +113,7 @@ impl BgzipJob {
     }
 
     /// Runs the job on `rt` (its threads inflate and deflate).
-    pub fn run(&self, rt: &Runtime) -> crate::Result<BgzipReport> {
+    pub fn run(&self, rt: &Runtime) -> crate::error::Result<BgzipReport> {
         finish(rt, run(self, rt))
     }
 }

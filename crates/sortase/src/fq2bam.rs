@@ -179,7 +179,7 @@ fn classify(e: anyhow::Error) -> anyhow::Error {
     e
 }
 
-fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqReader> {
+fn open_reads(path: &Path, progress: &crate::progress::Progress) -> anyhow::Result<FastqReader> {
     let file = std::fs::File::open(path).map_err(|e| {
         kinded(AlignError::Io {
             path: path.into(),

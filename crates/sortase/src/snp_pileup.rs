@@ -601,7 +601,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 3000);
         let rt = Runtime::with_threads(2).unwrap();
-        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        crate::index::IndexJob::new(&bam).run(&rt).unwrap();
         let vcf = dir.path().join("sites.vcf");
         let mut text =
             String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");
@@ -653,7 +653,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 60_000);
         let rt = Runtime::with_threads(1).unwrap();
-        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        crate::index::IndexJob::new(&bam).run(&rt).unwrap();
         let vcf = dir.path().join("sites.vcf");
         let mut text =
             String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");

@@ -82,7 +82,7 @@ impl<W: Write> Write for Cancellable<W> {
 
 /// The job's result at its edge: any failure after cancellation is reported as
 /// [`ErrorKind::Cancelled`] (what a stopping job ran into is not the news).
-pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::Result<T> {
+pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::error::Result<T> {
     match result {
         Err(_) if rt.cancel_flag().is_cancelled() => Err(Error::cancelled()),
         Err(e) => Err(Error::from(e)),

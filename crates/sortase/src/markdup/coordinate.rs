@@ -81,7 +81,7 @@ pub(crate) fn hold_or_spill(
 /// The output's data path and index (path, BAI?), as `-o` and `--write-index` name them.
 type Targets = (Option<PathBuf>, Option<(PathBuf, bool)>);
 
-fn targets(job: &MarkdupJob, format: OutFormat) -> crate::Result<Targets> {
+fn targets(job: &MarkdupJob, format: OutFormat) -> crate::error::Result<Targets> {
     let o = &job.output;
     Ok(match &o.path {
         Some(p) if o.write_index => {
@@ -114,7 +114,7 @@ pub(super) fn run(
     )?;
     let (data_path, index_path) = targets(job, format)?;
     if job.output.write_index && (data_path.is_none() || format == OutFormat::Sam) {
-        crate::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
+        crate::error::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
     }
 
     // Under -T: read ends spilled beyond the memory pool, and standard input kept as a BAM

@@ -39,8 +39,8 @@
 //! ```
 
 use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
-use crate::bail_argument;
 use crate::bam_ranges::InputSpan;
+use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::read_bam_header;
 use crate::input::Format;

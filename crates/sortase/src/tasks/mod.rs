@@ -39,7 +39,7 @@ pub use sort::{
 };
 
 use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask, AgdIdxstatsTask};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexPart, IndexTask};
 use crate::merge::{MergeTask, MergeTaskOutput};
 use crate::runtime::Runtime;
@@ -140,7 +140,7 @@ pub fn input_spans_json(task_json: &str) -> Result<String> {
         }
     };
     serde_json::to_string(&spans)
-        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("input spans JSON: {e}")))
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("input spans JSON: {e}")))
 }
 
 /// Runs one task given as JSON (a serialised [`Task`]) and returns its output as JSON (a serialised
@@ -150,5 +150,5 @@ pub fn run_task_json(task_json: &str, rt: &Runtime) -> Result<String> {
         serde_json::from_str(task_json).map_err(|e| Error::argument(format!("task JSON: {e}")))?;
     let output = task.run(rt)?;
     serde_json::to_string(&output)
-        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("task output JSON: {e}")))
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("task output JSON: {e}")))
 }

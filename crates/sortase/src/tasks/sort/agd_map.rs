@@ -281,8 +281,9 @@ impl SortPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agd::{AgdExportJob, AgdImportJob};
+    use crate::options::OutputSpec;
     use crate::tasks::{SortTask, SortTaskOutput};
-    use crate::{AgdExportJob, AgdImportJob, OutputSpec};
 
     /// Runs every task of `tasks` on `rt`, in reverse order (tasks of a stage run in any order).
     fn run(tasks: Vec<SortTask>, rt: &Runtime) -> Vec<SortTaskOutput> {

@@ -5,7 +5,7 @@ use super::{
     ByteRange, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask, RunStart,
     SortPlan, SortTask,
 };
-use crate::bail_argument;
+use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
 use crate::output::resolve_output;

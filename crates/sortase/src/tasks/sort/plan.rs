@@ -3,7 +3,7 @@
 //! finder), builds the output header and creates the work directory.
 
 use super::{ByteRange, PlanOptions, SortPlan};
-use crate::bail_argument;
+use crate::error::bail_argument;
 use crate::error::{Error, Result};
 use crate::options::add_program;
 use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
