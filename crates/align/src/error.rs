@@ -51,6 +51,16 @@ pub enum AlignError {
     Stopped(String),
 }
 
+impl From<sortase_fasta::fastq::FastqError> for AlignError {
+    fn from(e: sortase_fasta::fastq::FastqError) -> Self {
+        use sortase_fasta::fastq::FastqError;
+        match e {
+            FastqError::Io { path, source } => AlignError::Io { path, source },
+            FastqError::Format { path, record, what } => AlignError::Format { path, record, what },
+        }
+    }
+}
+
 impl AlignError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         AlignError::Io {

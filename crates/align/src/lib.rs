@@ -2,7 +2,8 @@
 //! `minimap2-sys`) on a fine-grained work queue, writing the records minimap2's own `-a` output
 //! holds once samtools has parsed it.
 //!
-//! - [`fastq`]: FASTQ/FASTA records (plain, gzip, BGZF) as minimap2's parser reads them.
+//! - [`fastq`]: FASTQ/FASTA records (plain, gzip, BGZF) as minimap2's parser reads them (the
+//!   parser lives in crates/fasta, `sortase_fasta::fastq`).
 //! - [`reads`]: fragments (read pairs from R1/R2, or one file) cut into chunks of reads.
 //! - [`index`]: [`Aligner`], the index and options of a preset, and minimap2's SAM header.
 //! - `encode` (private): minimap2's `mm_write_sam3` as BAM record bytes.
@@ -27,7 +28,7 @@
 
 mod encode;
 mod error;
-pub mod fastq;
+pub use sortase_fasta::fastq;
 pub mod index;
 pub mod mapper;
 pub mod pipeline;

@@ -361,14 +361,14 @@ mod tests {
         );
         w.write_all(&data).unwrap();
         let (gz, log) = w.finish().unwrap();
-        let gzi = sortase_bgzf::gzi::from_block_log(&log);
+        let gzi = sortase_bgzf::gzi::GziIndex::from_block_log(&log);
         let dir = std::env::temp_dir().join(format!("sortase-fasta-access-{}", std::process::id()));
         std::fs::write(&dir, &gz).unwrap();
         let ra = RandomAccess::new(
             File::open(&dir).unwrap(),
             "t",
             Compression::Bgzf,
-            Some(&gzi),
+            Some(gzi.entries()),
             2,
         )
         .unwrap();

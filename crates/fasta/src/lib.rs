@@ -9,13 +9,15 @@
 //! ```
 //!
 //! noodles' FASTA indexer reads plain text only, and one byte at a time; this crate reuses the BGZF
-//! engine of `sortase-bgzf` instead. Nothing here prints or exits: warnings are returned to the caller.
+//! engine of `sortase-bgzf` instead. [`fastq`] reads FASTQ/FASTA records one by one (plain, gzip or
+//! BGZF), as minimap2 does, for the aligner and the dataset import. Nothing here prints or exits:
+//! warnings are returned to the caller.
 
 pub mod access;
 mod error;
 pub mod fai;
 pub mod faidx;
-pub mod gzi;
+pub mod fastq;
 pub mod hash;
 pub mod lines;
 pub mod loc;

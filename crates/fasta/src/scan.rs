@@ -3,10 +3,9 @@
 //! second ordered pool, and the calling thread only stitches the lines that cross chunk boundaries and
 //! runs the (cheap, per-line) index state machine. The `.gzi` falls out of the block metadata.
 
-use crate::gzi::GziIndex;
 use crate::lines::{scan_chunk, ChunkLines, LineSink, Stitcher};
 use crate::FastaError;
-use sortase_bgzf::gzi::GziEntry;
+use sortase_bgzf::gzi::{GziEntry, GziIndex};
 use sortase_bgzf::pool::ordered_pool;
 use sortase_bgzf::{BlockMeta, ParallelReader, ReaderOptions};
 use std::io::{Cursor, Read};

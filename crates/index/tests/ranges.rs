@@ -3,7 +3,8 @@
 //! Each BAM is written with [`ParallelWriter`]; the virtual offset of every record start is known from
 //! [`ParallelWriter::position`] and the [`BlockLog`]. Then, for many range counts, the records read range
 //! by range must be all records exactly once, in order, and [`find_record_start`] must only ever answer a
-//! true record start. A small xorshift generator keeps everything deterministic (no extra dependencies).
+//! true record start. A small xorshift generator keeps the fixed cases deterministic; the proptest at
+//! the end draws random files and range counts (`PROPTEST_CASES` sets how many; default here 24).
 
 use sortase_bam::{virtual_offset, Header, Reference};
 use sortase_bgzf::{BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
@@ -657,4 +658,57 @@ fn a_false_range_end_reports_the_next_true_start() {
         failures.len(),
         failures.join("\n  ")
     );
+}
+
+fn proptest_config() -> proptest::test_runner::Config {
+    let mut config = proptest::test_runner::Config::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = 24;
+    }
+    config
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest_config())]
+
+    /// Random BAMs (record sizes from empty to over a block, straddling blocks or not, any level)
+    /// cut into any number of ranges: the ranges tile the file and yield every record exactly once.
+    #[test]
+    fn planned_cuts_cover_the_file_exactly_once(
+        seed in proptest::prelude::any::<u64>(),
+        wanted in 0usize..3000,
+        max_seq in proptest::sample::select(vec![1u64, 40, 400, 4000, 80_000]),
+        unmapped_tail in 0usize..3000,
+        straddle in proptest::prelude::any::<bool>(),
+        level in 0i32..=6,
+        end_block_after_header in proptest::prelude::any::<bool>(),
+        n in 1usize..40,
+    ) {
+        let mut rng = Rng::new(seed);
+        // About 1.5 MB of bases at most, so a case takes milliseconds.
+        let n_records = wanted.min(3_000_000 / max_seq as usize);
+        let records = (0..n_records)
+            .map(|i| {
+                let tail = i >= unmapped_tail;
+                let name = format!("p{i}");
+                record(
+                    &Spec {
+                        ref_id: if tail { -1 } else { (i / 1000) as i32 },
+                        pos: if tail { -1 } else { (i % 1000) as i32 },
+                        name: name.as_bytes(),
+                        l_seq: rng.below(max_seq) as usize,
+                        flag: if tail { 4 } else { 0 },
+                        qual: &[],
+                        aux: if i % 2 == 0 { b"NMC\x01" } else { b"" },
+                    },
+                    &mut rng,
+                )
+            })
+            .collect();
+        let blocking = if straddle { Blocking::Straddle } else { Blocking::Record };
+        let bam = write_bam("prop", 3, records, blocking, level, end_block_after_header);
+        let mut failures = Vec::new();
+        check_plan(&bam, n, n % 3 == 0, &mut failures);
+        proptest::prop_assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
 }

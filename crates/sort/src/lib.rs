@@ -19,6 +19,7 @@
 
 mod final_merge;
 pub mod merge;
+pub mod merge_files;
 pub mod order;
 pub mod ranges;
 pub mod run;

@@ -31,9 +31,10 @@ use crate::error::{Error, Result};
 use crate::files::TempDir;
 use crate::input::Input;
 use crate::options::OutputSpec;
+use crate::output::{resolve_format, OutFormat};
 use crate::runtime::Runtime;
 use crate::stats::FlagstatReport;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::writer::SortedOutput;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
@@ -428,7 +429,7 @@ pub(crate) fn write_in_order<T: Sync>(
 pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
         return Err(Error::new(
-            crate::ErrorKind::Input,
+            crate::error::ErrorKind::Input,
             format!("{}: not a dataset directory", dir.display()),
         )
         .into());

@@ -4,7 +4,7 @@
 //! chunk list into runs of consecutive chunks, one task each; a task reads only its chunks'
 //! `results` files, and the driver sums the parts into the report the single-machine job gives.
 //! (A sort of a dataset is [`crate::tasks::SortPlan`] with chunks as its map tasks' inputs:
-//! [`crate::SortJob::plan_dataset`].)
+//! [`crate::sort::SortJob::plan_dataset`].)
 //!
 //! ```
 //! use sortase::agd_tasks::AgdFlagstatPlan;

@@ -16,6 +16,20 @@ use sortase_bam::{Header, RecordBatch, RecordRef};
 use sortase_index::range::{map_ranges, plan_ranges, RangeStream, RecordRange};
 use std::path::{Path, PathBuf};
 
+/// The bytes of one input a range task ([`crate::MergeTask`], [`crate::SnpPileupTask`]) reads
+/// besides its header: compressed file offsets from the start of the block its reader starts in
+/// to the start of the block where every reader has stopped (`None`: the end of the file). A
+/// record that starts in that last block may end in a later one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSpan {
+    /// The input.
+    pub path: PathBuf,
+    /// Compressed offset reading starts at.
+    pub start: u64,
+    /// Compressed offset of the block the last record read starts in, at the latest.
+    pub end: Option<u64>,
+}
+
 /// Ranges per thread: more ranges than threads keep all threads busy to the end.
 pub const RANGES_PER_THREAD: usize = 4;
 

@@ -28,14 +28,14 @@
 use crate::error::{Error, ErrorKind};
 use crate::files::Destination;
 use crate::runtime::Runtime;
-use crate::stream::{fasta_error, finish, with_suffix, write_file, Cancellable};
+use crate::stream::{fasta_error, finish, parse_gzi, with_suffix, write_file, Cancellable};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use sortase_bgzf::gzi::GziIndex;
 use sortase_bgzf::{
     CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions,
 };
 use sortase_fasta::access::RandomAccess;
-use sortase_fasta::gzi::GziIndex;
 use sortase_fasta::scan::Compression;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
@@ -113,7 +113,7 @@ impl BgzipJob {
     }
 
     /// Runs the job on `rt` (its threads inflate and deflate).
-    pub fn run(&self, rt: &Runtime) -> crate::Result<BgzipReport> {
+    pub fn run(&self, rt: &Runtime) -> crate::error::Result<BgzipReport> {
         finish(rt, run(self, rt))
     }
 }
@@ -456,7 +456,7 @@ fn ranged(
             let bytes = std::fs::read(&ip).with_context(|| {
                 format!("{}: cannot load the index (build it with -r)", ip.display())
             })?;
-            let entries = GziIndex::read(&bytes, &ip.display().to_string()).map_err(fasta_error)?;
+            let entries = parse_gzi(&bytes, &ip.display().to_string())?;
             let access = RandomAccess::new(file, &what, compression, Some(&entries), threads)
                 .map_err(fasta_error)?;
             let len = access

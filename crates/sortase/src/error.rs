@@ -204,12 +204,12 @@ impl fmt::Debug for Error {
 impl std::error::Error for Error {}
 
 /// Returns early with an [`ErrorKind::Argument`] error (formatted like `format!`).
-#[macro_export]
 macro_rules! bail_argument {
     ($($t:tt)*) => {
-        return Err($crate::Error::argument(format!($($t)*)).into())
+        return Err($crate::error::Error::argument(format!($($t)*)).into())
     };
 }
+pub(crate) use bail_argument;
 
 #[cfg(test)]
 mod tests {

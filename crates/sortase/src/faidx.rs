@@ -107,7 +107,7 @@ impl FaidxJob {
     }
 
     /// Runs the job on `rt`; warnings end up in the report.
-    pub fn run(&self, rt: &Runtime) -> crate::Result<FaidxReport> {
+    pub fn run(&self, rt: &Runtime) -> crate::error::Result<FaidxReport> {
         let mut warnings = Vec::new();
         let mut report = self.run_with_warnings(rt, &mut |w| warnings.push(w))?;
         report.warnings = warnings;
@@ -120,7 +120,7 @@ impl FaidxJob {
         &self,
         rt: &Runtime,
         warn: &mut dyn FnMut(String),
-    ) -> crate::Result<FaidxReport> {
+    ) -> crate::error::Result<FaidxReport> {
         finish(rt, run(self, rt, warn))
     }
 }

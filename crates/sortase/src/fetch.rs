@@ -61,7 +61,7 @@ impl LocJob {
     }
 
     /// Runs the job on `rt`.
-    pub fn run(&self, rt: &Runtime) -> crate::Result<LocReport> {
+    pub fn run(&self, rt: &Runtime) -> crate::error::Result<LocReport> {
         let out = self
             .output
             .clone()
@@ -138,7 +138,7 @@ impl FetchJob {
     }
 
     /// Runs the job on `rt`.
-    pub fn run(&self, rt: &Runtime) -> crate::Result<FetchReport> {
+    pub fn run(&self, rt: &Runtime) -> crate::error::Result<FetchReport> {
         finish(rt, fetch(self, rt))
     }
 }

@@ -25,11 +25,11 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::TempDir;
-use crate::options::{add_program, temp_prefix, OutputSpec, Phase, PhaseClock, Program};
+use crate::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
+use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
 use crate::range_output;
 use crate::runtime::Runtime;
-use crate::sort::{release_free_memory, resolve_output, ResolvedOutput};
-use crate::writer::OutFormat;
+use crate::sort::release_free_memory;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_align::fastq::FastqReader;
@@ -179,14 +179,14 @@ fn classify(e: anyhow::Error) -> anyhow::Error {
     e
 }
 
-fn open_reads(path: &Path, progress: &crate::Progress) -> anyhow::Result<FastqReader> {
+fn open_reads(path: &Path, progress: &crate::progress::Progress) -> anyhow::Result<FastqReader> {
     let file = std::fs::File::open(path).map_err(|e| {
         kinded(AlignError::Io {
             path: path.into(),
             source: e,
         })
     })?;
-    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(kinded)
+    FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(|e| kinded(e.into()))
 }
 
 /// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly

@@ -10,6 +10,13 @@ use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The header of the BAM at `path`.
+pub(crate) fn read_bam_header(path: &str) -> Result<Header> {
+    let file = std::fs::File::open(path).context("cannot open")?;
+    let mut reader = sortase_bgzf::SeekReader::new(BufReader::new(file));
+    Ok(Header::read_bam(&mut reader)?)
+}
+
 /// Batch size for SAM and CRAM input, in BAM bytes.
 const TEXT_BATCH_BYTES: usize = 4 << 20;
 

@@ -49,6 +49,8 @@ pub mod markdup;
 pub mod memory;
 pub mod merge;
 pub mod options;
+pub mod output;
+mod parts;
 pub mod progress;
 pub mod range_output;
 pub mod runtime;
@@ -60,6 +62,7 @@ pub mod tasks;
 #[cfg(test)]
 mod test_data;
 pub mod view;
+mod wire;
 pub mod writer;
 
 pub use agd::{
@@ -69,6 +72,7 @@ pub use agd::{
     AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, AgdImportReport,
 };
 pub use agd_view::AgdViewJob;
+pub use bam_ranges::InputSpan;
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use error::{Error, ErrorKind, Result};
 pub use faidx::{FaidxJob, FaidxReport};
@@ -78,7 +82,7 @@ pub use index::{IndexJob, IndexPart, IndexPlan, IndexReport, IndexTask};
 pub use markdup::{MarkdupJob, MarkdupReport};
 pub use memory::{MemoryPool, Reservation};
 pub use merge::{
-    InputSpan, MergeJob, MergeMethod, MergeRangeOptions, MergeReport, MergeTask, MergeTaskOutput,
+    MergeJob, MergeMethod, MergeRangeOptions, MergeReport, MergeTask, MergeTaskOutput,
     MergeTaskPlan,
 };
 pub use options::{Order, OutputSpec, Phase, Program};

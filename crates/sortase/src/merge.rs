@@ -1,32 +1,32 @@
 //! [`MergeJob`]: samtools merge for sorted inputs. Headers are combined as samtools combines them
 //! and records translated (reference ids, RG/PG tags). Sorted BAM files are merged by key range on
-//! all threads (`ranges`); stdin, SAM and CRAM inputs, inputs whose reference order conflicts, and
-//! inputs that turn out not to be sorted are merged on one thread (`one_thread`, one reader thread
-//! per input), which reproduces samtools' heap merge exactly, unsorted inputs included.
+//! all threads (the engine is [`sortase_sort::merge_files`]); stdin, SAM and CRAM inputs, inputs
+//! whose reference order conflicts, and inputs that turn out not to be sorted are merged on one
+//! thread (`one_thread`, one reader thread per input), which reproduces samtools' heap merge
+//! exactly, unsorted inputs included.
 
 mod one_thread;
-mod ranges;
 mod tasks;
-pub(crate) use tasks::read_bam_header;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Format, Input};
-use crate::options::{add_program, index_target, Order, OutputSpec, Program};
+use crate::options::{add_program, Order, OutputSpec, Program};
+use crate::output::{index_target, resolve_format, split_index_name, OutFormat};
 use crate::progress::Progress;
 use crate::range_output;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::writer::SortedOutput;
 use anyhow::Context;
-pub use ranges::RangeOptions as MergeRangeOptions;
-use ranges::{MergeInput, MergePlan};
 use serde::{Deserialize, Serialize};
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+pub use sortase_sort::merge_files::RangeOptions as MergeRangeOptions;
+use sortase_sort::merge_files::{MergeInput, MergePlan};
 use sortase_sort::{ordered_tasks, SortError, SortOrder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use tasks::{InputSpan, MergeTask, MergeTaskOutput, MergeTaskPlan};
+pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 
 /// samtools merge as a job: sorted inputs (SAM, BAM, CRAM; `-` for standard input) merged into one
 /// output in their common order.
@@ -175,7 +175,7 @@ impl Target {
     fn resolve_paths(job: &MergeJob) -> anyhow::Result<Self> {
         let out = &job.output;
         let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let (data, _, _) = index_target(&path, out.index_format.as_deref())?;
+        let (data, _, _) = split_index_name(&path, out.index_format.as_deref())?;
         let data = (data != Path::new("-")).then_some(data);
         let level = match (out.uncompressed, out.level) {
             (true, _) => CompressionLevel::STORED,
@@ -187,8 +187,7 @@ impl Target {
             level,
             OutFormat::Bam(level),
         )?;
-        let (_, index, bai) =
-            crate::options::index_target_for(&path, out.index_format.as_deref(), format)?;
+        let (_, index, bai) = index_target(&path, out.index_format.as_deref(), format)?;
         let index = (out.write_index && data.is_some()).then_some((index, bai));
         Ok(Self {
             data,
@@ -436,7 +435,7 @@ fn key_ranges(
     write_ranges(job, rt, &plan, merged, target, progress).map_err(|e| (e, target.data.is_some()))
 }
 
-/// Merges the plan's ranges on the runtime's threads ([`ranges`]) and writes them in order.
+/// Merges the plan's ranges on the runtime's threads ([`MergePlan`]) and writes them in order.
 fn write_ranges(
     job: &MergeJob,
     rt: &Runtime,

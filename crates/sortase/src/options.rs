@@ -1,11 +1,11 @@
 //! Plain, serialisable pieces that job specs share: the sort order, where and how output is written,
-//! the `@PG` line, and samtools' parsing of sizes and index names.
+//! the `@PG` line, and samtools' parsing of sizes ([`crate::output`] resolves an [`OutputSpec`]).
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::SortOrder;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The version written in `@PG VN:` (the facade's, which is the workspace's).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -169,14 +169,6 @@ impl OutputSpec {
         }
         Ok(self)
     }
-
-    /// The data file's path without a `##idx##` suffix (`None`: standard output).
-    pub fn data_path(&self) -> Result<Option<PathBuf>> {
-        match self.path.as_deref() {
-            Some(p) if p != Path::new("-") => Ok(Some(index_target(p, None)?.0)),
-            _ => Ok(None),
-        }
-    }
 }
 
 /// The `@PG` line a job adds to the header it writes (`None` in a job spec: `--no-PG`).
@@ -207,19 +199,6 @@ pub fn add_program(header: &mut sortase_bam::Header, program: Option<&Program>) 
     }
 }
 
-/// Where temporary files go: `-T PREFIX`, else next to the output (`OUT.tmp`), else `fallback`.
-pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>, fallback: &Path) -> PathBuf {
-    match (given, output) {
-        (Some(t), _) => t.to_path_buf(),
-        (None, Some(d)) => {
-            let mut p = d.as_os_str().to_owned();
-            p.push(".tmp");
-            PathBuf::from(p)
-        }
-        (None, None) => fallback.to_path_buf(),
-    }
-}
-
 /// Parses samtools' `-m` syntax: an integer (`strtol` base 0) with an optional K/M/G suffix; `flag`
 /// names the option in the error.
 pub fn parse_size(s: &str, flag: &str) -> Result<usize> {
@@ -244,51 +223,6 @@ pub fn parse_size(s: &str, flag: &str) -> Result<usize> {
             "{flag} {s}: not a whole number of bytes with an optional K/M/G suffix (e.g. 768M)"
         ))),
     }
-}
-
-/// Index path and format for `--write-index`, as samtools' `auto_index`: returns the data path, the
-/// index path and whether it is a BAI.
-pub fn index_target(output: &Path, format: Option<&str>) -> Result<(PathBuf, PathBuf, bool)> {
-    let s = output.to_string_lossy();
-    let (data, idx) = match s.split_once("##idx##") {
-        Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
-        None => (output.to_path_buf(), None),
-    };
-    let bai = match format.map(str::to_ascii_lowercase).as_deref() {
-        Some("bai") => true,
-        Some("csi") => false,
-        Some(other) => {
-            return Err(Error::argument(format!(
-                "--index-format {other}: use bai or csi"
-            )))
-        }
-        None => idx
-            .as_ref()
-            .is_some_and(|i| i.to_string_lossy().ends_with(".bai")),
-    };
-    let idx = idx.unwrap_or_else(|| {
-        let mut n = data.as_os_str().to_owned();
-        n.push(if bai { ".bai" } else { ".csi" });
-        PathBuf::from(n)
-    });
-    Ok((data, idx, bai))
-}
-
-/// The index file of `--write-index` for `format` output to `output` (samtools' `auto_index`): the
-/// name after `##idx##` if given, else the data file's name plus `.crai` for CRAM, `.bai` or `.csi`
-/// for BAM ([`index_target`]). Returns the data path, the index path and whether it is a BAI.
-pub fn index_target_for(
-    output: &Path,
-    index_format: Option<&str>,
-    format: crate::writer::OutFormat,
-) -> Result<(PathBuf, PathBuf, bool)> {
-    let (data, index, bai) = index_target(output, index_format)?;
-    if format != crate::writer::OutFormat::Cram || output.to_string_lossy().contains("##idx##") {
-        return Ok((data, index, bai));
-    }
-    let mut crai = data.as_os_str().to_owned();
-    crai.push(".crai");
-    Ok((data, PathBuf::from(crai), false))
 }
 
 /// Process CPU time (user + system) in seconds.
@@ -413,7 +347,5 @@ mod tests {
         assert!(Order::from_flags(false, false, Some("RGX"))
             .resolve()
             .is_err());
-        let (d, i, bai) = index_target(Path::new("o.bam##idx##o.bam.bai"), None).unwrap();
-        assert_eq!((d, i, bai), ("o.bam".into(), "o.bam.bai".into(), true));
     }
 }

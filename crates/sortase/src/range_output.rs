@@ -9,7 +9,8 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutFormat, OutputFiles};
+use crate::output::OutFormat;
+use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};

@@ -4,7 +4,7 @@
 //! itself (inflate and deflate workers, range workers) are counted from [`Runtime::threads`]. Two jobs
 //! in one process may run on runtimes of different sizes, at the same time or one after the other.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::memory::MemoryPool;
 use crate::progress::{Progress, ProgressSink};
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ pub const DEFAULT_MEMORY_PER_THREAD: usize = 768 << 20;
 
 /// A cancellation flag shared by a job's threads. Loops check it between batches; once set the job
 /// stops its threads, removes its temporary files and partial outputs, and returns
-/// [`crate::ErrorKind::Cancelled`].
+/// [`crate::error::ErrorKind::Cancelled`].
 #[derive(Clone, Default, Debug)]
 pub struct CancelFlag(Arc<AtomicBool>);
 
@@ -110,7 +110,7 @@ impl RuntimeBuilder {
             .num_threads(threads)
             .thread_name(move |i| format!("sortase-{id}-{i}"))
             .build()
-            .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("thread pool: {e}")))?;
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("thread pool: {e}")))?;
         let memory = self.pool.unwrap_or_else(|| {
             MemoryPool::new(
                 self.memory

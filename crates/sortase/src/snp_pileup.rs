@@ -18,9 +18,10 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::bam_ranges::InputSpan;
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::OutputFile;
-use crate::merge::InputSpan;
+use crate::output::OutFormat;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -362,7 +363,7 @@ fn decode_cram(
     reference: Option<&Path>,
     rt: &Runtime,
 ) -> anyhow::Result<()> {
-    use crate::writer::{CramOut, OutFormat, SortedOutput};
+    use crate::writer::{CramOut, SortedOutput};
     let size = std::fs::metadata(name).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("snp-pileup (decoding CRAM)", size);
     let mut input = crate::input::Input::open(name, rt.threads(), reference, &progress)?;
@@ -600,7 +601,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 3000);
         let rt = Runtime::with_threads(2).unwrap();
-        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        crate::index::IndexJob::new(&bam).run(&rt).unwrap();
         let vcf = dir.path().join("sites.vcf");
         let mut text =
             String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");
@@ -652,7 +653,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bam = test_data::sorted_bam(dir.path(), 60_000);
         let rt = Runtime::with_threads(1).unwrap();
-        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        crate::index::IndexJob::new(&bam).run(&rt).unwrap();
         let vcf = dir.path().join("sites.vcf");
         let mut text =
             String::from("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n");

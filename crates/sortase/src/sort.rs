@@ -17,10 +17,10 @@ use crate::error::{Error, Result};
 use crate::files::TempDir;
 use crate::input::Input;
 use crate::memory::Reservation;
-use crate::options::{add_program, temp_prefix, Order, OutputSpec, Phase, PhaseClock, Program};
+use crate::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
+use crate::output::{resolve_output, temp_prefix, OutFormat};
 use crate::range_output;
 use crate::runtime::{CancelFlag, Runtime};
-use crate::writer::{resolve_format, OutFormat};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::CompressionLevel;
@@ -211,82 +211,6 @@ impl Budget for PoolBudget {
     fn free(&mut self) {
         self.reservation.free();
     }
-}
-
-/// The output's resolved form: data path, index (path, BAI?), format.
-pub(crate) struct ResolvedOutput {
-    pub data: Option<PathBuf>,
-    pub index: Option<(PathBuf, bool)>,
-    pub format: OutFormat,
-}
-
-/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does.
-pub(crate) fn resolve_output(
-    output: &OutputSpec,
-    default_level: u8,
-    order: SortOrder,
-    warnings: &mut Vec<String>,
-) -> anyhow::Result<ResolvedOutput> {
-    let level = output.compression_level(default_level);
-    let path = output
-        .path
-        .as_deref()
-        .filter(|p| *p != std::path::Path::new("-"));
-    let (data, index) = match path {
-        Some(o) if output.write_index => {
-            let (d, i, bai) = crate::options::index_target(o, output.index_format.as_deref())?;
-            (Some(d), Some((i, bai)))
-        }
-        Some(o) => (Some(crate::options::index_target(o, None)?.0), None),
-        None => (None, None),
-    };
-    let format = resolve_format(
-        output.format.as_deref(),
-        data.as_deref(),
-        level,
-        OutFormat::Bam(level),
-    )?;
-    if format == OutFormat::Cram {
-        warnings.extend(output.cram_reference_warning());
-    }
-    let index = match (index, order, format) {
-        (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
-        // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.
-        (Some((i, _)), SortOrder::Coordinate, OutFormat::Cram) => {
-            let named = path.is_some_and(|p| p.to_string_lossy().contains("##idx##"));
-            let i = match (named, data.as_ref()) {
-                (false, Some(d)) => {
-                    let mut s = d.as_os_str().to_owned();
-                    s.push(".crai");
-                    PathBuf::from(s)
-                }
-                _ => i,
-            };
-            Some((i, false))
-        }
-        (Some(_), SortOrder::Coordinate, _) => {
-            return Err(Error::argument(
-                "--write-index: sortase writes indexes for BAM and CRAM output only",
-            )
-            .into())
-        }
-        (Some(_), _, _) => {
-            warnings.push(
-                "[W::bam_sort] Ignoring --write-index as it only works for position sorted files."
-                    .into(),
-            );
-            None
-        }
-        (None, _, _) => None,
-    };
-    if output.write_index && data.is_none() {
-        return Err(Error::argument("--write-index needs an output file (-o)").into());
-    }
-    Ok(ResolvedOutput {
-        data,
-        index,
-        format,
-    })
 }
 
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {

@@ -665,7 +665,7 @@ mod tests {
         let fallback = plan.fallback().unwrap();
         let whole = fallback.tasks[0].run(&rt).unwrap();
         assert_eq!(fallback.finish(vec![whole]).unwrap(), scanned);
-        crate::IndexJob::new(&bam).run(&rt).unwrap();
+        crate::index::IndexJob::new(&bam).run(&rt).unwrap();
         let indexed = IdxstatsJob::new(&bam).run(&rt).unwrap();
         assert_eq!(scanned, indexed);
         let plan = IdxstatsJob::new(&bam).plan_ranges(8).unwrap();
@@ -689,12 +689,12 @@ mod tests {
         }
         std::fs::write(&fasta, text).unwrap();
         let cram = dir.path().join("in.cram");
-        let output = crate::OutputSpec {
+        let output = crate::options::OutputSpec {
             reference: Some(fasta),
             format_options: vec!["seqs_per_slice=30".into()],
-            ..crate::OutputSpec::to_path(&cram)
+            ..crate::options::OutputSpec::to_path(&cram)
         };
-        crate::SortJob::new(bam.to_str().unwrap(), output)
+        crate::sort::SortJob::new(bam.to_str().unwrap(), output)
             .run(&rt)
             .unwrap();
         assert_eq!(IdxstatsJob::new(&cram).run(&rt).unwrap(), want);

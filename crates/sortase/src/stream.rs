@@ -7,6 +7,7 @@ use crate::error::{Error, ErrorKind};
 use crate::files::OutputFile;
 use crate::runtime::{CancelFlag, Runtime};
 use anyhow::{Context, Result};
+use sortase_bgzf::gzi::GziEntry;
 use sortase_bgzf::BgzfError;
 use sortase_fasta::scan::Compression;
 use sortase_fasta::FastaError;
@@ -81,7 +82,7 @@ impl<W: Write> Write for Cancellable<W> {
 
 /// The job's result at its edge: any failure after cancellation is reported as
 /// [`ErrorKind::Cancelled`] (what a stopping job ran into is not the news).
-pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::Result<T> {
+pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::error::Result<T> {
     match result {
         Err(_) if rt.cancel_flag().is_cancelled() => Err(Error::cancelled()),
         Err(e) => Err(Error::from(e)),
@@ -111,9 +112,15 @@ pub(crate) fn sniff_path(path: &Path) -> Result<Compression> {
 }
 
 /// Reads a `.gzi` file's entries.
-pub(crate) fn read_gzi(path: &Path) -> Result<Vec<sortase_bgzf::gzi::GziEntry>> {
+pub(crate) fn read_gzi(path: &Path) -> Result<Vec<GziEntry>> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    sortase_fasta::gzi::GziIndex::read(&bytes, &path.display().to_string()).map_err(fasta_error)
+    parse_gzi(&bytes, &path.display().to_string())
+}
+
+/// The entries of `.gzi` bytes (`what` names the file in errors).
+pub(crate) fn parse_gzi(bytes: &[u8], what: &str) -> Result<Vec<GziEntry>> {
+    sortase_bgzf::gzi::read(bytes)
+        .map_err(|e| fasta_error(FastaError::BadIndex(format!("{what}: {e}"))))
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Small inputs for unit tests, built with the library itself.
 
-use crate::{OutputSpec, Runtime, SortJob};
+use crate::options::OutputSpec;
+use crate::runtime::Runtime;
+use crate::sort::SortJob;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

@@ -25,8 +25,9 @@ use crate::bam_ranges;
 use crate::error::{Error, Result};
 use crate::input::{Format, Input};
 use crate::options::{add_program, OutputSpec, Program};
+use crate::output::{resolve_format, OutFormat};
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::writer::SortedOutput;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::{flags, query, Header, RecordBatch, RecordRef};
@@ -249,7 +250,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
         let header = if job.read_group.is_some() || job.library.is_some() {
-            crate::merge::read_bam_header(&job.input).with_context(|| job.input.clone())?
+            crate::input::read_bam_header(&job.input).with_context(|| job.input.clone())?
         } else {
             Header::new(String::new(), Vec::new())
         };
@@ -339,7 +340,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         }
         _ => header,
     };
-    let index = index_target(job, format)?;
+    let index = job.output.written_index(format)?;
     let data = job.output.data_path()?;
     let mut out = SortedOutput::open(
         data.as_deref(),
@@ -378,25 +379,6 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     progress.finish();
     report.outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
     Ok(report)
-}
-
-/// The index of `--write-index` (path, BAI?), as samtools view names it: BAM gets a CSI (or BAI),
-/// CRAM a `.crai`; it needs BAM or CRAM output to a file.
-fn index_target(job: &ViewJob, format: OutFormat) -> anyhow::Result<Option<(PathBuf, bool)>> {
-    if !job.output.write_index {
-        return Ok(None);
-    }
-    let Some(path) = job.output.path.as_deref().filter(|p| *p != Path::new("-")) else {
-        bail!(Error::argument("--write-index needs an output file (-o)"));
-    };
-    if format == OutFormat::Sam {
-        bail!(Error::argument(
-            "--write-index: sortase writes indexes for BAM and CRAM output only"
-        ));
-    }
-    let (_, index, bai) =
-        crate::options::index_target_for(path, job.output.index_format.as_deref(), format)?;
-    Ok(Some((index, bai)))
 }
 
 /// The report of a count, written to the output file if there is one.

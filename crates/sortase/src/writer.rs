@@ -1,9 +1,9 @@
 //! The one output writer of the library: a stream of raw records (in their final order) written as
 //! BAM, SAM or CRAM, with an optional index built on the fly for BAM (`--write-index`), as samtools
 //! view, sort, merge and markdup write their output. [`crate::range_output`] is its front end for
-//! output produced range by range on many threads (sort, merge); both resolve the format with
-//! [`resolve_format`] and write their files through [`OutputFiles`] (temporary names, renamed on
-//! success).
+//! output produced range by range on many threads (sort, merge); both write what [`crate::output`]
+//! resolves (format, data path, index target), through [`OutputFiles`] (temporary names, renamed
+//! on success).
 //!
 //! The index: records are written into [`ParallelWriter`], whose blocks are deflated on other threads,
 //! so a record's compressed offset is unknown when it is written. The builder is fed "block number
@@ -11,55 +11,15 @@
 //! ([`IndexBuilder::translate_offsets`]).
 
 use crate::files::{Destination, OutputFile};
+use crate::output::OutFormat;
 use anyhow::{bail, Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
-use sortase_bgzf::{pool::ordered_pool, BlockLog, CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_bgzf::{pool::ordered_pool, BlockLog, ParallelWriter, WriterOptions};
 use sortase_cram::{CramWriter, WriteOptions};
 use sortase_index::{IndexBuilder, IndexFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Output format of a record stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutFormat {
-    /// SAM text.
-    Sam,
-    /// BAM at a BGZF level.
-    Bam(CompressionLevel),
-    /// CRAM (needs a reference).
-    Cram,
-}
-
-/// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then the output file's
-/// extension, then `default`.
-pub fn resolve_format(
-    output_fmt: Option<&str>,
-    output: Option<&Path>,
-    level: CompressionLevel,
-    default: OutFormat,
-) -> Result<OutFormat> {
-    if let Some(f) = output_fmt {
-        return Ok(match f.to_ascii_lowercase().as_str() {
-            "sam" => OutFormat::Sam,
-            "bam" => OutFormat::Bam(level),
-            "cram" => OutFormat::Cram,
-            other => bail!("-O {other}: unknown output format (use sam, bam or cram)"),
-        });
-    }
-    let by_extension = output.and_then(|p| p.extension()).and_then(|e| {
-        match e.to_str()?.to_ascii_lowercase().as_str() {
-            "bam" => Some(OutFormat::Bam(level)),
-            "cram" => Some(OutFormat::Cram),
-            "sam" => Some(OutFormat::Sam),
-            _ => None,
-        }
-    });
-    Ok(by_extension.unwrap_or(match default {
-        OutFormat::Bam(_) => OutFormat::Bam(level),
-        d => d,
-    }))
-}
 
 /// What CRAM output needs besides the records: the reference and samtools' `--output-fmt-option`
 /// settings (`version=3.0`, `seqs_per_slice=N`, `embed_ref`, `no_ref`, ...).

@@ -11,7 +11,7 @@
 //! is `samtools import --no-PG`'s: `@HD VN:1.6 SO:unsorted GO:query`, its `@CO Reverse with:` line
 //! and `@RG` of `-R`/`-r` (each record then carries `RG:Z:<ID>`).
 //!
-//! Files are read with fq2bam's reader (`sortase_align::fastq`: plain, gzip or BGZF), which refuses a
+//! Files are read with fq2bam's reader (`sortase_fasta::fastq`: plain, gzip or BGZF), which refuses a
 //! truncated record, where samtools import stops with "truncated file". Unlike samtools import, R1
 //! and R2 of one round must have the same name (after the suffix is dropped) and the files the same
 //! number of records, else the import fails naming the file. Not read (refused by the CLI): `-i`
@@ -19,8 +19,9 @@
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use sortase_align::fastq::{FastqReader, Record};
 use sortase_bam::flags::{MATE_UNMAPPED, PAIRED, READ1, READ2, UNMAPPED};
+pub use sortase_fasta::fastq::looks_like_fastq;
+use sortase_fasta::fastq::{base_name, FastqReader, Record};
 use std::io::Read;
 use std::path::Path;
 
@@ -114,42 +115,6 @@ impl FastqInput {
         }
         Ok(text)
     }
-}
-
-/// Whether `path` holds FASTQ: a `.fq`/`.fastq` name (optionally `.gz`), or a first line that starts
-/// with `@` and is not a SAM header line (`@XX<TAB>`). Standard input is never taken as FASTQ.
-pub fn looks_like_fastq(path: &str) -> bool {
-    if path == "-" {
-        return false;
-    }
-    let lower = path.to_ascii_lowercase();
-    let stem = lower
-        .strip_suffix(".gz")
-        .or_else(|| lower.strip_suffix(".bgz"))
-        .unwrap_or(&lower);
-    if stem.ends_with(".fq") || stem.ends_with(".fastq") {
-        return true;
-    }
-    let Ok(file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = [0u8; 4];
-    let mut reader: Box<dyn Read> = Box::new(std::io::BufReader::new(file));
-    let mut magic = [0u8; 2];
-    if reader.read_exact(&mut magic).is_err() {
-        return false;
-    }
-    let chained: Box<dyn Read> = Box::new(std::io::Cursor::new(magic).chain(reader));
-    let mut text: Box<dyn Read> = if magic == [0x1f, 0x8b] {
-        Box::new(flate2::read::MultiGzDecoder::new(chained))
-    } else {
-        chained
-    };
-    if text.read_exact(&mut head).is_err() {
-        return false;
-    }
-    head[0] == b'@'
-        && !(head[1].is_ascii_alphabetic() && head[2].is_ascii_alphabetic() && head[3] == b'\t')
 }
 
 /// One open file and its record buffer.
@@ -374,18 +339,16 @@ impl FastqRecords {
 /// A name less a final `/<digit>` and the flags that suffix sets (htslib `fastq_parse1`: only for
 /// names longer than 2 bytes).
 fn stripped(name: &[u8]) -> (&[u8], u16) {
-    let l = name.len();
-    if l > 2 && name[l - 2] == b'/' && name[l - 1].is_ascii_digit() {
-        let pair = PAIRED | UNMAPPED | MATE_UNMAPPED;
-        let read = match name[l - 1] {
-            b'1' => READ1,
-            b'2' => READ2,
-            _ => READ1 | READ2,
-        };
-        (&name[..l - 2], pair | read)
-    } else {
-        (name, UNMAPPED)
+    let base = base_name(name); // the same suffix rule as minimap2's
+    if base.len() == name.len() {
+        return (name, UNMAPPED);
     }
+    let read = match name[name.len() - 1] {
+        b'1' => READ1,
+        b'2' => READ2,
+        _ => READ1 | READ2,
+    };
+    (base, PAIRED | UNMAPPED | MATE_UNMAPPED | read)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use crate::markdup::marking::{is_duplicate, Carry};
 use crate::markdup::{
     coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions,
 };
-use crate::options::temp_prefix;
+use crate::output::temp_prefix;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
@@ -88,7 +88,7 @@ fn check_options(job: &AgdMarkdupJob) -> Result<()> {
     ];
     for (set, what) in refused {
         if set {
-            crate::bail_argument!(
+            crate::error::bail_argument!(
                 "{what}: agd markdup writes the duplicate group only; export the dataset and run \
                  sortase markdup for it"
             );
@@ -175,7 +175,7 @@ fn query(
         lengths
     };
     let layout = Layout::new(&lengths, q.max_read_length)
-        .map_err(|e| Error::new(crate::ErrorKind::Format, format!("{name}: {e}")))?;
+        .map_err(|e| Error::new(crate::error::ErrorKind::Format, format!("{name}: {e}")))?;
     let opts = Options {
         ignore_unmated: q.ignore_unmated,
         accept_dups: q.accept_dups,

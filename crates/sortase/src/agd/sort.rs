@@ -21,7 +21,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::files::TempDir;
-use crate::options::{add_program, temp_prefix, Order, Phase, PhaseClock, Program};
+use crate::options::{add_program, Order, Phase, PhaseClock, Program};
+use crate::output::temp_prefix;
 use crate::runtime::Runtime;
 use crate::sort::budgeted_sorter;
 use anyhow::Context;
@@ -168,10 +169,10 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
     let threads = rt.threads();
     let order = job.order.resolve()?;
     if job.max_fan_in < 2 {
-        crate::bail_argument!("--max-fan-in {}: must be at least 2", job.max_fan_in);
+        crate::error::bail_argument!("--max-fan-in {}: must be at least 2", job.max_fan_in);
     }
     if job.chunk_size == 0 {
-        crate::bail_argument!("--chunk-size 0: must be at least 1");
+        crate::error::bail_argument!("--chunk-size 0: must be at least 1");
     }
     let manifest = open_manifest(&job.input)?;
     check_new_output(&job.output)?;

@@ -5,9 +5,9 @@
 use super::{DuplicateMarking, Fq2BamJob};
 use crate::error::Error;
 use crate::memory::Reservation;
+use crate::output::OutFormat;
 use crate::runtime::{CancelFlag, Runtime};
 use crate::sort::final_phase_reserve;
-use crate::writer::OutFormat;
 use sortase_align::pipeline::PipelineOptions;
 use sortase_align::Aligner;
 use sortase_sort::Budget;

@@ -6,10 +6,10 @@
 //! duplicates, and deflates and indexes batches of records on all threads.
 
 use crate::options::PhaseClock;
+use crate::output::{OutFormat, ResolvedOutput};
 use crate::range_output::{self, EncodedRange};
 use crate::runtime::Runtime;
-use crate::sort::{release_free_memory, ResolvedOutput};
-use crate::writer::OutFormat;
+use crate::sort::release_free_memory;
 use anyhow::Context;
 use rayon::prelude::*;
 use sortase_bam::{flags, Header, RecordBatch};

@@ -12,10 +12,11 @@ use crate::error::{Error, ErrorKind};
 use crate::files::{OutputFile, TempDir};
 use crate::input::Input;
 use crate::memory::Reservation;
-use crate::options::{add_program, index_target, temp_prefix};
+use crate::options::add_program;
+use crate::output::{index_target, resolve_format, split_index_name, temp_prefix, OutFormat};
 use crate::progress::Progress;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, CramOut, OutFormat, RecordSink, SortedOutput};
+use crate::writer::{CramOut, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
@@ -80,15 +81,14 @@ pub(crate) fn hold_or_spill(
 /// The output's data path and index (path, BAI?), as `-o` and `--write-index` name them.
 type Targets = (Option<PathBuf>, Option<(PathBuf, bool)>);
 
-fn targets(job: &MarkdupJob, format: OutFormat) -> crate::Result<Targets> {
+fn targets(job: &MarkdupJob, format: OutFormat) -> crate::error::Result<Targets> {
     let o = &job.output;
     Ok(match &o.path {
         Some(p) if o.write_index => {
-            let (d, i, bai) =
-                crate::options::index_target_for(p, o.index_format.as_deref(), format)?;
+            let (d, i, bai) = index_target(p, o.index_format.as_deref(), format)?;
             (Some(d), Some((i, bai)))
         }
-        Some(p) => (Some(index_target(p, None)?.0), None),
+        Some(p) => (Some(split_index_name(p, None)?.0), None),
         None => (None, None),
     })
 }
@@ -114,7 +114,7 @@ pub(super) fn run(
     )?;
     let (data_path, index_path) = targets(job, format)?;
     if job.output.write_index && (data_path.is_none() || format == OutFormat::Sam) {
-        crate::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
+        crate::error::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
     }
 
     // Under -T: read ends spilled beyond the memory pool, and standard input kept as a BAM

@@ -279,7 +279,11 @@ mod tests {
             let rt = Runtime::with_threads(1).unwrap();
             rt.cancel();
             let e = job.run(&rt).unwrap_err();
-            assert_eq!(e.kind(), crate::ErrorKind::Cancelled, "{mode:?}: {e}");
+            assert_eq!(
+                e.kind(),
+                crate::error::ErrorKind::Cancelled,
+                "{mode:?}: {e}"
+            );
             let left = |dir: &std::path::Path| -> Vec<String> {
                 let names = std::fs::read_dir(dir)
                     .unwrap()

@@ -12,9 +12,10 @@ use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
 use crate::error::{Error, ErrorKind};
 use crate::input::Input;
 use crate::options::add_program;
+use crate::output::{resolve_format, OutFormat};
 use crate::progress::Progress;
 use crate::runtime::Runtime;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::writer::SortedOutput;
 use anyhow::Result;
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::samblaster::side::SideOptions;
@@ -22,15 +23,15 @@ use sortase_markdup::samblaster::{Layout, Options};
 
 impl SamblasterOptions {
     /// The side-output options, checked as samblaster checks them.
-    fn side_options(&self) -> crate::Result<SideOptions> {
+    fn side_options(&self) -> crate::error::Result<SideOptions> {
         if self.splitter_file.is_some() && self.min_non_overlap < 1 {
-            crate::bail_argument!(
+            crate::error::bail_argument!(
                 "--minNonOverlap {}: must be at least 1",
                 self.min_non_overlap
             );
         }
         if self.splitter_file.is_some() && self.max_split_count < 2 {
-            crate::bail_argument!(
+            crate::error::bail_argument!(
                 "--maxSplitCount {}: must be at least 2",
                 self.max_split_count
             );

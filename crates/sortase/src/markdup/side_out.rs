@@ -6,7 +6,8 @@
 
 use super::SamblasterOptions;
 use crate::files::Destination;
-use crate::writer::{resolve_format, OutFormat, SortedOutput};
+use crate::output::{resolve_format, OutFormat};
+use crate::writer::SortedOutput;
 use anyhow::{Context, Result};
 use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;

@@ -1,13 +1,13 @@
 //! `sortase merge`'s key-range merge as serialisable tasks whose finished output is byte-identical
 //! to [`MergeJob::run`] with the same options (issue 16; the Dask driver of issue 18 runs them).
 //!
-//! Why the bytes can match: the key ranges depend only on the inputs (`ranges.rs`: samples at
-//! fixed compressed distances, split points chosen among them) and every range is encoded into
-//! BGZF blocks of its own. [`MergeJob::plan`] samples the inputs and keeps the samples and split
+//! Why the bytes can match: the key ranges depend only on the inputs ([`sortase_sort::merge_files`]:
+//! samples at fixed compressed distances, split points chosen among them) and every range is
+//! encoded into BGZF blocks of its own. [`MergeJob::plan`] samples the inputs and keeps the samples and split
 //! points as data ([`MergeTaskPlan`]); a [`MergeTask`] re-derives the header translations from the
 //! inputs' headers (the plan fixes `-s`'s seed), merges a stretch of consecutive key ranges and
 //! writes their blocks into one part file and sidecar exactly as a sort's reduce task does
-//! (`tasks/sort/reduce.rs`); [`MergeTaskPlan::finish`] writes them through the same
+//! (`parts.rs`); [`MergeTaskPlan::finish`] writes them through the same
 //! [`crate::range_output::RangeWriter`] as `MergeJob::run`, the index replayed from the ranges'
 //! summaries.
 //!
@@ -38,25 +38,25 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use super::ranges::{MergeInput, MergePlan, RangeOptions};
 use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
-use crate::bail_argument;
+use crate::bam_ranges::InputSpan;
+use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
+use crate::input::read_bam_header;
 use crate::input::Format;
-use crate::options::temp_prefix;
+use crate::output::{temp_prefix, OutFormat};
+use crate::parts::{complete, create_work_dir, remove_work_dir, write_part, write_parts};
 use crate::range_output::{self, RangeEncoder};
 use crate::runtime::Runtime;
 use crate::tasks::assemble::{self, Layout};
-use crate::tasks::sort::driver::{complete, remove_work_dir, write_parts};
-use crate::tasks::sort::plan::create_work_dir;
-use crate::tasks::sort::reduce::write_part;
-use crate::tasks::wire::{hex, HeaderData};
-use crate::writer::{OnTheFlyIndex, OutFormat};
+use crate::wire::{hex, HeaderData};
+use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
 use sortase_index::IndexBuilder;
+use sortase_sort::merge_files::{MergeInput, MergePlan, RangeOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -259,13 +259,6 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
             .map(|t| t.take_warnings())
             .collect(),
     })
-}
-
-/// The header of the BAM at `path`.
-pub(crate) fn read_bam_header(path: &str) -> anyhow::Result<Header> {
-    let file = std::fs::File::open(path).context("cannot open")?;
-    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
-    Ok(Header::read_bam(&mut reader)?)
 }
 
 /// The inputs as the key-range merge reads them.
@@ -504,20 +497,6 @@ impl MergeTaskPlan {
         }
         remove_work_dir(&self.work_dir)
     }
-}
-
-/// The bytes of one input a [`MergeTask`] reads besides its header: compressed file offsets from
-/// the start of the block its reader starts in to the start of the block where every reader has
-/// stopped (`None`: the end of the file). A record that starts in that last block may end in a
-/// later one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputSpan {
-    /// The input.
-    pub path: PathBuf,
-    /// Compressed offset reading starts at.
-    pub start: u64,
-    /// Compressed offset of the block the last record read starts in, at the latest.
-    pub end: Option<u64>,
 }
 
 impl MergeTask {

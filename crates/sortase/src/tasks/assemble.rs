@@ -13,12 +13,12 @@
 //! The output is header blocks, each part's blocks in order, the EOF block: the bytes
 //! `RangeWriter` writes, so the distributed output stays byte-identical to one machine's.
 
-use super::wire::hex;
 use crate::error::{Error, ErrorKind, Result};
+use crate::parts::remove_work_dir;
 use crate::range_output::{header_blocks, BamLayout};
 use crate::runtime::Runtime;
-use crate::tasks::sort::driver::remove_work_dir;
 use crate::tasks::sort::PartIndex;
+use crate::wire::hex;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;

@@ -29,8 +29,8 @@
 pub mod assemble;
 pub mod plans;
 pub mod sort;
-pub(crate) mod wire;
 
+pub use crate::wire::{RunIndex, Sample};
 pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use plans::{
     abort_json, commit_json, fallback_json, finish_json, layout_json, place_tasks_json, plan_json,
@@ -40,10 +40,9 @@ pub use sort::{
     AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,
     ReduceTask, SortPlan, SortTask, SortTaskOutput, TaskError,
 };
-pub use wire::{RunIndex, Sample};
 
 use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask, AgdIdxstatsTask};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexPart, IndexTask};
 use crate::merge::{MergeTask, MergeTaskOutput};
 use crate::runtime::Runtime;
@@ -134,7 +133,7 @@ impl Task {
 }
 
 /// The input byte spans a merge or snp-pileup task given as JSON reads (a JSON array of
-/// [`crate::merge::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
+/// [`crate::bam_ranges::InputSpan`]), for drivers that fetch remote inputs by byte range; other tasks'
 /// ranges are in their JSON already.
 pub fn input_spans_json(task_json: &str) -> Result<String> {
     let task: Task =
@@ -149,7 +148,7 @@ pub fn input_spans_json(task_json: &str) -> Result<String> {
         }
     };
     serde_json::to_string(&spans)
-        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("input spans JSON: {e}")))
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("input spans JSON: {e}")))
 }
 
 /// Runs one task given as JSON (a serialised [`Task`]) and returns its output as JSON (a serialised
@@ -159,5 +158,5 @@ pub fn run_task_json(task_json: &str, rt: &Runtime) -> Result<String> {
         serde_json::from_str(task_json).map_err(|e| Error::argument(format!("task JSON: {e}")))?;
     let output = task.run(rt)?;
     serde_json::to_string(&output)
-        .map_err(|e| Error::new(crate::ErrorKind::Internal, format!("task output JSON: {e}")))
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("task output JSON: {e}")))
 }

@@ -18,15 +18,17 @@
 //! a map task of its own. The cut changes which task sorts which records, never the output.
 
 use super::map::{hold, sort_into_run};
-use super::plan::{check_output, create_work_dir};
+use super::plan::check_output;
 use super::{MapOutput, PlanOptions, SortPlan};
 use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
 use crate::agd_tasks::runs;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{add_program, temp_prefix, Order};
+use crate::options::{add_program, Order};
+use crate::output::temp_prefix;
+use crate::parts::create_work_dir;
 use crate::runtime::Runtime;
 use crate::sort::SortJob;
-use crate::tasks::wire::HeaderData;
+use crate::wire::HeaderData;
 use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use rayon::prelude::*;
@@ -279,8 +281,9 @@ impl SortPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agd::{AgdExportJob, AgdImportJob};
+    use crate::options::OutputSpec;
     use crate::tasks::{SortTask, SortTaskOutput};
-    use crate::{AgdExportJob, AgdImportJob, OutputSpec};
 
     /// Runs every task of `tasks` on `rt`, in reverse order (tasks of a stage run in any order).
     fn run(tasks: Vec<SortTask>, rt: &Runtime) -> Vec<SortTaskOutput> {

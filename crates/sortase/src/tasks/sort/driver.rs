@@ -2,99 +2,24 @@
 //! the one before, and [`SortPlan::finish`], which writes the output.
 
 use super::{
-    ByteRange, CountOutput, CountTask, MapOutput, MapTask, PartIndex, ReduceOutput, ReduceTask,
-    RunStart, SortPlan, SortTask,
+    ByteRange, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask, RunStart,
+    SortPlan, SortTask,
 };
-use crate::bail_argument;
+use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
-use crate::range_output::{self, EncodedRange, RangeWriter};
+use crate::output::resolve_output;
+use crate::output::OutFormat;
+use crate::parts::{complete, remove_work_dir, write_parts};
+use crate::range_output;
 use crate::runtime::Runtime;
-use crate::sort::{resolve_output, SortJob, SortReport, DEFAULT_LEVEL};
+use crate::sort::{SortJob, SortReport, DEFAULT_LEVEL};
 use crate::tasks::assemble::{self, Layout};
-use crate::tasks::wire::Sample;
-use crate::writer::OutFormat;
+use crate::wire::Sample;
 use anyhow::{bail, Context};
-use sortase_bgzf::EncodedBlocks;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
 use sortase_sort::{end_offset, start_block};
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::Path;
-
-/// The outputs of one stage by task number, each once (repeats of a task, e.g. a retry that also
-/// finished, are ignored), checked complete.
-pub(crate) fn complete<'a, T>(
-    outputs: &'a [T],
-    stage: &str,
-    number: impl Fn(&T) -> (usize, usize),
-) -> Result<Vec<&'a T>> {
-    let Some(parts) = outputs.first().map(|o| number(o).1) else {
-        return Err(Error::argument(format!("no {stage} outputs")));
-    };
-    let mut by_part: Vec<Option<&T>> = vec![None; parts];
-    for o in outputs {
-        let (part, of) = number(o);
-        if of != parts || part >= parts {
-            return Err(Error::argument(format!(
-                "{stage} output {part} of {of} does not belong with the others ({parts} tasks)"
-            )));
-        }
-        by_part[part].get_or_insert(o);
-    }
-    by_part
-        .iter()
-        .enumerate()
-        .map(|(i, o)| o.ok_or_else(|| Error::argument(format!("no output of {stage} task {i}"))))
-        .collect()
-}
-
-/// Appends the key ranges of part files (`(part, sidecar, key ranges)`, in output order) to
-/// `writer`: a sort's and a merge's finish.
-pub(crate) fn write_parts(
-    writer: &mut RangeWriter,
-    parts: &[(&Path, &Path, usize)],
-    rt: &Runtime,
-) -> anyhow::Result<()> {
-    let name = writer.name.clone();
-    let at = |path: &Path| path.display().to_string();
-    for &(part_path, sidecar_path, ranges) in parts {
-        let side: PartIndex =
-            serde_json::from_slice(&std::fs::read(sidecar_path).with_context(|| at(sidecar_path))?)
-                .with_context(|| at(sidecar_path))?;
-        if side.ranges.len() != ranges {
-            bail!(
-                "{}: {} key ranges, expected {ranges}",
-                at(sidecar_path),
-                side.ranges.len(),
-            );
-        }
-        let mut part = BufReader::new(File::open(part_path).with_context(|| at(part_path))?);
-        for r in side.ranges {
-            rt.check_cancelled()?;
-            let mut bytes = vec![0; r.bytes as usize];
-            part.read_exact(&mut bytes).with_context(|| at(part_path))?;
-            let blocks = EncodedBlocks {
-                bytes,
-                blocks: r.blocks,
-            };
-            writer
-                .write(EncodedRange::Bam(blocks, r.summary))
-                .with_context(|| name.clone())?;
-        }
-    }
-    Ok(())
-}
-
-/// Removes a work directory and every task file in it (gone already is fine).
-pub(crate) fn remove_work_dir(dir: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from(
-            anyhow::Error::new(e).context(format!("{}: cannot remove", dir.display())),
-        )),
-        _ => Ok(()),
-    }
-}
 
 impl SortPlan {
     /// The planned byte ranges of the input.

@@ -3,7 +3,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Order;
 use crate::runtime::Runtime;
-use crate::tasks::wire::{RunIndex, Sample, WorkFile};
+use crate::wire::{RunIndex, Sample, WorkFile};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::RecordBatch;

@@ -68,15 +68,16 @@ mod map;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 
+pub use crate::parts::{EncodedRangeIndex, PartIndex};
 pub use agd_map::AgdMapTask;
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
-pub use reduce::{EncodedRangeIndex, PartIndex, ReduceOutput, ReduceTask, RunStart};
+pub use reduce::{ReduceOutput, ReduceTask, RunStart};
 
-use super::wire::HeaderData;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{Runtime, DEFAULT_MEMORY_PER_THREAD};
 use crate::sort::SortJob;
+use crate::wire::HeaderData;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

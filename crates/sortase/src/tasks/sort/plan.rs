@@ -3,14 +3,16 @@
 //! finder), builds the output header and creates the work directory.
 
 use super::{ByteRange, PlanOptions, SortPlan};
-use crate::bail_argument;
+use crate::error::bail_argument;
 use crate::error::{Error, Result};
-use crate::options::{add_program, temp_prefix};
+use crate::options::add_program;
+use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
+use crate::parts::create_work_dir;
 use crate::runtime::Runtime;
-use crate::sort::{resolve_output, ResolvedOutput, SortJob, DEFAULT_LEVEL};
-use crate::tasks::wire::HeaderData;
-use crate::writer::{OnTheFlyIndex, OutFormat};
-use anyhow::{bail, Context};
+use crate::sort::{SortJob, DEFAULT_LEVEL};
+use crate::wire::HeaderData;
+use crate::writer::OnTheFlyIndex;
+use anyhow::Context;
 use sortase_bgzf::scanner;
 use sortase_index::range::plan_ranges;
 use sortase_index::IndexBuilder;
@@ -166,27 +168,4 @@ fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
         0 => file_len,
         c => (u128::from(file_len) * u128::from(uncompressed) / u128::from(c)) as u64,
     })
-}
-
-/// Creates `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a directory); absolute.
-pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
-    let base = if prefix.is_dir() {
-        prefix.join("sortase")
-    } else {
-        prefix.to_path_buf()
-    };
-    for n in 0..1000 {
-        let mut name = base.as_os_str().to_owned();
-        name.push(format!(".sortase-tasks-{}-{n}.tmp", std::process::id()));
-        let path = PathBuf::from(name);
-        match std::fs::create_dir(&path) {
-            Ok(()) => return Ok(std::fs::canonicalize(&path)?),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("cannot create work directory {}", path.display()))
-            }
-        }
-    }
-    bail!("cannot create a work directory next to {}", base.display())
 }

@@ -1,22 +1,21 @@
 //! Stage 3 ([`ReduceTask`]): a stretch of key ranges merged from every run and encoded as
-//! `SortJob::run` encodes them, into one part file and its sidecar ([`PartIndex`]).
+//! `SortJob::run` encodes them, into one part file and its sidecar ([`super::PartIndex`]).
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::options::Order;
-use crate::range_output::{EncodedRange, RangeEncoder};
+use crate::output::OutFormat;
+use crate::parts::write_part;
+use crate::range_output::RangeEncoder;
 use crate::runtime::Runtime;
-use crate::tasks::wire::{Sample, WorkFile};
-use crate::writer::OutFormat;
+use crate::wire::Sample;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
-use sortase_index::RangeSummary;
 use sortase_sort::merge::{merge_until, Source};
 use sortase_sort::ranges::SplitPoint;
 use sortase_sort::{open_run_from, RangeSource, SortError, SortOrder};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where a reduce task starts reading one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +58,7 @@ pub struct ReduceTask {
     pub total_records: u64,
     /// Where the BGZF blocks go.
     pub part_path: PathBuf,
-    /// Where the sidecar ([`PartIndex`]) goes.
+    /// Where the sidecar ([`super::PartIndex`]) goes.
     pub sidecar_path: PathBuf,
 }
 
@@ -86,26 +85,8 @@ pub struct ReduceOutput {
     pub record_bytes: u64,
     /// The BGZF blocks of its key ranges, back to back.
     pub part_path: PathBuf,
-    /// Their sizes and index summaries ([`PartIndex`] as JSON).
+    /// Their sizes and index summaries ([`super::PartIndex`] as JSON).
     pub sidecar_path: PathBuf,
-}
-
-/// The sidecar of a part file: per key range, its blocks and index summary.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PartIndex {
-    /// The key ranges in order.
-    pub ranges: Vec<EncodedRangeIndex>,
-}
-
-/// One key range of a part file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EncodedRangeIndex {
-    /// Bytes of its blocks.
-    pub bytes: u64,
-    /// `(compressed size, uncompressed size)` of each block.
-    pub blocks: Vec<(u32, u32)>,
-    /// Its index summary (offsets local to the range), with `--write-index`.
-    pub summary: Option<RangeSummary>,
 }
 
 /// The records of one key range: the merge of the runs' heads up to `limit`, counted.
@@ -129,48 +110,6 @@ impl RangeSource for KeyRange<'_> {
             f(r)
         })
     }
-}
-
-/// Writes `ranges` encoded key ranges (`encode(k)` encodes the `k`-th, as BAM) into one part
-/// file at `part_path` and their sizes and index summaries into its sidecar ([`PartIndex`]),
-/// each under a temporary name renamed when complete: a sort's [`ReduceTask`] and a merge task.
-pub(crate) fn write_part(
-    rt: &Runtime,
-    part_path: &Path,
-    sidecar_path: &Path,
-    ranges: usize,
-    mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
-) -> anyhow::Result<()> {
-    let part = WorkFile::new(part_path)?;
-    let file = std::fs::File::create(part.path())
-        .with_context(|| format!("{}: cannot create", part.path().display()))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    let mut sidecar = PartIndex::default();
-    for k in 0..ranges {
-        rt.check_cancelled()?;
-        let EncodedRange::Bam(blocks, summary) = encode(k)? else {
-            return Err(
-                Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
-            );
-        };
-        out.write_all(&blocks.bytes)
-            .with_context(|| part.path().display().to_string())?;
-        sidecar.ranges.push(EncodedRangeIndex {
-            bytes: blocks.bytes.len() as u64,
-            blocks: blocks.blocks,
-            summary,
-        });
-    }
-    out.flush()
-        .with_context(|| part.path().display().to_string())?;
-    drop(out);
-    let side = WorkFile::new(sidecar_path)?;
-    let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-    std::fs::write(side.path(), json)
-        .with_context(|| format!("{}: cannot write", side.path().display()))?;
-    part.commit()?;
-    side.commit()?;
-    Ok(())
 }
 
 impl ReduceTask {

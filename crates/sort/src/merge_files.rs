@@ -1,4 +1,4 @@
-//! samtools merge on all cores: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
+//! samtools merge's engine on all cores, for BAM files that are already sorted: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
 //! inputs that are already sorted), and worker threads merge, encode and compress one range each
 //! from every input while the calling thread writes finished ranges in order.
 //!
@@ -15,17 +15,17 @@
 //! input that is not sorted sends the caller back to the one-thread merge, whose interleaving of
 //! unsorted inputs is samtools' own.
 //!
-//! Sampling runs on the caller's rayon pool (the job runs it inside `Runtime::install`); range tasks
-//! stop between batches once the plan's cancellation flag is set.
+//! Sampling runs on the caller's rayon pool (the sortase facade's merge job runs it inside its
+//! runtime's pool); range tasks stop between batches once the plan's cancellation flag is set.
 
+use crate::merge::{merge, Source};
+use crate::order::{find_tag, key_prefix};
+use crate::ranges::{cmp_split, SplitPoint};
+use crate::{RangeSource, SortError, SortOrder};
 use sortase_bam::header_merge::Translation;
 use sortase_bam::{check_record, BamError, RecordBatch};
 use sortase_bgzf::SeekReader;
 use sortase_index::range::{find_first_record, plan_ranges};
-use sortase_sort::merge::{merge, Source};
-use sortase_sort::order::{find_tag, key_prefix};
-use sortase_sort::ranges::{cmp_split, SplitPoint};
-use sortase_sort::{RangeSource, SortError, SortOrder};
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -802,9 +802,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("in.bam");
         let records = write_bam(&path, 40_000);
-        let rt = crate::Runtime::with_threads(2).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
         let plan_one = || {
-            rt.install(|| {
+            pool.install(|| {
                 MergePlan::new(
                     SortOrder::Coordinate,
                     vec![input(&path)],

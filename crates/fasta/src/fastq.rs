@@ -4,10 +4,45 @@
 //! Plain, gzip and BGZF (multi-member gzip) input are told apart by their first bytes.
 //!
 //! Unlike minimap2, a malformed or truncated record is an error, not the silent end of the input.
+//!
+//! The one FASTQ parser of the workspace: `fq2bam` (crates/align) and `agd import` (samtools
+//! import's record rules, in the facade) both read through [`FastqReader`].
 
-use crate::error::AlignError;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+
+/// An error reading FASTQ/FASTA records.
+#[derive(Debug, thiserror::Error)]
+pub enum FastqError {
+    /// Reading a file failed (including a truncated or corrupt gzip stream); the I/O error is the
+    /// source.
+    #[error("{}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A FASTQ/FASTA record is malformed.
+    #[error("{path}: record {record}: {what}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// 1-based number of the record.
+        record: u64,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl FastqError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        FastqError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
 
 /// Buffer of the decompressor and of the line reader.
 const READ_BUFFER: usize = 1 << 20;
@@ -57,20 +92,20 @@ fn is_space(c: u8) -> bool {
 
 impl FastqReader {
     /// Opens `path`; gzip (and BGZF) is recognised by its magic bytes.
-    pub fn open(path: &Path) -> Result<Self, AlignError> {
+    pub fn open(path: &Path) -> Result<Self, FastqError> {
         let raw: Box<dyn Read + Send> = if path == Path::new("-") {
             Box::new(std::io::stdin())
         } else {
-            Box::new(std::fs::File::open(path).map_err(|e| AlignError::io(path, e))?)
+            Box::new(std::fs::File::open(path).map_err(|e| FastqError::io(path, e))?)
         };
         Self::from_reader(raw, path)
     }
 
     /// Reads the already opened `raw` (named `path` in messages); gzip (and BGZF) is recognised
     /// by its magic bytes.
-    pub fn from_reader(raw: Box<dyn Read + Send>, path: &Path) -> Result<Self, AlignError> {
+    pub fn from_reader(raw: Box<dyn Read + Send>, path: &Path) -> Result<Self, FastqError> {
         let mut buffered = BufReader::with_capacity(READ_BUFFER, raw);
-        let head = buffered.fill_buf().map_err(|e| AlignError::io(path, e))?;
+        let head = buffered.fill_buf().map_err(|e| FastqError::io(path, e))?;
         let inner: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
             Box::new(BufReader::with_capacity(
                 READ_BUFFER,
@@ -104,12 +139,12 @@ impl FastqReader {
     }
 
     /// Reads the next line into `self.line` without its line end; false at the end of the input.
-    fn next_line(&mut self) -> Result<bool, AlignError> {
+    fn next_line(&mut self) -> Result<bool, FastqError> {
         self.line.clear();
         let n = self
             .inner
             .read_until(b'\n', &mut self.line)
-            .map_err(|e| AlignError::io(&self.path, e))?;
+            .map_err(|e| FastqError::io(&self.path, e))?;
         if n == 0 {
             return Ok(false);
         }
@@ -122,8 +157,8 @@ impl FastqReader {
         Ok(true)
     }
 
-    fn error(&self, what: impl Into<String>) -> AlignError {
-        AlignError::Format {
+    fn error(&self, what: impl Into<String>) -> FastqError {
+        FastqError::Format {
             path: self.path.clone(),
             record: self.records,
             what: what.into(),
@@ -131,7 +166,7 @@ impl FastqReader {
     }
 
     /// Reads the next record into `rec`; false at the end of the input.
-    pub fn read(&mut self, rec: &mut Record) -> Result<bool, AlignError> {
+    pub fn read(&mut self, rec: &mut Record) -> Result<bool, FastqError> {
         if !std::mem::take(&mut self.pending_header) {
             loop {
                 if !self.next_line()? {
@@ -208,6 +243,42 @@ pub fn base_name(name: &[u8]) -> &[u8] {
     }
 }
 
+/// Whether `path` holds FASTQ: a `.fq`/`.fastq` name (optionally `.gz`), or a first line that starts
+/// with `@` and is not a SAM header line (`@XX<TAB>`). Standard input is never taken as FASTQ.
+pub fn looks_like_fastq(path: &str) -> bool {
+    if path == "-" {
+        return false;
+    }
+    let lower = path.to_ascii_lowercase();
+    let stem = lower
+        .strip_suffix(".gz")
+        .or_else(|| lower.strip_suffix(".bgz"))
+        .unwrap_or(&lower);
+    if stem.ends_with(".fq") || stem.ends_with(".fastq") {
+        return true;
+    }
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = [0u8; 4];
+    let mut reader: Box<dyn Read> = Box::new(std::io::BufReader::new(file));
+    let mut magic = [0u8; 2];
+    if reader.read_exact(&mut magic).is_err() {
+        return false;
+    }
+    let chained: Box<dyn Read> = Box::new(std::io::Cursor::new(magic).chain(reader));
+    let mut text: Box<dyn Read> = if magic == [0x1f, 0x8b] {
+        Box::new(flate2::read::MultiGzDecoder::new(chained))
+    } else {
+        chained
+    };
+    if text.read_exact(&mut head).is_err() {
+        return false;
+    }
+    head[0] == b'@'
+        && !(head[1].is_ascii_alphabetic() && head[2].is_ascii_alphabetic() && head[3] == b'\t')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,7 +287,7 @@ mod tests {
         FastqReader::new(Box::new(text.as_bytes()), Path::new("t.fq"))
     }
 
-    fn all(text: &'static str) -> Result<Vec<(String, String, Option<String>)>, AlignError> {
+    fn all(text: &'static str) -> Result<Vec<(String, String, Option<String>)>, FastqError> {
         let mut r = reader(text);
         let mut rec = Record::default();
         let mut out = Vec::new();

@@ -1,0 +1,237 @@
+//! Resolving a job's output as samtools does, in one place for every job: the format (`-O`, then
+//! `-u`/`-l`, then the file's extension), the data path and the `--write-index` target (`##idx##`,
+//! `--index-format`, `.crai` for CRAM), and where temporary files go (`-T`, else next to the
+//! output). Below [`crate::writer`], which writes what is resolved here.
+
+use crate::error::{Error, Result};
+use crate::options::OutputSpec;
+use anyhow::bail;
+use sortase_bgzf::CompressionLevel;
+use sortase_sort::SortOrder;
+use std::path::{Path, PathBuf};
+
+/// Output format of a record stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutFormat {
+    /// SAM text.
+    Sam,
+    /// BAM at a BGZF level.
+    Bam(CompressionLevel),
+    /// CRAM (needs a reference).
+    Cram,
+}
+
+/// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then the output file's
+/// extension, then `default`.
+pub fn resolve_format(
+    output_fmt: Option<&str>,
+    output: Option<&Path>,
+    level: CompressionLevel,
+    default: OutFormat,
+) -> anyhow::Result<OutFormat> {
+    if let Some(f) = output_fmt {
+        return Ok(match f.to_ascii_lowercase().as_str() {
+            "sam" => OutFormat::Sam,
+            "bam" => OutFormat::Bam(level),
+            "cram" => OutFormat::Cram,
+            other => bail!("-O {other}: unknown output format (use sam, bam or cram)"),
+        });
+    }
+    let by_extension = output.and_then(|p| p.extension()).and_then(|e| {
+        match e.to_str()?.to_ascii_lowercase().as_str() {
+            "bam" => Some(OutFormat::Bam(level)),
+            "cram" => Some(OutFormat::Cram),
+            "sam" => Some(OutFormat::Sam),
+            _ => None,
+        }
+    });
+    Ok(by_extension.unwrap_or(match default {
+        OutFormat::Bam(_) => OutFormat::Bam(level),
+        d => d,
+    }))
+}
+
+/// The data path, the BAM index path and whether it is a BAI, as samtools' `auto_index` names them:
+/// `OUT##idx##INDEX` splits the name, `--index-format` (`bai`/`csi`) wins over the index name's
+/// extension. [`index_target`] adds CRAM's `.crai`.
+pub(crate) fn split_index_name(
+    output: &Path,
+    format: Option<&str>,
+) -> Result<(PathBuf, PathBuf, bool)> {
+    let s = output.to_string_lossy();
+    let (data, idx) = match s.split_once("##idx##") {
+        Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
+        None => (output.to_path_buf(), None),
+    };
+    let bai = match format.map(str::to_ascii_lowercase).as_deref() {
+        Some("bai") => true,
+        Some("csi") => false,
+        Some(other) => {
+            return Err(Error::argument(format!(
+                "--index-format {other}: use bai or csi"
+            )))
+        }
+        None => idx
+            .as_ref()
+            .is_some_and(|i| i.to_string_lossy().ends_with(".bai")),
+    };
+    let idx = idx.unwrap_or_else(|| {
+        let mut n = data.as_os_str().to_owned();
+        n.push(if bai { ".bai" } else { ".csi" });
+        PathBuf::from(n)
+    });
+    Ok((data, idx, bai))
+}
+
+/// The index file of `--write-index` for `format` output to `output` (samtools' `auto_index`): the
+/// name after `##idx##` if given, else the data file's name plus `.crai` for CRAM, `.bai` or `.csi`
+/// for BAM ([`split_index_name`]). Returns the data path, the index path and whether it is a BAI.
+pub fn index_target(
+    output: &Path,
+    index_format: Option<&str>,
+    format: OutFormat,
+) -> Result<(PathBuf, PathBuf, bool)> {
+    let (data, index, bai) = split_index_name(output, index_format)?;
+    if format != OutFormat::Cram || output.to_string_lossy().contains("##idx##") {
+        return Ok((data, index, bai));
+    }
+    let mut crai = data.as_os_str().to_owned();
+    crai.push(".crai");
+    Ok((data, PathBuf::from(crai), false))
+}
+
+impl OutputSpec {
+    /// The data file's path without a `##idx##` suffix (`None`: standard output).
+    pub fn data_path(&self) -> Result<Option<PathBuf>> {
+        match self.path.as_deref() {
+            Some(p) if p != Path::new("-") => Ok(Some(split_index_name(p, None)?.0)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The index of `--write-index` (path, BAI?) for `format` output, as samtools view names it: BAM
+    /// gets a CSI (or BAI), CRAM a `.crai` ([`index_target`]); it needs BAM or CRAM output to a file.
+    pub(crate) fn written_index(
+        &self,
+        format: OutFormat,
+    ) -> anyhow::Result<Option<(PathBuf, bool)>> {
+        if !self.write_index {
+            return Ok(None);
+        }
+        let Some(path) = self.path.as_deref().filter(|p| *p != Path::new("-")) else {
+            bail!(Error::argument("--write-index needs an output file (-o)"));
+        };
+        if format == OutFormat::Sam {
+            bail!(Error::argument(
+                "--write-index: sortase writes indexes for BAM and CRAM output only"
+            ));
+        }
+        let (_, index, bai) = index_target(path, self.index_format.as_deref(), format)?;
+        Ok(Some((index, bai)))
+    }
+}
+
+/// Where temporary files go: `-T PREFIX`, else next to the output (`OUT.tmp`), else `fallback`.
+pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>, fallback: &Path) -> PathBuf {
+    match (given, output) {
+        (Some(t), _) => t.to_path_buf(),
+        (None, Some(d)) => {
+            let mut p = d.as_os_str().to_owned();
+            p.push(".tmp");
+            PathBuf::from(p)
+        }
+        (None, None) => fallback.to_path_buf(),
+    }
+}
+
+/// The output's resolved form: data path, index (path, BAI?), format.
+pub(crate) struct ResolvedOutput {
+    pub data: Option<PathBuf>,
+    pub index: Option<(PathBuf, bool)>,
+    pub format: OutFormat,
+}
+
+/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does.
+pub(crate) fn resolve_output(
+    output: &OutputSpec,
+    default_level: u8,
+    order: SortOrder,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<ResolvedOutput> {
+    let level = output.compression_level(default_level);
+    let path = output.path.as_deref().filter(|p| *p != Path::new("-"));
+    let (data, index) = match path {
+        Some(o) if output.write_index => {
+            let (d, i, bai) = split_index_name(o, output.index_format.as_deref())?;
+            (Some(d), Some((i, bai)))
+        }
+        Some(o) => (Some(split_index_name(o, None)?.0), None),
+        None => (None, None),
+    };
+    let format = resolve_format(
+        output.format.as_deref(),
+        data.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    if format == OutFormat::Cram {
+        warnings.extend(output.cram_reference_warning());
+    }
+    let index = match (index, order, format) {
+        (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
+        // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.
+        (Some((i, _)), SortOrder::Coordinate, OutFormat::Cram) => {
+            let i = match path {
+                Some(o) => index_target(o, output.index_format.as_deref(), format)?.1,
+                None => i,
+            };
+            Some((i, false))
+        }
+        (Some(_), SortOrder::Coordinate, _) => {
+            return Err(Error::argument(
+                "--write-index: sortase writes indexes for BAM and CRAM output only",
+            )
+            .into())
+        }
+        (Some(_), _, _) => {
+            warnings.push(
+                "[W::bam_sort] Ignoring --write-index as it only works for position sorted files."
+                    .into(),
+            );
+            None
+        }
+        (None, _, _) => None,
+    };
+    if output.write_index && data.is_none() {
+        return Err(Error::argument("--write-index needs an output file (-o)").into());
+    }
+    Ok(ResolvedOutput {
+        data,
+        index,
+        format,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_names_follow_samtools_auto_index() {
+        let (d, i, bai) = split_index_name(Path::new("o.bam##idx##o.bam.bai"), None).unwrap();
+        assert_eq!((d, i, bai), ("o.bam".into(), "o.bam.bai".into(), true));
+        let cram = |name: &str| index_target(Path::new(name), None, OutFormat::Cram).unwrap();
+        assert_eq!(
+            cram("o.cram"),
+            ("o.cram".into(), "o.cram.crai".into(), false)
+        );
+        assert_eq!(cram("o.cram##idx##i.crai").1, PathBuf::from("i.crai"));
+        let bam = index_target(
+            Path::new("o.bam"),
+            Some("BAI"),
+            OutFormat::Bam(CompressionLevel::STORED),
+        );
+        assert_eq!(bam.unwrap().1, PathBuf::from("o.bam.bai"));
+        assert!(split_index_name(Path::new("o.bam"), Some("tbi")).is_err());
+    }
+}
