@@ -107,7 +107,8 @@ pub struct ViewArgs {
         short = 'e',
         long = "expr",
         visible_alias = "expression",
-        value_name = "EXPR"
+        value_name = "EXPR",
+        allow_hyphen_values = true
     )]
     expr: Option<String>,
     /// Print help.

@@ -123,8 +123,16 @@ def _progress(progress: Optional[bool], label: str) -> Optional[Callable[[str, i
     except ImportError:
         return None
     bar = tqdm(total=0, unit="B", unit_scale=True, desc=label, leave=False)
+    phase = [label]
 
-    def update(_label: str, done: int, total: int) -> None:
+    def update(now: str, done: int, total: int) -> None:
+        if now != phase[0]:
+            # A new phase (e.g. sort's merge and write, counted in records: the label says so).
+            phase[0] = now
+            records = now.endswith(" records")
+            bar.unit = "rec" if records else "B"
+            bar.set_description(now[: -len(" records")] if records else now, refresh=False)
+            bar.reset(total=total or None)
         if total and bar.total != total:
             bar.total = total
         bar.n = done
