@@ -127,6 +127,9 @@ impl NameSet {
     }
 }
 
+/// `-d`/`-D`: the tag, and the values it may have (`None`: any).
+type TagFilter = ([u8; 2], Option<HashSet<Vec<u8>>>);
+
 /// A [`FilterSpec`] compiled for one header.
 #[derive(Debug, Clone)]
 pub struct RecordFilter {
@@ -136,7 +139,7 @@ pub struct RecordFilter {
     bed: Option<BedFilter>,
     read_groups: Option<NameSet>,
     exclude_no_read_group: bool,
-    tag: Option<([u8; 2], Option<HashSet<Vec<u8>>>)>,
+    tag: Option<TagFilter>,
     names: Option<NameSet>,
     /// `-l`: the read group IDs whose `@RG LB` is the library.
     library_groups: Option<HashSet<Vec<u8>>>,
@@ -228,13 +231,11 @@ impl RecordFilter {
         }
         if self.read_groups.is_some() || self.exclude_no_read_group {
             match aux_string(r, *b"RG") {
-                Some(rg) => {
-                    if self.read_groups.as_ref().is_some_and(|s| !s.admits(rg)) {
-                        return false;
-                    }
+                Some(rg) if self.read_groups.as_ref().is_some_and(|s| !s.admits(rg)) => {
+                    return false
                 }
                 None if self.exclude_no_read_group => return false,
-                None => {}
+                _ => {}
             }
         }
         if let Some((tag, values)) = &self.tag {
@@ -331,11 +332,7 @@ pub fn read_words(path: &Path) -> Result<Vec<Vec<u8>>, FilterError> {
 
 /// `-d TAG[:VALUE]` (repeatable) and `-D TAG:FILE`: one tag, and the values it may have (`None`:
 /// any value, the tag must only be there).
-#[allow(clippy::type_complexity)]
-fn tag_filter(
-    tags: &[String],
-    file: Option<&str>,
-) -> Result<Option<([u8; 2], Option<HashSet<Vec<u8>>>)>, FilterError> {
+fn tag_filter(tags: &[String], file: Option<&str>) -> Result<Option<TagFilter>, FilterError> {
     let mut tag: Option<[u8; 2]> = None;
     let mut values: Option<HashSet<Vec<u8>>> = None;
     let mut same_tag = |t: &[u8], arg: &str| -> Result<(), FilterError> {

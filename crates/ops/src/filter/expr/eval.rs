@@ -50,7 +50,7 @@ impl<'a> Val<'a> {
     }
     /// `hts_expr_val_exists`.
     fn exists(&self) -> bool {
-        !(self.is_str && self.s.is_none()) && !(!self.is_str && self.d.is_nan())
+        (!self.is_str || self.s.is_some()) && (self.is_str || !self.d.is_nan())
     }
     /// `hts_expr_val_existsT`: defined, or undefined but forced true.
     fn exists_t(&self) -> bool {
@@ -73,7 +73,8 @@ impl<'a> Val<'a> {
 /// C's `(int64_t)d` as x86-64 computes it: truncation, with NaN and out-of-range values giving
 /// `INT64_MIN` (htslib casts undefined values in `%` this way).
 fn c_i64(d: f64) -> i64 {
-    if d.is_nan() || d >= 9.223_372_036_854_775_808e18 || d < -9.223_372_036_854_775_808e18 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if d.is_nan() || !(-LIMIT..LIMIT).contains(&d) {
         i64::MIN
     } else {
         d as i64

@@ -486,11 +486,7 @@ fn strtod(s: &[u8], p: usize) -> Option<(f64, usize)> {
         }
     }
     let text = std::str::from_utf8(&s[start..e]).ok()?;
-    let text = if text.ends_with('.') {
-        &text[..text.len() - 1]
-    } else {
-        text
-    };
+    let text = text.strip_suffix('.').unwrap_or(text);
     let text = if text.starts_with('.') {
         format!("0{text}")
     } else {
