@@ -71,12 +71,12 @@ impl ProgressSink for Bar {
             let (bar, template, label) = match (label.strip_suffix(" records"), total) {
                 (Some(l), t) if t > 0 => (
                     ProgressBar::new(t),
-                    "{msg} {bar:40} {human_pos}/{human_len} records ({per_sec}, {eta})",
+                    "{msg} {bar:40} {human_pos}/{human_len} records ({elapsed}, eta {eta})",
                     l,
                 ),
                 (Some(l), _) => (
                     ProgressBar::new_spinner(),
-                    "{spinner} {msg} {human_pos} records ({per_sec}, {elapsed})",
+                    "{spinner} {msg} {human_pos} records ({elapsed})",
                     l,
                 ),
                 (None, 0) => (
