@@ -45,6 +45,8 @@ mod snp_pileup;
 mod sort;
 #[path = "e2e/stats.rs"]
 mod stats;
+#[path = "e2e/stats_plot.rs"]
+mod stats_plot;
 #[path = "e2e/view_corpus.rs"]
 mod view_corpus;
 #[path = "e2e/view_corpus_files.rs"]
@@ -53,6 +55,8 @@ mod view_corpus_files;
 mod view_edge;
 #[path = "e2e/view_errors.rs"]
 mod view_errors;
+#[path = "e2e/view_filters.rs"]
+mod view_filters;
 #[path = "e2e/view_options.rs"]
 mod view_options;
 #[path = "e2e/view_query.rs"]

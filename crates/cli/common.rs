@@ -66,16 +66,33 @@ impl ProgressSink for Bar {
     fn update(&self, label: &str, done: u64, total: u64) {
         let mut slot = self.bar.lock().unwrap_or_else(|p| p.into_inner());
         let bar = slot.get_or_insert_with(|| {
-            let bar = if total > 0 {
-                ProgressBar::new(total)
-            } else {
-                ProgressBar::new_spinner()
+            // Units: a label ending in "records" counts records, any other bytes; no total: a
+            // spinner with the amount and rate so far.
+            let (bar, template, label) = match (label.strip_suffix(" records"), total) {
+                (Some(l), t) if t > 0 => (
+                    ProgressBar::new(t),
+                    "{msg} {bar:40} {human_pos}/{human_len} records ({elapsed}, eta {eta})",
+                    l,
+                ),
+                (Some(l), _) => (
+                    ProgressBar::new_spinner(),
+                    "{spinner} {msg} {human_pos} records ({elapsed})",
+                    l,
+                ),
+                (None, 0) => (
+                    ProgressBar::new_spinner(),
+                    "{spinner} {msg} {bytes} ({bytes_per_sec}, {elapsed})",
+                    label,
+                ),
+                (None, t) => (
+                    ProgressBar::new(t),
+                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                    label,
+                ),
             };
             bar.set_style(
-                ProgressStyle::with_template(
-                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             bar.set_message(label.to_string());
             bar

@@ -9,6 +9,7 @@ mod common;
 mod faidx;
 mod fetch;
 mod fq2bam;
+mod help;
 mod index;
 mod markdup;
 mod markdup_coord;
@@ -19,7 +20,7 @@ mod sort;
 mod stats;
 mod view;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Fast, samtools-compatible sequencing-data processing.
@@ -44,6 +45,9 @@ enum Command {
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
     Idxstats(stats::IdxstatsArgs),
+    /// Reads and mean depth per reference and the MAPQ histogram in one pass; `--plot` draws them
+    /// as an HTML page.
+    Stats(stats::StatsArgs),
     /// Ref/alt/error/deletion counts of BAMs at VCF SNVs, identical to FACETS snp-pileup, on all cores.
     SnpPileup(snp_pileup::SnpPileupArgs),
     /// Compress, decompress, index and cut BGZF files (htslib bgzip), on all cores.
@@ -62,6 +66,15 @@ enum Command {
     /// add-column.
     #[command(subcommand)]
     Agd(agd::AgdCommand),
+    /// Shell completions: `sortase completions bash|zsh|fish` writes the script to stdout.
+    Completions(help::CompletionsArgs),
+    /// Writes man pages (sortase.1 and one per command) into a directory.
+    Man(help::ManArgs),
+}
+
+/// The command line definition with the examples of [`help::EXAMPLES`].
+fn command() -> clap::Command {
+    help::with_examples(Cli::command())
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -83,7 +96,10 @@ fn main() -> ExitCode {
         sortase_bgzf::direct_io::set_direct_writes(false);
     }
     common::install_signal_handling();
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
     // files are still removed by their destructors during unwinding.
     std::panic::set_hook(Box::new(|info| {
@@ -114,6 +130,9 @@ fn main() -> ExitCode {
         Command::Markdup(args) => markdup::run(*args),
         Command::Fq2bam(args) => fq2bam::run(*args),
         Command::Agd(command) => agd::run(command),
+        Command::Stats(args) => stats::stats(args),
+        Command::Completions(args) => help::completions(args, command()),
+        Command::Man(args) => help::man(args, command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,9 +1,9 @@
-//! `sortase flagstat` and `sortase idxstats`: flags → [`sortase::FlagstatJob`] /
-//! [`sortase::IdxstatsJob`] → samtools' text on stdout.
+//! `sortase flagstat`, `sortase idxstats` and `sortase stats`: flags → [`sortase::FlagstatJob`] /
+//! [`sortase::IdxstatsJob`] / [`sortase::SummaryJob`] → samtools' text (or a table and a page).
 
 use crate::common;
 use anyhow::Result;
-use sortase::{FlagstatJob, IdxstatsJob};
+use sortase::{FlagstatJob, IdxstatsJob, SummaryJob};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -52,5 +52,37 @@ pub fn idxstats(args: IdxstatsArgs) -> Result<()> {
     std::io::stdout()
         .lock()
         .write_all(report.to_text().as_bytes())?;
+    Ok(())
+}
+
+/// Arguments of `sortase stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    /// Also draw the counts as an HTML page (inline SVG: reads and mean depth per reference, the
+    /// MAPQ histogram; a table of every reference).
+    #[arg(long = "plot", value_name = "FILE.html")]
+    plot: Option<PathBuf>,
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    threads: Option<usize>,
+    /// Reference FASTA (CRAM input).
+    #[arg(long = "reference", value_name = "FILE")]
+    reference: Option<PathBuf>,
+    /// Input SAM/BAM/CRAM.
+    input: PathBuf,
+}
+
+/// Runs `sortase stats`: per reference its length, mapped and unmapped records and mean depth on
+/// stdout (idxstats' columns plus the depth), and the page with `--plot`.
+pub fn stats(args: StatsArgs) -> Result<()> {
+    let job = SummaryJob {
+        input: args.input,
+        plot: args.plot,
+        reference: args.reference,
+    };
+    let report = job.run(&common::runtime(args.threads, None)?)?;
+    std::io::stdout()
+        .lock()
+        .write_all(report.to_tsv().as_bytes())?;
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `sortase view`: samtools view's flags → [`sortase::ViewJob`] → the count (`-c`) and warnings.
+//! The filters themselves live in `sortase_ops::filter`; this file only names them.
 
 use crate::common;
 use anyhow::Result;
-use sortase::view::parse_flags;
+use sortase::view::{parse_flags, FilterSpec};
 use sortase::{OutputSpec, ViewJob};
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +21,9 @@ pub struct ViewArgs {
     /// Uncompressed BAM output (level 0 BGZF).
     #[arg(short = 'u', long = "uncompressed")]
     uncompressed: bool,
+    /// Fast BAM compression (level 1; BAM unless the output name says SAM or CRAM).
+    #[arg(short = '1', long = "fast")]
+    fast: bool,
     /// Output format: sam, bam or cram.
     #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
     output_fmt: Option<String>,
@@ -65,8 +69,48 @@ pub struct ViewArgs {
     #[arg(short = 'F', long = "excl-flags", value_name = "FLAG")]
     exclude: Option<String>,
     /// Only records with mapping quality ≥ INT.
-    #[arg(short = 'q', long = "min-MQ", value_name = "INT", default_value_t = 0)]
+    #[arg(
+        short = 'q',
+        long = "min-MQ",
+        visible_alias = "min-mapq",
+        value_name = "INT",
+        default_value_t = 0
+    )]
     min_mapq: u8,
+    /// Only records overlapping the regions of this BED file (0-based, end exclusive; gzip or
+    /// plain). With regions, records in both.
+    #[arg(
+        short = 'L',
+        long = "target-file",
+        visible_alias = "targets-file",
+        value_name = "FILE"
+    )]
+    target_file: Option<PathBuf>,
+    /// Only records in a read group listed in FILE, or in none; `^FILE`: in none listed there.
+    #[arg(short = 'R', long = "read-group-file", value_name = "[^]FILE")]
+    read_group_file: Option<String>,
+    /// Only records that have a read group.
+    #[arg(short = 'n', long = "exclude-no-read-group")]
+    exclude_no_read_group: bool,
+    /// Only records with tag TAG (with value VAL); repeat for more values of the same tag.
+    #[arg(short = 'd', long = "tag", value_name = "TAG[:VAL]")]
+    tag: Vec<String>,
+    /// Only records whose tag TAG has a value listed in FILE.
+    #[arg(short = 'D', long = "tag-file", value_name = "TAG:FILE")]
+    tag_file: Option<String>,
+    /// Only records whose name is listed in FILE; `^FILE`: whose name is not.
+    #[arg(short = 'N', long = "qname-file", value_name = "[^]FILE")]
+    qname_file: Option<String>,
+    /// Only records for which the htslib filter expression is true, e.g.
+    /// 'mapq >= 30 && flag.paired && [NM] < 5' or 'qname =~ "^SRR"'.
+    #[arg(
+        short = 'e',
+        long = "expr",
+        visible_alias = "expression",
+        value_name = "EXPR",
+        allow_hyphen_values = true
+    )]
+    expr: Option<String>,
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -90,6 +134,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
         output: OutputSpec {
             path: args.output,
             format: args.output_fmt.or(named),
+            level: args.fast.then_some(1),
             uncompressed: args.uncompressed,
             reference: args.reference,
             format_options: args.output_fmt_option,
@@ -100,11 +145,20 @@ pub fn run(args: ViewArgs) -> Result<()> {
         with_header: args.with_header,
         header_only: args.header_only,
         count: args.count,
-        require_flags: flags(&args.require)?.unwrap_or(0),
-        exclude_flags: flags(&args.exclude)?.unwrap_or(0),
-        min_mapq: args.min_mapq,
-        read_group: args.read_group,
-        library: args.library,
+        filter: FilterSpec {
+            require_flags: flags(&args.require)?.unwrap_or(0),
+            exclude_flags: flags(&args.exclude)?.unwrap_or(0),
+            min_mapq: args.min_mapq,
+            read_group: args.read_group,
+            read_group_file: args.read_group_file,
+            exclude_no_read_group: args.exclude_no_read_group,
+            library: args.library,
+            targets_file: args.target_file,
+            tags: args.tag,
+            tag_file: args.tag_file,
+            qname_file: args.qname_file,
+            expression: args.expr,
+        },
         regions: args.regions,
         program: common::program(args.no_pg),
     };

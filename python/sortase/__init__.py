@@ -123,8 +123,16 @@ def _progress(progress: Optional[bool], label: str) -> Optional[Callable[[str, i
     except ImportError:
         return None
     bar = tqdm(total=0, unit="B", unit_scale=True, desc=label, leave=False)
+    phase = [label]
 
-    def update(_label: str, done: int, total: int) -> None:
+    def update(now: str, done: int, total: int) -> None:
+        if now != phase[0]:
+            # A new phase (e.g. sort's merge and write, counted in records: the label says so).
+            phase[0] = now
+            records = now.endswith(" records")
+            bar.unit = "rec" if records else "B"
+            bar.set_description(now[: -len(" records")] if records else now, refresh=False)
+            bar.reset(total=total or None)
         if total and bar.total != total:
             bar.total = total
         bar.n = done
@@ -372,6 +380,13 @@ def view(
     no_pg: bool = False,
     read_group: Optional[str] = None,
     library: Optional[str] = None,
+    read_group_file: Optional[str] = None,
+    exclude_no_read_group: bool = False,
+    target_file: Optional[PathLike] = None,
+    tag: Union[str, Sequence[str], None] = None,
+    tag_file: Optional[str] = None,
+    qname_file: Optional[str] = None,
+    expr: Optional[str] = None,
 ) -> Report:
     """Filters and converts records, as ``sortase view`` / ``samtools view``.
 
@@ -381,14 +396,24 @@ def view(
     text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``read_group`` (``-r``) and
     ``library`` (``-l``: records whose read group has that ``@RG LB``); ``regions`` (needs an index:
     ``.bai``/``.csi``, or ``.crai`` for CRAM); ``reference`` (``-T``, CRAM), ``output_fmt_options``
-    and ``write_index`` as in :func:`sort`. Reports ``records``, ``count``, ``outputs``, ``warnings``."""
+    and ``write_index`` as in :func:`sort`. Reports ``records``, ``count``, ``outputs``, ``warnings``.
+
+    The other filters have samtools' long option names: ``target_file`` (``-L``: records
+    overlapping a BED file's regions), ``read_group_file`` (``-R``, ``"^FILE"`` excludes),
+    ``exclude_no_read_group`` (``-n``), ``tag`` (``-d``: ``"NM"`` or ``"NM:0"``, or a list of
+    values of one tag), ``tag_file`` (``-D TAG:FILE``), ``qname_file`` (``-N``, ``"^FILE"``
+    excludes) and ``expr`` (``-e``: an htslib filter expression such as
+    ``'mapq >= 30 && flag.paired && [NM] < 3'``)."""
     return _report(_sortase.view(
         input, output, regions=None if regions is None else list(regions), threads=threads,
         output_fmt=output_fmt, count=count, require_flags=require_flags,
         exclude_flags=exclude_flags, min_mapq=min_mapq, with_header=with_header,
         header_only=header_only, level=level, uncompressed=uncompressed, reference=reference,
         output_fmt_options=_list(output_fmt_options), write_index=write_index, no_pg=no_pg,
-        read_group=read_group, library=library,
+        read_group=read_group, library=library, read_group_file=read_group_file,
+        exclude_no_read_group=exclude_no_read_group, target_file=target_file,
+        tag=[tag] if isinstance(tag, str) else _list(tag), tag_file=tag_file,
+        qname_file=qname_file, expr=expr,
     ))
 
 

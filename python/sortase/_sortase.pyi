@@ -109,6 +109,13 @@ def view(
     no_pg: bool = False,
     read_group: Optional[str] = None,
     library: Optional[str] = None,
+    read_group_file: Optional[str] = None,
+    exclude_no_read_group: bool = False,
+    target_file: Optional[_Path] = None,
+    tag: Optional[List[str]] = None,
+    tag_file: Optional[str] = None,
+    qname_file: Optional[str] = None,
+    expr: Optional[str] = None,
 ) -> str: ...
 def markdup(
     input: _Path,

@@ -91,6 +91,26 @@ def test_view_count_and_filters(sorted_bam: Path, sortase_bin: Path) -> None:
         assert want == int(pysam.view("-c", *args).strip())
 
 
+def test_view_samtools_filters(tmp_path: Path, sorted_bam: Path, sortase_bin: Path) -> None:
+    """The filters beyond -f/-F/-q under samtools' long names, each counted as samtools counts."""
+    bed = tmp_path / "t.bed"
+    bed.write_text("chr1\t0\t300000\nchr2\t500000\t900000\n")
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(pysam.view(str(sorted_bam)).split("\n")[i].split("\t")[0]
+                                for i in range(0, 200, 7)) + "\n")
+    for kwargs, flags in [({"target_file": bed}, ["-L", str(bed)]),
+                          ({"qname_file": str(names)}, ["-N", str(names)]),
+                          ({"qname_file": f"^{names}"}, ["-N", f"^{names}"]),
+                          ({"expr": "mapq >= 30 && !flag.reverse"}, ["-e", "mapq >= 30 && !flag.reverse"]),
+                          ({"tag": "RG", "expr": "[RG] == \"a\""}, ["-d", "RG", "-e", "[RG] == \"a\""]),
+                          ({"tag": ["RG:a", "RG:b"]}, ["-d", "RG:a", "-d", "RG:b"])]:
+        want = int(pysam.view("-c", *flags, str(sorted_bam)).strip())
+        assert sortase.view(sorted_bam, count=True, **kwargs).count == want, flags
+        assert int(cli(sortase_bin, "view", "-c", *flags, sorted_bam).stdout) == want
+    with pytest.raises(ValueError, match="filter expression"):
+        sortase.view(sorted_bam, count=True, expr="mapq >")
+
+
 def test_view_output_equals_the_cli(tmp_path: Path, sorted_bam: Path, sortase_bin: Path) -> None:
     for fmt in ("sam", "bam"):
         ours, theirs = tmp_path / f"py.{fmt}", tmp_path / f"cli.{fmt}"

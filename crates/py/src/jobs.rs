@@ -7,7 +7,7 @@ use crate::run::{run_job, runtime, LatestProgress};
 use crate::{memory_bytes, path_text};
 use pyo3::prelude::*;
 use sortase::markdup::Mode;
-use sortase::view::parse_flags;
+use sortase::view::{parse_flags, FilterSpec};
 use sortase::{
     BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, IdxstatsJob, IndexJob,
     MarkdupJob, MergeJob, Order, OutputSpec, Program, Runtime, SnpPileupJob, ViewJob,
@@ -145,7 +145,9 @@ fn merge(
 #[pyo3(signature = (input, output=None, *, regions=None, threads=None, output_fmt=None,
     count=false, require_flags=None, exclude_flags=None, min_mapq=0, with_header=false,
     header_only=false, level=None, uncompressed=false, reference=None, output_fmt_options=None,
-    write_index=false, no_pg=false, read_group=None, library=None))]
+    write_index=false, no_pg=false, read_group=None, library=None, read_group_file=None,
+    exclude_no_read_group=false, target_file=None, tag=None, tag_file=None, qname_file=None,
+    expr=None))]
 #[allow(clippy::too_many_arguments)]
 fn view(
     py: Python<'_>,
@@ -168,6 +170,13 @@ fn view(
     no_pg: bool,
     read_group: Option<String>,
     library: Option<String>,
+    read_group_file: Option<String>,
+    exclude_no_read_group: bool,
+    target_file: Option<PathBuf>,
+    tag: Option<Vec<String>>,
+    tag_file: Option<String>,
+    qname_file: Option<String>,
+    expr: Option<String>,
 ) -> PyResult<String> {
     let job = ViewJob {
         input: path_text(input),
@@ -186,11 +195,20 @@ fn view(
         with_header,
         header_only,
         count,
-        require_flags: flags(py, require_flags)?,
-        exclude_flags: flags(py, exclude_flags)?,
-        min_mapq,
-        read_group,
-        library,
+        filter: FilterSpec {
+            require_flags: flags(py, require_flags)?,
+            exclude_flags: flags(py, exclude_flags)?,
+            min_mapq,
+            read_group,
+            read_group_file,
+            exclude_no_read_group,
+            library,
+            targets_file: target_file,
+            tags: tag.unwrap_or_default(),
+            tag_file,
+            qname_file,
+            expression: expr,
+        },
         regions: regions.unwrap_or_default(),
         program: program(no_pg, "view"),
     };

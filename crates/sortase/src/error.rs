@@ -137,6 +137,12 @@ fn classify(e: &anyhow::Error) -> ErrorKind {
                 _ => ErrorKind::Format,
             };
         }
+        if let Some(f) = c.downcast_ref::<sortase_ops::filter::FilterError>() {
+            return match f {
+                sortase_ops::filter::FilterError::Io { source, .. } => io_kind(source),
+                _ => ErrorKind::Argument,
+            };
+        }
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             return io_kind(io);
         }

@@ -58,6 +58,7 @@ pub mod snp_pileup;
 pub mod sort;
 pub mod stats;
 mod stream;
+pub mod summary;
 pub mod tasks;
 #[cfg(test)]
 mod test_data;
@@ -94,4 +95,5 @@ pub use stats::{
     FileRange, FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
     IdxstatsPart, IdxstatsPlan, IdxstatsReport, IdxstatsRow, IdxstatsTask,
 };
+pub use summary::{SummaryJob, SummaryReport};
 pub use view::{ViewJob, ViewReport};

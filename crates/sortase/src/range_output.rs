@@ -30,6 +30,41 @@ pub enum EncodedRange {
     Records(RecordBatch),
 }
 
+/// A range's records passed through while adding their number to a [`crate::Progress`] (every
+/// 4096 records, so threads rarely touch the shared counter).
+pub struct Counted<'a, R> {
+    inner: &'a mut R,
+    progress: &'a crate::Progress,
+}
+
+impl<'a, R> Counted<'a, R> {
+    /// Counts `inner`'s records into `progress`.
+    pub fn new(inner: &'a mut R, progress: &'a crate::Progress) -> Self {
+        Self { inner, progress }
+    }
+}
+
+impl<R: RangeSource> RangeSource for Counted<'_, R> {
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
+        &mut self,
+        mut f: F,
+    ) -> Result<u64, SortError> {
+        const STEP: u64 = 4096;
+        let mut pending = 0u64;
+        let progress = self.progress;
+        let n = self.inner.for_each(|r| {
+            pending += 1;
+            if pending == STEP {
+                progress.add(STEP);
+                pending = 0;
+            }
+            f(r)
+        })?;
+        progress.add(pending);
+        Ok(n)
+    }
+}
+
 /// Encodes ranges on worker threads (shared by all of them).
 pub struct RangeEncoder {
     format: OutFormat,

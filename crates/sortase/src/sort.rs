@@ -249,10 +249,16 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let (final_reserve, mut sorter) =
         budgeted_sorter(rt, "sort", order, reserve, temp.path(), job.max_fan_in)?;
     report.threads = sorter.threads();
+    let mut pushed = 0u64;
     input
-        .for_each_batch(|b| Ok(sorter.push(b)?))
+        .for_each_batch(|b| {
+            pushed += b.len() as u64;
+            Ok(sorter.push(b)?)
+        })
         .with_context(|| input_name.clone())?;
     progress.finish();
+    // The merge and write phase gets its own bar, in records (its output size is not known).
+    let written = rt.progress("sort: merge and write records", pushed);
 
     let mut header = input.header.clone();
     let (so, ss) = order.header_values();
@@ -277,10 +283,11 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
                 }
                 clock.next(p)
             },
-            |records| encoder.encode(records),
+            |records| encoder.encode(&mut range_output::Counted::new(records, &written)),
             |range| writer.write(range),
         )
         .with_context(|| name.clone())?;
+    written.finish();
     rt.check_cancelled()?;
     writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
     drop(temp);

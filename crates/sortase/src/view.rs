@@ -1,4 +1,5 @@
-//! [`ViewJob`]: samtools view's conversions, filters (`-f/-F/-q`), region queries and counting (`-c`).
+//! [`ViewJob`]: samtools view's conversions, filters (`-f -F -q -r -R -l -L -d -D -N -e`, from
+//! [`sortase_ops::filter`]), region queries and counting (`-c`).
 //!
 //! Records go through the library's one output writer ([`crate::writer::SortedOutput`]): BAM → BAM
 //! copies raw records into the parallel BGZF writer (no decode/encode), SAM is formatted in parallel
@@ -14,7 +15,10 @@
 //! ViewJob::new(input.to_str().unwrap(), OutputSpec::to_path(&bam)).run(&rt)?;
 //! let count = ViewJob {
 //!     count: true,
-//!     exclude_flags: sortase::view::parse_flags("UNMAP")?,
+//!     filter: sortase::view::FilterSpec {
+//!         exclude_flags: sortase::view::parse_flags("UNMAP")?,
+//!         ..Default::default()
+//!     },
 //!     ..ViewJob::new(bam.to_str().unwrap(), OutputSpec::default())
 //! };
 //! assert_eq!(count.run(&rt)?.count, Some(1));
@@ -30,8 +34,11 @@ use crate::runtime::Runtime;
 use crate::writer::SortedOutput;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use sortase_bam::{flags, query, Header, RecordBatch, RecordRef};
+use sortase_bam::{flags, query, Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
+use sortase_ops::filter::expr::Scratch;
+pub use sortase_ops::filter::FilterSpec;
+use sortase_ops::filter::{FilterError, RecordFilter};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -39,7 +46,8 @@ use std::path::{Path, PathBuf};
 /// and/or counted.
 ///
 /// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
-/// `output.level` (`-O bam,level=N`) is set, else from the output file's extension, else SAM.
+/// `output.level` (`-1`, `--output-fmt-option level=N`) is set and the output file's name does not
+/// end in `.sam` or `.cram`, else from the output file's extension, else SAM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewJob {
     /// The input path (`-`: standard input).
@@ -53,18 +61,10 @@ pub struct ViewJob {
     pub header_only: bool,
     /// Count the matching records instead of writing them (`-c`).
     pub count: bool,
-    /// Only records with all of these flag bits set (`-f`).
-    pub require_flags: u16,
-    /// Only records with none of these flag bits set (`-F`).
-    pub exclude_flags: u16,
-    /// Only records with at least this mapping quality (`-q`).
-    pub min_mapq: u8,
-    /// Only records whose `RG` is this read group (`-r`).
-    #[serde(default)]
-    pub read_group: Option<String>,
-    /// Only records whose read group's `@RG LB` is this library (`-l`).
-    #[serde(default)]
-    pub library: Option<String>,
+    /// Which records pass: samtools view's `-f -F -q -r -R -n -l -L -d -D -N -e`
+    /// ([`sortase_ops::filter`]); its fields sit at the top level of the job's JSON.
+    #[serde(flatten)]
+    pub filter: FilterSpec,
     /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM; empty: the whole input.
     pub regions: Vec<String>,
     /// The `@PG` line to add (`None`: `--no-PG`).
@@ -121,76 +121,6 @@ pub fn parse_flags(s: &str) -> Result<u16> {
     Ok(v)
 }
 
-/// Which records pass `-f/-F/-q/-r/-l`.
-#[derive(Debug, Clone)]
-struct Filter {
-    require: u16,
-    exclude: u16,
-    min_mapq: u8,
-    /// `-r`/`-l`: the read group IDs a record's `RG:Z` must be one of (samtools' `-l` keeps the
-    /// records whose `RG` names an `@RG` line with that `LB`).
-    groups: Option<Vec<Vec<u8>>>,
-    /// Whether a record without `RG` passes `groups`: yes under `-r` alone (samtools' `view.c`
-    /// checks the read group only when the tag is there), no under `-l`.
-    untagged_pass: bool,
-}
-
-impl Filter {
-    #[inline]
-    fn pass(&self, r: &RecordRef<'_>) -> bool {
-        self.pass_fields(r.flag(), r.mapping_quality())
-            && self.groups.as_ref().is_none_or(|ids| {
-                match r
-                    .aux()
-                    .find(|f| f.tag() == *b"RG" && f.value_type() == b'Z')
-                {
-                    Some(f) => ids.iter().any(|id| id.as_slice() == f.value()),
-                    None => self.untagged_pass,
-                }
-            })
-    }
-
-    /// The flag and MAPQ part of [`Filter::pass`] (no read-group filter).
-    #[inline]
-    fn pass_fields(&self, flag: u16, mapq: u8) -> bool {
-        flag & self.require == self.require && flag & self.exclude == 0 && mapq >= self.min_mapq
-    }
-
-    fn passes_all(&self) -> bool {
-        self.require == 0 && self.exclude == 0 && self.min_mapq == 0 && self.groups.is_none()
-    }
-}
-
-/// The read group IDs `-r` and `-l` allow in `header` (`None`: no read-group filter). As samtools,
-/// both given means a record must satisfy both.
-fn read_group_ids(job: &ViewJob, header: &Header) -> Option<Vec<Vec<u8>>> {
-    if job.read_group.is_none() && job.library.is_none() {
-        return None;
-    }
-    let mut ids: Vec<Vec<u8>> = Vec::new();
-    for line in header.text().lines().filter(|l| l.starts_with("@RG\t")) {
-        let field = |k: &str| line.split('\t').find_map(|f| f.strip_prefix(k));
-        let Some(id) = field("ID:") else { continue };
-        let in_library = job
-            .library
-            .as_deref()
-            .is_none_or(|lb| field("LB:") == Some(lb));
-        let named = job.read_group.as_deref().is_none_or(|rg| rg == id);
-        if in_library && named {
-            ids.push(id.as_bytes().to_vec());
-        }
-    }
-    if job.library.is_none() {
-        // samtools -r matches the tag's value whether or not an @RG line declares it.
-        ids = job
-            .read_group
-            .iter()
-            .map(|rg| rg.as_bytes().to_vec())
-            .collect();
-    }
-    Some(ids)
-}
-
 impl ViewJob {
     /// `input` converted to `output` with every other option at samtools' default.
     pub fn new(input: impl Into<String>, output: OutputSpec) -> Self {
@@ -200,11 +130,7 @@ impl ViewJob {
             with_header: false,
             header_only: false,
             count: false,
-            require_flags: 0,
-            exclude_flags: 0,
-            min_mapq: 0,
-            read_group: None,
-            library: None,
+            filter: FilterSpec::default(),
             regions: Vec::new(),
             program: None,
         }
@@ -219,7 +145,12 @@ impl ViewJob {
             CompressionLevel::samtools(o.level.unwrap_or(-1))
         };
         if o.format.is_none() && (o.uncompressed || o.level.is_some()) {
-            return Ok(OutFormat::Bam(level));
+            // samtools view `-u`/`-1`: BAM unless the output's name says SAM or CRAM.
+            let ext = o.path.as_deref().and_then(Path::extension);
+            let ext = ext.map(|e| e.to_string_lossy().to_ascii_lowercase());
+            if !matches!(ext.as_deref(), Some("sam" | "cram")) {
+                return Ok(OutFormat::Bam(level));
+            }
         }
         resolve_format(
             o.format.as_deref(),
@@ -235,44 +166,50 @@ impl ViewJob {
         run(self, rt).map_err(Error::from)
     }
 
-    fn filter(&self, header: &Header) -> Filter {
-        Filter {
-            require: self.require_flags,
-            exclude: self.exclude_flags,
-            min_mapq: self.min_mapq,
-            groups: read_group_ids(self, header),
-            untagged_pass: self.library.is_none(),
-        }
+    /// The filter compiled for `header` (files read, expression parsed).
+    fn record_filter(&self, header: &Header) -> anyhow::Result<RecordFilter> {
+        Ok(RecordFilter::new(&self.filter, header)?)
     }
 }
 
 fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
-        let header = if job.read_group.is_some() || job.library.is_some() {
-            crate::input::read_bam_header(&job.input).with_context(|| job.input.clone())?
-        } else {
-            Header::new(String::new(), Vec::new())
-        };
-        let filter = job.filter(&header);
-        // Counting a BAM file: byte ranges on all cores, per-range counts summed.
+        let header =
+            crate::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
+        let filter = job.record_filter(&header)?;
+        // Counting a BAM file: byte ranges on all cores, per-range counts summed; each range keeps
+        // its own scratch buffers and the first error of the expression.
         let (_, parts) = bam_ranges::scan(
             job.input.as_ref(),
             rt,
-            |_| 0u64,
-            |n, r| *n += u64::from(filter.pass(r)),
+            |_| (0u64, Scratch::default(), None),
+            |(n, scratch, failed): &mut (u64, Scratch, Option<FilterError>), r| {
+                if failed.is_none() {
+                    match filter.passes(r, scratch) {
+                        Ok(pass) => *n += u64::from(pass),
+                        Err(e) => *failed = Some(e),
+                    }
+                }
+            },
         )
         .with_context(|| job.input.clone())?;
-        return counted(job, parts.iter().sum());
+        let mut total = 0;
+        for (n, _, failed) in parts {
+            if let Some(e) = failed {
+                return Err(anyhow::Error::new(e).context(job.input.clone()));
+            }
+            total += n;
+        }
+        return counted(job, total);
     }
     if job.count
         && job.regions.is_empty()
         && job.input != "-"
-        && job.read_group.is_none()
-        && job.library.is_none()
+        && job.filter.only_flags_and_mapq()
         && crate::input::is_cram(Path::new(&job.input))
     {
-        let filter = job.filter(&Header::new(String::new(), Vec::new()));
+        let filter = job.record_filter(&Header::new(String::new(), Vec::new()))?;
         // Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only
         // (what the filter reads); `None`: no records, read below as a stream.
         let ranges = crate::cram_ranges::scan(
@@ -281,7 +218,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             sortase_cram::Fields::FlagMapq,
             |_| 0u64,
             |n, c| {
-                *n += u64::from(filter.pass_fields(c.flag, c.mapq));
+                *n += u64::from(filter.passes_fields(c.flag, c.mapq));
                 Ok(())
             },
         )
@@ -293,7 +230,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("view", size);
     // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
-    let fields = if job.count && job.read_group.is_none() && job.library.is_none() {
+    let fields = if job.count && job.filter.only_flags_and_mapq() {
         sortase_cram::Fields::Counting
     } else {
         sortase_cram::Fields::All
@@ -307,7 +244,8 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     )
     .with_context(|| job.input.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
-    let filter = job.filter(&input.header);
+    let filter = job.record_filter(&input.header)?;
+    let mut scratch = Scratch::default();
     let mut report = ViewReport::default();
     if job.count {
         let mut n = 0u64;
@@ -318,7 +256,9 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
                 &mut input,
                 &mut report.warnings,
                 &mut |batch| {
-                    n += batch.iter().filter(|r| filter.pass(r)).count() as u64;
+                    for r in batch.iter() {
+                        n += u64::from(filter.passes(&r, &mut scratch)?);
+                    }
                     Ok(())
                 },
             )?;
@@ -363,7 +303,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
                     out.sink.write_batch(batch)?;
                 } else {
                     for (i, r) in batch.iter().enumerate() {
-                        if filter.pass(&r) {
+                        if filter.passes(&r, &mut scratch)? {
                             records += 1;
                             out.sink.write(batch.raw(i))?;
                         }
@@ -505,7 +445,11 @@ mod tests {
         assert_eq!(job("o.out", None, None), OutFormat::Sam);
         assert_eq!(job("o.cram", None, None), OutFormat::Cram);
         let bam = OutFormat::Bam(CompressionLevel::samtools(1));
-        assert_eq!(job("o.sam", None, Some(1)), bam);
+        assert_eq!(job("o.out", None, Some(1)), bam);
+        assert_eq!(job("-", None, Some(1)), bam);
+        // As samtools: `-1`/`-u` mean BAM unless the name says SAM or CRAM.
+        assert_eq!(job("o.sam", None, Some(1)), OutFormat::Sam);
+        assert_eq!(job("o.cram", None, Some(1)), OutFormat::Cram);
         assert_eq!(job("o.bam", Some("sam"), Some(1)), OutFormat::Sam);
     }
 
@@ -518,7 +462,10 @@ mod tests {
         let count = |input: &str, exclude: u16| {
             let job = ViewJob {
                 count: true,
-                exclude_flags: exclude,
+                filter: FilterSpec {
+                    exclude_flags: exclude,
+                    ..FilterSpec::default()
+                },
                 ..ViewJob::new(input, OutputSpec::default())
             };
             job.run(&rt).unwrap().count.unwrap()
@@ -528,7 +475,10 @@ mod tests {
         let sam = dir.path().join("mapped.sam");
         let job = ViewJob {
             with_header: true,
-            exclude_flags: flags::UNMAPPED,
+            filter: FilterSpec {
+                exclude_flags: flags::UNMAPPED,
+                ..FilterSpec::default()
+            },
             ..ViewJob::new(bam, OutputSpec::to_path(&sam))
         };
         let report = job.run(&rt).unwrap();

@@ -1,0 +1,275 @@
+//! What the binary says about itself: an example per command at the end of its `--help`, shell
+//! completions (`sortase completions bash|zsh|fish`) and man pages (`sortase man DIR`), all from
+//! the one clap definition so they cannot drift from the flags.
+
+use anyhow::{Context, Result};
+use clap::Command;
+use std::path::{Path, PathBuf};
+
+/// Examples shown after each command's options (`sortase CMD --help`), as a user would type them.
+/// A unit test parses every line, so each stays a valid command line.
+pub const EXAMPLES: &[(&str, &[&str])] = &[
+    (
+        "view",
+        &[
+            "sortase view -b -o out.bam in.sam",
+            "sortase view -c -q 30 -F 0x904 in.bam chr1:1-100000",
+            "sortase view -L targets.bed -e 'mapq >= 30 && [NM] < 5' -o on_target.bam in.bam",
+            "sortase view -d RG:lane1 -N names.txt -1 -o picked.bam in.bam",
+        ],
+    ),
+    (
+        "index",
+        &["sortase index in.bam", "sortase index -c -@ 8 in.bam"],
+    ),
+    (
+        "sort",
+        &[
+            "sortase sort -@ 8 -m 2G -o sorted.bam in.bam",
+            "sortase sort -n -o by_name.bam in.bam",
+            "sortase sort --write-index -o sorted.bam in.sam",
+        ],
+    ),
+    ("merge", &["sortase merge -o all.bam a.bam b.bam c.bam"]),
+    (
+        "flagstat",
+        &[
+            "sortase flagstat in.bam",
+            "sortase flagstat -O json in.cram",
+        ],
+    ),
+    ("idxstats", &["sortase idxstats in.bam"]),
+    (
+        "snp-pileup",
+        &["sortase snp-pileup -g -q 15 -Q 20 -r 10,0 snps.vcf.gz out.csv.gz normal.bam tumor.bam"],
+    ),
+    (
+        "bgzip",
+        &[
+            "sortase bgzip -@ 8 -i reads.fq",
+            "sortase bgzip -d -c reads.fq.gz",
+        ],
+    ),
+    (
+        "faidx",
+        &[
+            "sortase faidx ref.fa",
+            "sortase faidx ref.fa chr1:1000-2000",
+        ],
+    ),
+    ("loc", &["sortase loc reads.fq.gz"]),
+    (
+        "fetch",
+        &["sortase fetch -n names.txt -o picked.fq reads.fq.gz"],
+    ),
+    (
+        "markdup",
+        &[
+            "sortase markdup -o marked.bam aligned.bam",
+            "sortase markdup -o marked.bam --write-index sorted.bam",
+        ],
+    ),
+    (
+        "fq2bam",
+        &["sortase fq2bam -x ref.fa -o sample.bam --write-index r1.fq.gz r2.fq.gz"],
+    ),
+    (
+        "agd",
+        &[
+            "sortase agd import -o dataset in.bam",
+            "sortase agd flagstat dataset",
+            "sortase agd export -o back.bam dataset",
+        ],
+    ),
+    ("stats", &["sortase stats --plot summary.html in.bam"]),
+    (
+        "completions",
+        &[
+            "sortase completions bash > ~/.local/share/bash-completion/completions/sortase",
+            "sortase completions zsh > ~/.zfunc/_sortase",
+            "sortase completions fish > ~/.config/fish/completions/sortase.fish",
+        ],
+    ),
+    ("man", &["sortase man ~/.local/share/man/man1"]),
+];
+
+/// `command` with an "Examples:" block after the options of each subcommand that has examples.
+pub fn with_examples(command: Command) -> Command {
+    let mut command = command;
+    for (name, lines) in EXAMPLES {
+        let text = format!(
+            "Examples:\n{}",
+            lines
+                .iter()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        command = command.mut_subcommand(*name, |sub| sub.after_help(text));
+    }
+    command
+}
+
+/// The shells `sortase completions` writes for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Shell {
+    /// bash (bash-completion).
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
+    /// PowerShell.
+    Powershell,
+    /// elvish.
+    Elvish,
+}
+
+/// Arguments of `sortase completions`.
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    shell: Shell,
+}
+
+/// Arguments of `sortase man`.
+#[derive(clap::Args, Debug)]
+pub struct ManArgs {
+    /// Directory to write sortase.1 and one page per command (sortase-view.1, ...) into; created
+    /// if missing.
+    dir: PathBuf,
+}
+
+/// Writes the completion script for `args.shell` to standard output.
+pub fn completions(args: CompletionsArgs, mut command: Command) -> Result<()> {
+    use clap_complete::Shell as S;
+    let shell = match args.shell {
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
+        Shell::Powershell => S::PowerShell,
+        Shell::Elvish => S::Elvish,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, "sortase", &mut out);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
+    Ok(())
+}
+
+/// Writes the man pages into `args.dir`: `sortase.1` and `sortase-CMD.1` for every command and
+/// subcommand (`sortase-agd-import.1`, ...).
+pub fn man(args: ManArgs, command: Command) -> Result<()> {
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("{}: cannot create directory", args.dir.display()))?;
+    let mut written = 0;
+    write_pages(&args.dir, command, "sortase", "sortase", &mut written)?;
+    eprintln!(
+        "sortase: wrote {written} man pages to {} (read one with: man {}/sortase-view.1)",
+        args.dir.display(),
+        args.dir.display()
+    );
+    Ok(())
+}
+
+fn write_pages(
+    dir: &Path,
+    command: Command,
+    file: &str,
+    bin: &str,
+    written: &mut usize,
+) -> Result<()> {
+    let command = command.bin_name(bin.to_string());
+    let path = dir.join(format!("{file}.1"));
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command.clone())
+        .title(file.to_ascii_uppercase())
+        .render(&mut page)?;
+    let temp = dir.join(format!(".{file}.1.tmp"));
+    std::fs::write(&temp, &page).with_context(|| format!("{}: cannot write", temp.display()))?;
+    std::fs::rename(&temp, &path).with_context(|| format!("{}: cannot write", path.display()))?;
+    *written += 1;
+    for sub in command.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let (sub_file, sub_bin) = (
+            format!("{file}-{}", sub.get_name()),
+            format!("{bin} {}", sub.get_name()),
+        );
+        write_pages(dir, sub.clone(), &sub_file, &sub_bin, written)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Splits a shell line (single quotes only; `>` ends the command).
+    fn words(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '\'' => quoted = !quoted,
+                '>' if !quoted => break,
+                ' ' if !quoted => {
+                    if !cur.is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                }
+                c => cur.push(c),
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn every_example_parses_and_every_command_has_one() {
+        let command = with_examples(crate::Cli::command());
+        for (name, lines) in EXAMPLES {
+            for line in *lines {
+                let args = words(line);
+                assert_eq!(args[1], *name, "{line}");
+                if let Err(e) = command.clone().try_get_matches_from(&args) {
+                    panic!("example {line:?} does not parse: {e}");
+                }
+            }
+        }
+        for sub in command.get_subcommands() {
+            assert!(
+                EXAMPLES.iter().any(|(n, _)| *n == sub.get_name()),
+                "{} has no example",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn man_pages_name_every_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = ManArgs {
+            dir: dir.path().join("man1"),
+        };
+        man(args, with_examples(crate::Cli::command())).unwrap();
+        let top = std::fs::read_to_string(dir.path().join("man1/sortase.1")).unwrap();
+        for sub in crate::Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            // roff escapes the hyphens of `snp-pileup`.
+            let roff = name.replace('-', "\\-");
+            assert!(top.contains(&roff), "sortase.1 does not mention {name}");
+            let page = dir.path().join(format!("man1/sortase-{name}.1"));
+            let text = std::fs::read_to_string(&page).unwrap();
+            assert!(text.contains(".TH"), "{} is not a man page", page.display());
+        }
+        let view = std::fs::read_to_string(dir.path().join("man1/sortase-view.1")).unwrap();
+        assert!(view.contains("target\\-file") && view.contains("Examples"));
+        assert!(dir.path().join("man1/sortase-agd-import.1").exists());
+    }
+}
