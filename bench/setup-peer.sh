@@ -16,11 +16,8 @@ if [ "$CRATE" = 1 ]; then
 else
   VENV="${SORTASE_PEER_VENV:-/work/bench-venv}"
 fi
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if ! dpkg -s libdeflate-dev >/dev/null 2>&1; then
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev >/dev/null
-fi
+# libdeflate-dev and the other build packages: scripts/setup.sh's one list of system packages
+bash "$(dirname "$0")/../scripts/setup.sh" --bench
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pysam, sys; sys.exit(not (pysam.__version__ == "0.24.1" and pysam.config.HAVE_LIBDEFLATE))' 2>/dev/null; then
   echo "setup-peer: $VENV has pysam 0.24.1 with libdeflate"
   exit 0
