@@ -5,12 +5,13 @@
 #   htslib-test   htslib's test corpus (the end-to-end tests run every file against samtools)
 #   tabix         htslib's bgzip, the oracle of `sortase bgzip`
 #   minimap2, art-nextgen-simulation-tools   the demo's and benchmarks' simulated, aligned reads
+#   samtools      Debian's 1.16: bench/generate.py's SAM -> BAM, faidx and checks (the oracle is 1.24)
 #   time          GNU time (peak RSS in the benchmarks)
 #   samblaster, picard-tools   the oracles of `sortase markdup`
 #   cmake         hts-sys builds zlib-ng with it for the CRAM codec
 #   python3-venv  `python3 -m venv` with pip (Debian splits it from python3)
 #   with --bench also the benchmarks' peers and tools (bench/report.py, bench/setup-peer.sh):
-#   sambamba, biobambam2 (bamsort, bamsormadup), linux-perf (profiles), and libdeflate-dev
+#   sambamba, biobambam2 (bamsort, bamsormadup), linux-perf (profiles), libdeflate-dev
 #   zlib1g-dev libbz2-dev liblzma-dev to build samtools 1.24 with libdeflate from source
 #
 # Python packages go into the clone's own virtual environment `.venv` (scripts/venv.sh, which lists
@@ -22,8 +23,8 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools time samblaster picard-tools cmake
-              python3-venv)
+apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools samtools time samblaster picard-tools
+              cmake python3-venv)
 bench_packages=(sambamba biobambam2 linux-perf libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev)
 [ "${1:-}" = "--bench" ] && apt_packages+=("${bench_packages[@]}")
 missing=()
