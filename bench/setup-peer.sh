@@ -7,7 +7,7 @@
 # `--libdeflate-crate`: link the libdeflate that sortase itself links (the libdeflate-sys crate's
 # sources in the cargo registry, built here into the venv) instead of the system's, so a ratio
 # measures sortase's code, not the libdeflate version: Debian's 1.14 compresses the same bytes as
-# 1.26 but 1.15x slower at samtools' default level and 1.6x slower at -l 7 (bench/RESULTS.md).
+# 1.26 but 1.20x slower at samtools' default level and 1.48x slower at -l 7 (bench/RESULTS.md).
 # Default venv for it: /work/bench-venv-ld-crate; bench/samtools-1.24-libdeflate-crate wraps it.
 set -euo pipefail
 CRATE=0; [ "${1:-}" = "--libdeflate-crate" ] && CRATE=1
