@@ -115,16 +115,13 @@ def setup(args):
     if subprocess.run([PEER, "--version"], stdout=subprocess.DEVNULL,
                       stderr=subprocess.DEVNULL).returncode != 0:
         sh(f"bash {shlex.quote(os.path.join(BENCH, 'setup-peer.sh'))}", check=True)
-    missing = [pkg for exe, pkg in (("sambamba", "sambamba"), ("bamsort", "biobambam2"),
-                                    ("samblaster", "samblaster"), ("PicardCommandLine", "picard-tools"),
-                                    ("bgzip", "tabix"), ("perf", "linux-perf"))
-               if shutil.which(exe) is None]
-    if missing and os.geteuid() == 0:
-        sh("apt-get update -q && apt-get install -y -q " + " ".join(missing), check=False)
-    sh(f"python3 {shlex.quote(os.path.join(BENCH, 'generate.py'))} --size {args.size} --keep-fastq "
+    # the peers and tools (sambamba, biobambam2, samblaster, picard, bgzip, perf): setup.sh's one list
+    sh(f"bash {shlex.quote(os.path.join(REPO, 'scripts', 'setup.sh'))} --bench", check=False)
+    py = shlex.quote(sys.executable)  # the clone's .venv python when run as the bench README says
+    sh(f"{py} {shlex.quote(os.path.join(BENCH, 'generate.py'))} --size {args.size} --keep-fastq "
        f"--out {shlex.quote(args.data)}", check=True)
     if FASTA_CASES & set(args.cases):
-        sh(f"python3 {shlex.quote(os.path.join(BENCH, 'generate_fasta.py'))} --data "
+        sh(f"{py} {shlex.quote(os.path.join(BENCH, 'generate_fasta.py'))} --data "
            f"{shlex.quote(args.data)}", check=True)
 
 

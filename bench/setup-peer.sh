@@ -7,7 +7,7 @@
 # `--libdeflate-crate`: link the libdeflate that sortase itself links (the libdeflate-sys crate's
 # sources in the cargo registry, built here into the venv) instead of the system's, so a ratio
 # measures sortase's code, not the libdeflate version: Debian's 1.14 compresses the same bytes as
-# 1.26 but 1.15x slower at samtools' default level and 1.6x slower at -l 7 (bench/RESULTS.md).
+# 1.26 but 1.20x slower at samtools' default level and 1.48x slower at -l 7 (bench/RESULTS.md).
 # Default venv for it: /work/bench-venv-ld-crate; bench/samtools-1.24-libdeflate-crate wraps it.
 set -euo pipefail
 CRATE=0; [ "${1:-}" = "--libdeflate-crate" ] && CRATE=1
@@ -16,11 +16,8 @@ if [ "$CRATE" = 1 ]; then
 else
   VENV="${SORTASE_PEER_VENV:-/work/bench-venv}"
 fi
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if ! dpkg -s libdeflate-dev >/dev/null 2>&1; then
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev >/dev/null
-fi
+# libdeflate-dev and the other build packages: scripts/setup.sh's one list of system packages
+bash "$(dirname "$0")/../scripts/setup.sh" --bench
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pysam, sys; sys.exit(not (pysam.__version__ == "0.24.1" and pysam.config.HAVE_LIBDEFLATE))' 2>/dev/null; then
   echo "setup-peer: $VENV has pysam 0.24.1 with libdeflate"
   exit 0

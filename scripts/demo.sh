@@ -2,15 +2,18 @@
 # The README's first command: installs what is needed, builds sortase, generates a small paired-end
 # example (synthetic reference, ART reads, minimap2 alignments; ~7 MB BAM, outside the repository) and
 # runs sortase on it next to samtools 1.24, checking that every output agrees.
+# Python packages (pysam, the `sortase` wheel, ...) go into the clone's .venv, not the user's python3:
+# afterwards `. .venv/bin/activate` gives a shell where `python -c 'import sortase'` works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh          # system tools (one list, in setup.sh) and .venv with pysam
+source scripts/venv.sh         # PY=.venv/bin/python
 cargo build --release
-bash scripts/python-build.sh   # the Python package `sortase` (abi3 wheel, installed)
+bash scripts/python-build.sh   # the Python package `sortase` (abi3 wheel, installed into .venv)
 data="${SORTASE_DEMO_DIR:-${TMPDIR:-/tmp}/sortase-demo}"
-python3 bench/generate.py --size tiny --out "$data"
+"$PY" bench/generate.py --size tiny --out "$data"
 S=target/release/sortase
-ST="python3 -S bench/samtools-1.24"
+ST="$PY -S bench/samtools-1.24"
 in="$data/tiny.bam"
 sorted="$data/tiny.sorted.bam"
 out="$data/demo"
@@ -64,7 +67,7 @@ step "sortase view -c with a region on the indexed BAM"
 region=$(head -1 "$data/ref-tiny.fa.fai" | cut -f1):1-200000
 echo "   region $region: $($S view -c "$out/s.bam" "$region") records (samtools: $($ST view -c "$out/s.bam" "$region"))"
 step "Python: sortase.read_bam into Arrow (projection) and flagstat, against pysam"
-python3 - "$out/s.bam" <<'PY'
+"$PY" - "$out/s.bam" <<'PY'
 import sys, pysam, sortase
 path = sys.argv[1]
 t = sortase.read_bam(path, columns=["qname", "flag", "rname", "pos", "mapq"])
@@ -76,3 +79,4 @@ print(f"   read_bam: {t.num_rows} rows, qname/flag/pos/mapq identical to pysam")
 print("   flagstat:", {k: v for k, v in sortase.flagstat(path)["QC-passed reads"].items() if k in ("total", "mapped", "duplicates")} if hasattr(sortase, "flagstat") else "(not in this build)")
 PY
 printf '\nAll outputs agree with samtools 1.24. Data and outputs: %s\n' "$data"
+printf 'The Python package is in .venv: . .venv/bin/activate; python -c "import sortase"\n'

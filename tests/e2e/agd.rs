@@ -439,7 +439,7 @@ fn agd_import_leaves_nothing_on_failure() {
 #[test]
 fn agd_duckdb_reads_every_file() {
     let Some(st) = oracle() else { return };
-    let python = std::env::var_os("SORTASE_PYTHON").unwrap_or_else(|| "python3".into());
+    let python = crate::common::python();
     let probe = run(
         Path::new(&python),
         &["-c".into(), "import duckdb".into()],

@@ -222,9 +222,23 @@ pub fn tempdir() -> tempfile::TempDir {
         .expect("tempdir")
 }
 
+/// The Python the tests run (the samtools oracle, gzip, DuckDB): `$SORTASE_PYTHON`, else the clone's
+/// `.venv/bin/python` (made by scripts/setup.sh, which installs pysam there), else `python3`.
+pub fn python() -> std::ffi::OsString {
+    if let Some(py) = std::env::var_os("SORTASE_PYTHON") {
+        return py;
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    if venv.exists() {
+        venv.into_os_string()
+    } else {
+        "python3".into()
+    }
+}
+
 /// Decompress a BGZF/gzip file (via python3's gzip module).
 pub fn gunzip(path: &Path) -> Vec<u8> {
-    let py = std::env::var_os("SORTASE_PYTHON").unwrap_or_else(|| "python3".into());
+    let py = python();
     let code =
         "import gzip,sys;sys.stdout.buffer.write(gzip.decompress(open(sys.argv[1],'rb').read()))";
     run(Path::new(&py), &["-c".into(), code.into()], &[p(path)])

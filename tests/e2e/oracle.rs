@@ -16,7 +16,7 @@ use crate::common::{run, skip, Run};
 
 /// How to invoke the oracle.
 pub enum Oracle {
-    /// `python3 tests/samtools ...`.
+    /// `PYTHON tests/samtools ...` (PYTHON: `crate::common::python()`).
     Pysam { python: OsString, script: PathBuf },
     /// A samtools executable.
     Binary(PathBuf),
@@ -57,7 +57,7 @@ fn find_oracle() -> Result<Oracle, String> {
     let oracle = match std::env::var_os("SORTASE_ORACLE") {
         Some(bin) => Oracle::Binary(bin.into()),
         None => Oracle::Pysam {
-            python: std::env::var_os("SORTASE_PYTHON").unwrap_or_else(|| "python3".into()),
+            python: crate::common::python(),
             script: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/samtools"),
         },
     };

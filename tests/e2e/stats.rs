@@ -102,7 +102,7 @@ fn index_diff(ours: &Path, theirs: &Path, csi: bool) -> Option<String> {
 
 /// Decompress a BGZF file (python3's gzip module), or why not.
 fn try_gunzip(path: &Path) -> Result<Vec<u8>, String> {
-    let py = std::env::var_os("SORTASE_PYTHON").unwrap_or_else(|| "python3".into());
+    let py = crate::common::python();
     let code =
         "import gzip,sys;sys.stdout.buffer.write(gzip.decompress(open(sys.argv[1],'rb').read()))";
     let r = run(Path::new(&py), &["-c".into(), code.into()], &[p(path)]);

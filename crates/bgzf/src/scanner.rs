@@ -1,4 +1,4 @@
-//! Finding BGZF block starts from an arbitrary byte offset, without an index (DESIGN.md).
+//! Finding BGZF block starts from an arbitrary byte offset, without an index (docs/architecture.md).
 //!
 //! A candidate is accepted only if its header parses, the next block header (or the end of the data)
 //! is exactly `BSIZE + 1` bytes further, and the candidate inflates with a matching CRC32. A random

@@ -1,12 +1,12 @@
 //! The range planner: split a BAM into byte ranges that threads (or machines) process independently.
 //!
-//! A range is a pair of record-start virtual offsets `[start, end)`: it owns exactly the records whose
-//! first byte lies in it and reads past `end` only to finish its last record. Ranges come from the
-//! BAI/CSI linear index when there is one, otherwise from the BGZF block scanner plus the record
-//! boundary finder (DESIGN.md): cut points at equal compressed distances, moved to the next verified
-//! block start, then to the first offset in that block where a chain of valid records begins and runs
-//! to the end of the inspected data. When no boundary can be proved, the cut is dropped (its neighbour
-//! range grows); the planner never guesses.
+//! A range is a pair of record-start virtual offsets `[start, end)`: it owns exactly the records
+//! whose first byte lies in it and reads past `end` only to finish its last record. Ranges come
+//! from the BAI/CSI linear index when there is one, otherwise from the BGZF block scanner plus the
+//! record boundary finder (docs/architecture.md): cut points at equal compressed distances, moved
+//! to the next verified block start, then to the first offset in that block where a chain of valid
+//! records begins and runs to the end of the inspected data. When no boundary can be proved, the
+//! cut is dropped (its neighbour range grows); the planner never guesses.
 //!
 //! ```no_run
 //! use sortase_index::range::{plan_ranges, RangeStream};

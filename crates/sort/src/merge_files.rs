@@ -1,5 +1,6 @@
-//! samtools merge's engine on all cores, for BAM files that are already sorted: the output is cut into key ranges (DESIGN.md, Sort step 5, applied to
-//! inputs that are already sorted), and worker threads merge, encode and compress one range each
+//! samtools merge's engine on all cores, for BAM files that are already sorted: the output is cut
+//! into key ranges (as the sort's final merge, docs/architecture.md, applied to inputs that are
+//! already sorted), and worker threads merge, encode and compress one range each
 //! from every input while the calling thread writes finished ranges in order.
 //!
 //! Sampling: each input is cut at equal compressed distances by the range planner (BGZF block scanner
