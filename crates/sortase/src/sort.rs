@@ -28,8 +28,9 @@ use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
 
 /// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
-/// bench/RESULTS.md, "level curve"): 1.78x the speed of libdeflate 7 (samtools' default `-l 6`) for
-/// 0.9% larger output; libdeflate 5 is 2.1x faster but 2.1% larger.
+/// bench/RESULTS.md, the levels table: `view -O bam,level=5` against `level=6`, 2 threads): 1.45x
+/// the speed of libdeflate 7 (samtools' default `-l 6`) for 0.9% larger output. An older, loaded
+/// run had measured 1.78x.
 pub const DEFAULT_LEVEL: u8 = 6;
 
 /// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
@@ -220,11 +221,12 @@ pub(crate) struct ResolvedOutput {
     pub format: OutFormat,
 }
 
-/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does.
+/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does (`coordinate`: the sort order is
+/// coordinate, the only one indexes are written for).
 pub(crate) fn resolve_output(
     output: &OutputSpec,
     default_level: u8,
-    order: SortOrder,
+    coordinate: bool,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<ResolvedOutput> {
     let level = output.compression_level(default_level);
@@ -249,10 +251,10 @@ pub(crate) fn resolve_output(
     if format == OutFormat::Cram {
         warnings.extend(output.cram_reference_warning());
     }
-    let index = match (index, order, format) {
-        (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
+    let index = match (index, coordinate, format) {
+        (Some(i), true, OutFormat::Bam(_)) => Some(i),
         // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.
-        (Some((i, _)), SortOrder::Coordinate, OutFormat::Cram) => {
+        (Some((i, _)), true, OutFormat::Cram) => {
             let named = path.is_some_and(|p| p.to_string_lossy().contains("##idx##"));
             let i = match (named, data.as_ref()) {
                 (false, Some(d)) => {
@@ -264,7 +266,7 @@ pub(crate) fn resolve_output(
             };
             Some((i, false))
         }
-        (Some(_), SortOrder::Coordinate, _) => {
+        (Some(_), true, _) => {
             return Err(Error::argument(
                 "--write-index: sortase writes indexes for BAM and CRAM output only",
             )
@@ -291,7 +293,6 @@ pub(crate) fn resolve_output(
 
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let threads = rt.threads();
-    let order = job.order.resolve()?;
     if job.max_fan_in < 2 {
         return Err(Error::argument(format!(
             "--max-fan-in {}: must be at least 2",
@@ -300,7 +301,12 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         .into());
     }
     let mut report = SortReport::default();
-    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, &mut report.warnings)?;
+    let out = resolve_output(
+        &job.output,
+        DEFAULT_LEVEL,
+        job.order == Order::Coordinate,
+        &mut report.warnings,
+    )?;
     let memory = rt.memory().limit();
 
     let input_name = job.input.clone();
@@ -315,6 +321,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     )
     .with_context(|| input_name.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
+    let order = job.order.resolve_with(&input.header)?;
 
     let temp = TempDir::create(&temp_prefix(
         job.temp_prefix.as_deref(),
@@ -332,7 +339,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
 
     let mut header = input.header.clone();
     let (so, ss) = order.header_values();
-    header.set_sort_order(so, ss.as_deref());
+    header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
     let (encoder, mut writer) = range_output::open(

@@ -292,7 +292,12 @@ impl SortPlan {
             ));
         }
         let order = self.job.order.resolve()?;
-        let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
+        let out = resolve_output(
+            &self.job.output,
+            DEFAULT_LEVEL,
+            order.is_coordinate(),
+            &mut Vec::new(),
+        )?;
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
