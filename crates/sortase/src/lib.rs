@@ -59,6 +59,7 @@ mod stream;
 pub mod tasks;
 #[cfg(test)]
 mod test_data;
+pub mod verify;
 pub mod view;
 pub mod writer;
 
@@ -90,4 +91,5 @@ pub use stats::{
     FileRange, FlagstatJob, FlagstatPart, FlagstatPlan, FlagstatReport, FlagstatTask, IdxstatsJob,
     IdxstatsPart, IdxstatsPlan, IdxstatsReport, IdxstatsRow, IdxstatsTask,
 };
+pub use verify::{Unsorted, VerifyJob, VerifyReport};
 pub use view::{ViewJob, ViewReport};
