@@ -770,9 +770,8 @@ mod tests {
                 ]
                 .concat();
                 if rng.below(2) == 0 {
-                    aux.extend_from_slice(
-                        &[b"RGZa\0", &b"RGZb\0"[..], b"RGZc\0"][rng.below(3) as usize][..],
-                    );
+                    let groups: [&[u8]; 3] = [b"RGZa\0", b"RGZb\0", b"RGZc\0"];
+                    aux.extend_from_slice(groups[rng.below(3) as usize]);
                 }
                 if rng.below(3) == 0 {
                     aux.extend_from_slice(
