@@ -152,6 +152,79 @@ def run_case(args, case, threads, only_sortase):
     return json.load(open(out))
 
 
+def stored_results(json_dir, threads, cases=None):
+    """Every case's stored summaries in `json_dir` (compare.py's CASE.tN.json and the 1-thread
+    CASE.t1.sortase.json), in compare.py's case order: (results, scaling, stderr by case). The report
+    is always built from all of them, so a run of a few cases (--cases) updates their rows and keeps
+    the others' (issue 33: a one-case run had left every plot with one job)."""
+    results, scaling, stderr = {}, {}, {}
+    for case in cases or compare.CASES:
+        path = os.path.join(json_dir, f"{case}.t{threads}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            s = json.load(f)
+        results[case] = s
+        path1 = os.path.join(json_dir, f"{case}.t1.sortase.json")
+        if threads > 1 and os.path.exists(path1):
+            with open(path1) as f:
+                s1 = json.load(f)
+            scaling[case] = (s1, s)
+            stderr[case] = {1: s1.get("stderr_round1", {}).get("sortase", ""),
+                            threads: s.get("stderr_round1", {}).get("sortase", "")}
+    return results, scaling, stderr
+
+
+def stored_profiles(json_dir, cases):
+    """The stored `perf` tops (profile-CASE.txt) of `cases`."""
+    out = {}
+    for case in cases:
+        path = os.path.join(json_dir, f"profile-{case}.txt")
+        if os.path.exists(path):
+            with open(path) as f:
+                out[case] = f.read()
+    return out
+
+
+# A 2-thread run whose speed-up over 1 thread is within this (or the rounds' own spread, if larger)
+# of 1.0 says nothing about the serial fraction: Karp-Flatt would read noise as e = 1.0.
+MIN_NOISE = 0.05
+# 1- and 2-thread runs started further apart than this come from different report runs (and may be
+# different builds): their ratio is not a speed-up.
+SAME_RUN_HOURS = 2.0
+
+
+def spread(v):
+    """Relative spread of a variant's rounds: (max - min) / median."""
+    return (v["wall_max"] - v["wall_min"]) / v["wall_median"] if v["wall_median"] else 0.0
+
+
+def karp_flatt(s1, s2, n):
+    """(T1, T2, e or None, why not) for the 1- and n-thread summaries of one case: e is the
+    Karp-Flatt serial fraction when the pair fits the model, else None and the reason."""
+    v1, v2 = s1["variants"][0], s2["variants"][0]
+    t1, t2 = v1["wall_median"], v2["wall_median"]
+    started = [datetime.datetime.fromisoformat(x["started"]) for x in (s1, s2)]
+    hours = abs((started[1] - started[0]).total_seconds()) / 3600
+    noise = max(MIN_NOISE, spread(v1) + spread(v2))
+    speedup = t1 / t2
+    if hours > SAME_RUN_HOURS:
+        return t1, t2, None, f"1- and {n}-thread runs {hours:.0f} h apart (different runs)"
+    if speedup - 1 <= noise:
+        return t1, t2, None, f"speed-up {speedup:.2f}x within noise (±{noise:.0%})"
+    if speedup > n * (1 + noise):
+        return t1, t2, None, f"speed-up {speedup:.2f}x above {n}x"
+    return t1, t2, max(0.0, min(1.0, (n * t2 / t1 - 1) / (n - 1))), ""
+
+
+def save_plot(fig, out_dir, key, jobs, pngs):
+    """Saves a plot as out_dir/KEY.png with the jobs it shows in its PNG text (`Description:
+    jobs: a,b,...`), which python/tests/test_bench_report.py checks against the tables."""
+    pngs[key] = f"report/{key}.png"
+    fig.savefig(os.path.join(out_dir, f"{key}.png"), dpi=110,
+                metadata={"Description": "jobs: " + ",".join(jobs)})
+
+
 def levels(args):
     """Wall time and output size of `view -O bam,level=L` of the sorted BAM, L = 1..9, sortase and the
     peer alternating."""
@@ -227,11 +300,8 @@ def fmt_s(x):
     return "-" if x is None else (f"{x:.2f}" if x < 100 else f"{x:.0f}")
 
 
-def write_report(args, results, scaling, level_rows, profiles, started, minutes):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def tool_versions():
+    """This machine's description and the tools' versions, as the report's header shows them."""
     mi = compare.machine_info()
     versions = {
         "sortase": compare.first_line(f"{SORTASE} --version"),
@@ -244,6 +314,30 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
             # Picard prints its version last, after JVM banners
             versions[exe] = compare.first_line(f"{exe} {flag} 2>&1 | grep -v '^$' | "
                                                + ("tail -1" if exe == "PicardCommandLine" else "head -1"))
+
+    return mi, versions
+
+
+def write_report(args, results, scaling, level_rows, profiles, started, minutes,
+                 out_dir=None, results_md=None):
+    """Writes RESULTS.md (`results_md`) and the plots (into `out_dir`) from the summaries."""
+    out_dir = out_dir or OUT_DIR
+    results_md = results_md or RESULTS_MD
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    env_json = os.path.join(args.from_json or OUT_DIR, "environment.json")
+    if args.from_json and os.path.exists(env_json):
+        # Rebuilt from stored runs: the machine and tool versions are those of the runs, stored
+        # when they ran, not this machine's.
+        with open(env_json) as f:
+            env = json.load(f)
+        mi, versions = env["machine"], env["versions"]
+    else:
+        mi, versions = tool_versions()
+        with open(os.path.join(out_dir, "environment.json"), "w") as f:
+            json.dump({"machine": mi, "versions": versions}, f, indent=1)
 
     rows = []
     for case, s in results.items():
@@ -283,8 +377,7 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
     ax.set_title(f"sortase vs samtools 1.24 (libdeflate) or the job's usual tool; {args.threads} threads")
     ax.invert_yaxis()
     fig.tight_layout()
-    pngs["speedup"] = "report/speedup.png"
-    fig.savefig(os.path.join(BENCH, pngs["speedup"]), dpi=110)
+    save_plot(fig, out_dir, "speedup", names, pngs)
     plt.close(fig)
 
     labels = []
@@ -307,8 +400,7 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
         ax.legend(fontsize=7, loc="lower right")
         ax.invert_yaxis()
         fig.tight_layout()
-        pngs[key] = f"report/{key}.png"
-        fig.savefig(os.path.join(BENCH, pngs[key]), dpi=110)
+        save_plot(fig, out_dir, key, names, pngs)
         plt.close(fig)
 
     per_tool("time", "wall_median", "median wall time (s, log scale)", "time per job per tool")
@@ -322,20 +414,24 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
     ax.set_title("distance from the floor (inflate, or DEFLATE at the same level)")
     ax.invert_yaxis()
     fig.tight_layout()
-    pngs["floor"] = "report/floor.png"
-    fig.savefig(os.path.join(BENCH, pngs["floor"]), dpi=110)
+    save_plot(fig, out_dir, "floor", [r["case"] for r in fl], pngs)
     plt.close(fig)
 
-    sc = [(c, t1, t2) for c, (t1, t2) in scaling.items() if t1 and t2]
+    # Every job with a 1- and an n-thread run; grey: the pair does not fit Karp-Flatt (see the
+    # 64-core table). It was empty when a one-case run (without a 1-thread run) rebuilt it.
+    kf = {c: karp_flatt(s1, s2, args.threads) for c, (s1, s2) in scaling.items()}
+    sc = [(c, t1, t2, e) for c, (t1, t2, e, _) in kf.items()]
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(sc) + 1.5))
-    ax.barh([c for c, _, _ in sc], [t1 / t2 for _, t1, t2 in sc], color="#7a5")
+    ax.barh([c for c, *_ in sc], [t1 / t2 for _, t1, t2, _ in sc],
+            color=["#7a5" if e is not None else "#bbb" for *_, e in sc])
+    ax.axvline(1, color="k", lw=0.8)
     ax.axvline(args.threads, color="k", lw=0.5, ls=":")
-    ax.set_xlabel(f"speed-up 1 -> {args.threads} threads (sortase)")
+    ax.set_xlabel(f"speed-up 1 -> {args.threads} threads (sortase; grey: within noise or "
+                  "different runs)")
     ax.set_title("thread scaling")
     ax.invert_yaxis()
     fig.tight_layout()
-    pngs["scaling"] = "report/scaling.png"
-    fig.savefig(os.path.join(BENCH, pngs["scaling"]), dpi=110)
+    save_plot(fig, out_dir, "scaling", [c for c, *_ in sc], pngs)
     plt.close(fig)
 
     if level_rows:
@@ -351,8 +447,7 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
         ax.set_title(f"`view -O bam,level=1..9` of {args.size}.sorted.bam, {args.threads} threads")
         ax.legend()
         fig.tight_layout()
-        pngs["levels"] = "report/levels.png"
-        fig.savefig(os.path.join(BENCH, pngs["levels"]), dpi=110)
+        save_plot(fig, out_dir, "levels", [], pngs)
         plt.close(fig)
 
     # ---------------------------------------------------------------- text
@@ -423,6 +518,16 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
             cells = [f"{r['wall']:.2f}, {r['bytes'] / 1e6:.1f}" for r in
                      sorted((r for r in level_rows if r["level"] == level), key=lambda r: r["tool"])]
             L.append(f"| {level} | " + " | ".join(cells) + " |")
+        by = {(r["tool"], r["level"]): r for r in level_rows}
+        notes = []
+        for tool in sorted({r["tool"] for r in level_rows}):
+            five, six = by.get((tool, 5)), by.get((tool, 6))
+            if five and six:
+                notes.append(f"{tool} {six['wall'] / five['wall']:.2f}x faster, "
+                             f"{100 * (five['bytes'] / six['bytes'] - 1):+.2f}% size")
+        if notes:
+            L += ["", "sortase's default level (`-l 5`, libdeflate 6) against samtools' default "
+                  "(`-l 6`, libdeflate 7), from the rows above: " + "; ".join(notes) + "."]
 
     # ------------------------------------------------------- 64-core model
     L += ["", "## A model of 64 cores", "",
@@ -431,14 +536,22 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
           "projection T64 = T1·(e + (1-e)/64). For the jobs that report phases (`-v`), the same per "
           "phase; the phase with the largest projected share is the one that saturates first. "
           "Two cores measure e poorly (it also absorbs memory-bandwidth and I/O contention), so the "
-          "figures are an upper bound on the serial part, not a measurement on 64 cores.", "",
-          "| job | T1 (s) | T2 (s) | serial fraction e | projected T64 (s) | speed-up on 64 | "
-          "saturates first |", "|---|---:|---:|---:|---:|---:|---|"]
-    for case, (t1, t2) in scaling.items():
-        if not (t1 and t2):
-            continue
+          "figures are an upper bound on the serial part, not a measurement on 64 cores. A job "
+          f"whose {args.threads}-thread speed-up is within the noise of its rounds (at least "
+          f"{MIN_NOISE:.0%}), above {args.threads}x, or whose 1- and {args.threads}-thread runs come "
+          f"from different report runs (more than {SAME_RUN_HOURS:.0f} h apart: the build may "
+          "differ) does not fit the model and gets no projection. The 1-thread runs are "
+          "`-@ 1` without CPU pinning: where their CPU use is above 100%, helper threads ran beside "
+          "the worker and T1 understates the serial time.", "",
+          "| job | T1 (s) | T1 CPU % | T2 (s) | serial fraction e | projected T64 (s) | "
+          "speed-up on 64 | saturates first |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for case, (s1, s2) in scaling.items():
         n = args.threads
-        e = max(0.0, min(1.0, (n * t2 / t1 - 1) / (n - 1))) if n > 1 else 1.0
+        t1, t2, e, why = karp_flatt(s1, s2, n)
+        cpu1 = f"{s1['variants'][0]['cpu_pct_median']:.0f}"
+        if e is None:
+            L.append(f"| {case} | {t1:.2f} | {cpu1} | {t2:.2f} | does not fit: {why} | - | - | - |")
+            continue
         t64 = t1 * (e + (1 - e) / 64)
         ph1 = phases((scaling_stderr.get(case) or {}).get(1, ""))
         ph2 = phases((scaling_stderr.get(case) or {}).get(n, ""))
@@ -451,7 +564,8 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
             tot = sum(p for p, _, _ in proj) or 1
             top = max(proj)
             worst = f"{top[1]} ({100 * top[0] / tot:.0f}% of T64, e={top[2]:.2f})"
-        L.append(f"| {case} | {t1:.2f} | {t2:.2f} | {e:.2f} | {t64:.2f} | {t1 / t64:.1f}x | {worst} |")
+        L.append(f"| {case} | {t1:.2f} | {cpu1} | {t2:.2f} | {e:.2f} | {t64:.2f} | "
+                 f"{t1 / t64:.1f}x | {worst} |")
 
     # ------------------------------------------------------------ slow jobs
     slow = [r for r in ok if r["ratio"] is not None and r["ratio"] < LEAD_TARGET]
@@ -478,9 +592,9 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes)
     if os.path.exists(issues_md):
         with open(issues_md) as f:
             L += ["", f.read().rstrip("\n")]
-    with open(RESULTS_MD, "w") as f:
+    with open(results_md, "w") as f:
         f.write("\n".join(L) + "\n")
-    print(f"\nwrote {RESULTS_MD} and {OUT_DIR}/*.png")
+    print(f"\nwrote {results_md} and {out_dir}/*.png")
 
 
 scaling_stderr = {}
@@ -521,30 +635,33 @@ def main():
     t0 = time.time()
     if not args.no_setup and not args.from_json:
         setup(args)
-    results, scaling, profiles = {}, {}, {}
+    ran, profiles = {}, {}
     for case in args.cases:
-        results[case] = run_case(args, case, args.threads, False)
-    if not args.no_scaling:
+        ran[case] = run_case(args, case, args.threads, False)
+    if not args.no_scaling and not args.from_json:
         for case in args.cases:
-            s1 = run_case(args, case, 1, True)
-            s = results.get(case)
-            if s1 and s:
-                t1 = s1["variants"][0]["wall_median"]
-                t2 = s["variants"][0]["wall_median"]
-                scaling[case] = (t1, t2)
-                scaling_stderr[case] = {1: s1["stderr_round1"].get("sortase", ""),
-                                        args.threads: s["stderr_round1"].get("sortase", "")}
+            if ran.get(case):
+                run_case(args, case, 1, True)
     level_rows = [] if args.no_levels else levels(args)
+    if not level_rows:
+        stored = os.path.join(args.from_json or OUT_DIR, "levels.json")
+        level_rows = json.load(open(stored)) if os.path.exists(stored) else []
     if not args.no_profiles:
-        for case, s in results.items():
+        for case, s in ran.items():
             if not s:
                 continue
             v = {x["label"]: x for x in s["variants"]}
             peer = v.get(HEADLINE_PEER.get(case, "samtools-1.24"))
             if peer and peer["wall_median"] / v["sortase"]["wall_median"] < LEAD_TARGET:
                 profiles[case] = profile(args, case, s)
+    # The report shows every stored case (this run's and earlier runs'), not only --cases.
+    results, scaling, stderr = stored_results(args.from_json or OUT_DIR, args.threads)
+    scaling_stderr.update(stderr)
+    if not args.from_json:
+        results.update({c: None for c, s in ran.items() if s is None})
+    profiles = {**stored_profiles(args.from_json or OUT_DIR, results), **profiles}
     write_report(args, results, scaling, level_rows, profiles, started, (time.time() - t0) / 60)
-    failed = [c for c, s in results.items() if s is None or s.get("check_ok") is False]
+    failed = [c for c, s in ran.items() if s is None or s.get("check_ok") is False]
     if failed:
         print(f"failed or differing: {', '.join(failed)}", file=sys.stderr)
         return 1

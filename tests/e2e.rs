@@ -43,6 +43,10 @@ mod oracle;
 mod snp_pileup;
 #[path = "e2e/sort.rs"]
 mod sort;
+#[path = "e2e/sort_template.rs"]
+mod sort_template;
+#[path = "e2e/sort_verify.rs"]
+mod sort_verify;
 #[path = "e2e/stats.rs"]
 mod stats;
 #[path = "e2e/stats_plot.rs"]

@@ -3,7 +3,7 @@
 use crate::common::{self, OutputArgs};
 use anyhow::{bail, Result};
 use sortase::options::parse_size;
-use sortase::{Order, SortJob, SortReport};
+use sortase::{Order, SortJob, SortReport, VerifyJob};
 use std::path::PathBuf;
 
 /// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
@@ -35,6 +35,15 @@ pub struct SortArgs {
     /// Sort by the value of TAG, then by position (or name with -n/-N).
     #[arg(short = 't', value_name = "TAG")]
     tag: Option<String>,
+    /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
+    /// together, by its unclipped 5' ends; paired records need MC tags (samtools fixmate -m).
+    #[arg(long = "template-coordinate")]
+    template_coordinate: bool,
+    /// Check that the input is sorted in the order the other flags give (coordinate by default)
+    /// instead of sorting it: one pass, nothing written; exit 1 naming the first record out of
+    /// order (mako's --verify).
+    #[arg(long = "verify", conflicts_with = "output")]
+    verify: bool,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -75,10 +84,14 @@ pub fn run(args: SortArgs) -> Result<()> {
         args.max_memory.as_deref(),
     )?;
     let rt = common::runtime(Some(threads), memory)?;
+    if args.verify {
+        return verify(&args, &rt);
+    }
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
         output: args.out.spec()?,
-        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref()),
+        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+            .with_template_coordinate(args.template_coordinate)?,
         temp_prefix: args.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,
         program: common::program(args.no_pg),
@@ -89,6 +102,38 @@ pub fn run(args: SortArgs) -> Result<()> {
         print_report(&report);
     }
     Ok(())
+}
+
+/// `sort --verify`: prints `IN: sorted by ORDER (N records)`, or fails naming the first record that
+/// sorts before the one preceding it.
+fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
+    let input = args.input.clone().unwrap_or_else(|| "-".into());
+    let job = VerifyJob {
+        input: input.clone(),
+        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+            .with_template_coordinate(args.template_coordinate)?,
+        reference: args.out.spec()?.reference,
+    };
+    let report = job.run(rt)?;
+    match report.first_unsorted {
+        None => {
+            println!(
+                "{input}: sorted by {} ({} records)",
+                report.order, report.records
+            );
+            Ok(())
+        }
+        Some(u) => bail!(
+            "{input}: not sorted by {}: record {} ({} at {}) sorts before record {} ({} at {})",
+            report.order,
+            u.record,
+            u.name,
+            u.position,
+            u.record - 1,
+            u.previous_name,
+            u.previous_position
+        ),
+    }
 }
 
 fn print_report(r: &SortReport) {

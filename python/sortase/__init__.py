@@ -156,6 +156,7 @@ def sort(
     by_name: bool = False,
     by_name_lex: bool = False,
     tag: Optional[str] = None,
+    template_coordinate: bool = False,
     level: Optional[int] = None,
     uncompressed: bool = False,
     write_index: bool = False,
@@ -172,7 +173,8 @@ def sort(
 
     Keywords are the command's long options: ``threads`` (``-@``, default all cores),
     ``max_memory`` (bytes, or ``"768M"``/``"2G"``; default 768 MiB per thread), ``by_name``
-    (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``level`` (``-l``), ``uncompressed``
+    (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``template_coordinate``
+    (``--template-coordinate``; paired records need ``MC`` tags), ``level`` (``-l``), ``uncompressed``
     (``-u``), ``write_index`` (CRAM: a ``.crai``), ``output_fmt`` (``-O``), ``index_format``,
     ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
     (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``), ``temp_prefix``
@@ -185,7 +187,8 @@ def sort(
     try:
         text = _sortase.sort(
             input, output, threads=threads, max_memory=max_memory, by_name=by_name,
-            by_name_lex=by_name_lex, tag=tag, level=level, uncompressed=uncompressed,
+            by_name_lex=by_name_lex, tag=tag, template_coordinate=template_coordinate,
+            level=level, uncompressed=uncompressed,
             write_index=write_index, output_fmt=output_fmt, index_format=index_format,
             reference=reference, output_fmt_options=_list(output_fmt_options),
             temp_prefix=temp_prefix, no_pg=no_pg, max_fan_in=max_fan_in, progress=callback,

@@ -22,6 +22,7 @@ def sort(
     by_name: bool = False,
     by_name_lex: bool = False,
     tag: Optional[str] = None,
+    template_coordinate: bool = False,
     level: Optional[int] = None,
     uncompressed: bool = False,
     write_index: bool = False,

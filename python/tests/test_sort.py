@@ -66,6 +66,21 @@ def test_output_bytes_equal_the_cli(tmp_path: Path, sortase_bin: Path, options: 
     assert sorted(os.listdir(tmp_path)) == ["cli.out", "in.sam", "py.out"]
 
 
+def test_template_coordinate_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
+    plain = unsorted_sam(tmp_path / "plain.sam", 5_000)
+    src = tmp_path / "in.sam"  # paired records need their mate's CIGAR (MC) in this order
+    src.write_text(plain.read_text().replace("\tRG:Z:", "\tMC:Z:50M\tRG:Z:"))
+    ours, theirs = tmp_path / "py.bam", tmp_path / "cli.bam"
+    report = sortase.sort(src, ours, no_pg=True, threads=2, template_coordinate=True)
+    cli_sort(sortase_bin, ["--template-coordinate", "--no-PG", "-@", "2", "-o", str(theirs),
+                           str(src)])
+    assert report.records == 5_000
+    assert ours.read_bytes() == theirs.read_bytes()
+    with pytest.raises(Exception, match="no MC tag"):
+        sortase.sort(plain, tmp_path / "bad.bam", template_coordinate=True)
+    assert not (tmp_path / "bad.bam").exists()
+
+
 def test_write_index_and_report(tmp_path: Path, sortase_bin: Path) -> None:
     src = unsorted_sam(tmp_path / "in.sam", 5_000)
     report = sortase.sort(str(src), tmp_path / "py.bam", write_index=True, no_pg=True,

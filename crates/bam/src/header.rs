@@ -255,7 +255,17 @@ impl Header {
     /// `set_sort_order`: tags already on the `@HD` line keep their place, new ones are appended; a
     /// header without `@HD` gets `@HD VN:1.6 SO:… [SS:…]` as its first line.
     pub fn set_sort_order(&mut self, so: &str, ss: Option<&str>) {
+        self.set_sort_and_group_order(so, None, ss);
+    }
+
+    /// [`Header::set_sort_order`] with a group order too (`GO`, written between `SO` and `SS` when
+    /// added; removed when `go` is `None`), as samtools' `set_sort_order` for
+    /// `--template-coordinate` (`SO:unsorted GO:query SS:unsorted:template-coordinate`).
+    pub fn set_sort_and_group_order(&mut self, so: &str, go: Option<&str>, ss: Option<&str>) {
         let mut wanted: Vec<(&str, &str)> = vec![("SO", so)];
+        if let Some(go) = go {
+            wanted.push(("GO", go));
+        }
         if let Some(ss) = ss {
             wanted.push(("SS", ss));
         }
@@ -278,7 +288,9 @@ impl Header {
                     None => fields.push(format!("{tag}:{value}")),
                 }
             }
-            fields.retain(|f| !f.starts_with("GO:") && (ss.is_some() || !f.starts_with("SS:")));
+            fields.retain(|f| {
+                (go.is_some() || !f.starts_with("GO:")) && (ss.is_some() || !f.starts_with("SS:"))
+            });
             out.push_str("@HD");
             for f in &fields {
                 out.push('\t');
@@ -288,6 +300,9 @@ impl Header {
         }
         if !seen_hd {
             let mut hd = format!("@HD\tVN:1.6\tSO:{so}");
+            if let Some(go) = go {
+                hd.push_str(&format!("\tGO:{go}"));
+            }
             if let Some(ss) = ss {
                 hd.push_str(&format!("\tSS:{ss}"));
             }

@@ -44,9 +44,9 @@ pub(crate) fn path_text(p: PathBuf) -> String {
 /// `sortase sort`; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (input, output, *, threads=None, max_memory=None, by_name=false,
-    by_name_lex=false, tag=None, level=None, uncompressed=false, write_index=false,
-    output_fmt=None, index_format=None, reference=None, output_fmt_options=None,
-    temp_prefix=None, no_pg=false, max_fan_in=64, progress=None))]
+    by_name_lex=false, tag=None, template_coordinate=false, level=None, uncompressed=false,
+    write_index=false, output_fmt=None, index_format=None, reference=None,
+    output_fmt_options=None, temp_prefix=None, no_pg=false, max_fan_in=64, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn sort(
     py: Python<'_>,
@@ -57,6 +57,7 @@ fn sort(
     by_name: bool,
     by_name_lex: bool,
     tag: Option<String>,
+    template_coordinate: bool,
     level: Option<i32>,
     uncompressed: bool,
     write_index: bool,
@@ -89,7 +90,9 @@ fn sort(
             reference,
             format_options: output_fmt_options.unwrap_or_default(),
         },
-        order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
+        order: Order::from_flags(by_name, by_name_lex, tag.as_deref())
+            .with_template_coordinate(template_coordinate)
+            .map_err(|e| error::to_py_err(py, e))?,
         temp_prefix,
         max_fan_in,
         program: (!no_pg).then(|| Program::new(command_line)),

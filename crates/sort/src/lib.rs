@@ -1,5 +1,5 @@
-//! Sorting raw BAM records as samtools sort does: coordinate, read name (natural or lexicographic)
-//! and tag orders, stable, in memory when the budget allows, otherwise through LZ4 temporary runs that
+//! Sorting raw BAM records as samtools sort does: coordinate, read name (natural or lexicographic),
+//! tag and template-coordinate orders, stable, in memory when the budget allows, otherwise through LZ4 temporary runs that
 //! are compacted in the background so the final merge opens a bounded number of sources.
 //!
 //! ```
@@ -24,6 +24,7 @@ pub mod order;
 pub mod ranges;
 pub mod run;
 mod sorter;
+pub mod template;
 
 pub use final_merge::{
     end_offset, open_run_from, ordered_tasks, start_block, RangeRecords, RangeSource,
@@ -31,6 +32,7 @@ pub use final_merge::{
 
 pub use order::SortOrder;
 pub use sorter::{sort_batches, Budget, FixedBudget, SortOptions, SortStats, Sorter};
+pub use template::TemplateOrder;
 
 use std::path::{Path, PathBuf};
 

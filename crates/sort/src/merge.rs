@@ -117,12 +117,14 @@ pub fn memory_seq(first_seqs: &[u64], loc: u64) -> u64 {
     first_seqs[(loc >> 32) as usize] + (loc & 0xffff_ffff)
 }
 
-/// Per-source cache of what comparisons need: the coordinate key, or the tag's offset.
+/// Per-source cache of what comparisons need: the coordinate key, the tag's offset, or the
+/// template-coordinate order's packed prefix.
 fn cache_key(order: &SortOrder, raw: &[u8]) -> u64 {
     match order {
         SortOrder::Coordinate => coordinate_key(&raw[4..]),
         SortOrder::Tag { tag, .. } => tag_offset(&raw[4..], *tag),
         SortOrder::Name { .. } => 0,
+        SortOrder::TemplateCoordinate(t) => t.packed_key(&raw[4..]),
     }
 }
 
@@ -138,6 +140,12 @@ impl Heads<'_, '_> {
     fn less(&self, a: usize, b: usize) -> bool {
         let o = match self.order {
             SortOrder::Coordinate => self.keys[a].cmp(&self.keys[b]),
+            SortOrder::TemplateCoordinate(t) => self.keys[a].cmp(&self.keys[b]).then_with(|| {
+                t.compare(
+                    &self.sources[a].current().expect("live source")[4..],
+                    &self.sources[b].current().expect("live source")[4..],
+                )
+            }),
             _ => {
                 let (ra, rb) = (
                     &self.sources[a].current().expect("live source")[4..],

@@ -4,6 +4,7 @@
 //! ties by temporary-file number then record number), so records that compare equal keep their input
 //! order. Every comparator here is the "primary" comparison; callers break ties by input position.
 
+use crate::template::TemplateOrder;
 use sortase_bam::{aux::AuxIter, RecordRef};
 use std::cmp::Ordering;
 
@@ -26,6 +27,9 @@ pub enum SortOrder {
         /// `None`: coordinate; `Some(natural)`: read name.
         by_name: Option<bool>,
     },
+    /// samtools `--template-coordinate`: the records of a template together, by the template's
+    /// unclipped 5' ends (see [`crate::template`]).
+    TemplateCoordinate(TemplateOrder),
 }
 
 impl SortOrder {
@@ -51,7 +55,16 @@ impl SortOrder {
                 let tag = String::from_utf8_lossy(&tag).into_owned();
                 ("unsorted", Some(format!("unsorted:{tag}:{then}")))
             }
+            SortOrder::TemplateCoordinate(_) => {
+                ("unsorted", Some("unsorted:template-coordinate".to_string()))
+            }
         }
+    }
+
+    /// The `@HD` `GO` value samtools writes for this order (`set_sort_order`; other orders remove
+    /// `GO`).
+    pub fn group_order(&self) -> Option<&'static str> {
+        matches!(self, SortOrder::TemplateCoordinate(_)).then_some("query")
     }
 
     /// Compares two records (without their `block_size` prefixes). `tag_a`/`tag_b` are the records'
@@ -74,6 +87,7 @@ impl SortOrder {
                 },
                 o => o,
             },
+            SortOrder::TemplateCoordinate(t) => t.compare(a, b),
         }
     }
 }
@@ -104,13 +118,13 @@ fn read_name(rec: &[u8]) -> &[u8] {
 }
 
 /// The leading bytes of a record (no `block_size` prefix) that [`SortOrder::compare`] reads: the
-/// fixed fields and the read name for coordinate and name orders, the whole record for tag order
-/// (the tag may be anywhere in the aux fields). Sparse run indexes and range split points keep only
-/// these bytes.
+/// fixed fields and the read name for coordinate and name orders, the whole record for tag and
+/// template-coordinate orders (the tags may be anywhere in the aux fields). Sparse run indexes and
+/// range split points keep only these bytes.
 #[inline]
 pub fn key_prefix<'a>(order: &SortOrder, rec: &'a [u8]) -> &'a [u8] {
     match order {
-        SortOrder::Tag { .. } => rec,
+        SortOrder::Tag { .. } | SortOrder::TemplateCoordinate(_) => rec,
         _ => {
             let l_read_name = usize::from(rec[8]);
             &rec[..(32 + l_read_name).min(rec.len())]

@@ -53,7 +53,8 @@ pub const MIN_RANGE_BYTES: u64 = 1 << 20;
 pub struct SplitPoint {
     key: Vec<u8>,
     seq: u64,
-    /// Coordinate key (coordinate order) or tag offset (tag order), as the merge caches them.
+    /// Coordinate key (coordinate order), tag offset (tag order) or packed prefix (template order),
+    /// as the merge caches them.
     cached: u64,
 }
 
@@ -65,6 +66,7 @@ impl SplitPoint {
             SortOrder::Coordinate => coordinate_key(&key),
             SortOrder::Tag { tag, .. } => tag_offset(&key, *tag),
             SortOrder::Name { .. } => 0,
+            SortOrder::TemplateCoordinate(t) => t.packed_key(&key),
         };
         Self { key, seq, cached }
     }
@@ -86,6 +88,10 @@ pub fn cmp_split(order: &SortOrder, rec: &[u8], seq: u64, split: &SplitPoint) ->
     let by_key = match order {
         SortOrder::Coordinate => coordinate_key(rec).cmp(&split.cached),
         SortOrder::Name { .. } => order.compare(rec, &split.key, None, None),
+        SortOrder::TemplateCoordinate(t) => t
+            .packed_key(rec)
+            .cmp(&split.cached)
+            .then_with(|| t.compare(rec, &split.key)),
         SortOrder::Tag { tag, .. } => order.compare(
             rec,
             &split.key,

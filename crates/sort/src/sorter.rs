@@ -216,11 +216,10 @@ impl Sorter {
         let b = self.batches.len() as u64;
         self.entries.reserve(batch.len());
         let order = self.opts.order;
-        // HOT: once per record; the key makes most comparisons a u64 compare.
-        for i in 0..batch.len() {
-            let rec = &batch.raw(i)[4..];
-            let key = entry_key(&order, rec);
-            self.entries.push((key, b << 32 | i as u64));
+        if let Err(e) = push_entries(&order, &batch, b, &mut self.entries) {
+            self.entries
+                .truncate(self.entries.len() - self.entries.len().min(batch.len()));
+            return Err(e);
         }
         let first = self.next_seq;
         let every = self.opts.ranges.sample_every.max(1);
@@ -506,16 +505,43 @@ impl Drop for Sorter {
 /// the current rayon pool: returns `(key, batch << 32 | record)` entries in output order, records
 /// that compare equal in input order. For callers that sort one slice of an input on their own
 /// (the facade's sort tasks), so that their order and ties are exactly the sorter's.
-pub fn sort_batches(order: SortOrder, batches: &[RecordBatch]) -> Vec<(u64, u64)> {
+///
+/// Fails on a record the order cannot place (template-coordinate without an `MC` tag).
+pub fn sort_batches(
+    order: SortOrder,
+    batches: &[RecordBatch],
+) -> Result<Vec<(u64, u64)>, SortError> {
     let mut entries = Vec::with_capacity(batches.iter().map(RecordBatch::len).sum());
     for (b, batch) in batches.iter().enumerate() {
-        for i in 0..batch.len() {
-            let key = entry_key(&order, &batch.raw(i)[4..]);
-            entries.push((key, (b as u64) << 32 | i as u64));
-        }
+        push_entries(&order, batch, b as u64, &mut entries)?;
     }
     sort_entries(order, batches, &mut entries);
-    entries
+    Ok(entries)
+}
+
+/// Appends `(key, b << 32 | record)` for every record of batch `b`.
+fn push_entries(
+    order: &SortOrder,
+    batch: &RecordBatch,
+    b: u64,
+    entries: &mut Vec<(u64, u64)>,
+) -> Result<(), SortError> {
+    entries.reserve(batch.len());
+    if let SortOrder::TemplateCoordinate(t) = order {
+        // HOT: once per record; the full key is built (and checked) once here, then only the
+        // packed prefix is kept.
+        for i in 0..batch.len() {
+            let key = t.key(&batch.raw(i)[4..]).map_err(SortError::Input)?;
+            entries.push((t.pack(&key), b << 32 | i as u64));
+        }
+        return Ok(());
+    }
+    // HOT: once per record; the key makes most comparisons a u64 compare.
+    for i in 0..batch.len() {
+        let key = entry_key(order, &batch.raw(i)[4..]);
+        entries.push((key, b << 32 | i as u64));
+    }
+    Ok(())
 }
 
 /// Sorts entries by the order's comparison, ties by `batch << 32 | record` (input order).
@@ -529,10 +555,12 @@ fn sort_entries(order: SortOrder, batches: &[RecordBatch], entries: &mut [(u64, 
 }
 
 /// The 8-byte key stored with each record: the whole coordinate key, the first 8 name bytes for
-/// `strcmp` order (big-endian, so comparing keys compares prefixes), the tag's offset for tag order.
+/// `strcmp` order (big-endian, so comparing keys compares prefixes), the tag's offset for tag order,
+/// the packed prefix of the template-coordinate order.
 #[inline]
 fn entry_key(order: &SortOrder, rec: &[u8]) -> u64 {
     match *order {
+        SortOrder::TemplateCoordinate(t) => t.packed_key(rec),
         SortOrder::Coordinate => coordinate_key(rec),
         SortOrder::Name { natural: false } => {
             let name = sortase_bam::RecordRef::new_unchecked(rec).read_name();
@@ -553,7 +581,7 @@ fn compare_entries(
     a: &(u64, u64),
     b: &(u64, u64),
 ) -> std::cmp::Ordering {
-    if let SortOrder::Name { natural: false } = order {
+    if let SortOrder::Name { natural: false } | SortOrder::TemplateCoordinate(_) = order {
         if a.0 != b.0 {
             return a.0.cmp(&b.0);
         }
@@ -721,6 +749,82 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// samtools' template-coordinate order (crate::template): paired records with MC tags, mapped
+    /// and unmapped ends, libraries, cell barcodes and MIs, many ties on the packed key.
+    #[test]
+    fn template_order_equals_a_stable_sort() {
+        let header = "@RG\tID:a\tLB:L2\n@RG\tID:b\tLB:L1\n";
+        let order = SortOrder::TemplateCoordinate(crate::TemplateOrder::new(header, 3));
+        let mut rng = Rng(99);
+        let recs: Vec<Vec<u8>> = (0..3000)
+            .map(|_| {
+                let tid = rng.below(4) as i32 - 1;
+                let pos = if tid < 0 { -1 } else { rng.below(20) as i32 };
+                let flag = [0u16, 16, 65, 97, 145, 129, 73, 133, 77, 2113][rng.below(10) as usize];
+                let mut aux = [
+                    &b"MCZ"[..],
+                    [&b"5S"[..], b"", b"3H"][rng.below(3) as usize],
+                    b"10M\0",
+                ]
+                .concat();
+                if rng.below(2) == 0 {
+                    let groups: [&[u8]; 3] = [b"RGZa\0", b"RGZb\0", b"RGZc\0"];
+                    aux.extend_from_slice(groups[rng.below(3) as usize]);
+                }
+                if rng.below(3) == 0 {
+                    aux.extend_from_slice(
+                        format!("MIZ{}/{}\0", rng.below(2), rng.below(2)).as_bytes(),
+                    );
+                }
+                if rng.below(3) == 0 {
+                    aux.extend_from_slice(format!("CBZc{}\0", rng.below(2)).as_bytes());
+                }
+                let mut r = record(tid, pos, flag, &format!("t{}", rng.below(40)), &aux);
+                r[24..28].copy_from_slice(&(rng.below(3) as i32 - 1).to_le_bytes()); // mate refID
+                r[28..32].copy_from_slice(&(rng.below(20) as i32).to_le_bytes()); // mate pos
+                r
+            })
+            .collect();
+        let want = reference(order, &recs);
+        let many = RangePlan {
+            sample_every: 7,
+            range_bytes: 600,
+            min_ranges: 1,
+            min_range_bytes: 600,
+        };
+        for plan in [RangePlan::default(), many] {
+            for (memory, fan_in) in [(1 << 30, 64), (1, 64), (2000, 3)] {
+                let got = sort_with(order, &recs, memory, fan_in, plan);
+                let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(
+                    first_bad.is_none(),
+                    "memory {memory} fan-in {fan_in}: record {first_bad:?}"
+                );
+            }
+        }
+    }
+
+    /// A paired record with a mapped mate and no MC tag is refused, naming the record.
+    #[test]
+    fn template_order_refuses_a_record_without_mc() {
+        let order = SortOrder::TemplateCoordinate(crate::TemplateOrder::new("", 1));
+        let dir = tempfile::tempdir().unwrap();
+        let mut sorter = Sorter::new(SortOptions {
+            order,
+            memory: 1 << 20,
+            temp_dir: dir.path().to_path_buf(),
+            max_fan_in: 4,
+            ranges: RangePlan::default(),
+        });
+        let mut r = record(0, 5, 65, "pair1", &[]);
+        r[24..28].copy_from_slice(&0i32.to_le_bytes());
+        let end = r.len();
+        let err = sorter
+            .push(RecordBatch::from_parts(r, vec![0], end, 0))
+            .unwrap_err();
+        assert!(err.to_string().contains("record pair1: no MC tag"), "{err}");
     }
 
     /// Issue 3: equal keys are split across ranges by input order, so a long tie group (the

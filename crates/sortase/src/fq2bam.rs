@@ -243,7 +243,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let out = resolve_output(
         &job.output,
         crate::sort::DEFAULT_LEVEL,
-        SortOrder::Coordinate,
+        true,
         &mut report.warnings,
     )?;
     let total = [Some(&job.reads1), job.reads2.as_ref()]

@@ -62,6 +62,7 @@ pub mod summary;
 pub mod tasks;
 #[cfg(test)]
 mod test_data;
+pub mod verify;
 pub mod view;
 mod wire;
 pub mod writer;
@@ -96,4 +97,5 @@ pub use stats::{
     IdxstatsPart, IdxstatsPlan, IdxstatsReport, IdxstatsRow, IdxstatsTask,
 };
 pub use summary::{SummaryJob, SummaryReport};
+pub use verify::{Unsorted, VerifyJob, VerifyReport};
 pub use view::{ViewJob, ViewReport};

@@ -28,6 +28,9 @@ pub enum Order {
         /// `None`: then by position; `Some(true)`: by natural name; `Some(false)`: strcmp name.
         by_name: Option<bool>,
     },
+    /// samtools' `--template-coordinate`: the records of a template together, by its unclipped 5'
+    /// ends (needs `MC` tags on paired records: `samtools fixmate -m`).
+    TemplateCoordinate,
 }
 
 impl Order {
@@ -45,9 +48,40 @@ impl Order {
         }
     }
 
-    /// The sort crate's order.
+    /// `self` with samtools sort's `--template-coordinate` applied: the coordinate order becomes the
+    /// template-coordinate order; `-t TAG` wins over it, as in samtools; with `-n`/`-N` samtools
+    /// takes whichever flag comes last, so the combination is refused.
+    pub fn with_template_coordinate(self, template_coordinate: bool) -> Result<Self> {
+        match (template_coordinate, self) {
+            (true, Order::Coordinate) => Ok(Order::TemplateCoordinate),
+            (true, Order::Name | Order::NameLex) => Err(Error::argument(
+                "--template-coordinate with -n/-N: choose one order",
+            )),
+            (_, order) => Ok(order),
+        }
+    }
+
+    /// The sort crate's order for input with `header` (the template-coordinate order reads the
+    /// header's read groups and reference count).
+    pub fn resolve_with(&self, header: &sortase_bam::Header) -> Result<SortOrder> {
+        match self {
+            Order::TemplateCoordinate => Ok(SortOrder::TemplateCoordinate(
+                sortase_sort::TemplateOrder::new(header.text(), header.references().len()),
+            )),
+            _ => self.resolve(),
+        }
+    }
+
+    /// The sort crate's order, for orders that do not depend on the input's header (all but the
+    /// template-coordinate order, which [`Order::resolve_with`] resolves).
     pub fn resolve(&self) -> Result<SortOrder> {
         Ok(match self {
+            Order::TemplateCoordinate => {
+                return Err(Error::argument(
+                    "--template-coordinate: not supported here yet (sort tasks and AGD datasets); \
+                     use `sortase sort` on the file",
+                ))
+            }
             Order::Coordinate => SortOrder::Coordinate,
             Order::Name => SortOrder::Name { natural: true },
             Order::NameLex => SortOrder::Name { natural: false },

@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::options::OutputSpec;
 use anyhow::bail;
 use sortase_bgzf::CompressionLevel;
-use sortase_sort::SortOrder;
 use std::path::{Path, PathBuf};
 
 /// Output format of a record stream.
@@ -151,11 +150,12 @@ pub(crate) struct ResolvedOutput {
     pub format: OutFormat,
 }
 
-/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does.
+/// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does (`coordinate`: the sort order is
+/// coordinate, the only one indexes are written for).
 pub(crate) fn resolve_output(
     output: &OutputSpec,
     default_level: u8,
-    order: SortOrder,
+    coordinate: bool,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<ResolvedOutput> {
     let level = output.compression_level(default_level);
@@ -177,17 +177,17 @@ pub(crate) fn resolve_output(
     if format == OutFormat::Cram {
         warnings.extend(output.cram_reference_warning());
     }
-    let index = match (index, order, format) {
-        (Some(i), SortOrder::Coordinate, OutFormat::Bam(_)) => Some(i),
+    let index = match (index, coordinate, format) {
+        (Some(i), true, OutFormat::Bam(_)) => Some(i),
         // CRAM: a `.crai` (samtools' name unless `##idx##` gives one), built from the written file.
-        (Some((i, _)), SortOrder::Coordinate, OutFormat::Cram) => {
+        (Some((i, _)), true, OutFormat::Cram) => {
             let i = match path {
                 Some(o) => index_target(o, output.index_format.as_deref(), format)?.1,
                 None => i,
             };
             Some((i, false))
         }
-        (Some(_), SortOrder::Coordinate, _) => {
+        (Some(_), true, _) => {
             return Err(Error::argument(
                 "--write-index: sortase writes indexes for BAM and CRAM output only",
             )

@@ -28,8 +28,9 @@ use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
 
 /// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
-/// bench/RESULTS.md, "level curve"): 1.78x the speed of libdeflate 7 (samtools' default `-l 6`) for
-/// 0.9% larger output; libdeflate 5 is 2.1x faster but 2.1% larger.
+/// bench/RESULTS.md, the levels table: `view -O bam,level=5` against `level=6`, 2 threads): 1.45x
+/// the speed of libdeflate 7 (samtools' default `-l 6`) for 0.9% larger output. An older, loaded
+/// run had measured 1.78x.
 pub const DEFAULT_LEVEL: u8 = 6;
 
 /// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
@@ -215,7 +216,6 @@ impl Budget for PoolBudget {
 
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let threads = rt.threads();
-    let order = job.order.resolve()?;
     if job.max_fan_in < 2 {
         return Err(Error::argument(format!(
             "--max-fan-in {}: must be at least 2",
@@ -224,7 +224,12 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         .into());
     }
     let mut report = SortReport::default();
-    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, &mut report.warnings)?;
+    let out = resolve_output(
+        &job.output,
+        DEFAULT_LEVEL,
+        job.order == Order::Coordinate,
+        &mut report.warnings,
+    )?;
     let memory = rt.memory().limit();
 
     let input_name = job.input.clone();
@@ -239,6 +244,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     )
     .with_context(|| input_name.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
+    let order = job.order.resolve_with(&input.header)?;
 
     let temp = TempDir::create(&temp_prefix(
         job.temp_prefix.as_deref(),
@@ -262,7 +268,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
 
     let mut header = input.header.clone();
     let (so, ss) = order.header_values();
-    header.set_sort_order(so, ss.as_deref());
+    header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
     let (encoder, mut writer) = range_output::open(

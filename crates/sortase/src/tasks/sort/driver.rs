@@ -262,7 +262,12 @@ impl SortPlan {
     ) -> anyhow::Result<Layout> {
         let parts = self.checked_parts(reduces)?;
         let order = self.job.order.resolve()?;
-        let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
+        let out = resolve_output(
+            &self.job.output,
+            DEFAULT_LEVEL,
+            order.is_coordinate(),
+            &mut Vec::new(),
+        )?;
         let (OutFormat::Bam(level), Some(data)) = (out.format, out.data.as_deref()) else {
             bail_argument!("sort tasks write a BAM file");
         };
@@ -297,7 +302,12 @@ impl SortPlan {
         let parts = self.checked_parts(reduces)?;
         let total_ranges = parts[0].total_ranges;
         let order = self.job.order.resolve()?;
-        let out = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())?;
+        let out = resolve_output(
+            &self.job.output,
+            DEFAULT_LEVEL,
+            order.is_coordinate(),
+            &mut Vec::new(),
+        )?;
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
@@ -333,8 +343,12 @@ impl SortPlan {
     /// Also removes the temporary files of the parallel finish ([`SortPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
         if let Ok(order) = self.job.order.resolve() {
-            if let Ok(out) = resolve_output(&self.job.output, DEFAULT_LEVEL, order, &mut Vec::new())
-            {
+            if let Ok(out) = resolve_output(
+                &self.job.output,
+                DEFAULT_LEVEL,
+                order.is_coordinate(),
+                &mut Vec::new(),
+            ) {
                 let index = out.index.as_ref().map(|(p, _)| p.as_path());
                 assemble::remove_temps(out.data.as_deref(), index, &self.work_dir);
             }

@@ -134,7 +134,7 @@ pub(super) fn sort_into_run(
     first_seqs: &[u64],
     run_path: &Path,
 ) -> anyhow::Result<(RunIndex, Vec<Sample>)> {
-    let entries = rt.install(|| sort_batches(order, batches));
+    let entries = rt.install(|| sort_batches(order, batches))?;
     let samples = samples(&order, batches, first_seqs);
     rt.check_cancelled()?;
     let temp = WorkFile::new(run_path)?;

@@ -98,7 +98,7 @@ pub(super) fn check_output(
     options: &PlanOptions,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(ResolvedOutput, PathBuf, u8)> {
-    let out = resolve_output(&job.output, DEFAULT_LEVEL, order, warnings)?;
+    let out = resolve_output(&job.output, DEFAULT_LEVEL, order.is_coordinate(), warnings)?;
     let OutFormat::Bam(level) = out.format else {
         bail_argument!("sort tasks write BAM only (the output's format is SAM or CRAM)");
     };

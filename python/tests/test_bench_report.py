@@ -1,0 +1,119 @@
+"""bench/report.py (issue 33): every plot shows the jobs of the table it illustrates.
+
+A run of one case (`report.py --cases X`) had rebuilt the headline plot and the time/RSS/floor plots
+with that one job while RESULTS.md still listed thirty, and left the scaling plot empty. Each plot
+now records the jobs it draws in its PNG text (`Description: jobs: a,b,...`); these tests compare
+them with the tables of RESULTS.md: the committed report, and one rebuilt here from the stored JSON
+of bench/report after a one-case run (no benchmark runs). Fast: only matplotlib rendering.
+"""
+import os
+import shutil
+import struct
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(REPO, "bench")
+
+
+def png_jobs(path):
+    """The jobs a plot shows, from its `Description` text chunk (None: no such chunk)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path}: not a PNG"
+    i = 8
+    while i + 8 <= len(data):
+        (n,) = struct.unpack(">I", data[i:i + 4])
+        kind, body = data[i + 4:i + 8], data[i + 8:i + 8 + n]
+        i += 12 + n
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            if key == b"Description" and value.startswith(b"jobs: "):
+                text = value[len(b"jobs: "):].decode("latin-1")
+                return [j for j in text.split(",") if j]
+    return None
+
+
+def table(md, heading):
+    """The rows (lists of cells) of the first table under `## heading`."""
+    section = md.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in r.strip("|").split("|")] for r in rows[1:]]
+
+
+def check_plots(results_md, png_dir):
+    with open(results_md) as f:
+        md = f.read()
+    summary = [r for r in table(md, "Summary") if not r[1].startswith("(run failed")]
+    jobs = [r[0] for r in summary]
+    with_floor = [r[0] for r in summary if r[8] != "-"]
+    modelled = [r[0] for r in table(md, "A model of 64 cores")]
+    assert len(jobs) > 1, "the summary table lists fewer than two jobs"
+    for key, want in (("speedup", jobs), ("time", jobs), ("rss", jobs), ("floor", with_floor),
+                      ("scaling", modelled)):
+        got = png_jobs(os.path.join(png_dir, f"{key}.png"))
+        assert got is not None, f"{key}.png does not say which jobs it shows: regenerate it"
+        assert got == want, (f"{key}.png shows {len(got)} jobs, its table {len(want)}: "
+                             f"missing {sorted(set(want) - set(got))}")
+
+
+def test_committed_report_plots_show_every_job():
+    check_plots(os.path.join(BENCH, "RESULTS.md"), os.path.join(BENCH, "report"))
+
+
+@pytest.fixture
+def report(monkeypatch, tmp_path):
+    """bench/report.py imported with its outputs redirected to `tmp_path/out`."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.syspath_prepend(BENCH)
+    sys.modules.pop("report", None)
+    import report as module
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(module, "OUT_DIR", str(out))
+    monkeypatch.setattr(module, "RESULTS_MD", str(tmp_path / "RESULTS.md"))
+    monkeypatch.setattr(module, "ARCHIVE_MD", str(tmp_path / "RESULTS-archive.md"))
+    monkeypatch.setattr(module, "scaling_stderr", {})
+    return module
+
+
+def test_one_case_run_rebuilds_every_stored_job(report, tmp_path, monkeypatch):
+    stored = tmp_path / "stored"
+    shutil.copytree(os.path.join(BENCH, "report"), stored,
+                    ignore=shutil.ignore_patterns("*.png"))
+    monkeypatch.setattr(sys, "argv", ["report.py", "--from-json", str(stored), "--cases", "sort-u",
+                                      "--no-profiles"])
+    assert report.main() == 0
+    check_plots(str(tmp_path / "RESULTS.md"), report.OUT_DIR)
+    n_stored = len([f for f in os.listdir(stored) if f.endswith(".t2.json")])
+    with open(tmp_path / "RESULTS.md") as f:
+        assert len(table(f.read(), "Summary")) == n_stored
+
+
+def test_a_plot_with_fewer_jobs_than_the_table_fails(report, tmp_path):
+    import matplotlib.pyplot as plt
+
+    out = tmp_path / "one"
+    shutil.copytree(os.path.join(BENCH, "report"), out,
+                    ignore=shutil.ignore_patterns("*.json", "*.txt"))
+    fig, ax = plt.subplots()
+    report.save_plot(fig, str(out), "speedup", ["sort-u"], {})
+    plt.close(fig)
+    with pytest.raises(AssertionError, match="speedup.png shows 1 jobs"):
+        check_plots(os.path.join(BENCH, "RESULTS.md"), str(out))
+
+
+def test_karp_flatt_refuses_noise_and_mixed_runs(report):
+    def summary(wall, spread=0.0, started="2026-11-24T20:00:00+00:00"):
+        return {"started": started, "variants": [{
+            "wall_median": wall, "wall_min": wall * (1 - spread / 2),
+            "wall_max": wall * (1 + spread / 2), "cpu_pct_median": 100.0}]}
+
+    t1, t2, e, why = report.karp_flatt(summary(4.0), summary(2.2), 2)
+    assert why == "" and e == pytest.approx(0.1)
+    assert report.karp_flatt(summary(0.45), summary(0.50), 2)[2] is None  # slower with 2 threads
+    assert "noise" in report.karp_flatt(summary(1.0, 0.3), summary(0.8, 0.3), 2)[3]
+    late = summary(0.05, started="2026-11-25T02:44:00+00:00")
+    assert "different runs" in report.karp_flatt(summary(0.11), late, 2)[3]
+    assert "above 2x" in report.karp_flatt(summary(3.0), summary(1.0), 2)[3]
