@@ -19,7 +19,7 @@ mod sort;
 mod stats;
 mod view;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Fast, samtools-compatible sequencing-data processing.
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         sortase_bgzf::direct_io::set_direct_writes(false);
     }
     common::install_signal_handling();
-    let cli = Cli::parse();
+    let cli = parse_cli();
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
     // files are still removed by their destructors during unwinding.
     std::panic::set_hook(Box::new(|info| {
@@ -130,6 +130,19 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// Parses the command line; `--version` also names the libraries compiled in, one `Using` line each
+/// as `samtools --version` names its htslib (`-V` prints the short form).
+fn parse_cli() -> Cli {
+    let mut long = env!("CARGO_PKG_VERSION").to_string();
+    for c in sortase::versions::components() {
+        long.push_str(&format!("\nUsing {} {} ({})", c.name, c.version, c.note));
+    }
+    // clap keeps a `&'static str`; this string is built once per process.
+    let long: &'static str = Box::leak(long.into_boxed_str());
+    let matches = Cli::command().long_version(long).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

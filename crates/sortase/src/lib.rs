@@ -59,6 +59,7 @@ mod stream;
 pub mod tasks;
 #[cfg(test)]
 mod test_data;
+pub mod versions;
 pub mod view;
 pub mod writer;
 
