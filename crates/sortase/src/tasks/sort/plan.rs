@@ -168,18 +168,22 @@ fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
     })
 }
 
-/// Creates `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a directory); absolute.
+/// Creates the private (0700) `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a
+/// directory); absolute. A shared directory without the sticky bit is refused.
 pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
     let base = if prefix.is_dir() {
         prefix.join("sortase")
     } else {
         prefix.to_path_buf()
     };
+    crate::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     for n in 0..1000 {
         let mut name = base.as_os_str().to_owned();
         name.push(format!(".sortase-tasks-{}-{n}.tmp", std::process::id()));
         let path = PathBuf::from(name);
-        match std::fs::create_dir(&path) {
+        match builder.create(&path) {
             Ok(()) => return Ok(std::fs::canonicalize(&path)?),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {

@@ -142,7 +142,7 @@ pub(crate) fn write_part(
     mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
 ) -> anyhow::Result<()> {
     let part = WorkFile::new(part_path)?;
-    let file = std::fs::File::create(part.path())
+    let file = crate::files::create_private(part.path())
         .with_context(|| format!("{}: cannot create", part.path().display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut sidecar = PartIndex::default();
@@ -166,7 +166,8 @@ pub(crate) fn write_part(
     drop(out);
     let side = WorkFile::new(sidecar_path)?;
     let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-    std::fs::write(side.path(), json)
+    crate::files::create_private(side.path())
+        .and_then(|mut f| f.write_all(&json))
         .with_context(|| format!("{}: cannot write", side.path().display()))?;
     part.commit()?;
     side.commit()?;
