@@ -31,6 +31,8 @@ mod edge_cases;
 mod fasta;
 #[path = "e2e/fq2bam.rs"]
 mod fq2bam;
+#[path = "e2e/hostile_input.rs"]
+mod hostile_input;
 #[path = "e2e/markdup_coord.rs"]
 mod markdup_coord;
 #[path = "e2e/markdup_query.rs"]
@@ -51,6 +53,10 @@ mod sort_verify;
 mod stats;
 #[path = "e2e/stats_plot.rs"]
 mod stats_plot;
+#[path = "e2e/temp_files.rs"]
+mod temp_files;
+#[path = "e2e/version.rs"]
+mod version;
 #[path = "e2e/view_corpus.rs"]
 mod view_corpus;
 #[path = "e2e/view_corpus_files.rs"]

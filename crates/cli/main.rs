@@ -74,7 +74,7 @@ enum Command {
 
 /// The command line definition with the examples of [`help::EXAMPLES`].
 fn command() -> clap::Command {
-    help::with_examples(Cli::command())
+    help::with_examples(Cli::command().long_version(long_version()))
 }
 
 /// Keeps freed multi-megabyte buffers (inflated chunks, deflate jobs) in the heap for reuse instead of
@@ -96,10 +96,7 @@ fn main() -> ExitCode {
         sortase_bgzf::direct_io::set_direct_writes(false);
     }
     common::install_signal_handling();
-    let cli = match Cli::from_arg_matches(&command().get_matches()) {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
-    };
+    let cli = parse_cli();
     // A panic (a bug, or one in a dependency such as the CRAM codec) becomes a one-line error; output
     // files are still removed by their destructors during unwinding.
     std::panic::set_hook(Box::new(|info| {
@@ -149,6 +146,22 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// Parses the command line; `--version` also names the libraries compiled in, one `Using` line each
+/// as `samtools --version` names its htslib (`-V` prints the short form).
+/// `--version`: this version and the libraries compiled in, one `Using` line each, as samtools'.
+fn long_version() -> &'static str {
+    let mut long = env!("CARGO_PKG_VERSION").to_string();
+    for c in sortase::versions::components() {
+        long.push_str(&format!("\nUsing {} {} ({})", c.name, c.version, c.note));
+    }
+    // clap keeps a `&'static str`; this string is built once per process.
+    Box::leak(long.into_boxed_str())
+}
+
+fn parse_cli() -> Cli {
+    Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

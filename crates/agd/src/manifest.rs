@@ -308,12 +308,13 @@ impl Manifest {
             path: path.clone(),
             source,
         })?;
-        let bad = |message: String| AgdError::BadManifest {
-            path: path.clone(),
-            message,
-        };
-        let m: Manifest = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        m.check().map_err(bad)?;
+        Self::from_json(&text).map_err(|message| AgdError::BadManifest { path, message })
+    }
+
+    /// Parses and checks a manifest's JSON text (what [`Manifest::read`] does with the file).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let m: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        m.check()?;
         Ok(m)
     }
 
@@ -464,5 +465,47 @@ mod tests {
         std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
         let e = Manifest::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("does not follow record 2"), "{e}");
+    }
+
+    /// A manifest from a shared bucket must not send readers or writers outside the dataset: an
+    /// extra group's directory (or name) that climbs out, is absolute, nests, or hides is refused.
+    #[test]
+    fn extra_group_directories_stay_inside_the_dataset() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = ExtraGroup {
+            name: "scores".into(),
+            dir: "scores".into(),
+            columns: vec!["score".into()],
+            provenance: Provenance {
+                command_line: "sortase agd add-column".into(),
+                version: "0.1.0".into(),
+            },
+        };
+        let mut m = manifest();
+        m.extra = vec![good.clone()];
+        std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
+        assert_eq!(Manifest::read(dir.path()).unwrap(), m);
+        for bad in [
+            "..",
+            "../victim",
+            "/etc",
+            "a/b",
+            ".hidden",
+            "",
+            "x\\..\\y",
+            Group::ALL[0].name(),
+        ] {
+            for field in ["dir", "name"] {
+                let mut g = good.clone();
+                match field {
+                    "dir" => g.dir = bad.into(),
+                    _ => g.name = bad.into(),
+                }
+                m.extra = vec![g];
+                std::fs::write(dir.path().join(MANIFEST_FILE), m.to_json()).unwrap();
+                let e = Manifest::read(dir.path()).unwrap_err().to_string();
+                assert!(e.contains("extra group"), "{field} {bad:?}: {e}");
+            }
+        }
     }
 }

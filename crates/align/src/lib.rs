@@ -37,3 +37,12 @@ pub mod reads;
 pub use error::AlignError;
 pub use index::{Aligner, AlignerOptions, Reference};
 pub use mapper::AlignedBatch;
+
+/// The version of the minimap2 library compiled in (its `MM_VERSION` macro, e.g. `2.29-r1283`).
+///
+/// ```
+/// assert!(sortase_align::minimap2_version().starts_with("2."));
+/// ```
+pub fn minimap2_version() -> &'static str {
+    minimap2_sys::MM_VERSION.to_str().unwrap_or("unknown")
+}

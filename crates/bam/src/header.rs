@@ -22,6 +22,15 @@ pub struct Header {
     by_name: HashMap<Vec<u8>, usize>,
 }
 
+/// The largest header text sortase reads (`l_text`): 256 MiB, some thousand times a human
+/// reference's header; checked before the text is read, so a hostile claim allocates nothing.
+pub const MAX_HEADER_TEXT: usize = 256 << 20;
+
+/// The most references a BAM header may list (`n_ref`): 2^24, far above the scaffolds of any
+/// assembly in use, and a bound on the memory the reference list can take (a truncated file claiming
+/// more is an error before anything is allocated for them).
+pub const MAX_REFERENCES: usize = 1 << 24;
+
 fn header_error(msg: impl Into<String>) -> BamError {
     BamError::Header(msg.into())
 }
@@ -141,10 +150,19 @@ impl Header {
             });
         }
         let l_text = read_u32(r, "l_text")? as usize;
-        let mut text = Vec::new();
+        if l_text > MAX_HEADER_TEXT {
+            return Err(header_error(format!(
+                "l_text {l_text} is larger than the 256 MiB a header text may have"
+            )));
+        }
+        // Grows with the bytes really there: a truncated file claiming a large text allocates little.
+        let mut text = Vec::with_capacity(l_text.min(1 << 20));
         r.by_ref().take(l_text as u64).read_to_end(&mut text)?;
         if text.len() != l_text {
-            return Err(header_error("truncated header text"));
+            return Err(header_error(format!(
+                "truncated header text ({} of l_text {l_text} bytes)",
+                text.len()
+            )));
         }
         while text.last() == Some(&0) {
             text.pop();
@@ -152,8 +170,10 @@ impl Header {
         let text = String::from_utf8(text).map_err(|_| header_error("header text is not UTF-8"))?;
         let text = normalise_text(text)?;
         let n_ref = read_u32(r, "n_ref")?;
-        if n_ref > i32::MAX as u32 {
-            return Err(header_error(format!("n_ref {n_ref} out of range")));
+        if n_ref as usize > MAX_REFERENCES {
+            return Err(header_error(format!(
+                "n_ref {n_ref} is more than the {MAX_REFERENCES} references a header may have"
+            )));
         }
         let mut references = Vec::with_capacity((n_ref as usize).min(1 << 20));
         for i in 0..n_ref {

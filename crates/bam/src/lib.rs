@@ -20,7 +20,10 @@ mod stream;
 
 pub use batch::RecordBatch;
 pub use error::BamError;
-pub use header::{Header, Reference};
+pub use header::{Header, Reference, MAX_HEADER_TEXT, MAX_REFERENCES};
 pub use record::{RecordBuf, RecordMut, RecordRef, FIXED_LEN};
 pub use sam_read::SamReader;
-pub use stream::{check_record, virtual_offset, BlockEntry, ChunkSource, ChunkStream};
+pub use stream::{
+    check_block_size, check_record, virtual_offset, BlockEntry, ChunkSource, ChunkStream,
+    MAX_RECORD_BYTES,
+};

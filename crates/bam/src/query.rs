@@ -201,8 +201,8 @@ impl IndexedBam {
             return Ok(false);
         }
         let block_size = u32::from_le_bytes([record[0], record[1], record[2], record[3]]) as usize;
-        record.resize(4 + block_size, 0);
-        if read_full(&mut self.reader, &mut record[4..])? < block_size {
+        crate::check_block_size(block_size, at)?;
+        if read_body(&mut self.reader, record, block_size)? < block_size {
             return Err(BamError::Truncated {
                 offset: at,
                 block_size: block_size as u64,
@@ -270,8 +270,8 @@ impl IndexedBam {
         }
         let b = &buf[start..];
         let block_size = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        buf.resize(start + 4 + block_size, 0);
-        if read_full(&mut self.reader, &mut buf[start + 4..])? < block_size {
+        crate::check_block_size(block_size, at)?;
+        if read_body(&mut self.reader, buf, block_size)? < block_size {
             return Err(BamError::Truncated {
                 offset: at,
                 block_size: block_size as u64,
@@ -300,6 +300,20 @@ impl BatchBuilder {
         let end = self.buf.len();
         RecordBatch::from_parts(self.buf, self.offsets, end, 0)
     }
+}
+
+/// Appends a record body of `block_size` bytes to `buf`; returns how many were there. Up to 1 MiB
+/// the buffer is sized at once; a larger claim grows with the bytes really read, so a truncated or
+/// hostile `block_size` allocates no more than the file holds.
+fn read_body<R: Read>(r: &mut R, buf: &mut Vec<u8>, block_size: usize) -> std::io::Result<usize> {
+    let start = buf.len();
+    if block_size <= 1 << 20 {
+        buf.resize(start + block_size, 0);
+        let n = read_full(r, &mut buf[start..])?;
+        buf.truncate(start + n);
+        return Ok(n);
+    }
+    r.take(block_size as u64).read_to_end(buf)
 }
 
 fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {

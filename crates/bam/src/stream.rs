@@ -191,10 +191,12 @@ impl ChunkStream {
         while i + 4 <= buf.len() {
             let block_size =
                 u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]) as usize;
+            let at = region_offset + (i - start) as u64;
             if i + 4 + block_size > buf.len() {
+                // A whole record is awaited in the carry buffer: refuse a hostile size first.
+                check_block_size(block_size, at)?;
                 break;
             }
-            let at = region_offset + (i - start) as u64;
             check_record(&buf[i + 4..i + 4 + block_size], self.n_ref, at)?;
             offsets.push(i as u32);
             i += 4 + block_size;
@@ -253,6 +255,30 @@ impl Read for ChunkStream {
             }
         }
     }
+}
+
+/// The largest record (`block_size`) sortase reads: 1 GiB. htslib reads `block_size` as an `int32_t`
+/// and refuses 2 GiB and over; a real record is far below either (a 250-Mb contig aligned as one
+/// record is about 400 MB). Checked before any buffer is sized by the field, so a hostile claim is
+/// an error, not an allocation.
+pub const MAX_RECORD_BYTES: usize = 1 << 30;
+
+/// Refuses a `block_size` (of the record at uncompressed or virtual offset `at`) larger than
+/// [`MAX_RECORD_BYTES`].
+///
+/// ```
+/// assert!(sortase_bam::check_block_size(1000, 0).is_ok());
+/// let e = sortase_bam::check_block_size(1 << 31, 7).unwrap_err().to_string();
+/// assert!(e.contains("offset 7") && e.contains("block_size 2147483648"), "{e}");
+/// ```
+pub fn check_block_size(block_size: usize, at: u64) -> Result<(), BamError> {
+    if block_size > MAX_RECORD_BYTES {
+        return Err(BamError::record(
+            at,
+            format!("block_size {block_size} is larger than the 1 GiB a record may have"),
+        ));
+    }
+    Ok(())
 }
 
 /// Validates one record (no `block_size` prefix) whose `block_size` field is at `at`: its layout

@@ -35,6 +35,15 @@ pub use reader::{BlockMeta, Chunk, ChunkBuffers, ParallelReader, ReaderOptions, 
 pub use seek::SeekReader;
 pub use writer::{BlockLog, ParallelWriter, WriterOptions};
 
+/// The version of the libdeflate compiled into this crate (libdeflate.h's `LIBDEFLATE_VERSION_STRING`,
+/// read by the build script from the header `libdeflate-sys` compiled; libdeflate has no run-time
+/// version call).
+///
+/// ```
+/// assert!(sortase_bgzf::LIBDEFLATE_VERSION.starts_with("1."));
+/// ```
+pub const LIBDEFLATE_VERSION: &str = env!("SORTASE_LIBDEFLATE_VERSION");
+
 /// A BGZF virtual file offset: compressed offset of a block start << 16 | offset inside its data.
 pub type VirtualPosition = u64;
 

@@ -333,6 +333,15 @@ impl<R: Read> BatchReader<R> {
         let buf_len = filled;
         let mut blocks = Vec::new();
         let mut pos = 0;
+        // The batch's inflated size is capped too: blocks of 64 KiB of one repeated byte deflate to
+        // ~100 bytes, so a batch of compressed bytes from a "bomb" would otherwise need 650 times
+        // its size. The blocks past the cap stay in `pending` for the next batch.
+        let max_inflated = self
+            .options
+            .batch_bytes
+            .saturating_mul(8)
+            .max(4 * BLOCK_MAX);
+        let mut inflated = 0;
         loop {
             let coffset = self.offset + pos as u64;
             if self.options.end.is_some_and(|end| coffset >= end) {
@@ -368,6 +377,10 @@ impl<R: Read> BatchReader<R> {
                     reason: "ISIZE larger than 65536",
                 });
             }
+            if !blocks.is_empty() && inflated + isize > max_inflated {
+                break;
+            }
+            inflated += isize;
             blocks.push((pos, header.block_size, isize));
             pos += header.block_size;
         }

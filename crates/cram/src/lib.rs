@@ -39,6 +39,19 @@ fn cram_err(e: impl std::fmt::Display) -> BamError {
     BamError::Cram(e.to_string())
 }
 
+/// The version of the htslib this crate is linked with, as the library reports it at run time
+/// (`hts_version()`, e.g. `1.19.1`): the CRAM codec `sortase --version` names.
+///
+/// ```
+/// assert!(sortase_cram::htslib_version().starts_with("1."));
+/// ```
+pub fn htslib_version() -> String {
+    // SAFETY: hts_version returns a pointer to a static NUL-terminated string inside htslib.
+    unsafe { CStr::from_ptr(hts::hts_version()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// htslib prints errors and warnings to stderr by default; the library reports through its errors.
 fn quiet_htslib() {
     static ONCE: Once = Once::new();

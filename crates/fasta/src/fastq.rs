@@ -47,6 +47,12 @@ impl FastqError {
 /// Buffer of the decompressor and of the line reader.
 const READ_BUFFER: usize = 1 << 20;
 
+/// The longest FASTQ/FASTA line, and the most bytes one record (name, sequence and quality) may
+/// hold: 256 MiB, a sequence of 128 Mb with its qualities, some thirty times the longest sequencing
+/// read reported. A longer record (a gzip bomb of one endless line, a file without line ends) is an
+/// error before its buffers grow past this.
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
+
 /// One record: `name \0 sequence \0 quality` in one reused buffer.
 #[derive(Debug, Default, Clone)]
 pub struct Record {
@@ -141,12 +147,15 @@ impl FastqReader {
     /// Reads the next line into `self.line` without its line end; false at the end of the input.
     fn next_line(&mut self) -> Result<bool, FastqError> {
         self.line.clear();
-        let n = self
-            .inner
+        let n = (&mut self.inner)
+            .take(MAX_RECORD_BYTES as u64)
             .read_until(b'\n', &mut self.line)
             .map_err(|e| FastqError::io(&self.path, e))?;
         if n == 0 {
             return Ok(false);
+        }
+        if n == MAX_RECORD_BYTES && self.line.last() != Some(&b'\n') {
+            return Err(self.error("a line longer than 256 MiB (not FASTQ or FASTA)"));
         }
         if self.line.last() == Some(&b'\n') {
             self.line.pop();
@@ -201,6 +210,9 @@ impl FastqReader {
                     self.pending_header = true;
                     break;
                 }
+                _ if rec.data.len() + self.line.len() > MAX_RECORD_BYTES => {
+                    return Err(self.error("a sequence longer than 256 MiB"));
+                }
                 _ => rec.data.extend(self.line.iter().map(|&c| match c {
                     b'U' => b'T',
                     b'u' => b't',
@@ -223,6 +235,9 @@ impl FastqReader {
                 return Err(
                     self.error("truncated: the quality string is shorter than the sequence")
                 );
+            }
+            if rec.data.len() - start + self.line.len() > rec.seq_len {
+                break; // longer than the sequence: reported below, before it is stored
             }
             rec.data.extend_from_slice(&self.line);
         }

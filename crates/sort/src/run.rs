@@ -100,6 +100,18 @@ fn encode_block(records: &[(u64, &[u8])], raw: &mut Vec<u8>) -> Vec<u8> {
     out
 }
 
+/// Creates a run file: `O_EXCL|O_NOFOLLOW`, mode 0600 (runs hold the input's records; an existing
+/// file or symlink at the name is an error, never followed).
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// Writes `(sequence number, record)` pairs (in order) to a new run at `path`, compressing blocks on
 /// the rayon pool while a writer thread writes the previous window of blocks (writing on the
 /// compressing thread left one of two cores idle for a third of each spill: bench/RESULTS.md).
@@ -108,7 +120,7 @@ where
     I: IntoIterator<Item = (u64, &'a [u8])>,
 {
     let io = |e| SortError::temp(path, e);
-    let out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
+    let out = BufWriter::with_capacity(1 << 20, create_private(path).map_err(io)?);
     let mut file = RunFile {
         path: path.to_path_buf(),
         ..RunFile::default()
@@ -199,7 +211,7 @@ pub struct StreamingRunWriter {
 impl StreamingRunWriter {
     /// Creates the run file.
     pub fn create(path: &Path, order: SortOrder) -> Result<Self, SortError> {
-        let out = File::create(path).map_err(|e| SortError::temp(path, e))?;
+        let out = create_private(path).map_err(|e| SortError::temp(path, e))?;
         Ok(Self {
             order,
             out: BufWriter::with_capacity(1 << 20, out),

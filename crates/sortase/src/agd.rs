@@ -246,7 +246,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         .with_context(|| format!("{}: not a directory name", job.output.display()))?;
     let mut hidden = std::ffi::OsString::from(".");
     hidden.push(name);
-    let temp = TempDir::create(&job.output.with_file_name(hidden))?;
+    let temp = TempDir::staging(&job.output.with_file_name(hidden))?;
     let dir = temp.path().to_path_buf();
     for g in Group::ALL {
         std::fs::create_dir(dir.join(g.name()))

@@ -211,20 +211,14 @@ impl IndexPlan {
 /// The `.crai` of a CRAM file, built by htslib (`samtools index`'s code) under a temporary name
 /// next to `target` and renamed into place.
 fn crai(input: &Path, target: &Path, rt: &Runtime) -> Result<IndexReport> {
-    let mut tmp = target.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let built = sortase_cram::build_index(input, Some(&tmp), rt.threads())
-        .with_context(|| input.display().to_string())
-        .and_then(|()| rt.check_cancelled().map_err(anyhow::Error::from))
-        .and_then(|()| {
-            std::fs::rename(&tmp, target)
-                .with_context(|| format!("{}: cannot write", target.display()))
-        });
-    if let Err(e) = built {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
-    }
+    // The temporary name is created here (O_EXCL, no symlink followed) and htslib rewrites that
+    // file; dropping `pending` on an error removes it.
+    let (pending, file) = OutputFile::create(target)?;
+    drop(file);
+    sortase_cram::build_index(input, Some(pending.written_path()), rt.threads())
+        .with_context(|| input.display().to_string())?;
+    rt.check_cancelled()?;
+    pending.commit()?;
     Ok(IndexReport {
         bytes: std::fs::metadata(target).map_or(0, |m| m.len()),
         outputs: vec![target.to_path_buf()],

@@ -63,6 +63,7 @@ pub mod tasks;
 #[cfg(test)]
 mod test_data;
 pub mod verify;
+pub mod versions;
 pub mod view;
 mod wire;
 pub mod writer;

@@ -45,7 +45,7 @@ pub(crate) fn write_part(
     mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
 ) -> anyhow::Result<()> {
     let part = WorkFile::new(part_path)?;
-    let file = std::fs::File::create(part.path())
+    let file = crate::files::create_private(part.path())
         .with_context(|| format!("{}: cannot create", part.path().display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut sidecar = PartIndex::default();
@@ -69,7 +69,8 @@ pub(crate) fn write_part(
     drop(out);
     let side = WorkFile::new(sidecar_path)?;
     let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-    std::fs::write(side.path(), json)
+    crate::files::create_private(side.path())
+        .and_then(|mut f| f.write_all(&json))
         .with_context(|| format!("{}: cannot write", side.path().display()))?;
     part.commit()?;
     side.commit()?;
@@ -150,18 +151,22 @@ pub(crate) fn remove_work_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Creates `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a directory); absolute.
+/// Creates the private (0700) `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a
+/// directory); absolute. A shared directory without the sticky bit is refused.
 pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
     let base = if prefix.is_dir() {
         prefix.join("sortase")
     } else {
         prefix.to_path_buf()
     };
+    crate::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     for n in 0..1000 {
         let mut name = base.as_os_str().to_owned();
         name.push(format!(".sortase-tasks-{}-{n}.tmp", std::process::id()));
         let path = PathBuf::from(name);
-        match std::fs::create_dir(&path) {
+        match builder.create(&path) {
             Ok(()) => return Ok(std::fs::canonicalize(&path)?),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {

@@ -139,7 +139,16 @@ impl<T: Spillable> Runs<T> {
         let path = self
             .dir
             .join(format!("{}-{}.run", self.stem, self.files.len()));
-        let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        let mut w = BufWriter::with_capacity(1 << 20, {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Scratch file: O_EXCL|O_NOFOLLOW, mode 0600 (never follows a planted symlink).
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)?
+        });
         let mut buf = Vec::with_capacity(T::SIZE * 4096);
         for chunk in v.chunks(4096) {
             buf.clear();

@@ -66,7 +66,11 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>, PileupError> {
 
 /// Reads the SNVs of `path`.
 pub fn read_sites(path: &Path) -> Result<Sites, PileupError> {
-    let mut reader = open(path)?;
+    read_sites_from(open(path)?, path)
+}
+
+/// Reads the SNVs of the decompressed VCF text `reader` (`path` names it in errors).
+pub fn read_sites_from(mut reader: impl BufRead, path: &Path) -> Result<Sites, PileupError> {
     let mut out = Sites::default();
     let mut ids: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut line = Vec::with_capacity(1024);

@@ -162,7 +162,7 @@ impl PendingGroup {
     /// Starts group `name` in dataset `dir`.
     pub(crate) fn create(dir: &Path, name: &str) -> anyhow::Result<Self> {
         sortase_agd::manifest::check_extra_name(name).map_err(Error::argument)?;
-        let temp = TempDir::create(&dir.join(format!(".{name}")))?;
+        let temp = TempDir::staging(&dir.join(format!(".{name}")))?;
         Ok(Self {
             temp,
             name: name.to_string(),

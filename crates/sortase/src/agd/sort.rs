@@ -162,7 +162,7 @@ fn hidden_sibling(output: &Path) -> anyhow::Result<TempDir> {
         .with_context(|| format!("{}: not a directory name", output.display()))?;
     let mut hidden = std::ffi::OsString::from(".");
     hidden.push(name);
-    TempDir::create(&output.with_file_name(hidden))
+    TempDir::staging(&output.with_file_name(hidden))
 }
 
 fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {

@@ -127,7 +127,7 @@ pub(super) fn run(
     let copy_path = (input_name == "-").then(|| temp.path().join("stdin.bam"));
     let mut copy = match &copy_path {
         Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
+            let f = crate::files::create_private(p).with_context(|| p.display().to_string())?;
             let out: Box<dyn Write + Send> = Box::new(std::io::BufWriter::new(f));
             let level = OutFormat::Bam(CompressionLevel::from_libdeflate(1));
             Some(RecordSink::new(
