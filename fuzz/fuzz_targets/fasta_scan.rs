@@ -110,7 +110,12 @@ fn reference(text: &[u8]) -> Option<Fai> {
             },
             S::Name => {
                 if read_done {
-                    insert(&mut records, &name, format, [seq_len, seq_offset, char_len, line_len, qual_offset]);
+                    insert(
+                        &mut records,
+                        &name,
+                        format,
+                        [seq_len, seq_offset, char_len, line_len, qual_offset],
+                    );
                     read_done = false;
                 }
                 name.clear();
@@ -228,7 +233,12 @@ fn reference(text: &[u8]) -> Option<Fai> {
     if !read_done {
         return None;
     }
-    insert(&mut records, &name, format, [seq_len, seq_offset, char_len, line_len, qual_offset]);
+    insert(
+        &mut records,
+        &name,
+        format,
+        [seq_len, seq_offset, char_len, line_len, qual_offset],
+    );
     Some(Fai {
         format: format.unwrap_or(Format::Fasta),
         records,
@@ -242,7 +252,11 @@ fuzz_target!(|data: &[u8]| {
     let chunk = usize::from(control) + 1;
     let whole = fai(text, text.len().max(1));
     assert_eq!(fai(text, chunk), whole, "chunking changed the .fai");
-    assert_eq!(reference(text), whole, "line-level .fai differs from htslib's byte state machine");
+    assert_eq!(
+        reference(text),
+        whole,
+        "line-level .fai differs from htslib's byte state machine"
+    );
     let l = loc(text, text.len().max(1));
     assert_eq!(loc(text, chunk), l, "chunking changed the .loc");
     if let Some(records) = l {

@@ -6,12 +6,17 @@
 
 use libfuzzer_sys::fuzz_target;
 use sortase_bam::{ChunkStream, Header};
-use sortase_bgzf::{CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions};
+use sortase_bgzf::{
+    CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions,
+};
 use sortase_index::range::{find_record_start, map_ranges, plan_ranges};
 use std::io::Write;
 
 fn sequential(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let reader = ParallelReader::new(std::io::Cursor::new(bytes.to_vec()), ReaderOptions::with_threads(1));
+    let reader = ParallelReader::new(
+        std::io::Cursor::new(bytes.to_vec()),
+        ReaderOptions::with_threads(1),
+    );
     let mut s = ChunkStream::new(Box::new(reader));
     s.read_header().ok()?;
     let mut out = Vec::new();
@@ -27,8 +32,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let (control, rest) = (data[0], &data[1..]);
     let bytes = if control & 1 == 0 {
-        let header = Header::from_sam_text("@SQ\tSN:a\tLN:1000\n@SQ\tSN:b\tLN:500\n".into()).unwrap();
-        let mut w = ParallelWriter::new(Vec::new(), WriterOptions::new(1, CompressionLevel::samtools(1)));
+        let header =
+            Header::from_sam_text("@SQ\tSN:a\tLN:1000\n@SQ\tSN:b\tLN:500\n".into()).unwrap();
+        let mut w = ParallelWriter::new(
+            Vec::new(),
+            WriterOptions::new(1, CompressionLevel::samtools(1)),
+        );
         w.write_all(&header.to_bam_bytes()).unwrap();
         w.end_block().unwrap();
         // Small blocks so that ranges have blocks to cut at.
@@ -57,7 +66,11 @@ fuzz_target!(|data: &[u8]| {
             Ok::<_, sortase_bam::BamError>(v)
         });
         if let (Ok(parts), Some(all)) = (parts, sequential(&bytes)) {
-            assert_eq!(parts.concat(), all, "ranges must yield exactly the sequential records");
+            assert_eq!(
+                parts.concat(),
+                all,
+                "ranges must yield exactly the sequential records"
+            );
         }
     }
     let _ = std::fs::remove_file(&path);

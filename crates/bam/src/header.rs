@@ -93,6 +93,14 @@ fn parse_sq_lines(text: &str) -> Result<Vec<Reference>, BamError> {
         let mut length = None;
         for field in line.split('\t').skip(1) {
             if let Some(v) = field.strip_prefix("SN:") {
+                // A BAM reference name ends at its NUL (l_name counts it): a NUL inside SN would
+                // write a name that reads back shorter (found by the bam_header fuzz target).
+                if v.contains('\0') {
+                    return Err(header_error(format!(
+                        "@SQ SN contains a NUL byte: {}",
+                        line.replace('\0', "\\0")
+                    )));
+                }
                 name = Some(v.as_bytes().to_vec());
             } else if let Some(v) = field.strip_prefix("LN:") {
                 length = v.trim().parse::<u64>().ok();
@@ -186,6 +194,14 @@ impl Header {
                 .map_err(|_| header_error("truncated reference name"))?;
             while name.last() == Some(&0) {
                 name.pop();
+            }
+            // A name SAM text cannot carry (its @SQ line, regenerated when the text has none, would
+            // not parse back): found by the bam_header fuzz target.
+            if name.iter().any(|&b| matches!(b, 0 | b'\t' | b'\n')) {
+                return Err(header_error(format!(
+                    "reference {i}: name {:?} contains a NUL, tab or newline",
+                    String::from_utf8_lossy(&name)
+                )));
             }
             let length = read_u32(r, "l_ref")?;
             references.push(Reference { name, length });
@@ -373,5 +389,27 @@ mod tests {
             Header::read_bam(&mut &b"BAM\x02"[..]),
             Err(BamError::BadMagic { .. })
         ));
+    }
+
+    /// Fuzz finding (bam_header): an SN with NUL bytes wrote a BAM name that read back shorter.
+    #[test]
+    fn sam_header_name_with_nul_is_refused() {
+        let text = "@SQ\tSN:chrc0\0\0\tLN:300\n".to_string();
+        let e = Header::from_sam_text(text).unwrap_err().to_string();
+        assert!(e.contains("NUL"), "{e}");
+    }
+
+    /// Fuzz finding (bam_header): a binary reference name with a tab made an @SQ line that did not
+    /// parse back.
+    #[test]
+    fn bam_reference_name_with_tab_is_refused() {
+        let mut bam = b"BAM\x01".to_vec();
+        bam.extend_from_slice(&0u32.to_le_bytes()); // l_text = 0
+        bam.extend_from_slice(&1u32.to_le_bytes()); // n_ref = 1
+        bam.extend_from_slice(&6u32.to_le_bytes()); // l_name = 6
+        bam.extend_from_slice(b"chr\tS\0"); // name
+        bam.extend_from_slice(&100u32.to_le_bytes()); // l_ref
+        let e = Header::read_bam(&mut &bam[..]).unwrap_err().to_string();
+        assert!(e.contains("tab"), "{e}");
     }
 }
