@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", default=str(ROOT / "target" / "release" / "sortase"))
     ap.add_argument("--fail-above", type=float, default=1.05,
                     help="exit 1 if a median NEW/OLD ratio is above this (default 1.05)")
+    ap.add_argument("--step", action="append", default=[], metavar="LABEL=BINARY",
+                    help="bisect mode: time these binaries too (repeatable), each round in a "
+                         "rotated order, and print each one's median ratio to OLD per job")
     args = ap.parse_args(argv)
 
     data = Path(args.data)
@@ -113,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [j for j in jobs if j not in JOBS]
     if unknown:
         raise SystemExit(f"regress: unknown job(s) {unknown}; known: {', '.join(JOBS)}")
+
+    if args.step:
+        steps = [("OLD", old)] + [tuple(s.split("=", 1)) for s in args.step] + [("NEW", new)]
+        return bisect(steps, jobs, fields, scratch, args.rounds)
 
     print(f"| job | OLD wall (median) | NEW wall (median) | NEW/OLD (median of {args.rounds} "
           f"rounds) | OLD CPU-s | NEW CPU-s | outputs |")
@@ -146,6 +153,40 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
     print(f"\nOLD {old} ({args.base}); NEW {new}; data {fields['input']} ({args.size}); "
           f"{args.threads} threads; {os.cpu_count()} cores")
+    return status
+
+
+def bisect(steps: list[tuple[str, str]], jobs: list[str], fields: dict, scratch: Path,
+           rounds: int) -> int:
+    """Every binary of `steps` (OLD first, NEW last) on every job, each round in a rotated order;
+    prints a table of each step's median per-round ratio to OLD. Exit 1 if outputs differ."""
+    labels = [label for label, _ in steps]
+    print(f"| job | OLD wall (median) | " + " | ".join(f"{l}/OLD" for l in labels[1:]) +
+          f" | outputs |  (median of {rounds} rounds)")
+    print("|---|---|" + "---|" * (len(steps) - 1) + "---|")
+    status = 0
+    for job in jobs:
+        kind, template = JOBS[job]
+        walls: dict[str, list[float]] = {label: [] for label in labels}
+        digests = set()
+        for r in range(rounds):
+            k = r % len(steps)
+            for label, binary in steps[k:] + steps[:k]:
+                out = scratch / f"{job}.step.bam"
+                cmd = template.format(bin=binary, out=out, **fields).split()
+                wall, _cpu, digest = run_once(cmd, kind, out)
+                out.unlink(missing_ok=True)
+                walls[label].append(wall)
+                digests.add(digest)
+        base = walls["OLD"]
+        ratios = [statistics.median(w / b for w, b in zip(walls[l], base)) for l in labels[1:]]
+        same = len(digests) == 1
+        status |= not same
+        print(f"| {job} | {statistics.median(base):.3f} s | " +
+              " | ".join(f"{x:.3f}" for x in ratios) + f" | {'same' if same else 'DIFFER'} |",
+              flush=True)
+    for label, binary in steps:
+        print(f"{label}: {binary}")
     return status
 
 
