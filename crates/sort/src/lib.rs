@@ -20,6 +20,7 @@
 mod final_merge;
 pub mod merge;
 pub mod merge_files;
+mod name_key;
 pub mod order;
 pub mod ranges;
 pub mod run;

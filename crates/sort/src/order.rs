@@ -110,7 +110,7 @@ pub fn coordinate_key(rec: &[u8]) -> u64 {
 /// The read name (without its NUL) of a record or of a record's [`key_prefix`]: only the fixed
 /// fields and the name are read, so this works on key prefixes, which are not whole records.
 #[inline]
-fn read_name(rec: &[u8]) -> &[u8] {
+pub(crate) fn read_name(rec: &[u8]) -> &[u8] {
     // l_read_name at byte 8 (SAM spec §4.2.1), the name right after the 32 fixed bytes.
     let name = &rec[32..32 + usize::from(rec[8])];
     let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());

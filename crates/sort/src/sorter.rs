@@ -10,6 +10,7 @@
 
 use crate::final_merge::{ordered_tasks, FinalSources, RangeRecords, RangeSource};
 use crate::merge::{memory_seq, merge, Source};
+use crate::name_key::NameKeys;
 use crate::order::{coordinate_key, tag_at, tag_offset, SortOrder};
 use crate::ranges::{choose_splits, RangePlan, SplitPoint};
 use crate::run::{write_run, RunFile, RunReader};
@@ -548,28 +549,33 @@ fn push_entries(
 fn sort_entries(order: SortOrder, batches: &[RecordBatch], entries: &mut [(u64, u64)]) {
     match order {
         SortOrder::Coordinate => entries.par_sort_unstable(),
+        SortOrder::Name { natural } => {
+            // The keys depend on every name held (see `name_key`), so they are made here.
+            let record =
+                |loc: u64| &batches[(loc >> 32) as usize].raw((loc & 0xffff_ffff) as usize)[4..];
+            let keys = NameKeys::plan(natural, entries.par_iter().map(|e| record(e.1)));
+            entries
+                .par_iter_mut()
+                .for_each(|e| e.0 = keys.key(record(e.1)));
+            entries.par_sort_unstable_by(|a, b| {
+                compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
+            })
+        }
         _ => entries.par_sort_unstable_by(|a, b| {
             compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
         }),
     }
 }
 
-/// The 8-byte key stored with each record: the whole coordinate key, the first 8 name bytes for
-/// `strcmp` order (big-endian, so comparing keys compares prefixes), the tag's offset for tag order,
+/// The 8-byte key stored with each record: the whole coordinate key, nothing yet for the name
+/// orders (their keys are made when the entries are sorted), the tag's offset for tag order,
 /// the packed prefix of the template-coordinate order.
 #[inline]
 fn entry_key(order: &SortOrder, rec: &[u8]) -> u64 {
     match *order {
         SortOrder::TemplateCoordinate(t) => t.packed_key(rec),
         SortOrder::Coordinate => coordinate_key(rec),
-        SortOrder::Name { natural: false } => {
-            let name = sortase_bam::RecordRef::new_unchecked(rec).read_name();
-            let mut k = [0u8; 8];
-            let n = name.len().min(8);
-            k[..n].copy_from_slice(&name[..n]);
-            u64::from_be_bytes(k)
-        }
-        SortOrder::Name { natural: true } => 0,
+        SortOrder::Name { .. } => 0, // made when the entries are sorted (`sort_entries`)
         SortOrder::Tag { tag, .. } => tag_offset(rec, tag),
     }
 }
@@ -581,7 +587,7 @@ fn compare_entries(
     a: &(u64, u64),
     b: &(u64, u64),
 ) -> std::cmp::Ordering {
-    if let SortOrder::Name { natural: false } | SortOrder::TemplateCoordinate(_) = order {
+    if let SortOrder::Name { .. } | SortOrder::TemplateCoordinate(_) = order {
         if a.0 != b.0 {
             return a.0.cmp(&b.0);
         }
