@@ -576,6 +576,7 @@ pub fn read_header(input: &str, reference: Option<&Path>) -> Result<Header> {
 mod tests {
     use super::*;
     use arrow_array::cast::AsArray;
+    use arrow_array::Array;
 
     /// The records of `sam` that `filter` keeps, by name.
     fn kept(sam: &str, filter: FilterSpec) -> Result<Vec<String>> {
@@ -590,7 +591,9 @@ mod tests {
             .iter()
             .flat_map(|b| {
                 let c = b.column(0).as_string::<i32>();
-                (0..c.len()).map(|i| c.value(i).to_string()).collect::<Vec<_>>()
+                (0..c.len())
+                    .map(|i| c.value(i).to_string())
+                    .collect::<Vec<_>>()
             })
             .collect();
         assert_eq!(report.records, names.len() as u64);
@@ -611,11 +614,20 @@ mod tests {
             s
         };
         assert_eq!(kept(SAM, spec(|s| s.min_mapq = 30)).unwrap(), ["a", "d"]);
-        assert_eq!(kept(SAM, spec(|s| s.require_flags = 16)).unwrap(), ["b", "d"]);
-        assert_eq!(kept(SAM, spec(|s| s.exclude_flags = 0x404)).unwrap(), ["a", "b"]);
+        assert_eq!(
+            kept(SAM, spec(|s| s.require_flags = 16)).unwrap(),
+            ["b", "d"]
+        );
+        assert_eq!(
+            kept(SAM, spec(|s| s.exclude_flags = 0x404)).unwrap(),
+            ["a", "b"]
+        );
         let e = |s: &mut FilterSpec| s.expression = Some("[NM] >= 1 && pos > 15".into());
         assert_eq!(kept(SAM, spec(e)).unwrap(), ["b", "d"]);
-        assert_eq!(kept(SAM, FilterSpec::default()).unwrap(), ["a", "b", "c", "d"]);
+        assert_eq!(
+            kept(SAM, FilterSpec::default()).unwrap(),
+            ["a", "b", "c", "d"]
+        );
     }
 
     #[test]
