@@ -8,6 +8,8 @@ Every job runs in Rust with the GIL released, on a runtime built for the call (`
 >>> report = sortase.sort("in.bam", "sorted.bam", threads=4, max_memory="2G", write_index=True)
 >>> table = sortase.read_bam("sorted.bam", region="chr1:1-100000", tags=["NM", "RG"])
 >>> import polars as pl; df = pl.from_arrow(table)
+>>> sortase.read_bam("sorted.bam", min_mapq=30, exclude_flags="UNMAP,DUP", expr="[NM] < 3")
+>>> sortase.lazy_bam("sorted.bam").filter(pl.col("mapq") >= 30).select("qname").collect()
 >>> sortase.flagstat("sorted.bam")["QC-passed reads"]["mapped"]   # samtools flagstat -O json
 >>> sortase.idxstats("sorted.bam")                                # a pyarrow.Table
 
