@@ -42,6 +42,7 @@ Commands without shell syntax are executed directly; others via
 import argparse
 import csv
 import datetime
+import itertools
 import json
 import os
 import re
@@ -61,6 +62,15 @@ DEFAULT_SAMTOOLS = f"{shlex.quote(sys.executable)} -S {shlex.quote(os.path.join(
 RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS-archive.md")
 RESULTS_CSV = os.path.join(BENCH_DIR, "results.csv")
 TIME_BIN = "/usr/bin/time"
+# bench/setup-peer.sh --tools installs the Rust peers (mako, dupblaster) under PEER_ROOT/bin and
+# polars-bio into PEER_ROOT/venv
+PEER_ROOT = os.environ.get("SORTASE_PEER_ROOT") or os.path.join(REPO, "target", "bench-peers")
+
+
+def peer_binary(root, name):
+    """ROOT/bin/NAME if installed there, else NAME from PATH."""
+    path = os.path.join(root, "bin", name)
+    return path if os.path.exists(path) else name
 
 ZLIB_CAVEAT = (
     "Caveat: pysam 0.24.1's bundled htslib is built WITHOUT libdeflate "
@@ -585,6 +595,88 @@ CASES.update({
 })
 
 # --------------------------------------------------------------------------
+# issue 33: Rust peers installed by bench/setup-peer.sh --tools into their own root
+# (SORTASE_PEER_ROOT/bin): mako (fg-mako, the fgumi sort engine) and dupblaster
+# --------------------------------------------------------------------------
+MAKO_NOTE = (
+    "mako (fg-mako, `cargo install`, bench/setup-peer.sh --tools) with the same number of threads, "
+    "its -m per thread (sortase's --max-memory is the total: -m 3G x threads) and its "
+    "--compression-level the libdeflate level sortase's -l maps to (samtools' -l 6 = libdeflate 7; "
+    "mako and dupblaster take libdeflate's 0-12 scale). Output sizes are reported. ")
+CASES.update({
+    "sort-mako": {
+        "description": (
+            "Coordinate sort in memory at samtools' default level (sortase -l 6) against mako "
+            "`--order coordinate`. " + MAKO_NOTE + "Records must be identical (md5 of `samtools "
+            "view` of every output)."),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -l 6 -@{threads} --max-memory {mem_total}M -T {tmp} -o {out} {input}"),
+            ("mako", "{mako} -i {input} -o {out} --order coordinate --threads {threads} "
+                     "--max-memory {mem_per_thread}M --compression-level 7 --tmp-dir {tmp}"),
+        ],
+        "floor": None,
+        "check": SORT_CHECK,
+        "report": "stat -c %s {out}",
+    },
+    "sort-n-mako": {
+        "description": (
+            "Name sort in memory (sortase -n: samtools' natural order) at -l 6 against mako "
+            "`--order queryname::natural`. " + MAKO_NOTE + "Records must be identical (md5 of "
+            "`samtools view`)."),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} sort -n -l 6 -@{threads} --max-memory {mem_total}M -T {tmp} -o {out} {input}"),
+            ("mako", "{mako} -i {input} -o {out} --order queryname::natural --threads {threads} "
+                     "--max-memory {mem_per_thread}M --compression-level 7 --tmp-dir {tmp}"),
+        ],
+        "floor": None,
+        "check": SORT_CHECK,
+        "report": "stat -c %s {out}",
+    },
+})
+
+DUPBLASTER = ("{dupblaster} -i {input} -o {out} --metrics-prefix {tmp}/m -q "
+              "--single-end-strategy samblaster-legacy --library-aware off "
+              "--sequencing-duplicate-detection off")
+DUPBLASTER_NOTE = (
+    "dupblaster (`cargo install`, bench/setup-peer.sh --tools) with samblaster's keying of "
+    "single-end reads (`--single-end-strategy samblaster-legacy`), one pool for all libraries "
+    "(`--library-aware off`, as samblaster and sortase) and no optical classification (sortase's "
+    "samblaster mode does none; dupblaster: 5-10% less CPU, same output); it has no thread option. "
+    "Check: QNAME, FLAG, RNAME, POS of every record against sortase's, the differing records "
+    "counted (0 expected). ")
+CASES.update({
+    "markdup-dupblaster-u": {
+        "description": (
+            "markdup on query-grouped input, uncompressed BAM out (sortase -u; dupblaster's "
+            "default) against dupblaster. " + DUPBLASTER_NOTE + "Input in aligner order (query-grouped)."),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} markdup -q -u -@{threads} -o {out} {input}"),
+            ("dupblaster", DUPBLASTER),
+        ],
+        "floor": ("view-u", "{sortase} view -u -@{threads} -o {out} {input}"),
+        "check": "/usr/bin/samtools view -@{threads} {out} | cut -f1-4",
+        "check_diff": True,
+    },
+    "markdup-dupblaster": {
+        "description": (
+            "markdup on query-grouped input, BAM at samtools' default level (sortase -l 6 = "
+            "libdeflate 7; dupblaster -l 7) against dupblaster. " + DUPBLASTER_NOTE),
+        "input": "unsorted",
+        "variants": [
+            ("sortase", "{sortase} markdup -q -l 6 -@{threads} -o {out} {input}"),
+            ("dupblaster", DUPBLASTER + " -l 7"),
+        ],
+        "floor": ("recompress", "{sortase} view -O bam,level=6 -@{threads} -o {out} {input}"),
+        "check": "/usr/bin/samtools view -@{threads} {out} | cut -f1-4",
+        "check_diff": True,
+        "report": "stat -c %s {out}",
+    },
+})
+
+# --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
 
@@ -753,11 +845,63 @@ def summarise(label, role, cmd, results):
     }
 
 
+def check_diff(case, runs_meta, fields_base, scratch):
+    """Each variant's check output (one line per record) against sortase's, line by line: the
+    number of differing lines (ok when none; a different number of lines is a failure)."""
+    outs = {}
+    for label, meta in runs_meta.items():
+        if meta["role"] == "floor" or label in case.get("check_skip", ()):
+            continue
+        path = os.path.join(meta["dir"], "check.txt")
+        cmd = render(case["check"], dict(fields_base, out=meta["out"], tmp=meta["tmp"]))
+        p = subprocess.run(["bash", "-o", "pipefail", "-c", f"{cmd} > {shlex.quote(path)}"],
+                           cwd=scratch, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            return False, f"check command failed for {label}: {cmd}\n{p.stderr.strip()}"
+        outs[label] = path
+    base_label = next(iter(outs))
+    parts, ok = [], True
+    for label, path in outs.items():
+        if label == base_label:
+            continue
+        lines = differ = 0
+        example = None
+        with open(outs[base_label], "rb") as a, open(path, "rb") as b:
+            for x, y in itertools.zip_longest(a, b):
+                lines += 1
+                if x != y:
+                    differ += 1
+                    if example is None:
+                        example = (x or b"<none>").decode(errors="replace").strip(), \
+                            (y or b"<none>").decode(errors="replace").strip()
+        ok = ok and differ == 0
+        text = f"{label}: {differ} of {lines} records differ"
+        if example:
+            text += f" (first: sortase `{example[0]}` vs `{example[1]}`)"
+        parts.append(text)
+    shown = "; ".join(parts)
+    report = case.get("report")
+    if report:
+        sizes = []
+        for label, meta in runs_meta.items():
+            if meta["role"] == "floor":
+                continue
+            cmd = render(report, dict(fields_base, out=meta["out"], tmp=meta["tmp"]))
+            p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=scratch,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            sizes.append(f"{label}: {p.stdout.strip()}")
+        shown += f"; {report}: " + ", ".join(sizes)
+    desc = f"{case['check']}, line by line against sortase"
+    return ok, (f"outputs agree ({desc}) -- {shown}" if ok else f"OUTPUTS DIFFER ({desc}) -- {shown}")
+
+
 def run_check(case, runs_meta, fields_base, scratch):
     """Return (ok, text)."""
     check = case.get("check")
     if not check:
         return None, "no check defined"
+    if case.get("check_diff"):
+        return check_diff(case, runs_meta, fields_base, scratch)
     digests = {}
     for label, meta in runs_meta.items():
         if meta["role"] == "floor" or label in case.get("check_skip", ()):
@@ -809,6 +953,12 @@ def main():
                     help="add a third variant: the samtools-1.24 command line run with this "
                          "samtools instead (default /usr/bin/samtools = Debian 1.16, built "
                          "with libdeflate)")
+    ap.add_argument("--peer-root", default=PEER_ROOT, metavar="DIR",
+                    help="where bench/setup-peer.sh --tools installed mako and dupblaster "
+                         "(DIR/bin; default $SORTASE_PEER_ROOT or target/bench-peers)")
+    ap.add_argument("--mem-per-thread", type=int, default=3072, metavar="MIB",
+                    help="sort-mako cases: memory per thread in MiB (mako -m; sortase gets "
+                         "the total, times --threads) [3072]")
     ap.add_argument("--scratch", help="scratch dir for outputs (default: DATA/compare-tmp)")
     ap.add_argument("--no-record", action="store_true",
                     help="do not append to bench/RESULTS.md / results.csv")
@@ -885,6 +1035,10 @@ def main():
     fields_base = {"input": shlex.quote(inp), "threads": args.threads, "sorted": shlex.quote(sorted_inp),
                    "sortase": args.sortase, "samtools": args.samtools,
                    "data": shlex.quote(os.path.dirname(inp))}
+    fields_base.update({name: shlex.quote(peer_binary(args.peer_root, name))
+                        for name in ("mako", "dupblaster")})
+    fields_base.update({"mem_per_thread": args.mem_per_thread,
+                        "mem_total": args.mem_per_thread * args.threads})
     fields_base.update({"ref": shlex.quote(os.path.join(os.path.abspath(args.data), "ref.fa")),
                         "cram": shlex.quote(sorted_inp[:-len(".bam")] + ".cram")})
     if inp.endswith(".bam"):

@@ -13,7 +13,19 @@ on a machine shared with other work compare the CPU seconds, wall times need a q
   oxbow-all      oxbow 0.8.2 read_bam(fields=the 11 SAM fields; no tags) -> pyarrow
                  (oxbow's default fields=None reads no field: rows only)
   floor          `sortase flagstat -@N` of the file (inflate + walk every record)
-Every variant prints its row count; rows must agree. Prints a markdown table (median of the rounds).
+Against polars-bio (issue 33; `pb-*` variants run in --peer-python, the venv bench/setup-peer.sh
+--tools makes, with datafusion.execution.target_partitions = --threads):
+  sortase-lazy-proj   sortase.lazy_bam(P).select(the five).collect()  (polars LazyFrame)
+  pb-proj             polars_bio.scan_bam(P).select(the same five, its names).collect()
+  pb-all              polars_bio.scan_bam(P).collect() (its 12 columns; sortase-all is the peer)
+  sortase-region      sortase.lazy_bam(P).filter(rname == CHR, START <= pos <= END, mapq >= 30)
+                      .collect(), all columns (pushed: the region through the index, mapq in the
+                      decode threads)
+  pb-region           polars_bio.scan_bam(P).filter(the same on chrom/start/mapping_quality)
+                      .collect()
+Every variant prints its row count; rows must agree within the whole-file variants and within the
+region variants (--region, default chr1:1000000-5000000). Prints a markdown table (median of the
+rounds).
 The floor is a whole process; a Python variant's process also starts the interpreter and imports
 pyarrow (~0.2 s CPU, one thread): the sortase variants also time their call alone (perf_counter and
 process_time around it), the "in call" columns, to set against the floor without that start.
@@ -58,6 +70,30 @@ SNIPPETS = {
 }
 
 
+# polars-bio's names of the five projected columns (it reads `start` 1-based by default).
+PB_PROJ = ["name", "flags", "chrom", "start", "mapping_quality"]
+PB_SET = ("import polars_bio as pb, polars as pl\n"
+          "pb.set_option('datafusion.execution.target_partitions', str(T))\n")
+# The region variants' filter; CHR, START, END are set from --region.
+SORTASE_REGION = ("(pl.col('rname') == CHR) & pl.col('pos').is_between(START, END) "
+                  "& (pl.col('mapq') >= 30)")
+PB_REGION = ("(pl.col('chrom') == CHR) & pl.col('start').is_between(START, END) "
+             "& (pl.col('mapping_quality') >= 30)")
+SNIPPETS.update({
+    "sortase-lazy-proj": "import polars as pl\n" + CALL % (
+        "n = sortase.lazy_bam(P, threads=T).select(%r).collect().height" % PROJ),
+    "pb-proj": PB_SET + "n = pb.scan_bam(P).select(%r).collect().height\nprint(n)" % PB_PROJ,
+    "pb-all": PB_SET + "n = pb.scan_bam(P).collect().height\nprint(n)",
+    "sortase-region": "import polars as pl\n" + CALL % (
+        "n = sortase.lazy_bam(P, threads=T).filter(%s).collect().height" % SORTASE_REGION),
+    "pb-region": PB_SET + "n = pb.scan_bam(P).filter(%s).collect().height\nprint(n)" % PB_REGION,
+})
+# Variants whose rows are those of the region (the others: every record).
+REGION_VARIANTS = {"sortase-region", "pb-region"}
+PEER_ROOT = os.environ.get("SORTASE_PEER_ROOT") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "target", "bench-peers")
+
+
 def run(cmd):
     out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M %U %S"] + cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -76,7 +112,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sortase", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sortase"))
     ap.add_argument("--only", help="comma-separated variants")
+    ap.add_argument("--peer-python", default=os.path.join(PEER_ROOT, "venv", "bin", "python"),
+                    help="the python with polars-bio for the pb-* variants "
+                         "[$SORTASE_PEER_ROOT/venv/bin/python, made by bench/setup-peer.sh --tools]")
+    ap.add_argument("--region", default="chr1:1000000-5000000",
+                    help="CHR:START-END of the region variants (1-based, inclusive)")
     a = ap.parse_args()
+    chrom, span = a.region.rsplit(":", 1)
+    start, end = (int(x.replace(",", "")) for x in span.split("-"))
     variants = list(SNIPPETS) + ["floor"]
     if a.only:
         variants = [v for v in variants if v in a.only.split(",")]
@@ -88,8 +131,10 @@ def main():
             if v == "floor":
                 cmd = [a.sortase, "flagstat", "-@", str(a.threads), a.bam]
             else:
-                code = f"P = {a.bam!r}; T = {a.threads}\n" + SNIPPETS[v]
-                cmd = [sys.executable, "-c", code]
+                code = (f"P = {a.bam!r}; T = {a.threads}; CHR = {chrom!r}; START = {start}; "
+                        f"END = {end}\n" + SNIPPETS[v])
+                python = a.peer_python if v.startswith("pb-") else sys.executable
+                cmd = [python, "-c", code]
             wall, rss, cpu, out, call = run(cmd)
             times[v].append((wall, rss, cpu))
             if call:
@@ -97,8 +142,9 @@ def main():
             if v != "floor":
                 rows[v] = int(out)
             print(f"round {r + 1} {v}: {wall:.2f} s, {cpu:.2f} s CPU, {rss:.0f} MiB", file=sys.stderr)
-    if len(set(rows.values())) > 1:
-        raise SystemExit(f"row counts differ: {rows}")
+    for group in (set(rows) - REGION_VARIANTS, set(rows) & REGION_VARIANTS):
+        if len({rows[v] for v in group}) > 1:
+            raise SystemExit(f"row counts differ: { {v: rows[v] for v in group} }")
     floor = statistics.median(w for w, _, _ in times["floor"]) if "floor" in times else None
     floor_cpu = statistics.median(c for _, _, c in times["floor"]) if "floor" in times else None
     print(f"| variant | wall s (median of {a.rounds}) | CPU s | peak RSS MiB | / floor | CPU / floor CPU "
@@ -117,7 +163,11 @@ def main():
             call = [f"{cw:.2f}", f"{cw / floor:.2f}" if floor else "", f"{cc:.2f}",
                     f"{cc / floor_cpu:.2f}" if floor_cpu else ""]
         print(f"| {v} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} | {cpu_ratio} | {' | '.join(call)} |")
-    print(f"\nrows: {next(iter(rows.values())) if rows else 'n/a'}; threads {a.threads}; file {a.bam} "
+    region_rows = next((rows[v] for v in rows if v in REGION_VARIANTS), None)
+    whole_rows = next((rows[v] for v in rows if v not in REGION_VARIANTS), None)
+    print(f"\nrows: {whole_rows if whole_rows is not None else 'n/a'}"
+          + (f" ({a.region} filtered: {region_rows})" if region_rows is not None else "")
+          + f"; threads {a.threads}; file {a.bam} "
           f"({os.path.getsize(a.bam) / 1e9:.2f} GB)")
 
 

@@ -9,7 +9,13 @@
 # measures sortase's code, not the libdeflate version: Debian's 1.14 compresses the same bytes as
 # 1.26 but 1.20x slower at samtools' default level and 1.48x slower at -l 7 (bench/RESULTS.md).
 # Default venv for it: /work/bench-venv-ld-crate; bench/samtools-1.24-libdeflate-crate wraps it.
+#
+# `--tools`: the peers of issue 33 instead (mako, dupblaster, polars-bio in their own root:
+# bench/setup-peer-tools.sh says where and which versions).
 set -euo pipefail
+if [ "${1:-}" = "--tools" ]; then
+  exec bash "$(dirname "$0")/setup-peer-tools.sh"
+fi
 CRATE=0; [ "${1:-}" = "--libdeflate-crate" ] && CRATE=1
 if [ "$CRATE" = 1 ]; then
   VENV="${SORTASE_PEER_VENV:-/work/bench-venv-ld-crate}"

@@ -8,6 +8,8 @@ Every job runs in Rust with the GIL released, on a runtime built for the call (`
 >>> report = sortase.sort("in.bam", "sorted.bam", threads=4, max_memory="2G", write_index=True)
 >>> table = sortase.read_bam("sorted.bam", region="chr1:1-100000", tags=["NM", "RG"])
 >>> import polars as pl; df = pl.from_arrow(table)
+>>> sortase.read_bam("sorted.bam", min_mapq=30, exclude_flags="UNMAP,DUP", expr="[NM] < 3")
+>>> sortase.lazy_bam("sorted.bam").filter(pl.col("mapq") >= 30).select("qname").collect()
 >>> sortase.flagstat("sorted.bam")["QC-passed reads"]["mapped"]   # samtools flagstat -O json
 >>> sortase.idxstats("sorted.bam")                                # a pyarrow.Table
 
@@ -57,6 +59,7 @@ __all__ = [
     "flagstat",
     "idxstats",
     "index",
+    "lazy_bam",
     "markdup",
     "merge",
     "read_bam",
@@ -199,6 +202,7 @@ def sort(
 
 
 Tags = Union[Sequence[str], Mapping[str, Optional[str]], None]
+Flags = Union[int, str, None]
 
 
 def _list(values: Optional[Sequence[str]]) -> Optional[List[str]]:
@@ -219,6 +223,10 @@ def read_bam(
     reference: Optional[PathLike] = None,
     batch_rows: Optional[int] = None,
     progress: Optional[bool] = None,
+    require_flags: Flags = None,
+    exclude_flags: Flags = None,
+    min_mapq: int = 0,
+    expr: Optional[str] = None,
 ) -> pa.Table:
     """Reads alignment records into a ``pyarrow.Table``, on all cores.
 
@@ -238,13 +246,21 @@ def read_bam(
     ``seq`` (query_sequence, null if none), ``qual`` (Phred+33 text, null if none), ``tags`` (the
     tags not selected, as SAM text ``TG:T:VALUE`` joined by tabs, ``""`` if none).
     Rows are in file order.
+
+    Filters, as :func:`view`'s (``samtools view``'s long options), are checked on the raw records
+    in the decode threads, before any column is built: ``require_flags`` (``-f``,
+    ``--require-flags``) and ``exclude_flags`` (``-F``, ``--excl-flags``), an int or samtools'
+    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``, ``--min-MQ``); ``expr``
+    (``-e``, ``--expr``: an htslib filter expression, ``'mapq >= 30 && !flag.dup && [NM] < 3'``).
+    The rows are the records ``samtools view`` writes with the same options and region.
     """
     callback = _progress(progress, "read_bam")
     try:
         stream, _report_text = _sortase.read_bam(
             path, region=region, columns=None if columns is None else list(columns),
             tags=_tags(tags), threads=threads, reference=reference, batch_rows=batch_rows,
-            progress=callback,
+            progress=callback, require_flags=require_flags, exclude_flags=exclude_flags,
+            min_mapq=min_mapq, expr=expr,
         )
     finally:
         _closing(callback)
@@ -260,17 +276,66 @@ def scan_bam(
     *,
     reference: Optional[PathLike] = None,
     batch_rows: Optional[int] = None,
+    require_flags: Flags = None,
+    exclude_flags: Flags = None,
+    min_mapq: int = 0,
+    expr: Optional[str] = None,
 ) -> pa.RecordBatchReader:
     """As :func:`read_bam`, but a ``pyarrow.RecordBatchReader`` that decodes ahead in bounded
     memory (a few byte ranges per thread in flight) while you consume it. Errors in opening
     (missing file, bad arguments, no index) raise :class:`SortaseError` subclasses at once; errors
     found while streaming (a truncated file) are raised by pyarrow as ``ArrowInvalid`` with
-    sortase's message, which names the file."""
+    sortase's message, which names the file. The filters (``require_flags``, ``exclude_flags``,
+    ``min_mapq``, ``expr``) are :func:`read_bam`'s. For a ``polars.LazyFrame`` see
+    :func:`lazy_bam`."""
     stream = _sortase.scan_bam(
         path, region=region, columns=None if columns is None else list(columns),
         tags=_tags(tags), threads=threads, reference=reference, batch_rows=batch_rows,
+        require_flags=require_flags, exclude_flags=exclude_flags, min_mapq=min_mapq, expr=expr,
     )
     return _stream_reader(stream)
+
+
+def lazy_bam(
+    path: PathLike,
+    region: Optional[str] = None,
+    tags: Tags = None,
+    threads: Optional[int] = None,
+    *,
+    reference: Optional[PathLike] = None,
+    require_flags: Flags = None,
+    exclude_flags: Flags = None,
+    min_mapq: int = 0,
+    expr: Optional[str] = None,
+    batch_rows: Optional[int] = None,
+) -> "polars.LazyFrame":  # type: ignore[name-defined]  # noqa: F821
+    """The records as a ``polars.LazyFrame`` (needs polars): a query's column selection and
+    its simple row filters run in sortase's decode threads.
+
+    The frame's columns are :data:`COLUMNS` then the ``tags`` columns, as :func:`read_bam`'s
+    (``rname``/``rnext`` are categorical). When the query is collected, only the columns it uses
+    are decoded, and the parts of its filter that are comparisons of ``flag``, ``mapq``, ``pos``,
+    ``pnext``, ``tlen`` (numbers, ``&`` masks), ``rname``, ``rnext``, ``qname`` (``==``/``!=`` a
+    string) joined by ``&``, ``|``, ``~`` and ``is_between`` become an htslib filter expression
+    (``expr``) checked on the raw records; with an index (``.bai``/``.csi``, ``.crai``),
+    ``rname == NAME`` with a lower bound on ``pos`` reads only that region. The whole filter is
+    then applied by polars as well, so the frame is the eager one filtered in polars, in file order:
+
+    >>> import polars as pl
+    >>> lf = sortase.lazy_bam("sorted.bam")
+    >>> lf.filter((pl.col("mapq") >= 30) & (pl.col("rname") == "chr1")
+    ...           & (pl.col("pos") >= 100_000)).select("qname", "pos").collect()
+
+    ``region``, ``require_flags``, ``exclude_flags``, ``min_mapq``, ``expr`` filter as in
+    :func:`read_bam`, before the query's own filter.
+    """
+    from . import _lazy
+
+    return _lazy.lazy_bam(
+        path, region=region, tags=tags, threads=threads, reference=reference,
+        require_flags=require_flags, exclude_flags=exclude_flags, min_mapq=min_mapq, expr=expr,
+        batch_rows=batch_rows,
+    )
 
 
 def _tags(tags: Tags) -> Union[List[str], Dict[str, Optional[str]], None]:
@@ -282,8 +347,6 @@ def _tags(tags: Tags) -> Union[List[str], Dict[str, Optional[str]], None]:
 
 
 # The other commands (issue 17): keywords are the commands' long options, results are data.
-
-Flags = Union[int, str, None]
 
 
 def flagstat(path: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]:

@@ -45,6 +45,10 @@ def read_bam(
     reference: Optional[_Path] = None,
     batch_rows: Optional[int] = None,
     progress: _Progress = None,
+    require_flags: Union[int, str, None] = None,
+    exclude_flags: Union[int, str, None] = None,
+    min_mapq: int = 0,
+    expr: Optional[str] = None,
 ) -> Tuple[ArrowStream, str]: ...
 def scan_bam(
     path: _Path,
@@ -55,6 +59,10 @@ def scan_bam(
     threads: Optional[int] = None,
     reference: Optional[_Path] = None,
     batch_rows: Optional[int] = None,
+    require_flags: Union[int, str, None] = None,
+    exclude_flags: Union[int, str, None] = None,
+    min_mapq: int = 0,
+    expr: Optional[str] = None,
 ) -> ArrowStream: ...
 def flagstat(path: _Path, *, threads: Optional[int] = None) -> Tuple[str, str]: ...
 def idxstats(path: _Path, *, threads: Optional[int] = None) -> str: ...

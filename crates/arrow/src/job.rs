@@ -2,7 +2,7 @@
 //! as a stream ([`ReadJob::stream`]) or whole ([`ReadJob::run`]).
 
 use crate::columns::{reference_names, BatchBuilder};
-use crate::pipeline::{feed, format_error, End, RangeWork, Workers, BATCH_ROWS};
+use crate::pipeline::{feed, format_error, keep, End, RangeWork, Workers, BATCH_ROWS};
 use crate::plan::{region_span, Plan};
 use crate::schema::{Field, Layout, TagColumn, TagKind};
 use anyhow::Context;
@@ -14,6 +14,8 @@ use sortase::{Error, Progress, Result, Runtime};
 use sortase_bam::query::parse_region;
 use sortase_bam::{Header, RecordBatch as RawBatch};
 use sortase_index::range::RecordRange;
+use sortase_ops::filter::expr::Scratch;
+use sortase_ops::filter::{FilterSpec, RecordFilter};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,6 +38,11 @@ pub struct ReadJob {
     pub reference: Option<PathBuf>,
     /// Rows per record batch (at most; batches end with their range).
     pub batch_rows: usize,
+    /// samtools view's record filters (`-f -F -q -e` ...), checked on the raw records in the
+    /// decode workers: a record that fails costs no Arrow column. Records are those of `sortase
+    /// view` with the same options (and region).
+    #[serde(default)]
+    pub filter: FilterSpec,
 }
 
 /// What a read did.
@@ -59,6 +66,7 @@ impl ReadJob {
             tags: Vec::new(),
             reference: None,
             batch_rows: BATCH_ROWS,
+            filter: FilterSpec::default(),
         }
     }
 
@@ -146,6 +154,14 @@ impl ReadJob {
         Ok(Layout::new(self.fields()?, tags))
     }
 
+    /// The filter compiled for `header` (files read, expression parsed); `None`: every record
+    /// passes.
+    fn record_filter(&self, header: &Header) -> Result<Option<Arc<RecordFilter>>> {
+        let filter = RecordFilter::new(&self.filter, header)
+            .map_err(|e| Error::from(anyhow::Error::new(e)))?;
+        Ok((!filter.passes_all()).then(|| Arc::new(filter)))
+    }
+
     fn needs_sample(&self) -> bool {
         self.tags.iter().any(|t| t.kind.is_none())
     }
@@ -181,6 +197,7 @@ impl ReadJob {
         let whole = sortase_index::range::plan_ranges(&path, 1)?;
         let (header, first) = (whole.header, whole.ranges[0].start);
         let n_ref = header.references().len();
+        let filter = self.record_filter(&header)?;
         let file_len = std::fs::metadata(&path)?.len();
         let (region, first, span_end) = match &self.region {
             None => (None, Some(first), file_len),
@@ -209,6 +226,7 @@ impl ReadJob {
             layout: layout.clone(),
             names: reference_names(&header),
             region,
+            filter,
             cancel: rt.cancel_flag().clone(),
             batch_rows: self.batch_rows,
             records: AtomicU64::new(0),
@@ -253,6 +271,7 @@ impl ReadJob {
 
     fn start_input(&self, rt: &Runtime) -> anyhow::Result<BatchStream> {
         let (header, input) = self.open_source(rt)?;
+        let filter = self.record_filter(&header)?;
         let names = reference_names(&header);
         let records = Arc::new(AtomicU64::new(0));
         // The tag kinds may need the first records: the input thread reads them and sends the
@@ -261,7 +280,7 @@ impl ReadJob {
         let job = self.clone();
         let counted = records.clone();
         let workers = Workers::single(move |shared| {
-            read_input(&job, input, names, shared, &counted, layout_tx)
+            read_input(&job, input, filter, names, shared, &counted, layout_tx)
         });
         let layout = match layout_rx.recv() {
             Ok(layout) => layout?,
@@ -336,6 +355,7 @@ impl InputRecords {
 fn read_input(
     job: &ReadJob,
     input: InputRecords,
+    filter: Option<Arc<RecordFilter>>,
     names: ArrayRef,
     shared: &crate::pipeline::Shared,
     records: &AtomicU64,
@@ -366,13 +386,19 @@ fn read_input(
         shared.push(0, b)
     };
     let mut builder: Option<BatchBuilder> = None;
+    let mut scratch = Scratch::default();
     let mut stopped = false;
     let result = input.for_each_batch(|batch| {
         if builder.is_none() {
             builder = Some(begin(Some(&batch))?);
         }
         let b = builder.as_mut().expect("set above");
-        let views: Vec<_> = batch.iter().collect();
+        let mut views = Vec::with_capacity(batch.len());
+        for r in batch.iter() {
+            if keep(filter.as_deref(), &r, &mut scratch)? {
+                views.push(r);
+            }
+        }
         if !feed(b, &views, job.batch_rows, emit)? {
             stopped = true;
             return Err(Error::cancelled().into());
@@ -467,6 +493,7 @@ impl BatchStream {
             layout: work.layout.clone(),
             names: work.names.clone(),
             region: work.region,
+            filter: work.filter.clone(),
             cancel: work.cancel.clone(),
             batch_rows: work.batch_rows,
             records: AtomicU64::new(work.records.load(Ordering::Relaxed)),
@@ -543,4 +570,72 @@ pub fn read_header(input: &str, reference: Option<&Path>) -> Result<Header> {
         .map(|i| i.header)
         .with_context(|| input.to_string())
         .map_err(Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+
+    /// The records of `sam` that `filter` keeps, by name.
+    fn kept(sam: &str, filter: FilterSpec) -> Result<Vec<String>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.sam");
+        std::fs::write(&path, sam).unwrap();
+        let mut job = ReadJob::new(path.to_str().unwrap());
+        job.columns = Some(vec!["qname".into()]);
+        job.filter = filter;
+        let (_, batches, report) = job.run(&Runtime::with_threads(2)?)?;
+        let names: Vec<String> = batches
+            .iter()
+            .flat_map(|b| {
+                let c = b.column(0).as_string::<i32>();
+                (0..c.len())
+                    .map(|i| c.value(i).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(report.records, names.len() as u64);
+        Ok(names)
+    }
+
+    const SAM: &str = "@SQ\tSN:chr1\tLN:100\n\
+        a\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\tNM:i:0\n\
+        b\t16\tchr1\t20\t10\t4M\t*\t0\t0\tACGT\tIIII\tNM:i:3\n\
+        c\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n\
+        d\t1040\tchr1\t30\t40\t4M\t*\t0\t0\tACGT\tIIII\tNM:i:1\n";
+
+    #[test]
+    fn filters_keep_what_samtools_view_keeps() {
+        let spec = |f: fn(&mut FilterSpec)| {
+            let mut s = FilterSpec::default();
+            f(&mut s);
+            s
+        };
+        assert_eq!(kept(SAM, spec(|s| s.min_mapq = 30)).unwrap(), ["a", "d"]);
+        assert_eq!(
+            kept(SAM, spec(|s| s.require_flags = 16)).unwrap(),
+            ["b", "d"]
+        );
+        assert_eq!(
+            kept(SAM, spec(|s| s.exclude_flags = 0x404)).unwrap(),
+            ["a", "b"]
+        );
+        let e = |s: &mut FilterSpec| s.expression = Some("[NM] >= 1 && pos > 15".into());
+        assert_eq!(kept(SAM, spec(e)).unwrap(), ["b", "d"]);
+        assert_eq!(
+            kept(SAM, FilterSpec::default()).unwrap(),
+            ["a", "b", "c", "d"]
+        );
+    }
+
+    #[test]
+    fn a_bad_expression_is_an_argument_error_before_reading() {
+        let e = |s: &mut FilterSpec| s.expression = Some("mapq >".into());
+        let mut spec = FilterSpec::default();
+        e(&mut spec);
+        let err = kept(SAM, spec).unwrap_err();
+        assert!(err.to_string().contains("filter expression"), "{err}");
+    }
 }

@@ -22,6 +22,8 @@ use sortase_bam::query::Region;
 use sortase_bam::{virtual_offset, BamError, RecordRef};
 use sortase_bgzf::ChunkBuffers;
 use sortase_index::range::RangeStream;
+use sortase_ops::filter::expr::Scratch;
+use sortase_ops::filter::RecordFilter;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -185,6 +187,8 @@ pub(crate) struct RangeWork {
     pub layout: Arc<Layout>,
     pub names: ArrayRef,
     pub region: Option<Region>,
+    /// The record filter (`None`: every record passes).
+    pub filter: Option<Arc<RecordFilter>>,
     pub cancel: CancelFlag,
     pub batch_rows: usize,
     /// Records delivered.
@@ -214,6 +218,22 @@ fn place(r: &RecordRef<'_>, region: &Region) -> Place {
         Place::In
     } else {
         Place::Before
+    }
+}
+
+/// Whether `r` passes `filter` (an expression that cannot be evaluated on it is an error, as in
+/// samtools view).
+#[inline]
+pub(crate) fn keep(
+    filter: Option<&RecordFilter>,
+    r: &RecordRef<'_>,
+    scratch: &mut Scratch,
+) -> Result<bool> {
+    match filter {
+        None => Ok(true),
+        Some(f) => f
+            .passes(r, scratch)
+            .map_err(|e| Error::from(anyhow::Error::new(e))),
     }
 }
 
@@ -253,6 +273,8 @@ pub(crate) struct WorkerState {
     pub file: std::fs::File,
     pub buffers: Arc<ChunkBuffers>,
     pub builder: BatchBuilder,
+    /// The filter expression's buffers.
+    pub scratch: Scratch,
 }
 
 /// Decodes range `k` of `work` into `shared`'s slot `k`.
@@ -279,6 +301,7 @@ fn decode_range(
         file,
         buffers,
         builder,
+        scratch,
     } = state;
     let Some(range) = work.plan.range(k, file)? else {
         return Ok(End::Done);
@@ -312,12 +335,25 @@ fn decode_range(
         let mut records = Vec::with_capacity(batch.len());
         let mut reached_end = false;
         match &work.region {
-            None => records.extend(batch.iter()),
+            None => match work.filter.as_deref() {
+                None => records.extend(batch.iter()),
+                filter => {
+                    for r in batch.iter() {
+                        if keep(filter, &r, scratch)? {
+                            records.push(r);
+                        }
+                    }
+                }
+            },
             Some(region) => {
                 for r in batch.iter() {
                     match place(&r, region) {
                         Place::Before => {}
-                        Place::In => records.push(r),
+                        Place::In => {
+                            if keep(work.filter.as_deref(), &r, scratch)? {
+                                records.push(r);
+                            }
+                        }
                         Place::Past => {
                             reached_end = true;
                             break;
@@ -386,6 +422,7 @@ impl Workers {
                             file,
                             buffers: Arc::new(ChunkBuffers::new(WORKER_BUFFERS)),
                             builder: BatchBuilder::new(work.layout.clone(), work.names.clone()),
+                            scratch: Scratch::default(),
                         };
                         while let Some(k) = shared.take_task() {
                             run_range(&work, &shared, k, &mut state);

@@ -35,7 +35,7 @@ fn program(no_pg: bool, call: &str) -> Option<Program> {
 }
 
 /// `-f/-F`: an int, or samtools' text (`"0x4"`, `"UNMAP,SECONDARY"`).
-fn flags(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<u16> {
+pub(crate) fn flags(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<u16> {
     let Some(v) = value else { return Ok(0) };
     if let Ok(n) = v.extract::<u16>() {
         return Ok(n);

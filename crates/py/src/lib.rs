@@ -141,20 +141,43 @@ fn tag_columns(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<TagColumn>> {
         .collect())
 }
 
+/// `read_bam`'s record filters, as `view`'s keywords (`-f -F -q -e`).
+struct Filters<'a, 'py> {
+    require_flags: Option<&'a Bound<'py, PyAny>>,
+    exclude_flags: Option<&'a Bound<'py, PyAny>>,
+    min_mapq: u8,
+    expr: Option<String>,
+}
+
+impl Filters<'_, '_> {
+    fn spec(self, py: Python<'_>) -> PyResult<sortase::view::FilterSpec> {
+        Ok(sortase::view::FilterSpec {
+            require_flags: jobs::flags(py, self.require_flags)?,
+            exclude_flags: jobs::flags(py, self.exclude_flags)?,
+            min_mapq: self.min_mapq,
+            expression: self.expr,
+            ..Default::default()
+        })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn read_job(
+    py: Python<'_>,
     path: PathBuf,
     region: Option<String>,
     columns: Option<Vec<String>>,
     tags: Option<&Bound<'_, PyAny>>,
     reference: Option<PathBuf>,
     batch_rows: Option<usize>,
+    filters: Filters<'_, '_>,
 ) -> PyResult<ReadJob> {
     let mut job = ReadJob::new(path_text(path));
     job.region = region;
     job.columns = columns;
     job.tags = tag_columns(tags)?;
     job.reference = reference;
+    job.filter = filters.spec(py)?;
     if let Some(n) = batch_rows {
         job.batch_rows = n;
     }
@@ -205,7 +228,8 @@ fn in_memory(schema: SchemaRef, batches: Vec<RecordBatch>) -> ArrowStream {
 /// report as JSON.
 #[pyfunction]
 #[pyo3(signature = (path, *, region=None, columns=None, tags=None, threads=None,
-    reference=None, batch_rows=None, progress=None))]
+    reference=None, batch_rows=None, progress=None, require_flags=None, exclude_flags=None,
+    min_mapq=0, expr=None))]
 #[allow(clippy::too_many_arguments)]
 fn read_bam(
     py: Python<'_>,
@@ -217,8 +241,20 @@ fn read_bam(
     reference: Option<PathBuf>,
     batch_rows: Option<usize>,
     progress: Option<&Bound<'_, PyAny>>,
+    require_flags: Option<&Bound<'_, PyAny>>,
+    exclude_flags: Option<&Bound<'_, PyAny>>,
+    min_mapq: u8,
+    expr: Option<String>,
 ) -> PyResult<(ArrowStream, String)> {
-    let job = read_job(path, region, columns, tags, reference, batch_rows)?;
+    let filters = Filters {
+        require_flags,
+        exclude_flags,
+        min_mapq,
+        expr,
+    };
+    let job = read_job(
+        py, path, region, columns, tags, reference, batch_rows, filters,
+    )?;
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
@@ -233,7 +269,8 @@ fn read_bam(
 /// Starts a streaming read; batches are decoded ahead in a bounded window as they are taken.
 #[pyfunction]
 #[pyo3(signature = (path, *, region=None, columns=None, tags=None, threads=None,
-    reference=None, batch_rows=None))]
+    reference=None, batch_rows=None, require_flags=None, exclude_flags=None, min_mapq=0,
+    expr=None))]
 #[allow(clippy::too_many_arguments)]
 fn scan_bam(
     py: Python<'_>,
@@ -244,8 +281,20 @@ fn scan_bam(
     threads: Option<usize>,
     reference: Option<PathBuf>,
     batch_rows: Option<usize>,
+    require_flags: Option<&Bound<'_, PyAny>>,
+    exclude_flags: Option<&Bound<'_, PyAny>>,
+    min_mapq: u8,
+    expr: Option<String>,
 ) -> PyResult<ArrowStream> {
-    let job = read_job(path, region, columns, tags, reference, batch_rows)?;
+    let filters = Filters {
+        require_flags,
+        exclude_flags,
+        min_mapq,
+        expr,
+    };
+    let job = read_job(
+        py, path, region, columns, tags, reference, batch_rows, filters,
+    )?;
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
