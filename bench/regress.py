@@ -39,6 +39,7 @@ JOBS = {
     "view-c": ("stdout", "{bin} view -c -@{threads} {sorted}"),
     "sort-l6": ("file", "{bin} sort --no-PG -l 6 -m 2G -@{threads} -o {out} {input}"),
     "sort": ("file", "{bin} sort --no-PG -m 2G -@{threads} -o {out} {input}"),
+    "sort-n": ("file", "{bin} sort --no-PG -n -m 2G -@{threads} -o {out} {input}"),
     "markdup-u": ("file", "{bin} markdup --no-PG -q -u -@{threads} -o {out} {input}"),
 }
 
