@@ -13,8 +13,8 @@
 //! (qualities reversed) unless `rev_comp` is off; qualities are hashed as `qual + 33` wrapping in a
 //! byte (so a missing quality, 0xff, hashes as 0x20); the name includes its NUL; integer aux tags are
 //! re-encoded in their smallest type (unsigned when not negative) before hashing; the mate CRC covers
-//! RNEXT and PNEXT only (12 bytes: samtools hashes 12 of the 20 it fills); the "combined" column
-//! multiplies in flag+seq twice and not +qual, as samtools does.
+//! RNEXT (4 bytes), PNEXT and TLEN (8 bytes each, sign-extended), as samtools 1.24 prints it; the
+//! "combined" column multiplies in flag+seq twice and not +qual, as samtools does.
 //!
 //! Not replicated: htslib moves a `CG:B:I` long CIGAR into the CIGAR field when it reads a BAM; here
 //! the CIGAR as stored is hashed (only `check_cigar` sees it).
@@ -52,7 +52,7 @@ pub struct ChecksumOptions {
     pub check_pos: bool,
     /// Also hash mapq/cigar (`-C`).
     pub check_cigar: bool,
-    /// Also hash RNEXT/PNEXT (`-M`).
+    /// Also hash RNEXT/PNEXT/TLEN (`-M`).
     pub check_mate: bool,
 }
 
@@ -152,7 +152,7 @@ pub struct Crcs {
     pub pos: u32,
     /// flag + seq + mapq/cigar.
     pub cigar: u32,
-    /// flag + seq + rnext/pnext.
+    /// flag + seq + rnext/pnext/tlen.
     pub mate: u32,
 }
 
@@ -393,10 +393,12 @@ impl Checksummer {
             c.pos = crc(c.seq, &b);
         }
         if self.opts.check_mate {
-            let mut b = [0u8; 12];
+            let mut b = [0u8; 20];
             b[..4].copy_from_slice(&rec[20..24]);
             let mpos = i64::from(i32::from_le_bytes([rec[24], rec[25], rec[26], rec[27]]));
-            b[4..].copy_from_slice(&mpos.to_le_bytes());
+            b[4..12].copy_from_slice(&mpos.to_le_bytes());
+            let tlen = i64::from(i32::from_le_bytes([rec[28], rec[29], rec[30], rec[31]]));
+            b[12..].copy_from_slice(&tlen.to_le_bytes());
             c.mate = crc(c.seq, &b);
         }
         if self.opts.check_cigar {
@@ -530,7 +532,11 @@ mod tests {
     #[test]
     fn reverse_complement_of_odd_and_even_lengths() {
         let mut c = Checksummer::new(ChecksumOptions::default());
-        for (seq, rc) in [(&b"ACGTN"[..], &b"NACGT"[..]), (b"AACG", b"CGTT"), (b"", b"")] {
+        for (seq, rc) in [
+            (&b"ACGTN"[..], &b"NACGT"[..]),
+            (b"AACG", b"CGTT"),
+            (b"", b""),
+        ] {
             let rec = record(b"r", 0x10, seq, &vec![30; seq.len()], &[]);
             let fwd = record(b"r", 0, rc, &vec![30; seq.len()], &[]);
             assert_eq!(c.crcs(&rec[4..]), c.crcs(&fwd[4..]), "{seq:?}");
@@ -576,9 +582,15 @@ mod tests {
     #[test]
     fn one_changed_base_or_quality_changes_the_sums() {
         let mut c = Checksummer::new(ChecksumOptions::default());
-        let a = c.crcs(&record(b"a", 0, b"ACGT", b"IIII", b"")[4..]).unwrap();
-        let base = c.crcs(&record(b"a", 0, b"ACGA", b"IIII", b"")[4..]).unwrap();
-        let qual = c.crcs(&record(b"a", 0, b"ACGT", b"IIIJ", b"")[4..]).unwrap();
+        let a = c
+            .crcs(&record(b"a", 0, b"ACGT", b"IIII", b"")[4..])
+            .unwrap();
+        let base = c
+            .crcs(&record(b"a", 0, b"ACGA", b"IIII", b"")[4..])
+            .unwrap();
+        let qual = c
+            .crcs(&record(b"a", 0, b"ACGT", b"IIIJ", b"")[4..])
+            .unwrap();
         assert_ne!(a.seq, base.seq);
         assert_eq!(a.seq, qual.seq);
         assert_ne!(a.qual, qual.qual);
@@ -590,6 +602,8 @@ mod tests {
         assert!(c.crcs(&record(b"a", 0x100, b"A", b"I", b"")[4..]).is_none());
         assert!(c.crcs(&record(b"a", 0x800, b"A", b"I", b"")[4..]).is_none());
         let mut all = Checksummer::new(ChecksumOptions::every_record());
-        assert!(all.crcs(&record(b"a", 0x900, b"A", b"I", b"")[4..]).is_some());
+        assert!(all
+            .crcs(&record(b"a", 0x900, b"A", b"I", b"")[4..])
+            .is_some());
     }
 }
