@@ -155,33 +155,34 @@ impl Checksums {
     }
 }
 
-/// A test-only fault in the sink: while set to N > 0, the Nth record the range encoders of this
-/// process write next gets its first base changed (after it was summed as read, before it is summed
-/// and encoded as written). Compiled into this crate's tests only: release code has no hook.
+/// A test-only fault in the sink: while set, every record named [`CORRUPT_NAME`] that a range
+/// encoder writes gets its first base changed (after it was summed as read, before it is summed and
+/// encoded as written). By name, so that tests running at the same time are not touched. Compiled
+/// into this crate's tests only: release code has no hook.
 #[cfg(test)]
-pub(crate) static CORRUPT_RECORD: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(0);
+pub(crate) static CORRUPT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
-/// `raw`, or a copy in `scratch` with one base changed when [`CORRUPT_RECORD`] counts down to it.
+/// The read name [`CORRUPT`] corrupts.
+#[cfg(test)]
+pub(crate) const CORRUPT_NAME: &[u8] = b"corrupt-me-in-flight";
+
+/// `raw`, or a copy in `scratch` with one base changed when [`CORRUPT`] is set and the record is
+/// named [`CORRUPT_NAME`].
 #[cfg(test)]
 pub(crate) fn corrupt_in_flight<'a>(raw: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
-    use std::sync::atomic::Ordering;
-    let hit = CORRUPT_RECORD
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n > 0).then(|| n - 1)
-        })
-        .is_ok_and(|n| n == 1);
-    if !hit {
+    let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
+    if !CORRUPT.load(std::sync::atomic::Ordering::SeqCst)
+        || r.read_name() != CORRUPT_NAME
+        || r.l_seq() == 0
+    {
         return raw;
     }
     scratch.clear();
     scratch.extend_from_slice(raw);
-    let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
-    if r.l_seq() > 0 {
-        let l_seq = r.l_seq() as usize;
-        let at = raw.len() - r.aux_bytes().len() - l_seq - l_seq.div_ceil(2);
-        scratch[at] ^= 0x30; // the first base's 4-bit code, changed
-    }
+    let l_seq = r.l_seq() as usize;
+    let at = raw.len() - r.aux_bytes().len() - l_seq - l_seq.div_ceil(2);
+    scratch[at] ^= 0x30; // the first base's 4-bit code, changed
     scratch
 }
 
@@ -194,8 +195,13 @@ mod tests {
     fn sam(records: usize) -> String {
         let mut s = String::from("@SQ\tSN:chr1\tLN:100000\n");
         for i in 0..records {
+            let name = if i == 123 {
+                String::from_utf8(CORRUPT_NAME.to_vec()).unwrap()
+            } else {
+                format!("r{i}")
+            };
             s += &format!(
-                "r{i}\t0\tchr1\t{}\t60\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII\n",
+                "{name}\t0\tchr1\t{}\t60\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII\n",
                 (i * 7919) % 90000 + 1
             );
         }
@@ -216,9 +222,10 @@ mod tests {
         assert_eq!(sums.read.count, 500);
         std::fs::remove_file(&out).unwrap();
 
-        CORRUPT_RECORD.store(123, Ordering::SeqCst);
-        let e = job.run(&rt).unwrap_err();
-        CORRUPT_RECORD.store(0, Ordering::SeqCst);
+        CORRUPT.store(true, Ordering::SeqCst);
+        let e = job.run(&rt);
+        CORRUPT.store(false, Ordering::SeqCst);
+        let e = e.unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("do not match the records read"), "{msg}");
         assert!(msg.contains("flag+seq column differs"), "{msg}");
