@@ -13,6 +13,22 @@ const OPTION_SETS: [&[&str]; 3] = [
     &["-T", "-c", "-b", "0xfff", "-t", "RG,NM,MD,BC", "-@", "3"],
 ];
 
+/// Whether a record of `sam` has an aux tag whose name has a character outside `0`..`z`:
+/// samtools 1.24's checksum loops forever on one (its selected-tags loop in bam_checksum.c
+/// `continue`s without stepping to the next tag), so such files cannot be compared.
+fn has_illegal_tag_name(sam: &std::path::Path) -> bool {
+    let text = String::from_utf8_lossy(&std::fs::read(sam).unwrap_or_default()).into_owned();
+    text.lines()
+        .filter(|l| !l.starts_with('@'))
+        .flat_map(|l| l.split('\t').skip(11))
+        .any(|tag| {
+            tag.as_bytes()
+                .iter()
+                .take(2)
+                .any(|c| !(b'0'..=b'z').contains(c))
+        })
+}
+
 #[test]
 fn corpus_checksums_equal_samtools() {
     let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
@@ -23,6 +39,13 @@ fn corpus_checksums_equal_samtools() {
     sams.sort();
     let (mut compared, mut failures) = (0, Vec::new());
     for sam in &sams {
+        if has_illegal_tag_name(sam) {
+            eprintln!(
+                "checksum corpus: skipped {}: samtools never returns",
+                sam.display()
+            );
+            continue;
+        }
         for opts in OPTION_SETS {
             let mut args = vec!["checksum"];
             args.extend_from_slice(opts);
@@ -45,7 +68,7 @@ fn corpus_checksums_equal_samtools() {
         "checksum corpus: {compared} comparisons of {} files",
         sams.len()
     );
-    assert!(compared > 150, "only {compared} comparisons");
+    assert!(compared > 120, "only {compared} comparisons");
     assert_no_failures("checksum corpus", &failures);
 }
 
