@@ -39,6 +39,10 @@ fn corpus_checksums_equal_samtools() {
     sams.sort();
     let (mut compared, mut failures) = (0, Vec::new());
     for sam in &sams {
+        if sam.components().any(|c| c.as_os_str() == "longrefs") {
+            // Positions past 2^31 do not fit a BAM record: sortase refuses these for every job.
+            continue;
+        }
         if has_illegal_tag_name(sam) {
             eprintln!(
                 "checksum corpus: skipped {}: samtools never returns",
