@@ -17,6 +17,8 @@ mod agd_view;
 mod bgzf;
 #[path = "e2e/checks.rs"]
 mod checks;
+#[path = "e2e/checksum.rs"]
+mod checksum;
 #[path = "e2e/common.rs"]
 mod common;
 #[path = "e2e/cram_idxstats.rs"]

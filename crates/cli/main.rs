@@ -5,6 +5,7 @@
 mod agd;
 mod agd_ops;
 mod bgzip;
+mod checksum;
 mod common;
 mod faidx;
 mod fetch;
@@ -45,6 +46,8 @@ enum Command {
     Flagstat(stats::FlagstatArgs),
     /// Per-reference mapped/unmapped counts identical to samtools idxstats.
     Idxstats(stats::IdxstatsArgs),
+    /// Order-independent checksums of the records, identical to samtools checksum.
+    Checksum(checksum::ChecksumArgs),
     /// Reads and mean depth per reference and the MAPQ histogram in one pass; `--plot` draws them
     /// as an HTML page.
     Stats(stats::StatsArgs),
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Index(args) => index::run(args),
         Command::Flagstat(args) => stats::flagstat(args),
         Command::Idxstats(args) => stats::idxstats(args),
+        Command::Checksum(args) => checksum::run(args),
         Command::SnpPileup(args) => snp_pileup::run(args),
         Command::Bgzip(args) => bgzip::run(args),
         Command::Faidx(args) => faidx::run(args),

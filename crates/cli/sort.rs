@@ -165,4 +165,7 @@ fn print_report(r: &SortReport) {
         "[sortase sort] spilling (sort + write runs) {:.2} s of the read phase; waited {:.2} s for compactions",
         r.spill_seconds, r.compaction_wait_seconds
     );
+    if let Some(c) = &r.checksums {
+        eprint!("[sortase sort] {}", c.to_text());
+    }
 }

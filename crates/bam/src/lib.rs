@@ -6,6 +6,7 @@
 pub mod aux;
 mod batch;
 pub mod bin;
+pub mod checksum;
 pub mod cigar;
 mod error;
 pub mod flags;

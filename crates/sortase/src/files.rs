@@ -47,19 +47,13 @@ pub fn remove_pending_files() {
 }
 
 /// Creates a new scratch file readable only by its owner: `O_CREAT|O_EXCL` (an existing file or
-/// symlink at `path` is an error, never followed or truncated), `O_NOFOLLOW`, mode 0600.
-pub fn create_private(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
+/// symlink at `path` is an error, never followed or truncated), `O_NOFOLLOW`, mode 0600. One
+/// definition for every crate: the sort crate's, which writes the runs.
+pub use sortase_sort::run::create_private;
 
 /// Creates a new file that will become an output: like [`create_private`] but with the usual mode
 /// (0666 less the umask), since it is renamed to the output's name.
-fn create_exclusive(path: &Path) -> io::Result<File> {
+pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -10,8 +10,10 @@
 //! the bytes are the same for any `-@` and `-m`.
 
 use crate::output::OutFormat;
+use crate::proof::SumsCell;
 use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
+use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
 use sortase_cram::CramWriter;
@@ -65,8 +67,34 @@ impl<R: RangeSource> RangeSource for Counted<'_, R> {
     }
 }
 
+/// A range's records passed through while adding them to a [`Checksummer`] (the sums of what is
+/// written, `crate::proof`).
+struct Summed<'a, R> {
+    inner: &'a mut R,
+    sums: &'a mut Checksummer,
+}
+
+impl<R: RangeSource> RangeSource for Summed<'_, R> {
+    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
+        &mut self,
+        mut f: F,
+    ) -> Result<u64, SortError> {
+        let sums = &mut *self.sums;
+        #[cfg(test)]
+        let mut scratch = Vec::new();
+        self.inner.for_each(|r| {
+            #[cfg(test)]
+            let r = crate::proof::corrupt_in_flight(r, &mut scratch);
+            sums.add(r);
+            f(r)
+        })
+    }
+}
+
 /// Encodes ranges on worker threads (shared by all of them).
 pub struct RangeEncoder {
+    /// With [`RangeEncoder::sum_records`]: what is summed and the sums of the records encoded.
+    proof: Option<(ChecksumOptions, SumsCell)>,
     format: OutFormat,
     header: Header,
     /// Index geometry, with `--write-index`.
@@ -85,11 +113,23 @@ impl RangeEncoder {
     /// `--write-index`. The header is read for SAM output only.
     pub fn new(format: OutFormat, header: Header, index: Option<(u32, u32)>) -> Self {
         Self {
+            proof: None,
             format,
             header,
             index,
             range_bytes: sortase_sort::ranges::RANGE_BYTES as usize,
         }
+    }
+
+    /// Sums every record encoded from now on (`samtools checksum`'s sums under `opts`), on the
+    /// workers that encode them; [`RangeEncoder::written_sums`] gives them.
+    pub fn sum_records(&mut self, opts: ChecksumOptions) {
+        self.proof = Some((opts, SumsCell::default()));
+    }
+
+    /// The sums of the records encoded since [`RangeEncoder::sum_records`] (`None` without it).
+    pub fn written_sums(&self) -> Option<Sums> {
+        self.proof.as_ref().map(|(_, cell)| cell.get())
     }
 
     /// Sets the expected record bytes per range (default: the sort's `RANGE_BYTES`).
@@ -99,6 +139,19 @@ impl RangeEncoder {
 
     /// Encodes one range.
     pub fn encode<R: RangeSource>(&self, records: &mut R) -> Result<EncodedRange, SortError> {
+        let Some((opts, cell)) = &self.proof else {
+            return self.encode_records(records);
+        };
+        let mut sums = Checksummer::new(opts.clone());
+        let encoded = self.encode_records(&mut Summed {
+            inner: records,
+            sums: &mut sums,
+        })?;
+        cell.merge(&sums.sums);
+        Ok(encoded)
+    }
+
+    fn encode_records<R: RangeSource>(&self, records: &mut R) -> Result<EncodedRange, SortError> {
         match self.format {
             OutFormat::Bam(level) => self.encode_bam(level, records),
             OutFormat::Sam => {
@@ -293,6 +346,7 @@ pub fn open(
     let geometry = builder.as_ref().map(IndexBuilder::geometry);
     Ok((
         RangeEncoder {
+            proof: None,
             format,
             header: header.clone(),
             index: geometry,

@@ -19,10 +19,12 @@ use crate::input::Input;
 use crate::memory::Reservation;
 use crate::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
 use crate::output::{resolve_output, temp_prefix, OutFormat};
+use crate::proof::{self, Checksums};
 use crate::range_output;
 use crate::runtime::{CancelFlag, Runtime};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
 use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
@@ -87,6 +89,8 @@ pub struct SortReport {
     pub outputs: Vec<PathBuf>,
     /// Warnings (samtools' text).
     pub warnings: Vec<String>,
+    /// The sums of the records read and written (equal, or the sort fails and writes nothing).
+    pub checksums: Option<Checksums>,
 }
 
 impl SortJob {
@@ -256,9 +260,12 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         budgeted_sorter(rt, "sort", order, reserve, temp.path(), job.max_fan_in)?;
     report.threads = sorter.threads();
     let mut pushed = 0u64;
+    let sums = ChecksumOptions::every_record();
+    let mut read = Sums::EMPTY;
     input
         .for_each_batch(|b| {
             pushed += b.len() as u64;
+            read.merge(&rt.install(|| proof::batch_sums(&sums, &b)));
             Ok(sorter.push(b)?)
         })
         .with_context(|| input_name.clone())?;
@@ -271,7 +278,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (encoder, mut writer) = range_output::open(
+    let (mut encoder, mut writer) = range_output::open(
         out.data.as_deref(),
         index,
         out.format,
@@ -279,6 +286,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         &job.output.cram(),
         rt.threads(),
     )?;
+    encoder.sum_records(sums.clone());
     let name = writer.name.clone();
     let stats = sorter
         .finish_ranges(
@@ -295,6 +303,8 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
         .with_context(|| name.clone())?;
     written.finish();
     rt.check_cancelled()?;
+    let wrote = encoder.written_sums().unwrap_or_default();
+    report.checksums = Some(Checksums::check("sort", &sums, &read, &wrote)?);
     writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
     drop(temp);
     drop(final_reserve);

@@ -217,8 +217,20 @@ pub(crate) fn layout(
     })
 }
 
+/// Creates `path` afresh for an output: a file left there by an earlier attempt of this plan is
+/// removed (a symlink itself, not its target), then the name is created exclusively and never
+/// followed (`O_EXCL|O_NOFOLLOW`, crate::files), so a link planted at the name fails the job instead
+/// of redirecting the output into another file.
+fn create_fresh(path: &Path) -> std::io::Result<File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    crate::files::create_exclusive(path)
+}
+
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = File::create(path)?;
+    let mut f = create_fresh(path)?;
     f.write_all(bytes)?;
     f.sync_all()
 }
@@ -226,7 +238,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Creates `path` with `size` bytes: blocks reserved where the file system can (`fallocate`, never
 /// glibc's emulation that writes every block), the length set in any case.
 fn preallocate_file(path: &Path, size: u64) -> std::io::Result<()> {
-    let f = File::create(path)?;
+    let f = create_fresh(path)?;
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -360,5 +372,35 @@ impl PlaceTask {
             parts: self.parts,
             copied,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_at_the_temporary_names_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let work = dir.path().join("work");
+        let index = temp_name(&dir.path().join("out.bam.bai"), &work);
+        let data = temp_name(&dir.path().join("out.bam"), &work);
+        for link in [&index, &data] {
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        write_synced(&index, b"index bytes").unwrap();
+        preallocate_file(&data, 1000).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        for (path, len) in [(&index, 11), (&data, 1000)] {
+            let meta = std::fs::symlink_metadata(path).unwrap();
+            assert!(
+                meta.file_type().is_file(),
+                "{} is not a plain file",
+                path.display()
+            );
+            assert_eq!(meta.len(), len);
+        }
     }
 }
