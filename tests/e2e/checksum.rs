@@ -99,6 +99,7 @@ fn sort_prints_the_sums_samtools_computes_of_its_input_and_output() {
     let out = dir.path().join("out.bam");
     let run = sortase(&[
         "sort",
+        "--checksums",
         "-v",
         "-m",
         "1M",

@@ -96,6 +96,7 @@ fn sort(
         temp_prefix,
         max_fan_in,
         program: (!no_pg).then(|| Program::new(command_line)),
+        checksums: false,
     };
     let job_rt = rt.clone();
     let report = run_job(py, &rt, progress.map(|p| (p, &*latest)), move || {

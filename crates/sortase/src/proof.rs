@@ -215,7 +215,10 @@ mod tests {
         std::fs::write(&input, sam(500)).unwrap();
         let out = dir.path().join("out.bam");
         let rt = Runtime::with_threads(2).unwrap();
-        let job = SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(&out));
+        let job = SortJob {
+            checksums: true,
+            ..SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(&out))
+        };
         let report = job.run(&rt).unwrap();
         let sums = report.checksums.expect("sort reports its sums");
         assert_eq!(sums.read, sums.written);
