@@ -67,7 +67,10 @@ def make_grouped_bam(path: Path, pairs: int = PAIRS, seed: int = 29, grouped: bo
             records += group
     if not grouped:
         k = len(records) // 2
-        while records[k][0] == records[k + 1][0] or records[k + 1][0] == records[k + 2][0]:
+        # The last record of a group of several moves past the next group's first record: both
+        # groups lose a record samblaster needs.
+        while (records[k - 1][0] != records[k][0] or records[k][0] == records[k + 1][0]
+               or records[k + 1][0] == records[k + 2][0]):
             k += 1
         records[k], records[k + 1] = records[k + 1], records[k]
     with pysam.AlignmentFile(str(path), "wb", header=header) as out:

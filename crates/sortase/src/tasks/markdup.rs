@@ -1233,8 +1233,8 @@ pub fn block_starts<'a>(cuttings: impl Iterator<Item = &'a Cutting>) -> Vec<(usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::{OutputSpec, Program};
-    use crate::sort::{Order, SortJob};
+    use crate::options::{Order, OutputSpec, Program};
+    use crate::sort::SortJob;
 
     /// Where each record starts a block, written through htslib's rule from an ended block.
     fn direct_starts(lengths: &[u32]) -> Vec<usize> {
