@@ -737,7 +737,7 @@ impl MdReduceTask {
         for input in &self.inputs {
             rt.check_cancelled()?;
             let bytes = input.read()?;
-            if bytes.len() % SIG_ENTRY != 0 {
+            if !bytes.len().is_multiple_of(SIG_ENTRY) {
                 bail!(
                     "{}: a partition of {} bytes",
                     input.path.display(),
@@ -1322,7 +1322,7 @@ mod tests {
         for n in [1, 2, 7, 64] {
             let mut count = vec![0usize; n];
             for i in 0..20_000u128 {
-                let p = partition(i << 64 | i * 3, n);
+                let p = partition((i << 64) | (i * 3), n);
                 count[p] += 1;
             }
             let mean = 20_000 / n;
@@ -1337,7 +1337,11 @@ mod tests {
         let seq: String = (0..120).map(|i| b"ACGT"[i % 4] as char).collect();
         let qual: String = "I".repeat(120);
         for i in 0..3000 {
-            let ref1 = if lcg(&mut seed) % 3 == 0 { "c2" } else { "c1" };
+            let ref1 = if lcg(&mut seed).is_multiple_of(3) {
+                "c2"
+            } else {
+                "c1"
+            };
             let pos = 1 + lcg(&mut seed) % 400;
             let mpos = pos + 50 + lcg(&mut seed) % 40;
             let name = format!("q{i:05}");
