@@ -3,6 +3,8 @@
     sortase-dask sort [-n|-N|-t TAG] [-l N] [-u] [--write-index] [--no-PG] -o OUT IN
     sortase-dask merge [-n|-N|-t TAG] [-r] [-c] [-p] [-s SEED] [-h FILE] [-b LIST] [-f] [-1] [-l N]
                        [-u] [--write-index] [--index-format bai|csi] [--no-PG] -o OUT IN...
+    sortase-dask markdup [--mode auto|query] [-a] [--ignoreUnmated] [--maxReadLength N] [-l N] [-u]
+                         [--no-PG] -o OUT IN
     sortase-dask flagstat [-O default|json|tsv] IN
     sortase-dask idxstats IN
     sortase-dask index [-c] [-m N] [-o OUT] IN
@@ -68,6 +70,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--reduce-tasks", type=int)
     s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(s)
+
+    md = sub.add_parser("markdup", help="mark duplicates in query-grouped input (samblaster's "
+                                        "algorithm; byte-identical to sortase markdup)")
+    md.add_argument("input")
+    md.add_argument("-o", "--output", required=True)
+    md.add_argument("--mode", choices=["auto", "query", "coordinate"], default="auto")
+    md.add_argument("-a", "--acceptDupMarks", dest="accept_dup_marks", action="store_true")
+    md.add_argument("--ignoreUnmated", dest="ignore_unmated", action="store_true")
+    md.add_argument("--maxReadLength", dest="max_read_length", type=int, default=500)
+    md.add_argument("-l", dest="level", type=int, help="compression level 0-9")
+    md.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
+    md.add_argument("--no-PG", dest="no_pg", action="store_true")
+    md.add_argument("--task-memory", default=None, help="memory of one task [768M]")
+    md.add_argument("--reduce-tasks", type=int)
+    md.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    common(md)
 
     m = sub.add_parser("merge", help="merge sorted BAMs (byte-identical to sortase merge)",
                        add_help=False)
@@ -143,6 +161,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                 write_index=args.write_index, index_format=args.index_format, no_pg=args.no_pg,
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks, threads=args.threads,
                 storage_options=options, **common)
+        elif args.command == "markdup":
+            report = distributed.markdup(
+                args.input, args.output, mode=args.mode, accept_dup_marks=args.accept_dup_marks,
+                ignore_unmated=args.ignore_unmated, max_read_length=args.max_read_length,
+                level=args.level, uncompressed=args.uncompressed, no_pg=args.no_pg,
+                task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
+                threads=args.threads, storage_options=options, **common)
+            for line in report.get("summary", []):
+                print(line, file=sys.stderr)
         elif args.command == "merge":
             inputs = list(args.inputs)
             if args.list:

@@ -1,5 +1,6 @@
-"""sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, flagstat, idxstats, index,
-snp-pileup and view counting across machines, byte-identical to one machine.
+"""sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, markdup (query-grouped
+input), flagstat, idxstats, index, snp-pileup and view counting across machines, byte-identical to
+one machine.
 
 AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
 :func:`flagstat`, :func:`idxstats` and :func:`count` accept a dataset where they accept a BAM,
@@ -43,7 +44,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import Report, _sortase
 
-__all__ = ["count", "flagstat", "idxstats", "idxstats_text", "index", "merge", "snp_pileup", "sort"]
+__all__ = ["count", "flagstat", "idxstats", "idxstats_text", "index", "markdup", "merge",
+           "snp_pileup", "sort"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -158,6 +160,31 @@ def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tup
             # reduce.rs `RunStart::end`); a short read would fail the finish's record count.
             reads = [(r["path"], [(r["offset"], r["end"] if r.get("end") is not None else 1 << 62)])
                      for r in t["runs"]]
+            return reads, [t["part_path"], t["sidecar_path"]]
+    if kind == "markdup":
+        (stage, t), = body.items()
+        if stage == "count":
+            end = t["later_starts"][0] >> 16 if t["later_starts"] else 1 << 62
+            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], []
+        if stage == "map":
+            # The range, and past its end the rest of its last read-name group (a group longer
+            # than SLACK re-runs the task on the whole object).
+            end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
+            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["path"]]
+        if stage == "reduce":
+            # Its partition's slice of every map task's signature file.
+            reads = [(i["path"], [(i["start"], i["end"])]) for i in t["inputs"]]
+            return reads, [t["path"]]
+        if stage == "encode":
+            # Its ranges of the input, and each range's slice of every reduce task's file.
+            end = (t["read_end"] >> 16) if t["read_end"] is not None else 1 << 62
+            reads: List[Tuple[str, Optional[List[Tuple[int, int]]]]] = [
+                (t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])]
+            slices: Dict[str, List[Tuple[int, int]]] = {}
+            for seg in t["segments"]:
+                for d in seg["duplicates"]:
+                    slices.setdefault(d["path"], []).append((d["start"], d["end"]))
+            reads += list(slices.items())
             return reads, [t["part_path"], t["sidecar_path"]]
     if kind == "merge":
         # Every input's header, and the spans its key ranges read (the library computes them
@@ -401,7 +428,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
     """Plans ``job``, runs its stages and finishes it; a sort or a merge (``output``: its URL on
     object storage) is assembled by :func:`_assemble`."""
     with _connect(client, scheduler, bool(progress)) as c:
-        if kind not in ("sort", "agd_sort") and cut.get("tasks") is None:
+        if kind not in ("sort", "agd_sort", "markdup") and cut.get("tasks") is None:
             # Four range tasks per worker thread, as the single-machine jobs cut per thread.
             workers = c.scheduler_info().get("workers", {}).values()
             cut = dict(cut, tasks=4 * max(1, sum(w.get("nthreads", 1) for w in workers)))
@@ -418,7 +445,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                     raise
                 plan = fallback
                 outputs = _stages(d, kind, plan)
-            if kind in ("sort", "agd_sort", "merge"):
+            if kind in ("sort", "agd_sort", "merge", "markdup"):
                 text = _assemble(d, plan, outputs, output)
             else:
                 text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs),
@@ -434,6 +461,14 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
 
 
 def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
+    if kind == "markdup":
+        # The encode stage takes the map outputs (the ranges' block cutting) and the reduce
+        # outputs (the duplicate groups); the finish all three.
+        counts = d.stage(plan, "count", [])
+        maps = d.stage(plan, "map", counts)
+        reduces = d.stage(plan, "reduce", maps)
+        encodes = d.stage(plan, "encode", maps + reduces)
+        return maps + reduces + encodes
     outputs: List[Any] = []
     for stage in (["count", "map", "reduce"] if kind in ("sort", "agd_sort") else ["tasks"]):
         outputs = d.stage(plan, stage, outputs)
@@ -474,7 +509,12 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) 
     fetched = 0
     for o in outputs:
         # The sidecars only: the parts' block sizes and index summaries.
-        r = o["sort"]["reduce"] if "sort" in o else o["merge"]
+        if "markdup" in o:
+            if "encode" not in o["markdup"]:
+                continue
+            r = o["markdup"]["encode"]
+        else:
+            r = o["sort"]["reduce"] if "sort" in o else o["merge"]
         fetched += _fetch(fs, remote.url(r["sidecar_path"]), r["sidecar_path"], None)
     text = _sortase.task_layout(plan, json.dumps(outputs), False, threads=d.threads)
     layout = json.loads(text)
@@ -862,6 +902,75 @@ def merge(
         }
         return _run("merge", job, {"tasks": tasks}, client=client, scheduler=scheduler,
                     progress=progress, threads=threads, max_memory=None, remote=remote,
+                    output=output if remote is not None else None)
+
+
+def markdup(
+    input: PathLike,
+    output: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    mode: str = "auto",
+    accept_dup_marks: bool = False,
+    ignore_unmated: bool = False,
+    max_read_length: int = 500,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    no_pg: bool = False,
+    task_memory: Union[int, str, None] = None,
+    reduce_tasks: Optional[int] = None,
+    threads: int = 1,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """Marks duplicates in query-grouped input (samblaster's algorithm) on a Dask cluster; the
+    output is byte-identical to ``sortase markdup`` with the same options (its flags samblaster's).
+
+    Stages: ``count`` (each planned byte range proves its end and gives its first and last read
+    names), ``map`` (each range cut at read-name-group boundaries: every group's signature with
+    its file order, written partitioned by hash into one file per task, and how the range's
+    records fall into BGZF blocks), ``reduce`` (one hash partition each: the first occurrence of
+    a signature in file order is kept, later ones are duplicates), ``encode`` (the records from a
+    block start to the next, flagged and compressed into the blocks ``sortase markdup`` writes),
+    then the parallel finish of :func:`sort` (tasks place the parts; on object storage they are
+    the parts of one multipart upload).
+
+    ``mode``: ``"auto"`` (from ``@HD SO``) or ``"query"``; coordinate-sorted input (Picard
+    mode) is refused with :class:`sortase.ArgumentError`, as are the options that change record
+    lengths or write side files (``--removeDups``, ``--addMateTags``, ``-d``, ``-s``,
+    ``--unmappedFile``): run :func:`sortase.markdup` for those. ``accept_dup_marks`` (``-a``),
+    ``ignore_unmated`` and ``max_read_length`` are samblaster's options; ``task_memory`` bounds a
+    map task's range and a reduce task's partition; ``reduce_tasks``: hash partitions (default one
+    per map task, more when a partition would not fit in ``task_memory``). The other keywords as
+    :func:`sort`."""
+    from . import ArgumentError
+
+    input, output = os.fspath(input), os.fspath(output)
+    if mode not in ("auto", "query", "coordinate"):
+        raise ArgumentError(f"mode {mode!r}: auto, query or coordinate")
+    memory = _size(task_memory)
+    with _storage([input], [output], storage_options) as (remote, (local_input,), _):
+        _check_remote_output(remote, output)
+        local_output = _local_output(remote, output)
+        job = {
+            "input": local_input,
+            "output": {"path": local_output, "format": None, "level": level,
+                       "uncompressed": uncompressed, "write_index": False,
+                       "index_format": None, "reference": None},
+            "mode": mode,
+            "remove_duplicates": False,
+            "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+            "samblaster": {"accept_dups": accept_dup_marks, "ignore_unmated": ignore_unmated,
+                           "max_read_length": max_read_length},
+            "picard": {},
+            "program": None if no_pg else {
+                "command_line": f"sortase-dask markdup -o {output} {input}"},
+        }
+        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
+        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        return _run("markdup", job, cut, client=client, scheduler=scheduler, progress=progress,
+                    threads=threads, max_memory=max_memory, remote=remote,
                     output=output if remote is not None else None)
 
 

@@ -27,6 +27,7 @@
 //! ```
 
 pub mod assemble;
+pub mod markdup;
 pub mod plans;
 pub mod sort;
 
@@ -74,6 +75,8 @@ pub enum Task {
     AgdIdxstats(AgdIdxstatsTask),
     /// A part of a sort's or merge's output written at its offset (the parallel finish).
     Place(PlaceTask),
+    /// A stage of `sortase markdup` (query-grouped input).
+    Markdup(markdup::MarkdupTask),
 }
 
 /// What a [`Task`] returns.
@@ -100,6 +103,8 @@ pub enum TaskOutput {
     AgdIdxstats(IdxstatsPart),
     /// The output of a [`PlaceTask`].
     Place(PlaceOutput),
+    /// The output of a [`markdup::MarkdupTask`].
+    Markdup(markdup::MarkdupTaskOutput),
 }
 
 impl From<MergeTask> for Task {
@@ -128,6 +133,7 @@ impl Task {
             Task::AgdCount(t) => t.run(rt).map(TaskOutput::AgdCount),
             Task::AgdIdxstats(t) => t.run(rt).map(TaskOutput::AgdIdxstats),
             Task::Place(t) => t.run(rt).map(TaskOutput::Place),
+            Task::Markdup(t) => t.run(rt).map(TaskOutput::Markdup),
         }
     }
 }

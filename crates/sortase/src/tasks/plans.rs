@@ -8,12 +8,14 @@
 //! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
+use super::markdup::{MarkdupPlan, MarkdupTaskOutput};
 use super::{Layout, PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
 use crate::agd::{AgdFlagstatJob, AgdIdxstatsJob};
 use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan, AgdIdxstatsPlan};
 use crate::agd_view::AgdViewJob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexJob, IndexPlan};
+use crate::markdup::MarkdupJob;
 use crate::merge::{MergeJob, MergeTaskPlan};
 use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan};
@@ -48,6 +50,8 @@ pub enum Plan {
     AgdCount(AgdCountPlan),
     /// `sortase agd idxstats` (one stage; tasks of consecutive chunks).
     AgdIdxstats(AgdIdxstatsPlan),
+    /// `sortase markdup` of query-grouped input (four stages).
+    Markdup(Box<MarkdupPlan>),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -101,6 +105,13 @@ impl Plan {
                 };
                 Plan::Sort(Box::new(job.plan_dataset_with(rt, &options)?))
             }
+            "markdup" => {
+                let job: MarkdupJob = parse("markdup job", job_json)?;
+                let memory = cut
+                    .task_memory
+                    .unwrap_or(PlanOptions::default().task_memory);
+                Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
+            }
             "flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
                 Plan::Flagstat(job.plan_ranges(n)?)
@@ -139,7 +150,7 @@ impl Plan {
             other => {
                 return Err(Error::argument(format!(
                     "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
-                     agd_flagstat, agd_count, agd_idxstats, agd_sort)"
+                     agd_flagstat, agd_count, agd_idxstats, agd_sort, markdup)"
                 )))
             }
         })
@@ -149,6 +160,7 @@ impl Plan {
     pub fn stages(&self) -> &'static [&'static str] {
         match self {
             Plan::Sort(_) => &["count", "map", "reduce"],
+            Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
             _ => &["tasks"],
         }
     }
@@ -184,6 +196,28 @@ impl Plan {
                 };
                 tasks.into_iter().map(Task::Sort).collect()
             }
+            Plan::Markdup(p) => {
+                let mut counts = Vec::new();
+                let mut maps = Vec::new();
+                let mut reduces = Vec::new();
+                for o in outputs {
+                    match o {
+                        TaskOutput::Markdup(MarkdupTaskOutput::Count(c)) => counts.push(c),
+                        TaskOutput::Markdup(MarkdupTaskOutput::Map(m)) => maps.push(m),
+                        TaskOutput::Markdup(MarkdupTaskOutput::Reduce(r)) => reduces.push(r),
+                        _ => {}
+                    }
+                }
+                let tasks = match stage {
+                    "count" => p.count_tasks(),
+                    "map" => p.map_tasks(&counts)?,
+                    "reduce" => p.reduce_tasks(&maps)?,
+                    // The map outputs (the ranges' cuttings) and the reduce outputs.
+                    "encode" => p.encode_tasks(&maps, &reduces)?,
+                    _ => return Err(wrong()),
+                };
+                tasks.into_iter().map(Task::Markdup).collect()
+            }
             _ if stage != "tasks" => return Err(wrong()),
             Plan::Flagstat(p) => p.tasks.iter().cloned().map(Task::Flagstat).collect(),
             Plan::Index(p) => p.tasks.iter().cloned().map(Task::Index).collect(),
@@ -199,6 +233,9 @@ impl Plan {
     /// Finishes the job from its last stage's outputs; the job's report as JSON.
     pub fn finish(&self, outputs: Vec<TaskOutput>, rt: &Runtime) -> Result<String> {
         match self {
+            Plan::Markdup(_) => Err(Error::argument(
+                "a markdup's output is assembled from parts: use layout, place and commit",
+            )),
             Plan::Sort(p) => {
                 let parts: Vec<_> = outputs
                     .into_iter()
@@ -324,8 +361,20 @@ impl Plan {
                     .collect();
                 plan.layout(&parts, preallocate, rt)
             }
+            Plan::Markdup(p) => {
+                let (mut maps, mut reduces, mut encodes) = (Vec::new(), Vec::new(), Vec::new());
+                for o in outputs {
+                    match o {
+                        TaskOutput::Markdup(MarkdupTaskOutput::Map(m)) => maps.push(m),
+                        TaskOutput::Markdup(MarkdupTaskOutput::Reduce(r)) => reduces.push(r),
+                        TaskOutput::Markdup(MarkdupTaskOutput::Encode(e)) => encodes.push(e),
+                        _ => {}
+                    }
+                }
+                p.layout(&maps, &reduces, &encodes, preallocate, rt)
+            }
             _ => Err(Error::argument(
-                "layout: only a sort's or a merge's output is assembled from parts",
+                "layout: only a sort's, a merge's or a markdup's output is assembled from parts",
             )),
         }
     }
@@ -335,7 +384,7 @@ impl Plan {
     /// come from the BAMs' indexes, not from guessed record boundaries).
     pub fn fallback(&self) -> Option<Plan> {
         match self {
-            Plan::Sort(_) => None,
+            Plan::Sort(_) | Plan::Markdup(_) => None,
             Plan::Flagstat(p) => p.fallback().map(Plan::Flagstat),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
             Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
@@ -350,6 +399,7 @@ impl Plan {
         match self {
             Plan::Sort(p) => p.abort(),
             Plan::Merge { plan, .. } => plan.abort(),
+            Plan::Markdup(p) => p.abort(),
             _ => Ok(()),
         }
     }

@@ -112,7 +112,7 @@ pub(super) fn check_output(
 }
 
 /// "BAM", "CRAM", "SAM" or "bgzipped SAM", from the first bytes.
-fn input_format(path: &Path) -> anyhow::Result<&'static str> {
+pub(crate) fn input_format(path: &Path) -> anyhow::Result<&'static str> {
     let mut file = File::open(path).context("cannot open")?;
     let mut head = Vec::new();
     file.by_ref().take(18).read_to_end(&mut head)?;
@@ -136,7 +136,7 @@ fn input_format(path: &Path) -> anyhow::Result<&'static str> {
 
 /// The file's uncompressed size, estimated from the compression ratio of up to 16 BGZF blocks at
 /// evenly spaced offsets (a whole scan of block headers would read the whole file).
-fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
+pub(crate) fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
     const SAMPLES: u64 = 16;
     let mut file = File::open(path)?;
     let (mut compressed, mut uncompressed) = (0u64, 0u64);

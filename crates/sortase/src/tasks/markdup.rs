@@ -1,0 +1,1489 @@
+//! `sortase markdup` of query-grouped input (samblaster's algorithm) as serialisable tasks whose
+//! finished output is byte-identical to [`MarkdupJob::run`] with the same options (issue 29).
+//!
+//! The stages:
+//!
+//! 1. [`MdCountTask`]: one planned byte range of the input (as a sort's count task: proves the
+//!    range's end at a record start), and the read names of its first and last records, so that
+//!    the driver can cut the ranges at read-name-group boundaries.
+//! 2. [`MdMapTask`]: the range's groups (a group continued from the range before is skipped; the
+//!    range's last group is followed past its end): each group's signature with its ordinal (its
+//!    number among the range's groups, i.e. its file order), written partitioned by the
+//!    signature's hash into one file; and the lengths of the records it will write, summarised
+//!    as the range's block-cutting transfer function ([`Cutting`]).
+//! 3. [`MdReduceTask`]: one hash partition: every range's signatures of that partition in file
+//!    order; the first occurrence of a signature is kept, every later one is a duplicate group.
+//!    Writes the duplicate groups' ordinals, per range.
+//! 4. [`MdEncodeTask`]: the records from one BGZF block start to the next block start that
+//!    begins in a later range, flagged, encoded into the blocks the one-machine writer writes.
+//!
+//! Why the bytes can match: the one-machine writer cuts BGZF blocks by htslib's rule (a record
+//! starts a new block unless it fits in the open one) over the whole record stream, so where a
+//! range's records fall in blocks depends on the bytes before it. The cut depends only on the
+//! records' lengths, which marking does not change (flags only), and once a record starts a
+//! block every later cut follows from the lengths alone; so each map task gives, for every record
+//! near its range's start that could start a block, where its range then leaves the open block
+//! ([`Cutting`]). The driver chains these from the header (whose block is ended) to find the
+//! first record of each range that starts a block; an encode task writes from there to the next
+//! such record, which may lie some ranges later. The finish is the sort's parallel finish
+//! ([`crate::tasks::assemble`]): header blocks at the job's level, the parts, the EOF block.
+
+use super::{assemble, ByteRange, Layout, TaskError};
+use crate::error::bail_argument;
+use crate::error::{Error, ErrorKind, Result};
+use crate::markdup::marking::{is_duplicate, Carry};
+use crate::markdup::{detect_mode, MarkdupJob, MarkdupReport, Mode};
+use crate::options::add_program;
+use crate::output::{resolve_format, temp_prefix, OutFormat};
+use crate::parts::{complete, create_work_dir, remove_work_dir, write_part};
+use crate::range_output::EncodedRange;
+use crate::runtime::Runtime;
+use crate::wire::{hex, HeaderData, WorkFile};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use sortase_bam::{flags, BamError, RecordBatch, RecordBuf};
+use sortase_bgzf::{BlockEncoder, CompressionLevel, BLOCK_DATA_MAX};
+use sortase_index::range::{plan_ranges, RangeStream, RecordRange};
+use sortase_markdup::samblaster::{self, Layout as SigLayout, Options, SigSet, Verdict};
+use std::collections::HashMap;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Bytes of one signature entry of a map file: the signature (16) and the group's ordinal (4).
+const SIG_ENTRY: usize = 20;
+/// Memory a reduce task needs per signature (the entry read and its set slot with slack).
+const REDUCE_BYTES_PER_SIG: u64 = 48;
+/// The open block's capacity (a block holds at most this many uncompressed bytes).
+const MAX: u64 = BLOCK_DATA_MAX as u64;
+
+/// A distributed duplicate marking of query-grouped BAM input, planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkdupPlan {
+    job: MarkdupJob,
+    /// The input, absolute.
+    input: PathBuf,
+    /// The output's header (`@PG` added).
+    header: HeaderData,
+    n_ref: usize,
+    /// The references' lengths (samblaster's signature layout).
+    lengths: Vec<u64>,
+    ranges: Vec<ByteRange>,
+    work_dir: PathBuf,
+    /// The output's libdeflate level.
+    level: u8,
+    /// Memory of one task.
+    task_memory: usize,
+    /// Reduce tasks asked for.
+    reduce_tasks: Option<usize>,
+}
+
+/// A task of a distributed markdup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkdupTask {
+    /// Stage 1.
+    Count(MdCountTask),
+    /// Stage 2.
+    Map(MdMapTask),
+    /// Stage 3.
+    Reduce(MdReduceTask),
+    /// Stage 4.
+    Encode(MdEncodeTask),
+}
+
+/// What a [`MarkdupTask`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkdupTaskOutput {
+    /// Of a [`MdCountTask`].
+    Count(MdCountOutput),
+    /// Of a [`MdMapTask`].
+    Map(MdMapOutput),
+    /// Of a [`MdReduceTask`].
+    Reduce(MdReduceOutput),
+    /// Of a [`MdEncodeTask`].
+    Encode(MdEncodeOutput),
+}
+
+impl MarkdupTask {
+    /// Runs the task on `rt`.
+    pub fn run(&self, rt: &Runtime) -> Result<MarkdupTaskOutput> {
+        Ok(match self {
+            MarkdupTask::Count(t) => MarkdupTaskOutput::Count(t.run(rt)?),
+            MarkdupTask::Map(t) => MarkdupTaskOutput::Map(t.run(rt).map_err(Error::from)?),
+            MarkdupTask::Reduce(t) => MarkdupTaskOutput::Reduce(t.run(rt).map_err(Error::from)?),
+            MarkdupTask::Encode(t) => MarkdupTaskOutput::Encode(t.run(rt).map_err(Error::from)?),
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------------- planning
+
+impl MarkdupJob {
+    /// Plans the job as tasks (query-grouped BAM input to a BAM file; see the module
+    /// documentation): `task_memory` bounds a map task's range and a reduce task's partition.
+    /// Creates the work directory ([`MarkdupPlan::abort`] or the commit removes it).
+    pub fn plan_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<MarkdupPlan> {
+        plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
+    }
+}
+
+fn plan(
+    job: &MarkdupJob,
+    rt: &Runtime,
+    task_memory: usize,
+    reduce_tasks: Option<usize>,
+) -> anyhow::Result<MarkdupPlan> {
+    if job.input == "-" {
+        bail_argument!("markdup tasks read a BAM file, not standard input");
+    }
+    let format =
+        super::sort::plan::input_format(Path::new(&job.input)).context(job.input.clone())?;
+    if format != "BAM" {
+        bail_argument!(
+            "{}: markdup tasks read BAM only, this is {format}; convert it with `sortase view -b`",
+            job.input
+        );
+    }
+    if task_memory == 0 {
+        bail_argument!("task_memory 0: give the memory of one task, e.g. 768M");
+    }
+    let q = &job.samblaster;
+    let unsupported = [
+        (job.remove_duplicates, "--removeDups/-r"),
+        (q.add_mate_tags, "--addMateTags"),
+        (q.discordant_file.is_some(), "-d/--discordantFile"),
+        (q.splitter_file.is_some(), "-s/--splitterFile"),
+        (q.unmapped_file.is_some(), "-u/--unmappedFile"),
+        (job.output.write_index, "--write-index"),
+    ];
+    if let Some((_, name)) = unsupported.iter().find(|(on, _)| *on) {
+        bail_argument!(
+            "distributed markdup does not support {name} (it changes record lengths or writes \
+             side files); run `sortase markdup` on one machine"
+        );
+    }
+    let level = level_of(job);
+    let Some(data) = job.output.path.clone() else {
+        bail_argument!("markdup tasks need an output file (-o), not standard output");
+    };
+    if data.as_os_str() == "-" {
+        bail_argument!("markdup tasks need an output file (-o), not standard output");
+    }
+    let out = resolve_format(
+        job.output.format.as_deref(),
+        Some(&data),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    if !matches!(out, OutFormat::Bam(_)) {
+        bail_argument!("markdup tasks write BAM only (the output's format is SAM or CRAM)");
+    }
+    let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
+    let file_len = std::fs::metadata(&input).context(job.input.clone())?.len();
+    let estimate =
+        super::sort::plan::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
+    // A map task streams its range; it holds a signature entry and a length per group and
+    // record, a small share of the records: ranges of task_memory record bytes.
+    let wanted = estimate.div_ceil(task_memory as u64);
+    let n = wanted.clamp(1, (file_len >> 16).max(1)) as usize;
+    let planned = plan_ranges(&input, n).context(job.input.clone())?;
+    let mut header = planned.header.clone();
+    let mode = match job.mode {
+        Mode::Auto => detect_mode(&header),
+        m => m,
+    };
+    if mode == Mode::Coordinate {
+        bail_argument!(
+            "{}: coordinate-sorted input (Picard mode): distributed markdup marks query-grouped \
+             input only (samblaster mode); run `sortase markdup` on one machine, or give \
+             --mode query for input grouped by read name",
+            job.input
+        );
+    }
+    let lengths: Vec<u64> = header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    // As the one-machine job: a layout that fails is an error of the input.
+    sig_layout(&lengths, job)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))?;
+    add_program(&mut header, job.program.as_ref());
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
+    let work_dir = create_work_dir(&prefix)?;
+    let ranges = planned
+        .ranges
+        .iter()
+        .map(|r| ByteRange {
+            start: r.start,
+            end: (r.end != u64::MAX).then_some(r.end),
+        })
+        .collect();
+    Ok(MarkdupPlan {
+        job: job.clone(),
+        input,
+        n_ref: header.references().len(),
+        header: HeaderData::of(&header),
+        lengths,
+        ranges,
+        work_dir,
+        level: level.libdeflate(),
+        task_memory,
+        reduce_tasks,
+    })
+}
+
+/// The output's level as the one-machine job takes it.
+fn level_of(job: &MarkdupJob) -> CompressionLevel {
+    if job.output.uncompressed {
+        CompressionLevel::STORED
+    } else {
+        CompressionLevel::samtools(job.output.level.unwrap_or(-1))
+    }
+}
+
+/// samblaster's layout of the references (with `-a` and no references, one of length 0).
+fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigLayout, String> {
+    let q = &job.samblaster;
+    let lengths = if q.accept_dups && lengths.is_empty() {
+        vec![0]
+    } else {
+        lengths.to_vec()
+    };
+    SigLayout::new(&lengths, q.max_read_length).map_err(|e| e.to_string())
+}
+
+// ------------------------------------------------------------------------------- stage 1: count
+
+/// Stage 1: proves one planned byte range's end and gives its first and last read names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdCountTask {
+    /// The input BAM.
+    pub input: PathBuf,
+    /// References in its header.
+    pub n_ref: usize,
+    /// The range's number in the plan.
+    pub range: usize,
+    /// Virtual offset of its first record.
+    pub start: u64,
+    /// Planned starts of the later ranges, ascending.
+    pub later_starts: Vec<u64>,
+}
+
+/// What a [`MdCountTask`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdCountOutput {
+    /// The range's number in the plan.
+    pub range: usize,
+    /// Virtual offset of its first record.
+    pub start: u64,
+    /// Where it proved to end (`None`: the end of the file).
+    pub end: Option<u64>,
+    /// Records in it.
+    pub records: u64,
+    /// Its first record's read name (empty: no records).
+    #[serde(with = "hex")]
+    pub first_name: Vec<u8>,
+    /// Its last record's read name.
+    #[serde(with = "hex")]
+    pub last_name: Vec<u8>,
+    /// Reading failed (a range starting at a false boundary may; it matters only if reached).
+    pub error: Option<TaskError>,
+}
+
+impl MdCountTask {
+    /// Counts the range.
+    pub fn run(&self, rt: &Runtime) -> Result<MdCountOutput> {
+        let mut next = 0;
+        loop {
+            let end = self.later_starts.get(next).copied();
+            let range = RecordRange {
+                start: self.start,
+                end: end.unwrap_or(u64::MAX),
+            };
+            let mut out = MdCountOutput {
+                range: self.range,
+                start: self.start,
+                end,
+                records: 0,
+                first_name: Vec::new(),
+                last_name: Vec::new(),
+                error: None,
+            };
+            let failed = |e: BamError| match e {
+                BamError::RangeBoundary { found, .. } => Ok(found),
+                e => Err(Error::from(e).context(self.input.display().to_string())),
+            };
+            let counted = (|| -> std::result::Result<(), BamError> {
+                let mut stream = RangeStream::open(&self.input, &range, self.n_ref)?;
+                while let Some(batch) = stream.next_batch()? {
+                    if rt.check_cancelled().is_err() {
+                        return Ok(());
+                    }
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    if out.records == 0 {
+                        out.first_name = batch.record(0).read_name().to_vec();
+                    }
+                    out.records += batch.len() as u64;
+                    out.last_name.clear();
+                    out.last_name
+                        .extend_from_slice(batch.record(batch.len() - 1).read_name());
+                }
+                Ok(())
+            })();
+            rt.check_cancelled()?;
+            match counted {
+                Ok(()) => return Ok(out),
+                Err(e) => match failed(e) {
+                    Ok(found) => {
+                        next = self
+                            .later_starts
+                            .partition_point(|&s| s < found)
+                            .max(next + 1);
+                    }
+                    Err(e) => {
+                        out.error = Some(TaskError::from(&e));
+                        return Ok(out);
+                    }
+                },
+            }
+        }
+    }
+}
+
+// --------------------------------------------------------------------------------- stage 2: map
+
+/// Stage 2: one proved range's groups, their signatures partitioned by hash, and its cutting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdMapTask {
+    /// The input BAM.
+    pub input: PathBuf,
+    /// The input as the job names it (messages).
+    pub input_name: String,
+    /// References in its header.
+    pub n_ref: usize,
+    /// Their lengths.
+    pub lengths: Vec<u64>,
+    /// The job (samblaster's options).
+    pub job: Box<MarkdupJob>,
+    /// The range's number among the proved ranges.
+    pub part: usize,
+    /// Proved ranges.
+    pub parts: usize,
+    /// Virtual offset of its first record.
+    pub start: u64,
+    /// Where it ends (`None`: the end of the file).
+    pub end: Option<u64>,
+    /// The read name of the record before the range (its leading records of that name belong to
+    /// the range before; empty: none).
+    #[serde(with = "hex")]
+    pub skip_name: Vec<u8>,
+    /// Hash partitions (reduce tasks).
+    pub partitions: usize,
+    /// The signature file it writes.
+    pub path: PathBuf,
+}
+
+/// Where a range leaves the open BGZF block, for every way it can be entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Cutting {
+    /// Records of the range (group-aligned).
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The lengths of its first records, up to the first one that starts past [`MAX`] bytes.
+    pub head: Vec<u32>,
+    /// `exits[k]`: the open block's length after the range's last record when record `k` of the
+    /// head starts a block.
+    pub exits: Vec<u32>,
+}
+
+/// What a [`MdMapTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdMapOutput {
+    /// The range's number.
+    pub part: usize,
+    /// Proved ranges.
+    pub parts: usize,
+    /// Leading records skipped (the group of the range before).
+    pub skipped: u64,
+    /// Read-name groups of the range.
+    pub groups: u64,
+    /// Of them, duplicate candidates (with a signature).
+    pub signatures: u64,
+    /// How its records fall into blocks.
+    pub cutting: Cutting,
+    /// Virtual offset of the range's first record.
+    pub start: u64,
+    /// Where it ends.
+    pub end: Option<u64>,
+    /// The signature file.
+    pub path: PathBuf,
+    /// Byte offset of each partition in it, and its end (`partitions + 1` entries).
+    pub offsets: Vec<u64>,
+}
+
+/// The hash partition of `sig` among `n`.
+pub fn partition(sig: u128, n: usize) -> usize {
+    let mix = |v: u64| {
+        let x = (v ^ (v >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let x = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^ (x >> 32)
+    };
+    let h = mix((sig as u64) ^ mix((sig >> 64) as u64).rotate_left(17));
+    ((u128::from(h) * n as u128) >> 64) as usize
+}
+
+/// The open block's length after a record of `len` bytes is written into one of `open` bytes
+/// (htslib's rule: a new block first unless it fits; full blocks end).
+#[inline]
+fn cut_step(open: u64, len: u64) -> (bool, u64) {
+    let starts = open == 0 || open + len > MAX;
+    let open = if starts { 0 } else { open };
+    (starts, (open + len) % MAX)
+}
+
+impl Cutting {
+    /// The cutting of records of `lengths`.
+    pub fn of(lengths: &[u32]) -> Self {
+        let mut head = Vec::new();
+        let mut before = 0u64;
+        for &l in lengths {
+            if before > MAX {
+                break;
+            }
+            head.push(l);
+            before += u64::from(l);
+        }
+        // Every candidate's trajectory runs until it starts a block at a record that an earlier
+        // trajectory started one at (from there they agree), or to the end.
+        let mut known: HashMap<usize, u32> = HashMap::new();
+        let mut exits = Vec::with_capacity(head.len());
+        let mut seen = Vec::new();
+        for k in 0..head.len() {
+            seen.clear();
+            let mut open = 0u64;
+            let mut exit = None;
+            for (j, &l) in lengths.iter().enumerate().skip(k) {
+                let (starts, next) = cut_step(open, u64::from(l));
+                if starts {
+                    if let Some(&e) = known.get(&j) {
+                        exit = Some(e);
+                        break;
+                    }
+                    seen.push(j);
+                }
+                open = next;
+            }
+            let exit = exit.unwrap_or(open as u32);
+            for &j in &seen {
+                known.insert(j, exit);
+            }
+            exits.push(exit);
+        }
+        Self {
+            records: lengths.len() as u64,
+            bytes: lengths.iter().map(|&l| u64::from(l)).sum(),
+            head,
+            exits,
+        }
+    }
+
+    /// Enters the range with an open block of `open` bytes: the first record that starts a
+    /// block (`None`: none does) and the open block's length after the range.
+    pub fn enter(&self, mut open: u64) -> (Option<usize>, u64) {
+        for (j, &l) in self.head.iter().enumerate() {
+            let (starts, next) = cut_step(open, u64::from(l));
+            if starts {
+                return (Some(j), u64::from(self.exits[j]));
+            }
+            open = next;
+        }
+        // The whole range fits in the open block (the head is then every record).
+        debug_assert_eq!(self.head.len() as u64, self.records);
+        (None, open)
+    }
+}
+
+/// The state of a map task between groups.
+struct MapState<'a> {
+    task: &'a MdMapTask,
+    layout: SigLayout,
+    opts: Options,
+    parts: Vec<Vec<u8>>,
+    lengths: Vec<u32>,
+    groups: u64,
+    signatures: u64,
+}
+
+impl MapState<'_> {
+    fn group(&mut self, batch: &RecordBatch, range: std::ops::Range<usize>) -> anyhow::Result<()> {
+        let g = samblaster::analyze(batch, range.clone(), &self.layout, &self.opts);
+        for i in range.clone() {
+            self.lengths.push(batch.raw(i).len() as u32);
+        }
+        match g.verdict {
+            Verdict::Pass => {}
+            Verdict::Sig(sig) => {
+                let p = &mut self.parts[partition(sig, self.task.partitions)];
+                p.extend_from_slice(&sig.to_le_bytes());
+                let ordinal = u32::try_from(self.groups)
+                    .map_err(|_| anyhow::anyhow!("a range of more than 2^32 groups"))?;
+                p.extend_from_slice(&ordinal.to_le_bytes());
+                self.signatures += 1;
+            }
+            _ => {
+                // The one-machine job's message for a group samblaster cannot mark.
+                is_duplicate(
+                    &mut SigSet::default(),
+                    &g,
+                    &self.task.input_name,
+                    batch,
+                    range.start,
+                )?;
+            }
+        }
+        self.groups += 1;
+        Ok(())
+    }
+}
+
+impl MdMapTask {
+    /// Reads the range's groups and writes its signature file.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdMapOutput> {
+        let q = &self.job.samblaster;
+        let layout = sig_layout(&self.lengths, &self.job)
+            .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", self.input_name)))?;
+        let mut st = MapState {
+            task: self,
+            layout,
+            opts: Options {
+                ignore_unmated: q.ignore_unmated,
+                accept_dups: q.accept_dups,
+            },
+            parts: vec![Vec::new(); self.partitions.max(1)],
+            lengths: Vec::new(),
+            groups: 0,
+            signatures: 0,
+        };
+        let name = || self.input_name.clone();
+        let range = RecordRange {
+            start: self.start,
+            end: self.end.unwrap_or(u64::MAX),
+        };
+        let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
+        let mut skipping = !self.skip_name.is_empty();
+        let mut skipped = 0u64;
+        let mut carry = Carry::default();
+        while let Some(batch) = stream.next_batch().with_context(name)? {
+            rt.check_cancelled()?;
+            let mut start = 0;
+            if skipping {
+                while start < batch.len() && batch.record(start).read_name() == self.skip_name {
+                    start += 1;
+                }
+                skipped += start as u64;
+                if start == batch.len() {
+                    continue;
+                }
+                skipping = false;
+            }
+            if !carry.is_empty() {
+                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                    carry.push(batch.raw(start));
+                    start += 1;
+                }
+                if start == batch.len() {
+                    continue;
+                }
+                let group = carry.take();
+                st.group(&group, 0..group.len())?;
+            }
+            let mut g = start;
+            for i in start + 1..batch.len() {
+                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
+                    st.group(&batch, g..i)?;
+                    g = i;
+                }
+            }
+            for i in g..batch.len() {
+                carry.push(batch.raw(i));
+            }
+        }
+        // The last group continues past the range's end while its name does.
+        if let (false, Some(end)) = (carry.is_empty(), self.end) {
+            let rest = RecordRange {
+                start: end,
+                end: u64::MAX,
+            };
+            let mut stream =
+                RangeStream::open(&self.input, &rest, self.n_ref).with_context(name)?;
+            'read: while let Some(batch) = stream.next_batch().with_context(name)? {
+                for i in 0..batch.len() {
+                    if !carry.continues(batch.record(i).read_name()) {
+                        break 'read;
+                    }
+                    carry.push(batch.raw(i));
+                }
+            }
+        }
+        if !carry.is_empty() {
+            let group = carry.take();
+            st.group(&group, 0..group.len())?;
+        }
+        rt.check_cancelled()?;
+        let file = WorkFile::new(&self.path)?;
+        let at = || self.path.display().to_string();
+        let mut out = BufWriter::new(
+            crate::files::create_private(file.path())
+                .with_context(|| format!("{}: cannot create", at()))?,
+        );
+        let mut offsets = vec![0u64];
+        for p in &st.parts {
+            out.write_all(p).with_context(at)?;
+            offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
+        }
+        out.flush().with_context(at)?;
+        drop(out);
+        file.commit()?;
+        Ok(MdMapOutput {
+            part: self.part,
+            parts: self.parts,
+            skipped,
+            groups: st.groups,
+            signatures: st.signatures,
+            cutting: Cutting::of(&st.lengths),
+            start: self.start,
+            end: self.end,
+            path: self.path.clone(),
+            offsets,
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ stage 3: reduce
+
+/// A byte slice of a task file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSlice {
+    /// The file.
+    pub path: PathBuf,
+    /// First byte.
+    pub start: u64,
+    /// Past the last byte.
+    pub end: u64,
+}
+
+impl FileSlice {
+    fn read(&self) -> anyhow::Result<Vec<u8>> {
+        let at = || self.path.display().to_string();
+        let mut f =
+            std::fs::File::open(&self.path).with_context(|| format!("{}: cannot open", at()))?;
+        f.seek(SeekFrom::Start(self.start)).with_context(at)?;
+        let mut buf = vec![0u8; (self.end - self.start) as usize];
+        f.read_exact(&mut buf).with_context(at)?;
+        Ok(buf)
+    }
+}
+
+/// Stage 3: one hash partition of the signatures: the first occurrence in file order is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdReduceTask {
+    /// The partition.
+    pub part: usize,
+    /// Partitions.
+    pub parts: usize,
+    /// Each range's entries of the partition, in range order.
+    pub inputs: Vec<FileSlice>,
+    /// The duplicate ordinals it writes.
+    pub path: PathBuf,
+}
+
+/// What a [`MdReduceTask`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdReduceOutput {
+    /// The partition.
+    pub part: usize,
+    /// Partitions.
+    pub parts: usize,
+    /// Duplicate groups found.
+    pub duplicates: u64,
+    /// The file of duplicate groups' ordinals (little-endian u32), range after range.
+    pub path: PathBuf,
+    /// Byte offset of each range's ordinals, and the end (`ranges + 1` entries).
+    pub offsets: Vec<u64>,
+}
+
+impl MdReduceTask {
+    /// Decides the partition's duplicates.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdReduceOutput> {
+        let mut sigs = SigSet::default();
+        let file = WorkFile::new(&self.path)?;
+        let at = || self.path.display().to_string();
+        let mut out = BufWriter::new(
+            crate::files::create_private(file.path())
+                .with_context(|| format!("{}: cannot create", at()))?,
+        );
+        let mut offsets = vec![0u64];
+        let mut written = 0u64;
+        for input in &self.inputs {
+            rt.check_cancelled()?;
+            let bytes = input.read()?;
+            if !bytes.len().is_multiple_of(SIG_ENTRY) {
+                bail!(
+                    "{}: a partition of {} bytes",
+                    input.path.display(),
+                    bytes.len()
+                );
+            }
+            for e in bytes.chunks_exact(SIG_ENTRY) {
+                let sig = u128::from_le_bytes(e[..16].try_into().expect("16 bytes"));
+                if !sigs.insert(sig) {
+                    out.write_all(&e[16..20]).with_context(at)?;
+                    written += 4;
+                }
+            }
+            offsets.push(written);
+        }
+        out.flush().with_context(at)?;
+        drop(out);
+        file.commit()?;
+        Ok(MdReduceOutput {
+            part: self.part,
+            parts: self.parts,
+            duplicates: written / 4,
+            path: self.path.clone(),
+            offsets,
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ stage 4: encode
+
+/// One range's share of an encode task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// The range's number.
+    pub range: usize,
+    /// Its records (group-aligned).
+    pub records: u64,
+    /// Its groups.
+    pub groups: u64,
+    /// First record written (earlier ones are walked for the group ordinals only).
+    pub from: u64,
+    /// Past the last record written.
+    pub to: u64,
+    /// Its duplicate groups' ordinals, one slice per reduce task.
+    pub duplicates: Vec<FileSlice>,
+}
+
+/// Stage 4: records from one block start to the next, flagged and encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdEncodeTask {
+    /// The input BAM.
+    pub input: PathBuf,
+    /// References in its header.
+    pub n_ref: usize,
+    /// The task's number.
+    pub part: usize,
+    /// Encode tasks.
+    pub parts: usize,
+    /// Virtual offset of the first segment's range.
+    pub start: u64,
+    /// Where the last segment's range ends (`None`: the end of the file; the records read stop
+    /// once the last segment is done).
+    pub read_end: Option<u64>,
+    /// Leading records of the first range that belong to the range before.
+    pub skip: u64,
+    /// The ranges it walks, in order.
+    pub segments: Vec<Segment>,
+    /// The output's libdeflate level.
+    pub level: u8,
+    /// Its BGZF blocks.
+    pub part_path: PathBuf,
+    /// Their sizes ([`crate::tasks::sort::PartIndex`]).
+    pub sidecar_path: PathBuf,
+}
+
+/// What a [`MdEncodeTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdEncodeOutput {
+    /// The task's number.
+    pub part: usize,
+    /// Encode tasks.
+    pub parts: usize,
+    /// Records written.
+    pub records: u64,
+    /// Of them, duplicates.
+    pub duplicate_records: u64,
+    /// The part file.
+    pub part_path: PathBuf,
+    /// Its sidecar.
+    pub sidecar_path: PathBuf,
+}
+
+fn duplicate_set(seg: &Segment) -> anyhow::Result<Vec<u64>> {
+    let mut bits = vec![0u64; seg.groups.div_ceil(64) as usize];
+    for s in &seg.duplicates {
+        let bytes = s.read()?;
+        for o in bytes.chunks_exact(4) {
+            let o = u64::from(u32::from_le_bytes(o.try_into().expect("4 bytes")));
+            if o >= seg.groups {
+                bail!(
+                    "{}: group {o} of a range of {}",
+                    s.path.display(),
+                    seg.groups
+                );
+            }
+            bits[(o / 64) as usize] |= 1 << (o % 64);
+        }
+    }
+    Ok(bits)
+}
+
+impl MdEncodeTask {
+    /// Flags and encodes the task's records into its part file.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdEncodeOutput> {
+        let name = || self.input.display().to_string();
+        let range = RecordRange {
+            start: self.start,
+            end: u64::MAX,
+        };
+        let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
+        let mut enc = BlockEncoder::new(CompressionLevel::from_libdeflate(self.level));
+        let mut scratch = RecordBuf::default();
+        let mut prev: Vec<u8> = Vec::new();
+        let mut to_skip = self.skip;
+        let mut seg_i = 0;
+        let mut dups = match self.segments.first() {
+            Some(s) => duplicate_set(s)?,
+            None => Vec::new(),
+        };
+        let (mut index, mut group) = (0u64, 0u64);
+        let (mut records, mut dup_records) = (0u64, 0u64);
+        'read: while let Some(batch) = stream.next_batch().with_context(name)? {
+            rt.check_cancelled()?;
+            for i in 0..batch.len() {
+                if to_skip > 0 {
+                    to_skip -= 1;
+                    continue;
+                }
+                // The next range with records (ranges may be empty).
+                while seg_i < self.segments.len() && index == self.segments[seg_i].records {
+                    seg_i += 1;
+                    (index, group) = (0, 0);
+                    prev.clear();
+                    if let Some(s) = self.segments.get(seg_i) {
+                        dups = duplicate_set(s)?;
+                    }
+                }
+                let Some(seg) = self.segments.get(seg_i) else {
+                    break 'read;
+                };
+                if index >= seg.to {
+                    break 'read;
+                }
+                let r = batch.record(i);
+                if index > 0 && r.read_name() != prev.as_slice() {
+                    group += 1;
+                }
+                prev.clear();
+                prev.extend_from_slice(r.read_name());
+                if index >= seg.from {
+                    if group >= seg.groups {
+                        bail!(
+                            "{}: range {} has more groups than its map task found",
+                            name(),
+                            seg.range
+                        );
+                    }
+                    let dup = dups[(group / 64) as usize] >> (group % 64) & 1 == 1;
+                    let raw = batch.raw(i);
+                    records += 1;
+                    if dup {
+                        dup_records += 1;
+                        scratch.copy_from(raw);
+                        scratch.set_flag(r.flag() | flags::DUPLICATE);
+                        enc.write_record(scratch.as_raw())?;
+                    } else {
+                        enc.write_record(raw)?;
+                    }
+                }
+                index += 1;
+            }
+        }
+        let expected: u64 = self.segments.iter().map(|s| s.to - s.from).sum();
+        if records != expected {
+            bail!(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "{}: encode task {} read {records} of its {expected} records",
+                    name(),
+                    self.part
+                )
+            ));
+        }
+        let blocks = enc.finish()?;
+        let mut blocks = Some(blocks);
+        write_part(rt, &self.part_path, &self.sidecar_path, 1, |_| {
+            Ok(EncodedRange::Bam(blocks.take().unwrap_or_default(), None))
+        })?;
+        Ok(MdEncodeOutput {
+            part: self.part,
+            parts: self.parts,
+            records,
+            duplicate_records: dup_records,
+            part_path: self.part_path.clone(),
+            sidecar_path: self.sidecar_path.clone(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------- the driver
+
+impl MarkdupPlan {
+    /// The planned byte ranges.
+    pub fn ranges(&self) -> &[ByteRange] {
+        &self.ranges
+    }
+
+    /// The work directory.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Stage 1: one count task per planned range.
+    pub fn count_tasks(&self) -> Vec<MarkdupTask> {
+        (0..self.ranges.len())
+            .map(|i| {
+                MarkdupTask::Count(MdCountTask {
+                    input: self.input.clone(),
+                    n_ref: self.n_ref,
+                    range: i,
+                    start: self.ranges[i].start,
+                    later_starts: self.ranges[i + 1..].iter().map(|r| r.start).collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// The proved ranges from the count outputs, walking from the first to the end of the file.
+    fn proved<'a>(&self, counts: &'a [MdCountOutput]) -> Result<Vec<&'a MdCountOutput>> {
+        let mut by_range: Vec<Option<&MdCountOutput>> = vec![None; self.ranges.len()];
+        for c in counts {
+            if self.ranges.get(c.range).map(|r| r.start) != Some(c.start) {
+                return Err(Error::argument(format!(
+                    "count output for range {} does not belong to this plan",
+                    c.range
+                )));
+            }
+            by_range[c.range].get_or_insert(c);
+        }
+        let mut proved = Vec::new();
+        let mut i = 0;
+        loop {
+            let c = by_range
+                .get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Error::argument(format!("no output of count task {i}")))?;
+            if let Some(e) = &c.error {
+                return Err(e.to_error());
+            }
+            proved.push(c);
+            let Some(end) = c.end else { break };
+            match self.ranges[i + 1..].iter().position(|r| r.start == end) {
+                Some(k) => i += 1 + k,
+                None => {
+                    return Err(Error::argument(format!(
+                        "count output for range {i} ends at {end:#x}, no planned range start"
+                    )))
+                }
+            }
+        }
+        Ok(proved)
+    }
+
+    /// Stage 2 from the count outputs: one map task per proved range; as many hash partitions as
+    /// reduce tasks (asked for, else one per range), more if a partition would not fit in a
+    /// task's memory.
+    pub fn map_tasks(&self, counts: &[MdCountOutput]) -> Result<Vec<MarkdupTask>> {
+        let proved = self.proved(counts)?;
+        let records: u64 = proved.iter().map(|c| c.records).sum();
+        let by_memory = (records * REDUCE_BYTES_PER_SIG).div_ceil(self.task_memory as u64) as usize;
+        let partitions = self
+            .reduce_tasks
+            .unwrap_or(proved.len())
+            .max(by_memory)
+            .max(1);
+        let mut skip_name: Vec<u8> = Vec::new();
+        let mut tasks = Vec::with_capacity(proved.len());
+        for (part, c) in proved.iter().enumerate() {
+            tasks.push(MarkdupTask::Map(MdMapTask {
+                input: self.input.clone(),
+                input_name: self.job.input.clone(),
+                n_ref: self.n_ref,
+                lengths: self.lengths.clone(),
+                job: Box::new(self.job.clone()),
+                part,
+                parts: proved.len(),
+                start: c.start,
+                end: c.end,
+                skip_name: skip_name.clone(),
+                partitions,
+                path: self.work_dir.join(format!("map-{part:06}.sigs")),
+            }));
+            if c.records > 0 {
+                skip_name = c.last_name.clone();
+            }
+        }
+        Ok(tasks)
+    }
+
+    /// Stage 3 from the map outputs: one reduce task per hash partition.
+    pub fn reduce_tasks(&self, maps: &[MdMapOutput]) -> Result<Vec<MarkdupTask>> {
+        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let partitions = maps[0].offsets.len().saturating_sub(1);
+        if maps.iter().any(|m| m.offsets.len() != partitions + 1) {
+            return Err(Error::argument("map outputs disagree on the partitions"));
+        }
+        Ok((0..partitions)
+            .map(|p| {
+                MarkdupTask::Reduce(MdReduceTask {
+                    part: p,
+                    parts: partitions,
+                    inputs: maps
+                        .iter()
+                        .map(|m| FileSlice {
+                            path: m.path.clone(),
+                            start: m.offsets[p],
+                            end: m.offsets[p + 1],
+                        })
+                        .collect(),
+                    path: self.work_dir.join(format!("reduce-{p:06}.dups")),
+                })
+            })
+            .collect())
+    }
+
+    /// Stage 4 from the map and the reduce outputs: the block starts chained from the header's
+    /// end through every range's cutting; one encode task per range that holds a block start,
+    /// writing to the next one.
+    pub fn encode_tasks(
+        &self,
+        maps: &[MdMapOutput],
+        reduces: &[MdReduceOutput],
+    ) -> Result<Vec<MarkdupTask>> {
+        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
+        if reduces.iter().any(|r| r.offsets.len() != maps.len() + 1) {
+            return Err(Error::argument(
+                "reduce outputs do not cover the map tasks' ranges",
+            ));
+        }
+        let starts = block_starts(maps.iter().map(|m| &m.cutting));
+        let n = starts.len();
+        let mut tasks = Vec::with_capacity(n);
+        for (t, &(r0, k0)) in starts.iter().enumerate() {
+            let next = starts.get(t + 1).copied();
+            let last = match next {
+                Some((r1, 0)) => r1 - 1,
+                Some((r1, _)) => r1,
+                None => maps.len() - 1,
+            };
+            let segments = (r0..=last)
+                .map(|r| Segment {
+                    range: r,
+                    records: maps[r].cutting.records,
+                    groups: maps[r].groups,
+                    from: if r == r0 { k0 as u64 } else { 0 },
+                    to: match next {
+                        Some((r1, k1)) if r1 == r => k1 as u64,
+                        _ => maps[r].cutting.records,
+                    },
+                    duplicates: reduces
+                        .iter()
+                        .map(|d| FileSlice {
+                            path: d.path.clone(),
+                            start: d.offsets[r],
+                            end: d.offsets[r + 1],
+                        })
+                        .collect(),
+                })
+                .collect();
+            tasks.push(MarkdupTask::Encode(MdEncodeTask {
+                input: self.input.clone(),
+                n_ref: self.n_ref,
+                part: t,
+                parts: n,
+                start: maps[r0].start,
+                read_end: maps[last].end,
+                skip: maps[r0].skipped,
+                segments,
+                level: self.level,
+                part_path: self.work_dir.join(format!("encode-{t:06}.bgzf")),
+                sidecar_path: self.work_dir.join(format!("encode-{t:06}.json")),
+            }));
+        }
+        Ok(tasks)
+    }
+
+    /// The parallel finish's first step ([`crate::tasks::assemble`]): the output laid out from
+    /// the encode tasks' sidecars, the report from every stage's outputs; with `preallocate` the
+    /// output's temporary file created at its size.
+    pub fn layout(
+        &self,
+        maps: &[MdMapOutput],
+        reduces: &[MdReduceOutput],
+        encodes: &[MdEncodeOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> Result<Layout> {
+        self.layout_inner(maps, reduces, encodes, preallocate, rt)
+            .map_err(Error::from)
+    }
+
+    fn layout_inner(
+        &self,
+        maps: &[MdMapOutput],
+        reduces: &[MdReduceOutput],
+        encodes: &[MdEncodeOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> anyhow::Result<Layout> {
+        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
+        let records: u64 = maps.iter().map(|m| m.cutting.records).sum();
+        let encodes = if records == 0 {
+            Vec::new()
+        } else {
+            complete(encodes, "encode", |e| (e.part, e.parts))?
+        };
+        let written: u64 = encodes.iter().map(|e| e.records).sum();
+        if written != records {
+            bail!(Error::new(
+                ErrorKind::Internal,
+                format!("encode tasks wrote {written} records of the ranges' {records}")
+            ));
+        }
+        let Some(data) = self.job.output.path.as_deref() else {
+            bail_argument!("markdup tasks write a BAM file");
+        };
+        let groups: u64 = maps.iter().map(|m| m.groups).sum();
+        let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
+        let report = MarkdupReport {
+            mode: Mode::Query,
+            records,
+            duplicate_records: encodes.iter().map(|e| e.duplicate_records).sum(),
+            read_names: groups,
+            duplicate_groups: dups,
+            summary: vec![format!(
+                "sortase markdup: marked {dups} duplicate groups of {groups} read names"
+            )],
+            outputs: vec![data.to_path_buf()],
+            ..MarkdupReport::default()
+        };
+        let files: Vec<_> = encodes
+            .iter()
+            .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
+            .collect();
+        assemble::layout(
+            &self.header.to_header(),
+            CompressionLevel::from_libdeflate(self.level),
+            data,
+            None,
+            &files,
+            &self.work_dir,
+            serde_json::to_value(&report).context("markdup report JSON")?,
+            preallocate,
+            rt,
+        )
+    }
+
+    /// Removes the work directory and the parallel finish's temporary files.
+    pub fn abort(&self) -> Result<()> {
+        assemble::remove_temps(self.job.output.path.as_deref(), None, &self.work_dir);
+        remove_work_dir(&self.work_dir)
+    }
+}
+
+/// The block starts `(range, record)` of the output's records, from the ranges' cuttings: the
+/// header's block is ended, so the first record starts one.
+pub fn block_starts<'a>(cuttings: impl Iterator<Item = &'a Cutting>) -> Vec<(usize, usize)> {
+    let mut open = 0;
+    let mut starts = Vec::new();
+    for (r, c) in cuttings.enumerate() {
+        let (k, exit) = c.enter(open);
+        if let Some(k) = k {
+            starts.push((r, k));
+        }
+        open = exit;
+    }
+    starts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Order, OutputSpec, Program};
+    use crate::sort::SortJob;
+
+    /// Where each record starts a block, written through htslib's rule from an ended block.
+    fn direct_starts(lengths: &[u32]) -> Vec<usize> {
+        let mut open = 0;
+        let mut starts = Vec::new();
+        for (j, &l) in lengths.iter().enumerate() {
+            let (s, next) = cut_step(open, u64::from(l));
+            if s {
+                starts.push(j);
+            }
+            open = next;
+        }
+        starts
+    }
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    #[test]
+    fn chained_cuttings_find_the_block_starts_of_the_whole_stream() {
+        let mut seed = 7;
+        for round in 0..200 {
+            let n = 1 + (lcg(&mut seed) % 3000) as usize;
+            // Short records, long ones, some past a block's capacity, some filling it exactly.
+            let lengths: Vec<u32> = (0..n)
+                .map(|_| match lcg(&mut seed) % 50 {
+                    0 => 70_000 + (lcg(&mut seed) % 70_000) as u32,
+                    1 => BLOCK_DATA_MAX as u32,
+                    2..=9 => 2_000 + (lcg(&mut seed) % 20_000) as u32,
+                    _ => 40 + (lcg(&mut seed) % 600) as u32,
+                })
+                .collect();
+            let want = direct_starts(&lengths);
+            // Cut into ranges of any size, empty ones included.
+            let mut cuts = vec![0];
+            while *cuts.last().unwrap() < n {
+                let step = (lcg(&mut seed) % (1 + n as u64 / (1 + round % 7))) as usize;
+                cuts.push((cuts.last().unwrap() + step).min(n));
+            }
+            let cuttings: Vec<Cutting> = cuts
+                .windows(2)
+                .map(|w| Cutting::of(&lengths[w[0]..w[1]]))
+                .collect();
+            let first_starts: Vec<usize> = block_starts(cuttings.iter())
+                .into_iter()
+                .map(|(r, k)| cuts[r] + k)
+                .collect();
+            // The first block start of every range that has one.
+            let mut expected = Vec::new();
+            for w in cuts.windows(2) {
+                if let Some(&s) = want.iter().find(|&&s| s >= w[0] && s < w[1]) {
+                    expected.push(s);
+                }
+            }
+            assert_eq!(first_starts, expected, "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_cutting_enters_as_the_direct_cut() {
+        let lengths = [30_000u32, 30_000, 10_000, 65_280, 100, 200_000, 50];
+        let c = Cutting::of(&lengths);
+        assert_eq!(c.records, 7);
+        // Entered on an ended block: the first record starts one.
+        assert_eq!(c.enter(0).0, Some(0));
+        // 40_000 open: the first record does not fit.
+        assert_eq!(c.enter(40_000).0, Some(0));
+        // 5_000 open: the first two fit, the third does not.
+        assert_eq!(c.enter(5_000).0, Some(2));
+        let mut open = 0;
+        for &l in &lengths {
+            open = cut_step(open, u64::from(l)).1;
+        }
+        assert_eq!(c.enter(0).1, open);
+        assert_eq!(Cutting::of(&[]).enter(123), (None, 123));
+        assert_eq!(Cutting::of(&[100, 100]).enter(123), (None, 323));
+    }
+
+    #[test]
+    fn partitions_spread_and_stay_in_range() {
+        for n in [1, 2, 7, 64] {
+            let mut count = vec![0usize; n];
+            for i in 0..20_000u128 {
+                let p = partition((i << 64) | (i * 3), n);
+                count[p] += 1;
+            }
+            let mean = 20_000 / n;
+            assert!(count.iter().all(|&c| c > mean / 2), "{n}: {count:?}");
+        }
+    }
+
+    fn name_grouped_bam(dir: &Path) -> PathBuf {
+        let mut sam =
+            String::from("@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n");
+        let mut seed = 11;
+        let seq: String = (0..120).map(|i| b"ACGT"[i % 4] as char).collect();
+        let qual: String = "I".repeat(120);
+        for i in 0..3000 {
+            let ref1 = if lcg(&mut seed).is_multiple_of(3) {
+                "c2"
+            } else {
+                "c1"
+            };
+            let pos = 1 + lcg(&mut seed) % 400;
+            let mpos = pos + 50 + lcg(&mut seed) % 40;
+            let name = format!("q{i:05}");
+            match lcg(&mut seed) % 10 {
+                0 => {
+                    // Unmapped pair, and a secondary of a pair.
+                    sam += &format!("{name}\t77\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
+                    sam += &format!("{name}\t141\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
+                }
+                1 => {
+                    sam += &format!("{name}\t0\t{ref1}\t{pos}\t60\t120M\t*\t0\t0\t{seq}\t{qual}\n");
+                }
+                _ => {
+                    sam += &format!(
+                        "{name}\t99\t{ref1}\t{pos}\t60\t120M\t=\t{mpos}\t170\t{seq}\t{qual}\n"
+                    );
+                    sam += &format!(
+                        "{name}\t355\t{ref1}\t{mpos}\t0\t5S115M\t=\t{pos}\t0\t{seq}\t{qual}\n"
+                    );
+                    sam += &format!(
+                        "{name}\t147\t{ref1}\t{mpos}\t60\t10S110M\t=\t{pos}\t-170\t{seq}\t{qual}\n"
+                    );
+                }
+            }
+        }
+        let sam_path = dir.join("in.sam");
+        std::fs::write(&sam_path, sam).unwrap();
+        let bam = dir.join("in.bam");
+        let mut out = OutputSpec::to_path(&bam);
+        out.uncompressed = true;
+        let job = SortJob {
+            order: Order::Name,
+            ..SortJob::new(sam_path.to_str().unwrap(), out)
+        };
+        job.run(&Runtime::with_threads(1).unwrap()).unwrap();
+        bam
+    }
+
+    fn run_tasks(plan: &MarkdupPlan, rt: &Runtime) -> Layout {
+        let run = |tasks: Vec<MarkdupTask>| -> Vec<MarkdupTaskOutput> {
+            tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
+        };
+        let counts: Vec<_> = run(plan.count_tasks())
+            .into_iter()
+            .filter_map(|o| match o {
+                MarkdupTaskOutput::Count(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let maps: Vec<_> = run(plan.map_tasks(&counts).unwrap())
+            .into_iter()
+            .filter_map(|o| match o {
+                MarkdupTaskOutput::Map(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let reduces: Vec<_> = run(plan.reduce_tasks(&maps).unwrap())
+            .into_iter()
+            .filter_map(|o| match o {
+                MarkdupTaskOutput::Reduce(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        let encodes: Vec<_> = run(plan.encode_tasks(&maps, &reduces).unwrap())
+            .into_iter()
+            .filter_map(|o| match o {
+                MarkdupTaskOutput::Encode(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        plan.layout(&maps, &reduces, &encodes, true, rt).unwrap()
+    }
+
+    #[test]
+    fn tasks_write_the_bytes_of_one_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = name_grouped_bam(dir.path());
+        let rt = Runtime::with_threads(1).unwrap();
+        for (level, memory, reduce) in [
+            (None, 200_000, None),
+            (Some(0), 64 << 10, Some(3)),
+            (Some(6), 1 << 30, None),
+        ] {
+            let one = dir.path().join("one.bam");
+            let many = dir.path().join("many.bam");
+            let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+            job.output.level = level;
+            job.program = Some(Program {
+                command_line: "sortase markdup in.bam".into(),
+            });
+            let report = job.run(&rt).unwrap();
+            assert!(report.duplicate_groups > 100, "{report:?}");
+            job.output.path = Some(many.clone());
+            let plan = job.plan_tasks(&rt, memory, reduce).unwrap();
+            if memory < 1 << 20 {
+                assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
+            }
+            let layout = run_tasks(&plan, &rt);
+            for t in layout.place_tasks() {
+                t.run(&rt).unwrap();
+            }
+            let value = layout.commit().unwrap();
+            assert_eq!(value["records"], report.records);
+            assert_eq!(value["duplicate_records"], report.duplicate_records);
+            assert_eq!(value["duplicate_groups"], report.duplicate_groups);
+            assert_eq!(value["read_names"], report.read_names);
+            assert!(
+                std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+                "level {level:?}, memory {memory}: the bytes differ"
+            );
+            assert!(!plan.work_dir().exists());
+        }
+    }
+
+    #[test]
+    fn refused_options_and_an_aborted_plan_leave_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let bam = name_grouped_bam(dir.path());
+        let rt = Runtime::with_threads(1).unwrap();
+        let out = dir.path().join("out.bam");
+        let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out));
+        job.remove_duplicates = true;
+        let e = job.plan_tasks(&rt, 1 << 20, None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
+        job.remove_duplicates = false;
+        job.mode = Mode::Coordinate;
+        assert!(job.plan_tasks(&rt, 1 << 20, None).is_err());
+        job.mode = Mode::Auto;
+        let plan = job.plan_tasks(&rt, 100_000, None).unwrap();
+        let maps: Vec<_> = plan
+            .count_tasks()
+            .iter()
+            .map(|t| t.run(&rt).unwrap())
+            .collect();
+        assert!(plan.work_dir().exists());
+        drop(maps);
+        plan.abort().unwrap();
+        assert!(!plan.work_dir().exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}"); // in.sam, in.bam
+    }
+}

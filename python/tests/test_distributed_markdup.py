@@ -1,0 +1,212 @@
+"""sortase.distributed.markdup (samblaster mode, query-grouped input) on a LocalCluster of 2 worker
+processes: byte identity with the single-machine CLI (``sortase markdup``) over a local path and over
+an S3 API server (moto); a worker killed in the middle of the job; a failing job leaves nothing
+behind, locally and in the bucket."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pysam = pytest.importorskip("pysam")
+distributed_mod = pytest.importorskip("dask.distributed")
+
+from sortase import ArgumentError, distributed  # noqa: E402
+
+from test_distributed import CLI, client, leftovers, s3  # noqa: E402,F401  (fixtures)
+
+PAIRS = 8_000
+# Small tasks, so that the test BAM is cut into many ranges (and read-name groups straddle them).
+TASK_MEMORY = "256K"
+
+
+def cli(*args: str) -> bytes:
+    return subprocess.run([str(CLI), *args], check=True, capture_output=True).stdout
+
+
+def make_grouped_bam(path: Path, pairs: int = PAIRS, seed: int = 29, grouped: bool = True) -> Path:
+    """Aligner-like output: each read name's records together (pairs with secondary and
+    supplementary records, orphans, unmapped pairs, fragments), few distinct positions so that
+    many groups are duplicates; ``grouped=False`` swaps two records of different names."""
+    rng = random.Random(seed)
+    header = {"HD": {"VN": "1.6", "SO": "unsorted", "GO": "query"},
+              "SQ": [{"SN": f"chr{i}", "LN": 200_000} for i in range(1, 4)]}
+    records = []
+
+    def rec(name: str, flag: int, ref: int, pos: int, cigar, mref: int = -1, mpos: int = -1,
+            tlen: int = 0):
+        return (name, flag, ref, pos, cigar, mref, mpos, tlen)
+
+    for i in range(pairs):
+        name = f"r{i:06d}:{rng.randrange(1000)}"
+        ref = rng.randrange(3)
+        pos = rng.randrange(0, 3_000, 7)
+        mpos = pos + rng.randrange(100, 400, 25)
+        clip = rng.choice([0, 0, 0, 3, 8])
+        cig = [(4, clip), (0, 100 - clip)] if clip else [(0, 100)]
+        kind = rng.random()
+        if kind < 0.05:
+            records += [rec(name, 77, -1, -1, None), rec(name, 141, -1, -1, None)]
+        elif kind < 0.12:
+            records += [rec(name, 73, ref, pos, cig, ref, pos), rec(name, 133, ref, pos, None, ref, pos)]
+        elif kind < 0.18:
+            records += [rec(name, rng.choice([0, 16]), ref, pos, cig)]
+        else:
+            group = [rec(name, 99, ref, pos, cig, ref, mpos, mpos - pos + 100),
+                     rec(name, 147, ref, mpos, [(0, 100)], ref, pos, pos - mpos - 100)]
+            if rng.random() < 0.2:
+                group.insert(1, rec(name, 2048 | 65 | 32, (ref + 1) % 3, pos + 50, [(4, 40), (0, 60)],
+                                    ref, mpos))
+            if rng.random() < 0.1:
+                group.append(rec(name, 256 | 129 | 16, ref, mpos + 500, [(0, 100)], ref, pos))
+            records += group
+    if not grouped:
+        k = len(records) // 2
+        # The last record of a group of several moves past the next group's first record: both
+        # groups lose a record samblaster needs.
+        while (records[k - 1][0] != records[k][0] or records[k][0] == records[k + 1][0]
+               or records[k + 1][0] == records[k + 2][0]):
+            k += 1
+        records[k], records[k + 1] = records[k + 1], records[k]
+    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
+        for name, flag, ref, pos, cigar, mref, mpos, tlen in records:
+            a = pysam.AlignedSegment(out.header)
+            a.query_name = name
+            a.flag = flag
+            a.query_sequence = "".join(rng.choice("ACGT") for _ in range(100))
+            a.query_qualities = pysam.qualitystring_to_array("I" * 100)
+            a.reference_id = ref
+            a.reference_start = pos
+            if cigar is not None:
+                a.cigar = cigar
+                a.mapping_quality = 60
+            a.next_reference_id = mref
+            a.next_reference_start = mpos
+            a.template_length = tlen
+            a.set_tag("NM", rng.randrange(3))
+            out.write(a)
+    return path
+
+
+@pytest.fixture(scope="module")
+def grouped_bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_grouped_bam(tmp_path_factory.mktemp("mddata") / "in.bam")
+
+
+@pytest.mark.parametrize("level", [None, 0, 6])
+def test_markdup_is_byte_identical(grouped_bam: Path, client, tmp_path: Path, level) -> None:
+    one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
+    args = ["-l", str(level)] if level is not None else []
+    cli("markdup", "--no-PG", *args, "-o", str(one), str(grouped_bam))
+    report = distributed.markdup(grouped_bam, out, client=client, no_pg=True, level=level,
+                                 task_memory=TASK_MEMORY, progress=False)
+    assert out.read_bytes() == one.read_bytes()
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases["map"]["tasks"] > 3 and phases["reduce"]["tasks"] > 1
+    assert phases["encode"]["tasks"] > 1
+    assert report["mode"] == "query" and report["duplicate_groups"] > 300
+    with pysam.AlignmentFile(str(out), "rb") as f:
+        dups = sum(1 for r in f if r.flag & 1024)
+    assert dups == report["duplicate_records"]
+    assert leftovers(tmp_path) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "dask.bam", "one.bam"]
+
+
+def test_markdup_with_pg_and_options_matches_the_cli(grouped_bam: Path, client, tmp_path: Path) -> None:
+    one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
+    distributed.markdup(grouped_bam, out, client=client, max_read_length=300, reduce_tasks=5,
+                        task_memory=TASK_MEMORY, progress=False)
+    # The @PG line names sortase-dask's command line: compare the records and the rest of the header.
+    cli("markdup", "--maxReadLength", "300", "-o", str(one), str(grouped_bam))
+    with pysam.AlignmentFile(str(out), "rb") as a, pysam.AlignmentFile(str(one), "rb") as b:
+        assert [r.to_string() for r in a] == [r.to_string() for r in b]
+        assert "sortase-dask markdup" in str(a.header)
+
+
+def test_worker_killed_mid_markdup_still_byte_identical(tmp_path: Path) -> None:
+    """A worker SIGKILLed inside the scheduler's transition of the first map task to 'memory'
+    (the reduce stage is not submitted yet: the job is provably in the middle)."""
+    from dask.distributed import Client, LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class KillOnFirstMapResult(SchedulerPlugin):
+        name = "sortase-test-kill-on-first-markdup-map"
+
+        def __init__(self, pid: int, marker: str) -> None:
+            self.pid, self.marker, self.fired = pid, marker, False
+
+        def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
+            if not self.fired and finish == "memory" and "-map-" in str(key):
+                self.fired = True
+                os.kill(self.pid, signal.SIGKILL)
+                Path(self.marker).write_text(f"{self.pid} {key}")
+
+    bam = make_grouped_bam(tmp_path / "in.bam", pairs=6_000, seed=34)
+    cli("markdup", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    out = tmp_path / "dask.bam"
+    marker = tmp_path / "killed.txt"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        pids = list(c.run(os.getpid).values())
+        c.register_plugin(KillOnFirstMapResult(pids[0], str(marker)))
+        report = distributed.markdup(bam, out, client=c, no_pg=True, task_memory=TASK_MEMORY,
+                                     progress=False)
+        assert pids[0] not in c.run(os.getpid).values()
+    assert marker.exists(), "no map task finished, so no worker was killed"
+    assert report["distributed"]["phases"][2]["tasks"] >= 4
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert leftovers(tmp_path) == []
+
+
+def test_failing_markdup_leaves_nothing(client, tmp_path: Path) -> None:
+    bad = make_grouped_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, grouped=False)
+    out = tmp_path / "out.bam"
+    # Not grouped by name: a map task finds a pair without its mate, as the one-machine job does.
+    with pytest.raises(Exception, match="no usable primary pair"):
+        distributed.markdup(bad, out, client=client, task_memory=TASK_MEMORY, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.bam"]
+    with pytest.raises(ArgumentError, match="coordinate"):
+        distributed.markdup(bad, out, client=client, mode="coordinate", progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.bam"]
+
+
+def test_s3_markdup_byte_identical_and_failure_leaves_nothing(grouped_bam: Path, client, s3,
+                                                                tmp_path: Path) -> None:
+    fs, options = s3
+    fs.put_file(str(grouped_bam), "sortase-test/md/in.bam")
+    report = distributed.markdup("s3://sortase-test/md/in.bam", "s3://sortase-test/md/out/dup.bam",
+                                 client=client, no_pg=True, task_memory=TASK_MEMORY,
+                                 storage_options=options, progress=False)
+    cli("markdup", "--no-PG", "-o", str(tmp_path / "one.bam"), str(grouped_bam))
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/md/out/dup.bam") == (tmp_path / "one.bam").read_bytes()
+    assert sorted(fs.ls("sortase-test/md", detail=False)) == [
+        "sortase-test/md/in.bam", "sortase-test/md/out"]
+    assert fs.ls("sortase-test/md/out", detail=False) == ["sortase-test/md/out/dup.bam"]
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases["encode"]["tasks"] > 1 and phases["upload"]["tasks"] >= 1
+
+    bad = make_grouped_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, grouped=False)
+    fs.put_file(str(bad), "sortase-test/mdbad/in.bam")
+    with pytest.raises(Exception, match="no usable primary pair"):
+        distributed.markdup("s3://sortase-test/mdbad/in.bam", "s3://sortase-test/mdbad/out.bam",
+                            client=client, task_memory=TASK_MEMORY, storage_options=options,
+                            progress=False)
+    fs.invalidate_cache()
+    assert fs.ls("sortase-test/mdbad", detail=False) == ["sortase-test/mdbad/in.bam"]
+
+
+def test_console_script_markdup(grouped_bam: Path, client, tmp_path: Path) -> None:
+    from sortase import _dask_cli
+
+    out = tmp_path / "dask.bam"
+    cli("markdup", "--no-PG", "-o", str(tmp_path / "one.bam"), str(grouped_bam))
+    address = client.scheduler.address
+    assert _dask_cli.main(["markdup", "--no-PG", "--task-memory", TASK_MEMORY, "--scheduler",
+                           address, "--no-progress", "-o", str(out), str(grouped_bam)]) == 0
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
