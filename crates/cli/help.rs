@@ -28,9 +28,17 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
             "sortase sort -@ 8 -m 2G -o sorted.bam in.bam",
             "sortase sort -n -o by_name.bam in.bam",
             "sortase sort --write-index -o sorted.bam in.sam",
+            "sortase sort --checksums -v -o sorted.bam in.bam",
         ],
     ),
     ("merge", &["sortase merge -o all.bam a.bam b.bam c.bam"]),
+    (
+        "checksum",
+        &[
+            "sortase checksum in.bam",
+            "sortase checksum -F 0 -P -C -M in.bam sorted.bam",
+        ],
+    ),
     (
         "flagstat",
         &[
