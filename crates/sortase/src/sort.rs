@@ -55,6 +55,7 @@ pub struct SortJob {
     /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and
     /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~25%
     /// more CPU (every record's sequence is decoded twice).
+    #[serde(default)]
     pub checksums: bool,
 }
 
