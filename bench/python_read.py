@@ -115,6 +115,9 @@ def main():
     ap.add_argument("--peer-python", default=os.path.join(PEER_ROOT, "venv", "bin", "python"),
                     help="the python with polars-bio for the pb-* variants "
                          "[$SORTASE_PEER_ROOT/venv/bin/python, made by bench/setup-peer.sh --tools]")
+    ap.add_argument("--record", metavar="CSV", nargs="?", const=os.path.join(os.path.dirname(__file__), "results.csv"),
+                    help="append one row per variant to CSV (compare.py's columns; case python-read or "
+                         "python-read-region) [bench/results.csv]")
     ap.add_argument("--region", default="chr1:1000000-5000000",
                     help="CHR:START-END of the region variants (1-based, inclusive)")
     a = ap.parse_args()
@@ -163,12 +166,49 @@ def main():
             call = [f"{cw:.2f}", f"{cw / floor:.2f}" if floor else "", f"{cc:.2f}",
                     f"{cc / floor_cpu:.2f}" if floor_cpu else ""]
         print(f"| {v} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} | {cpu_ratio} | {' | '.join(call)} |")
+    if a.record:
+        record(a, variants, times, rows, floor)
     region_rows = next((rows[v] for v in rows if v in REGION_VARIANTS), None)
     whole_rows = next((rows[v] for v in rows if v not in REGION_VARIANTS), None)
     print(f"\nrows: {whole_rows if whole_rows is not None else 'n/a'}"
           + (f" ({a.region} filtered: {region_rows})" if region_rows is not None else "")
           + f"; threads {a.threads}; file {a.bam} "
           f"({os.path.getsize(a.bam) / 1e9:.2f} GB)")
+
+
+def record(a, variants, times, rows, floor):
+    """Rows in compare.py's results.csv format: the whole-file variants as case `python-read`
+    (ratios against sortase-proj), the region variants as `python-read-region` (against
+    sortase-region); a pb-* variant's ratio is against its sortase counterpart."""
+    import csv
+    import datetime
+    peer_of = {"pb-proj": "sortase-proj", "pb-all": "sortase-all", "pb-region": "sortase-region",
+               "pysam-proj": "sortase-proj", "oxbow-proj": "sortase-proj", "oxbow-all": "sortase-all"}
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
+                             "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    med = {v: statistics.median(x for x, _, _ in times[v]) for v in variants}
+    new = not os.path.exists(a.record)
+    with open(a.record, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
+                        "label", "role", "runs", "wall_median_s", "wall_min_s", "wall_max_s",
+                        "cpu_pct_median", "cpu_s_median", "rss_max_mib", "ratio_vs_sortase",
+                        "sortase_over_floor", "check", "command"])
+        for v in variants:
+            walls = [x for x, _, _ in times[v]]
+            cpu = statistics.median(x for _, _, x in times[v])
+            base = peer_of.get(v)
+            ratio = f"{med[v] / med[base]:.4f}" if base in med else ""
+            over = f"{med[v] / floor:.4f}" if floor and v.startswith("sortase") else ""
+            case = "python-read-region" if v in REGION_VARIANTS else "python-read"
+            w.writerow([date, commit, case, a.bam, os.path.getsize(a.bam), rows.get(v, ""), a.threads,
+                        v, "floor" if v == "floor" else "variant", len(walls), f"{med[v]:.4f}",
+                        f"{min(walls):.4f}", f"{max(walls):.4f}", f"{100 * cpu / med[v]:.1f}",
+                        f"{cpu:.3f}", f"{max(x for _, x, _ in times[v]):.1f}", ratio, over,
+                        "rows agree" if v != "floor" else "", SNIPPETS.get(v, "sortase flagstat")
+                        .replace("\n", "; ")])
 
 
 if __name__ == "__main__":
