@@ -143,7 +143,11 @@ fn name_flag_rank(flag: u16) -> i32 {
 #[inline]
 pub fn compare_names(a: &[u8], b: &[u8], natural: bool) -> Ordering {
     let (na, nb) = (read_name(a), read_name(b));
-    let by_name = if natural {
+    // Mates share a name, and their 8-byte sort keys tie: one memcmp settles most such pairs
+    // (strnum_cmp walks them byte by byte; `perf`: compare_names 4% of `sort -n`'s CPU).
+    let by_name = if na == nb {
+        Ordering::Equal
+    } else if natural {
         strnum_cmp(na, nb)
     } else {
         na.cmp(nb)
