@@ -113,7 +113,7 @@ def _retry(url: str, call: Callable[[], Any]) -> Any:
             if url in str(e):
                 raise
             try:
-                named = type(e)(f"{url}: {e}")
+                named = OSError(f"{url}: {e}") if isinstance(e, _ShortRead) else type(e)(f"{url}: {e}")
             except Exception:
                 named = OSError(f"{url}: {e}")
             raise named from e

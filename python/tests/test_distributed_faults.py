@@ -167,6 +167,8 @@ def test_markdup_survives_transient_faults(client, s3, tmp_path: Path) -> None:
 ])
 def test_permanent_fault_fails_cleanly(bam: Path, client, s3, fault: Fault, names: str) -> None:
     fs, options, proxy = s3
+    # One client retry, so that each of the 3 attempts Dask makes fails quickly.
+    options = dict(options, config_kwargs={"retries": {"mode": "standard", "max_attempts": 2}})
     fs.put_file(str(bam), f"{BUCKET}/perm/in.bam")
     # Quick back-off of the explicit retries (short reads), so that the test takes seconds.
     delay = distributed.RETRY_DELAY
@@ -182,6 +184,7 @@ def test_permanent_fault_fails_cleanly(bam: Path, client, s3, fault: Fault, name
         client.run(lambda: setattr(distributed, "RETRY_DELAY", delay))
     assert fault.fired > 0
     assert names.format(b=BUCKET) in str(failure.value), failure.value
+    print(f"permanent {fault.kind} fault: {type(failure.value).__name__}: {failure.value}")
     # No output, no index, no work prefix, no open upload.
     assert _listing(fs, "perm") == [f"{BUCKET}/perm/in.bam"]
     assert _uploads(fs) == []
