@@ -33,6 +33,7 @@ where they can); the driver creates and completes it (aborts it on failure) and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -44,8 +45,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import Report, _sortase
 
-__all__ = ["count", "flagstat", "idxstats", "idxstats_text", "index", "markdup", "merge",
-           "snp_pileup", "sort"]
+__all__ = ["WorkerDiskFull", "count", "flagstat", "idxstats", "idxstats_text", "index", "markdup",
+           "merge", "snp_pileup", "sort"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -62,10 +63,61 @@ def _is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+#: The S3 client's own retries (botocore's "standard" mode: exponential back-off with jitter on
+#: throttling such as 503 SlowDown, on 500/502/503/504 and on connection errors and resets), unless
+#: ``storage_options`` sets ``config_kwargs={"retries": ...}`` itself.
+S3_RETRIES = {"mode": "standard", "max_attempts": 8}
+#: Attempts of a transfer that the S3 client does not retry: a read that returns fewer bytes than
+#: asked (a body cut short under an honest Content-Length) or fails its checksum; back-off from
+#: RETRY_DELAY seconds, doubling.
+RETRY_ATTEMPTS = 5
+RETRY_DELAY = 0.2
+
+
 def _fs(url: str, storage_options: Optional[Dict[str, Any]]) -> Any:
     import fsspec
 
-    return fsspec.filesystem(url.split("://", 1)[0], **(storage_options or {}))
+    protocol = url.split("://", 1)[0]
+    options = dict(storage_options or {})
+    if protocol in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", S3_RETRIES)
+        options["config_kwargs"] = config
+    return fsspec.filesystem(protocol, **options)
+
+
+class _ShortRead(OSError):
+    """A transfer that ended early or arrived damaged: retried by :func:`_retry`."""
+
+
+def _transient(e: BaseException) -> bool:
+    if isinstance(e, _ShortRead):
+        return True
+    try:
+        from botocore.exceptions import FlexibleChecksumError
+    except ImportError:
+        return False
+    return isinstance(e, FlexibleChecksumError)
+
+
+def _retry(url: str, call: Callable[[], Any]) -> Any:
+    """``call()``, again after a back-off when it fails transiently (what the S3 client's own
+    retries do not cover); any error that ends it names ``url``."""
+    for attempt in range(RETRY_ATTEMPTS):
+        try:
+            return call()
+        except Exception as e:
+            if _transient(e) and attempt + 1 < RETRY_ATTEMPTS:
+                time.sleep(RETRY_DELAY * 2**attempt)
+                continue
+            if url in str(e):
+                raise
+            try:
+                named = OSError(f"{url}: {e}") if isinstance(e, _ShortRead) else type(e)(f"{url}: {e}")
+            except Exception:
+                named = OSError(f"{url}: {e}")
+            raise named from e
+    raise AssertionError("unreachable")
 
 
 def _esc(path: str) -> str:
@@ -113,10 +165,16 @@ def _fetch(fs: Any, url: str, local: str, ranges: Optional[List[Tuple[int, int]]
     """Materialises ``url`` at ``local``: whole, or only ``ranges`` of a sparse file of its size.
     Returns the bytes fetched."""
     os.makedirs(os.path.dirname(local), exist_ok=True)
+    size = _retry(url, lambda: fs.size(url))
     if ranges is None:
-        fs.get_file(url, local)
-        return os.path.getsize(local)
-    size = fs.size(url)
+        def whole() -> int:
+            fs.get_file(url, local)
+            got = os.path.getsize(local)
+            if got != size:
+                raise _ShortRead(f"read {got} of {size} bytes")
+            return got
+
+        return int(_retry(url, whole))
     fetched = 0
     merged: List[List[int]] = []
     for start, end in sorted(ranges):
@@ -130,11 +188,19 @@ def _fetch(fs: Any, url: str, local: str, ranges: Optional[List[Tuple[int, int]]
     with open(local, "wb") as f:
         f.truncate(size)
         for start, end in merged:
-            data = fs.cat_file(url, start=start, end=end)
+            data = _retry(url, lambda: _cat_range(fs, url, start, end))
             f.seek(start)
             f.write(data)
             fetched += len(data)
     return fetched
+
+
+def _cat_range(fs: Any, url: str, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` of ``url``, all of them (else :class:`_ShortRead`)."""
+    data = fs.cat_file(url, start=start, end=end)
+    if len(data) != end - start:
+        raise _ShortRead(f"read {len(data)} of the {end - start} bytes at {start}")
+    return bytes(data)
 
 
 def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tuple[int, int]]]]], List[str]]:
@@ -261,7 +327,8 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
                     raise
         written = 0
         for path in writes:
-            fs.put_file(path, remote.url(path, scratch))
+            url = remote.url(path, scratch)
+            _retry(url, lambda: fs.put_file(path, url))
             written += os.path.getsize(path)
         return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
     finally:
@@ -282,6 +349,38 @@ def _local_bytes(task_json: str) -> Tuple[int, int]:
     return read, sum(os.path.getsize(p) for p in writes if os.path.exists(p))
 
 
+class WorkerDiskFull(OSError):
+    """A task failed because the local disk of its worker is full (or the worker process reached
+    its file-size limit). The driver runs the task again on another worker; the job fails with
+    this error when no worker is left."""
+
+    def __init__(self, worker: Optional[str], message: str):
+        super().__init__(errno.ENOSPC, message)
+        #: The worker's address (``None`` outside a Dask worker).
+        self.worker = worker
+
+    def __reduce__(self) -> Any:
+        return (WorkerDiskFull, (self.worker, self.strerror))
+
+
+def _disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return True
+    # sortase's OutputError and errors named by _retry carry the OS error's text only.
+    text = str(e)
+    return any(m in text for m in ("No space left on device", "File too large",
+                                   "Disk quota exceeded"))
+
+
+def _worker_address() -> Optional[str]:
+    try:
+        from dask.distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return None
+
+
 def _cpu_seconds() -> float:
     """User+system CPU seconds of this process so far (0 where the platform does not say)."""
     try:
@@ -299,14 +398,19 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
     start = time.perf_counter()
     cpu = _cpu_seconds()
     refetched = False
-    if remote is None:
-        out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
-        try:
-            read, written = _local_bytes(task_json)
-        except (OSError, ValueError):
-            read, written = 0, 0
-    else:
-        out, read, written, refetched = _run_remote(task_json, threads, max_memory, remote)
+    try:
+        if remote is None:
+            out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
+            try:
+                read, written = _local_bytes(task_json)
+            except (OSError, ValueError):
+                read, written = 0, 0
+        else:
+            out, read, written, refetched = _run_remote(task_json, threads, max_memory, remote)
+    except Exception as e:
+        if _disk_full(e) and not isinstance(e, WorkerDiskFull):
+            raise WorkerDiskFull(_worker_address(), str(e)) from e
+        raise
     return {
         "output": json.loads(out),
         "seconds": time.perf_counter() - start,
@@ -384,11 +488,35 @@ class _Driver:
             fn, kwargs = _run_task, dict(threads=self.threads, max_memory=self.max_memory,
                                          remote=self.remote)
         futures = self.client.map(fn, tasks, **kwargs, key=keys, pure=False, retries=2)
+        item = {f.key: i for i, f in enumerate(futures)}
+        full: List[str] = []  # workers whose disk filled up
         results = []
         try:
-            for done, future in enumerate(as_completed(futures), 1):
-                results.append(future.result())
-                self.say(f"\rsortase-dask {self.name} {stage}: {done}/{len(tasks)} tasks", end="")
+            pending = as_completed(futures)
+            for future in pending:
+                try:
+                    results.append(future.result())
+                except WorkerDiskFull as e:
+                    # Dask retried the task (on that worker, likely): run it elsewhere.
+                    if e.worker is not None and e.worker not in full:
+                        full.append(e.worker)
+                    others = [w for w in self.client.scheduler_info().get("workers", {})
+                              if w not in full]
+                    if e.worker is None or not others:
+                        raise
+                    i = item[future.key]
+                    again = self.client.submit(fn, tasks[i], **kwargs,
+                                               key=f"{keys[i]}-{len(futures)}", pure=False,
+                                               retries=2, workers=others,
+                                               allow_other_workers=False)
+                    item[again.key] = i
+                    futures.append(again)
+                    pending.add(again)
+                    self.say(f"\nsortase-dask {self.name} {stage}: {e}; task {i} runs on "
+                             "another worker")
+                    continue
+                self.say(f"\rsortase-dask {self.name} {stage}: {len(results)}/{len(tasks)} tasks",
+                         end="")
             self.say("")
         except BaseException:
             self.say("")
@@ -403,6 +531,8 @@ class _Driver:
             "bytes_read": sum(r["read"] for r in results),
             "bytes_written": sum(r["written"] for r in results),
             "whole_object_fetches": sum(r["refetched"] for r in results),
+            # Tasks run again on another worker after their worker's disk filled up.
+            "tasks_moved": len(futures) - len(tasks),
         })
         if stage == "upload":
             self.phases[-1]["bytes_copied_server_side"] = sum(r["output"]["copied"] for r in results)
@@ -523,7 +653,8 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) 
     specs = _multipart_plan(layout, remote)
     bucket, key, _ = fs.split_path(output)
     start = time.perf_counter()
-    upload = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    upload = _retry(output, lambda: fs.call_s3("create_multipart_upload", Bucket=bucket,
+                                               Key=key))["UploadId"]
     try:
         done = d.run("upload", specs, fn=_upload_part, remote=remote, bucket=bucket,
                      object_key=key, upload_id=upload)
@@ -532,8 +663,8 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) 
         if [p["PartNumber"] for p in parts] != list(range(1, len(specs) + 1)):
             raise RuntimeError(f"{output}: the upload tasks returned parts {parts}")
         start = time.perf_counter()
-        fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
-                   MultipartUpload={"Parts": parts})
+        _retry(output, lambda: fs.call_s3("complete_multipart_upload", Bucket=bucket, Key=key,
+                                          UploadId=upload, MultipartUpload={"Parts": parts}))
     except BaseException:
         with contextlib.suppress(Exception):
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
@@ -623,34 +754,36 @@ def _upload_part(spec: Dict[str, Any], remote: _Remote, bucket: str, object_key:
     ETag, and the bytes this worker read and sent."""
     start, cpu = time.perf_counter(), _cpu_seconds()
     fs = remote.fs()
+    output = f"s3://{bucket}/{object_key}"
     pieces = spec["pieces"]
     for p in pieces:
         if "url" in p:
-            size = fs.info(p["url"])["size"]
+            size = _retry(p["url"], lambda: fs.info(p["url"])["size"])
             if size != p["size"]:
                 raise RuntimeError(f"{p['url']}: {size} bytes, the layout has {p['size']}")
     read = written = copied = 0
     if len(pieces) == 1 and "url" in pieces[0]:
         p = pieces[0]
         src_bucket, src_key, _ = fs.split_path(p["url"])
-        r = fs.call_s3("upload_part_copy", Bucket=bucket, Key=object_key, UploadId=upload_id,
-                       PartNumber=spec["part"], CopySource={"Bucket": src_bucket, "Key": src_key},
-                       CopySourceRange=f"bytes={p['start']}-{p['end'] - 1}")
+        r = _retry(output, lambda: fs.call_s3(
+            "upload_part_copy", Bucket=bucket, Key=object_key, UploadId=upload_id,
+            PartNumber=spec["part"], CopySource={"Bucket": src_bucket, "Key": src_key},
+            CopySourceRange=f"bytes={p['start']}-{p['end'] - 1}"))
         etag = r["CopyPartResult"]["ETag"]
         copied = p["end"] - p["start"]
     else:
         data = bytearray()
         for p in pieces:
             if "url" in p:
-                chunk = fs.cat_file(p["url"], start=p["start"], end=p["end"])
-                if len(chunk) != p["end"] - p["start"]:
-                    raise RuntimeError(f"{p['url']}: short read at {p['start']}")
+                chunk = _retry(p["url"], lambda: _cat_range(fs, p["url"], p["start"], p["end"]))
                 read += len(chunk)
                 data += chunk
             else:
                 data += bytes.fromhex(p["bytes"])
-        r = fs.call_s3("upload_part", Bucket=bucket, Key=object_key, UploadId=upload_id,
-                       PartNumber=spec["part"], Body=bytes(data))
+        body = bytes(data)
+        r = _retry(output, lambda: fs.call_s3("upload_part", Bucket=bucket, Key=object_key,
+                                              UploadId=upload_id, PartNumber=spec["part"],
+                                              Body=body))
         etag = r["ETag"]
         written = len(data)
     return {"output": {"part": spec["part"], "etag": etag, "copied": copied},
@@ -702,8 +835,8 @@ def _upload(remote: _Remote, local: str, url: str) -> None:
     fs = remote.fs()
     temp = f"{url}.sortase-tmp-{uuid.uuid4().hex[:8]}"
     try:
-        fs.put_file(local, temp)
-        fs.mv(temp, url)
+        _retry(url, lambda: fs.put_file(local, temp))
+        _retry(url, lambda: fs.mv(temp, url))
     except BaseException:
         with contextlib.suppress(Exception):
             fs.rm(temp)
