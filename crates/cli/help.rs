@@ -31,7 +31,13 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
             "sortase sort --checksums -v -o sorted.bam in.bam",
         ],
     ),
-    ("merge", &["sortase merge -o all.bam a.bam b.bam c.bam"]),
+    (
+        "merge",
+        &[
+            "sortase merge -o all.bam a.bam b.bam c.bam",
+            "sortase merge --checksums -v -o all.bam a.bam b.bam",
+        ],
+    ),
     (
         "checksum",
         &[
@@ -75,6 +81,7 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
         &[
             "sortase markdup -o marked.bam aligned.bam",
             "sortase markdup -o marked.bam --write-index sorted.bam",
+            "sortase markdup -r --checksums -v -o deduplicated.bam aligned.bam",
         ],
     ),
     (

@@ -63,6 +63,14 @@ pub struct MarkdupArgs {
     /// Temporary files go to PREFIX.sortase-PID-N.tmp/ [OUT.tmp or TMPDIR].
     #[arg(short = 'T', value_name = "PREFIX")]
     pub temp_prefix: Option<PathBuf>,
+    /// Prove that no record was lost or changed but for the duplicate flag: sum the records read
+    /// and written (samtools checksum -F 0 -P -C -M; with -r the removed ones too) and fail,
+    /// removing the output, if they differ; -v prints them.
+    #[arg(long = "checksums")]
+    pub checksums: bool,
+    /// Print the checksums (with --checksums) on stderr.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
     /// samblaster's options (query-grouped input).
     #[command(flatten)]
     pub query: crate::markdup_query::QueryArgs,
@@ -108,9 +116,13 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
         samblaster: args.query.options(),
         picard: args.coord.options(common::command_line()),
         program: common::program(args.no_pg),
+        checksums: args.checksums,
     };
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
+    if let Some(c) = report.checksums.as_ref().filter(|_| args.verbose) {
+        eprint!("[sortase markdup] {}", c.to_text());
+    }
     if !args.query.quiet {
         for line in &report.summary {
             eprintln!("{line}");

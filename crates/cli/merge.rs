@@ -50,6 +50,11 @@ pub struct MergeArgs {
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
+    /// Prove that no record was lost or changed: sum the records read (as translated into the
+    /// output header) and written (samtools checksum -F 0 -P -C -M) and fail, removing the output,
+    /// if they differ; -v prints them.
+    #[arg(long = "checksums")]
+    checksums: bool,
     /// Report how the merge ran (key ranges, or why on one thread) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
@@ -84,6 +89,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         header_file: args.header_file,
         force: args.force,
         program: common::program(args.no_pg),
+        checksums: args.checksums,
     };
     let report = job.run(&common::runtime(args.threads, None)?)?;
     common::print_warnings(&report.warnings);
@@ -113,5 +119,8 @@ fn print_report(r: &MergeReport) {
                 "stdin, SAM or CRAM input, or conflicting reference order"
             }
         );
+    }
+    if let Some(c) = &r.checksums {
+        eprint!("[sortase merge] {}", c.to_text());
     }
 }

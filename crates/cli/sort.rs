@@ -46,7 +46,7 @@ pub struct SortArgs {
     verify: bool,
     /// Prove that no record was lost or changed: sum the records read and written (the sums of
     /// samtools checksum -F 0 -P -C -M) and fail, removing the output, if they differ; -v prints
-    /// them. Costs ~25% more CPU.
+    /// them. Costs ~15% more CPU.
     #[arg(long = "checksums")]
     checksums: bool,
     /// Do not add a @PG line to the header.

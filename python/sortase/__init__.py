@@ -171,6 +171,7 @@ def sort(
     no_pg: bool = False,
     max_fan_in: int = 64,
     progress: Optional[bool] = None,
+    checksums: bool = False,
 ) -> Report:
     """Sorts ``input`` (SAM/BAM/CRAM) into ``output``, as ``sortase sort`` / ``samtools sort``.
 
@@ -182,7 +183,9 @@ def sort(
     ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
     (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``), ``temp_prefix``
     (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
-    (default: when stderr is a terminal and tqdm is installed).
+    (default: when stderr is a terminal and tqdm is installed). ``checksums`` (``--checksums``):
+    prove that no record was lost or changed (``samtools checksum``'s sums of the records read and
+    written, in the report's ``checksums``; different sums fail the job and leave no output).
 
     Returns a :class:`Report`; the output is byte-identical to the command's with the same options.
     """
@@ -195,6 +198,7 @@ def sort(
             write_index=write_index, output_fmt=output_fmt, index_format=index_format,
             reference=reference, output_fmt_options=_list(output_fmt_options),
             temp_prefix=temp_prefix, no_pg=no_pg, max_fan_in=max_fan_in, progress=callback,
+            checksums=checksums,
         )
     finally:
         _closing(callback)
@@ -408,20 +412,22 @@ def merge(
     reference: Optional[PathLike] = None,
     output_fmt_options: Optional[Sequence[str]] = None,
     no_pg: bool = False,
+    checksums: bool = False,
 ) -> Report:
     """Merges sorted ``inputs`` into ``output``, as ``sortase merge`` / ``samtools merge``.
 
     Keywords: ``by_name`` (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``attach_rg``
     (``-r``), ``combine_rg`` (``-c``), ``combine_pg`` (``-p``), ``seed`` (``-s``), ``header``
-    (``-h FILE``), ``force`` (``-f``), and the output options of :func:`sort`. Reports ``inputs``,
-    ``threads``, ``method``, ``ranges``, ``outputs``, ``warnings``."""
+    (``-h FILE``), ``force`` (``-f``), ``checksums`` (``--checksums``, as :func:`sort`), and the
+    output options of :func:`sort`. Reports ``inputs``, ``threads``, ``method``, ``ranges``,
+    ``outputs``, ``warnings``, ``checksums``."""
     return _report(_sortase.merge(
         [os.fspath(p) for p in inputs], output, threads=threads, by_name=by_name,
         by_name_lex=by_name_lex, tag=tag, attach_rg=attach_rg, combine_rg=combine_rg,
         combine_pg=combine_pg, seed=seed, header=header, force=force, level=level,
         uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
         index_format=index_format, reference=reference,
-        output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
+        output_fmt_options=_list(output_fmt_options), no_pg=no_pg, checksums=checksums,
     ))
 
 
@@ -502,18 +508,22 @@ def markdup(
     reference: Optional[PathLike] = None,
     output_fmt_options: Optional[Sequence[str]] = None,
     no_pg: bool = False,
+    checksums: bool = False,
 ) -> Report:
     """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
     ``"query"`` (samblaster's algorithm) or ``"coordinate"`` (Picard MarkDuplicates').
     ``remove_duplicates`` (``-r``), ``metrics`` (Picard's metrics file), ``max_memory`` (default
-    ``"2G"``), ``optical_distance`` (default 100). Reports ``mode``, ``records``,
-    ``duplicate_records``, ``summary`` (the lines the CLI prints), ``outputs``, ``warnings``."""
+    ``"2G"``), ``optical_distance`` (default 100), ``checksums`` (``--checksums``, as :func:`sort`;
+    the duplicate flag is not summed, and with ``remove_duplicates`` the removed records are summed
+    as ``left_out``). Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines
+    the CLI prints), ``outputs``, ``warnings``, ``checksums``."""
     return _report(_sortase.markdup(
         input, output, mode=mode, remove_duplicates=remove_duplicates, metrics=metrics,
         threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
         optical_distance=optical_distance, level=level, uncompressed=uncompressed,
         write_index=write_index, output_fmt=output_fmt, index_format=index_format,
         reference=reference, output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
+        checksums=checksums,
     ))
 
 

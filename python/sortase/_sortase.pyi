@@ -34,6 +34,7 @@ def sort(
     no_pg: bool = False,
     max_fan_in: int = 64,
     progress: _Progress = None,
+    checksums: bool = False,
 ) -> str: ...
 def read_bam(
     path: _Path,
@@ -96,6 +97,7 @@ def merge(
     reference: Optional[_Path] = None,
     output_fmt_options: Optional[List[str]] = None,
     no_pg: bool = False,
+    checksums: bool = False,
 ) -> str: ...
 def view(
     input: _Path,
@@ -145,6 +147,7 @@ def markdup(
     reference: Optional[_Path] = None,
     output_fmt_options: Optional[List[str]] = None,
     no_pg: bool = False,
+    checksums: bool = False,
 ) -> str: ...
 def bgzip(
     files: List[_Path],

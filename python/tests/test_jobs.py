@@ -279,3 +279,29 @@ def test_view_to_stdout_and_flagstat_one_liner(sorted_bam: Path, sortase_bin: Pa
     printed = subprocess.run([*run, f"import sortase; print(sortase.flagstat({str(sorted_bam)!r}))"],
                              check=True, capture_output=True, env=env, text=True).stdout
     assert ast.literal_eval(printed) == json.loads(pysam.flagstat("-O", "json", str(sorted_bam)))
+
+
+def test_checksums_keyword_proves_sort_merge_and_markdup(tmp_path: Path, sortase_bin: Path) -> None:
+    """``checksums=True`` (``--checksums``): the report carries samtools checksum's sums of the
+    records read and written, equal to the CLI's ``-v`` line; off by default."""
+    sam = paired_sam(tmp_path / "pairs.sam", 500)
+    srt = tmp_path / "sorted.bam"
+    report = sortase.sort(sam, srt, threads=2, checksums=True)
+    c = report.checksums
+    assert c.read == c.written and c.read.count == 1000
+    assert c.command == "samtools checksum -F 0x0 -P -C -M"
+    assert sortase.sort(sam, tmp_path / "plain.bam").checksums is None
+    merged = sortase.merge([srt, srt], tmp_path / "merged.bam", threads=2, checksums=True)
+    assert merged.checksums.read.count == 2000 and merged.checksums.written == merged.checksums.read
+    for remove in (False, True):
+        out = tmp_path / f"marked{remove}.bam"
+        marked = sortase.markdup(srt, out, remove_duplicates=remove, checksums=True, threads=1)
+        m = marked.checksums
+        assert m.read.count == 1000
+        if remove:
+            assert m.written.count + m.left_out.count == 1000 and m.left_out.count > 0
+        else:
+            assert m.written == m.read and "left_out" not in m
+        line = cli(sortase_bin, "markdup", "--checksums", "-v", *(["-r"] if remove else []),
+                   "-@", 1, "-o", tmp_path / "cli.bam", srt).stderr.decode()
+        assert f"combined {m.combined:08x}: equal" in line

@@ -1,7 +1,10 @@
 //! `sortase checksum` against `samtools checksum`: every SAM file of the htslib-test corpus with
 //! three sets of options (the defaults; every record and field with QC rows and empty rows; tabs,
 //! no reverse complement, all flag bits and other tags). Files samtools cannot read are counted, not
-//! compared. Then a sort's `-v` sums equal `samtools checksum -F 0 -P -C -M` of its input and output.
+//! compared. Then the sums that sort, merge (both engines) and markdup (both modes) print with
+//! `--checksums -v` equal `samtools checksum -F 0 -P -C -M` of their input and output, on a generated
+//! file and on the corpus; and each of them, with a record corrupted between reading and writing
+//! (the test fault `SORTASE_TEST_CORRUPT_READ`), fails with one line and leaves no output.
 
 use crate::common::{assert_no_failures, check_same, p, sortase, tempdir};
 use crate::oracle::oracle;
@@ -131,5 +134,201 @@ fn sort_prints_the_sums_samtools_computes_of_its_input_and_output() {
             cols[2], cols[2], cols[3], cols[4], cols[5], cols[6], cols[10]
         );
         assert!(line.contains(&want), "{line}\nwant {want}\nsamtools: {all}");
+    }
+}
+
+/// `samtools checksum -F 0 -P -C -M FILE`'s "all" row as `-v` prints it (`None`: samtools cannot
+/// read the file).
+fn samtools_sums(st: &crate::oracle::Oracle, file: &std::path::Path) -> Option<String> {
+    let theirs = st.run(&["checksum", "-F", "0", "-P", "-C", "-M", p(file)]);
+    if !theirs.ok() {
+        return None;
+    }
+    let text = theirs.text();
+    let all = text.lines().find(|l| l.starts_with("all "))?.to_string();
+    let c: Vec<&str> = all.split_whitespace().collect();
+    // all all COUNT SEQ NAME QUAL AUX POS CIGAR MATE COMBINED
+    Some(format!(
+        "flag+seq {} +name {} +qual {} +aux {} combined {}",
+        c[3], c[4], c[5], c[6], c[10]
+    ))
+}
+
+/// The sums a job's `-v` printed (`flag+seq … combined …`), and the number of records read.
+fn printed_sums(stderr: &str) -> Option<(String, String)> {
+    let line = stderr.lines().find(|l| l.contains("checksums ("))?;
+    let count = line.split("read ").nth(1)?.split(' ').next()?.to_string();
+    let sums = line
+        .split("; ")
+        .nth(1)?
+        .trim_end_matches(": equal")
+        .to_string();
+    Some((count, sums))
+}
+
+/// The jobs that prove their records, each run on `input` (a corpus SAM) and on its sorted copy:
+/// (label, arguments before `-o OUT INPUT`, whether it reads the sorted copy).
+const JOBS: [(&str, &[&str], bool); 5] = [
+    ("sort", &["sort"], false),
+    ("merge one-thread", &["merge"], false),
+    ("merge key ranges", &["merge"], true),
+    (
+        "markdup coordinate",
+        &["markdup", "--mode", "coordinate"],
+        true,
+    ),
+    ("markdup query", &["markdup", "--mode", "query"], false),
+];
+
+#[test]
+fn every_job_prints_the_sums_samtools_computes_of_its_input_and_output_on_the_corpus() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let mut sams = Vec::new();
+    find_sams(&dir, &mut sams);
+    sams.sort();
+    let tmp = tempdir();
+    let (mut compared, mut refused, mut failures) = (0, 0, Vec::new());
+    for (n, sam) in sams.iter().enumerate() {
+        if sam.components().any(|c| c.as_os_str() == "longrefs") || has_illegal_tag_name(sam) {
+            continue;
+        }
+        let Some(want) = samtools_sums(st, sam) else {
+            continue;
+        };
+        let sorted = tmp.path().join(format!("{n}.sorted.bam"));
+        if !sortase(&["sort", "-o", p(&sorted), p(sam)]).ok() {
+            refused += 1;
+            continue;
+        }
+        for (label, args, from_sorted) in JOBS {
+            let out = tmp.path().join(format!("{n}.out.bam"));
+            let input = if from_sorted { &sorted } else { sam };
+            let mut a = args.to_vec();
+            a.extend(["--checksums", "-v", "-o", p(&out), p(input)]);
+            let run = sortase(&a);
+            let what = format!("{} {label}", sam.display());
+            if !run.ok() {
+                // Some corpus files are not what a job takes (markdup query wants read-name groups,
+                // samblaster's record rules): refused with a message, never a checksum failure.
+                if run.stderr.contains("do not match the records read") {
+                    failures.push(format!("{what}: {}", run.failure()));
+                } else {
+                    refused += 1;
+                }
+                continue;
+            }
+            let Some((_, got)) = printed_sums(&run.stderr) else {
+                failures.push(format!("{what}: no checksum line in {}", run.stderr));
+                continue;
+            };
+            check_same(&mut failures, &format!("{what} (input)"), &got, &want);
+            match samtools_sums(st, &out) {
+                Some(of_out) => {
+                    check_same(&mut failures, &format!("{what} (output)"), &got, &of_out)
+                }
+                None => failures.push(format!("{what}: samtools cannot read the output")),
+            }
+            compared += 1;
+            let _ = std::fs::remove_file(&out);
+        }
+        let _ = std::fs::remove_file(&sorted);
+    }
+    eprintln!("job checksums on the corpus: {compared} job runs compared, {refused} refused");
+    assert!(compared > 100, "only {compared} comparisons");
+    assert_no_failures("job checksums on the corpus", &failures);
+}
+
+/// Runs sortase with the test fault naming read `name` ([`FAULT`]).
+fn sortase_with_fault(name: &str, args: &[&str]) -> crate::common::Run {
+    let prefix = [
+        std::ffi::OsString::from(format!("{FAULT}={name}")),
+        crate::common::sortase_bin().into_os_string(),
+    ];
+    crate::common::run(std::path::Path::new("/usr/bin/env"), &prefix, args)
+}
+
+/// The test fault's environment variable (crates/bam `checksum::FAULT_ENV`).
+const FAULT: &str = "SORTASE_TEST_CORRUPT_READ";
+
+#[test]
+fn a_record_corrupted_in_flight_fails_every_job_and_leaves_no_output() {
+    let dir = tempdir();
+    // Pairs in name order (for markdup query), reverse strands, mates; p0006 and p0007 share
+    // their ends (one pair is a duplicate to mark or remove).
+    let mut sam = String::from("@HD\tVN:1.6\tSO:queryname\n@SQ\tSN:chr1\tLN:100000\n");
+    for i in 0..400u32 {
+        let pos = if i == 6 || i == 7 {
+            1001
+        } else {
+            (i * 7919) % 90000 + 1
+        };
+        let mpos = pos + 150;
+        sam += &format!(
+            "p{i:04}\t99\tchr1\t{pos}\t60\t8M\t=\t{mpos}\t158\tACGTTGCA\tIIJJ#AII\tBC:Z:AC\n\
+             p{i:04}\t147\tchr1\t{mpos}\t60\t8M\t=\t{pos}\t-158\tTTGCAACG\tIIIIJJ#A\n"
+        );
+    }
+    let input = dir.path().join("in.sam");
+    std::fs::write(&input, &sam).unwrap();
+    let sorted = dir.path().join("sorted.bam");
+    sortase(&["sort", "-o", p(&sorted), p(&input)]).expect_ok();
+    let outs = dir.path().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    let out = outs.join("out.bam");
+    let jobs: [(&str, Vec<&str>); 7] = [
+        ("sort", vec!["sort", p(&input)]),
+        ("merge key ranges", vec!["merge", p(&sorted), p(&sorted)]),
+        ("merge one-thread", vec!["merge", p(&input), p(&input)]),
+        ("markdup coordinate", vec!["markdup", p(&sorted)]),
+        ("markdup coordinate -r", vec!["markdup", "-r", p(&sorted)]),
+        ("markdup query", vec!["markdup", p(&input)]),
+        ("markdup query -r", vec!["markdup", "-r", p(&input)]),
+    ];
+    for (label, args) in jobs {
+        let (cmd, rest) = args.split_first().unwrap();
+        let mut a = vec![*cmd, "--checksums", "-v", "-o", p(&out)];
+        a.extend_from_slice(rest);
+        // Without the fault: the sums agree (so the failure below is the fault's).
+        let clean = sortase(&a);
+        assert!(clean.ok(), "{label}: {}", clean.failure());
+        let (count, _) = printed_sums(&clean.stderr)
+            .unwrap_or_else(|| panic!("{label}: no checksum line in {}", clean.stderr));
+        let want = if label.starts_with("merge") {
+            "1600"
+        } else {
+            "800"
+        };
+        assert_eq!(count, want, "{label}: {}", clean.stderr);
+        if label.ends_with("-r") {
+            assert!(
+                clean.stderr.contains("and left out 2;"),
+                "{label}: {}",
+                clean.stderr
+            );
+        }
+        std::fs::remove_file(&out).unwrap();
+
+        let bad = sortase_with_fault("p0123", &a);
+        assert!(!bad.ok(), "{label}: the corrupted run succeeded");
+        assert!(
+            bad.stderr.contains("do not match the records read")
+                && bad.stderr.contains("flag+seq column differs"),
+            "{label}: {}",
+            bad.stderr
+        );
+        assert_eq!(
+            bad.stderr.trim().lines().count(),
+            1,
+            "{label}: not one line: {}",
+            bad.stderr
+        );
+        let left: Vec<_> = std::fs::read_dir(&outs).unwrap().collect();
+        assert!(left.is_empty(), "{label}: output left behind: {left:?}");
+        // Without --checksums the fault is never read: the job succeeds.
+        let plain: Vec<&str> = a.iter().copied().filter(|x| *x != "--checksums").collect();
+        sortase_with_fault("p0123", &plain).expect_ok();
+        std::fs::remove_file(&out).unwrap();
     }
 }

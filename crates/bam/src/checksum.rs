@@ -156,8 +156,9 @@ pub struct Crcs {
     pub mate: u32,
 }
 
-/// The running sums of a set of records (one row of samtools checksum's report).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The running sums of a set of records (one row of samtools checksum's report). A column the
+/// options do not compute stays 1 (the empty product).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sums {
     /// Records summed.
     pub count: u64,
@@ -285,6 +286,88 @@ impl Sums {
     }
 }
 
+/// The environment variable of the test fault: a read name. While it is set, a job checking its
+/// sums changes the first base of every record of that name it writes (after the record was summed
+/// as read, before it is summed and written as written), so tests can see the job fail. Read once
+/// per job; with `--checksums` off it is never read.
+pub const FAULT_ENV: &str = "SORTASE_TEST_CORRUPT_READ";
+
+/// The test fault of one job ([`FAULT_ENV`]).
+#[derive(Debug, Clone, Default)]
+pub struct Fault(Option<std::sync::Arc<[u8]>>);
+
+impl Fault {
+    /// The fault [`FAULT_ENV`] asks for (usually none).
+    pub fn from_env() -> Self {
+        Self(
+            std::env::var_os(FAULT_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.as_encoded_bytes().into()),
+        )
+    }
+
+    /// The fault for records named `name` (tests).
+    pub fn named(name: &[u8]) -> Self {
+        Self(Some(name.into()))
+    }
+
+    /// `raw` (a record with its `block_size`), or a copy in `scratch` with the first base changed
+    /// when the fault names the record.
+    #[inline]
+    pub fn apply<'a>(&self, raw: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        match &self.0 {
+            None => raw,
+            Some(name) => corrupt(raw, name, scratch),
+        }
+    }
+}
+
+#[cold]
+fn corrupt<'a>(raw: &'a [u8], name: &[u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    let r = crate::RecordRef::new_unchecked(&raw[4..]);
+    if r.read_name() != name || r.l_seq() == 0 {
+        return raw;
+    }
+    scratch.clear();
+    scratch.extend_from_slice(raw);
+    let l_seq = r.l_seq() as usize;
+    let at = raw.len() - r.aux_bytes().len() - l_seq - l_seq.div_ceil(2);
+    scratch[at] ^= 0x30; // the first base's 4-bit code, changed
+    scratch
+}
+
+/// The records one thread of a job writes, summed (after the test [`Fault`], if any).
+#[derive(Debug, Clone)]
+pub struct Tally {
+    sums: Checksummer,
+    fault: Fault,
+    scratch: Vec<u8>,
+}
+
+impl Tally {
+    /// A tally with empty sums.
+    pub fn new(opts: &ChecksumOptions, fault: &Fault) -> Self {
+        Self {
+            sums: Checksummer::new(opts.clone()),
+            fault: fault.clone(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Sums `raw` (a record with its `block_size`) and gives the bytes to write.
+    #[inline]
+    pub fn pass<'a>(&'a mut self, raw: &'a [u8]) -> &'a [u8] {
+        let r = self.fault.apply(raw, &mut self.scratch);
+        self.sums.add(r);
+        r
+    }
+
+    /// The sums so far.
+    pub fn sums(&self) -> Sums {
+        self.sums.sums
+    }
+}
+
 /// Nibble pairs to ASCII pairs, forward (samtools' `code2fwdbase`, built from `seq_nt16_str`).
 const NT16: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
 /// The complement of each nibble's base.
@@ -318,8 +401,6 @@ fn crc(start: u32, data: &[u8]) -> u32 {
 #[derive(Debug, Clone)]
 pub struct Checksummer {
     opts: ChecksumOptions,
-    seq: Vec<u8>,
-    qual: Vec<u8>,
     aux: Vec<u8>,
     found: Vec<(u32, u32)>,
     /// The sums of the records added with [`Checksummer::add`].
@@ -332,8 +413,6 @@ impl Checksummer {
         let n = opts.tags.len();
         Self {
             opts,
-            seq: Vec::new(),
-            qual: Vec::new(),
             aux: Vec::new(),
             found: vec![(0, 0); n],
             sums: Sums::EMPTY,
@@ -357,8 +436,10 @@ impl Checksummer {
     /// The CRCs of one record (bytes after `block_size`, whole and valid), or `None` when the
     /// options leave it out.
     // HOT: once per record in every job that checks its sums. Cost: the sequence is decoded to
-    // ASCII a byte pair at a time (as samtools), qualities copied +33, then libdeflate's CRC32 over
-    // name, sequence and qualities; the aux walk stops at the record's end. Buffers are reused.
+    // ASCII once, a stack buffer at a time (a table of byte pairs, as samtools' code2base), and
+    // each piece fed to the flag+seq and name+flag+seq CRCs; qualities +33 likewise into +qual;
+    // libdeflate's CRC32 (PCLMUL) does the hashing. No heap buffer but the aux one (selected tags
+    // only). The aux walk stops at the record's end.
     // INVARIANT: `rec` was validated by the record splitter (field lengths fit `rec`).
     pub fn crcs(&mut self, rec: &[u8]) -> Option<Crcs> {
         let flag = u16::from_le_bytes([rec[14], rec[15]]);
@@ -376,14 +457,25 @@ impl Checksummer {
         let qual_start = seq_start + l_seq.div_ceil(2);
         let quals = &rec[qual_start..qual_start + l_seq];
         let aux = &rec[qual_start + l_seq..];
+        let reverse = flag & crate::flags::REVERSE != 0 && self.opts.rev_comp;
 
-        self.fill_seq_qual(flag, packed, quals, l_seq);
+        let mut seq_crc = Crc::new();
+        seq_crc.update(&flags);
+        let mut name_crc = Crc::new();
+        name_crc.update(name);
+        name_crc.update(&flags);
+        seq_pieces(packed, l_seq, reverse, |piece| {
+            seq_crc.update(piece);
+            name_crc.update(piece);
+        });
         let mut c = Crcs {
-            seq: crc(crc(0, &flags), &self.seq),
+            seq: seq_crc.sum(),
+            name: name_crc.sum(),
             ..Crcs::default()
         };
-        c.name = crc(crc(crc(0, name), &flags), &self.seq);
-        c.qual = crc(c.seq, &self.qual);
+        let mut qual_crc = Crc::with_initial(c.seq);
+        qual_pieces(quals, reverse, |piece| qual_crc.update(piece));
+        c.qual = qual_crc.sum();
         c.aux = self.hash_aux(aux, c.seq);
         if self.opts.check_pos {
             let mut b = [0u8; 12];
@@ -406,33 +498,6 @@ impl Checksummer {
             c.cigar = crc(crc(c.seq, &mapq), &rec[cigar_start..seq_start]);
         }
         Some(c)
-    }
-
-    fn fill_seq_qual(&mut self, flag: u16, packed: &[u8], quals: &[u8], l_seq: usize) {
-        self.seq.clear();
-        self.qual.clear();
-        let reverse = flag & crate::flags::REVERSE != 0 && self.opts.rev_comp;
-        if reverse {
-            // The pairs of the last byte first; an odd length leaves the first base of the last
-            // pair out (its low nibble is padding).
-            let full = l_seq / 2;
-            if l_seq % 2 == 1 {
-                self.seq.push(NT16_COMP[usize::from(packed[full] >> 4)]);
-            }
-            for &b in packed[..full].iter().rev() {
-                self.seq.extend_from_slice(&REV_PAIRS[usize::from(b)]);
-            }
-            self.qual
-                .extend(quals.iter().rev().map(|q| q.wrapping_add(33)));
-        } else {
-            for &b in &packed[..l_seq / 2] {
-                self.seq.extend_from_slice(&FWD_PAIRS[usize::from(b)]);
-            }
-            if l_seq % 2 == 1 {
-                self.seq.push(NT16[usize::from(packed[l_seq / 2] >> 4)]);
-            }
-            self.qual.extend(quals.iter().map(|q| q.wrapping_add(33)));
-        }
     }
 
     /// The selected tags, in the options' order (the last of a repeated tag), integers in their
@@ -462,6 +527,65 @@ impl Checksummer {
             push_canonical(&mut self.aux, field);
         }
         crc(start, &self.aux)
+    }
+}
+
+/// Bytes decoded per piece: a stack buffer that stays in L1.
+const PIECE: usize = 256;
+
+/// Calls `f` with a record's sequence as samtools hashes it: ASCII, reverse-complemented when
+/// `reverse` (an odd length's padding nibble left out), a piece at a time.
+#[inline]
+fn seq_pieces(packed: &[u8], l_seq: usize, reverse: bool, mut f: impl FnMut(&[u8])) {
+    let mut buf = [0u8; PIECE];
+    let full = l_seq / 2;
+    if reverse {
+        // The last base first: an odd length's last base is the high nibble of the last byte.
+        if l_seq % 2 == 1 {
+            f(&[NT16_COMP[usize::from(packed[full] >> 4)]]);
+        }
+        for bytes in packed[..full].rchunks(PIECE / 2) {
+            let out = &mut buf[..bytes.len() * 2];
+            for (o, &b) in out.chunks_exact_mut(2).zip(bytes.iter().rev()) {
+                o.copy_from_slice(&REV_PAIRS[usize::from(b)]);
+            }
+            f(out);
+        }
+    } else {
+        for bytes in packed[..full].chunks(PIECE / 2) {
+            let out = &mut buf[..bytes.len() * 2];
+            for (o, &b) in out.chunks_exact_mut(2).zip(bytes) {
+                o.copy_from_slice(&FWD_PAIRS[usize::from(b)]);
+            }
+            f(out);
+        }
+        if l_seq % 2 == 1 {
+            f(&[NT16[usize::from(packed[full] >> 4)]]);
+        }
+    }
+}
+
+/// Calls `f` with a record's qualities as samtools hashes them (`qual + 33`, wrapping; reversed
+/// when `reverse`), a piece at a time.
+#[inline]
+fn qual_pieces(quals: &[u8], reverse: bool, mut f: impl FnMut(&[u8])) {
+    let mut buf = [0u8; PIECE];
+    if reverse {
+        for q in quals.rchunks(PIECE) {
+            let out = &mut buf[..q.len()];
+            for (o, &v) in out.iter_mut().zip(q.iter().rev()) {
+                *o = v.wrapping_add(33);
+            }
+            f(out);
+        }
+    } else {
+        for q in quals.chunks(PIECE) {
+            let out = &mut buf[..q.len()];
+            for (o, &v) in out.iter_mut().zip(q) {
+                *o = v.wrapping_add(33);
+            }
+            f(out);
+        }
     }
 }
 
@@ -540,6 +664,32 @@ mod tests {
             let rec = record(b"r", 0x10, seq, &vec![30; seq.len()], &[]);
             let fwd = record(b"r", 0, rc, &vec![30; seq.len()], &[]);
             assert_eq!(c.crcs(&rec[4..]), c.crcs(&fwd[4..]), "{seq:?}");
+        }
+    }
+
+    #[test]
+    fn pieces_match_a_plain_decoding_at_every_length() {
+        // Lengths around the piece size, both strands: the CRCs equal those of the sequence and
+        // qualities decoded whole.
+        let mut c = Checksummer::new(ChecksumOptions::default());
+        for len in [0usize, 1, 2, 3, 255, 256, 257, 258, 511, 512, 513, 1001] {
+            let seq: Vec<u8> = (0..len).map(|i| NT16[1 + (i * 7) % 15]).collect();
+            let qual: Vec<u8> = (0..len).map(|i| (i * 13 % 94) as u8).collect();
+            for flag in [0u16, 0x10] {
+                let rec = record(b"name", flag, &seq, &qual, &[]);
+                let got = c.crcs(&rec[4..]).unwrap();
+                let (mut s, mut q) = (seq.clone(), qual.clone());
+                if flag == 0x10 {
+                    let comp = |b: u8| NT16_COMP[NT16.iter().position(|&x| x == b).unwrap()];
+                    s = s.iter().rev().map(|&b| comp(b)).collect();
+                    q.reverse();
+                }
+                let q: Vec<u8> = q.iter().map(|v| v + 33).collect();
+                let want_seq = crc(crc(0, &[0]), &s);
+                assert_eq!(got.seq, want_seq, "len {len} flag {flag}");
+                assert_eq!(got.name, crc(crc(crc(0, b"name\0"), &[0]), &s));
+                assert_eq!(got.qual, crc(want_seq, &q), "len {len} flag {flag}");
+            }
         }
     }
 

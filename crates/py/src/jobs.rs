@@ -91,7 +91,8 @@ fn index(
 #[pyo3(signature = (inputs, output, *, threads=None, by_name=false, by_name_lex=false,
     tag=None, attach_rg=false, combine_rg=false, combine_pg=false, seed=None, header=None,
     force=false, level=None, uncompressed=false, write_index=false, output_fmt=None,
-    index_format=None, reference=None, output_fmt_options=None, no_pg=false))]
+    index_format=None, reference=None, output_fmt_options=None, no_pg=false,
+    checksums=false))]
 #[allow(clippy::too_many_arguments)]
 fn merge(
     py: Python<'_>,
@@ -115,6 +116,7 @@ fn merge(
     reference: Option<PathBuf>,
     output_fmt_options: Option<Vec<String>>,
     no_pg: bool,
+    checksums: bool,
 ) -> PyResult<String> {
     let job = MergeJob {
         inputs: inputs.into_iter().map(path_text).collect(),
@@ -136,6 +138,7 @@ fn merge(
         header_file: header,
         force,
         program: program(no_pg, "merge"),
+        checksums,
     };
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
@@ -220,7 +223,7 @@ fn view(
 #[pyo3(signature = (input, output, *, mode="auto", remove_duplicates=false, metrics=None,
     threads=None, max_memory=None, temp_prefix=None, optical_distance=None, level=None,
     uncompressed=false, write_index=false, output_fmt=None, index_format=None, reference=None,
-    output_fmt_options=None, no_pg=false))]
+    output_fmt_options=None, no_pg=false, checksums=false))]
 #[allow(clippy::too_many_arguments)]
 fn markdup(
     py: Python<'_>,
@@ -241,6 +244,7 @@ fn markdup(
     reference: Option<PathBuf>,
     output_fmt_options: Option<Vec<String>>,
     no_pg: bool,
+    checksums: bool,
 ) -> PyResult<String> {
     let mode = match mode {
         "auto" => Mode::Auto,
@@ -261,6 +265,7 @@ fn markdup(
         remove_duplicates,
         temp_prefix,
         program: program(no_pg, "markdup"),
+        checksums,
         ..MarkdupJob::new(
             path_text(input),
             OutputSpec {

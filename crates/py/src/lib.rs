@@ -46,7 +46,8 @@ pub(crate) fn path_text(p: PathBuf) -> String {
 #[pyo3(signature = (input, output, *, threads=None, max_memory=None, by_name=false,
     by_name_lex=false, tag=None, template_coordinate=false, level=None, uncompressed=false,
     write_index=false, output_fmt=None, index_format=None, reference=None,
-    output_fmt_options=None, temp_prefix=None, no_pg=false, max_fan_in=64, progress=None))]
+    output_fmt_options=None, temp_prefix=None, no_pg=false, max_fan_in=64, progress=None,
+    checksums=false))]
 #[allow(clippy::too_many_arguments)]
 fn sort(
     py: Python<'_>,
@@ -69,6 +70,7 @@ fn sort(
     no_pg: bool,
     max_fan_in: usize,
     progress: Option<&Bound<'_, PyAny>>,
+    checksums: bool,
 ) -> PyResult<String> {
     let memory = memory_bytes(max_memory, "max_memory")?;
     let latest = Arc::new(LatestProgress::default());
@@ -96,7 +98,7 @@ fn sort(
         temp_prefix,
         max_fan_in,
         program: (!no_pg).then(|| Program::new(command_line)),
-        checksums: false,
+        checksums,
     };
     let job_rt = rt.clone();
     let report = run_job(py, &rt, progress.map(|p| (p, &*latest)), move || {

@@ -267,7 +267,13 @@ pub struct MergePlan {
     compressed: u64,
     /// Set when the job is cancelled: range readers stop between batches.
     cancel: Option<Arc<AtomicBool>>,
+    /// Sees every batch of translated input records a range reads ([`MergePlan::with_batch_hook`]).
+    batch_hook: Option<BatchHook>,
 }
+
+/// A function that sees every batch of records the ranges read from the inputs (translated into
+/// the output header, before `-r` attaches its RG tags), on the worker reading it.
+pub type BatchHook = Arc<dyn Fn(&RecordBatch) + Send + Sync>;
 
 /// The records of one range: a heap merge of the inputs' cursors, trimmed to the range.
 pub struct MergeRange<'a> {
@@ -364,6 +370,7 @@ impl MergePlan {
             splits,
             compressed: total,
             cancel: None,
+            batch_hook: None,
         })
     }
 
@@ -420,6 +427,7 @@ impl MergePlan {
             splits,
             compressed,
             cancel: None,
+            batch_hook: None,
         })
     }
 
@@ -455,6 +463,13 @@ impl MergePlan {
     /// Range readers stop with [`SortError::Cancelled`] between batches once `flag` is set.
     pub fn with_cancel(mut self, flag: Arc<AtomicBool>) -> Self {
         self.cancel = Some(flag);
+        self
+    }
+
+    /// Calls `hook` with every batch of input records the ranges read (each input record is in
+    /// exactly one range, so in exactly one batch): the records read, e.g. for their checksums.
+    pub fn with_batch_hook(mut self, hook: BatchHook) -> Self {
+        self.batch_hook = Some(hook);
         self
     }
 
@@ -586,8 +601,9 @@ impl MergePlan {
                 continue;
             }
             let cancel = self.cancel.clone();
+            let hook = self.batch_hook.clone();
             sources.push(Source::feed(Box::new(feed(
-                order, cursor, first, hi, cancel,
+                order, cursor, first, hi, cancel, hook,
             )))?);
             inputs.push(i);
         }
@@ -609,6 +625,7 @@ fn feed<'a>(
     first: Vec<u8>,
     hi: Option<Split<'a>>,
     cancel: Option<Arc<AtomicBool>>,
+    hook: Option<BatchHook>,
 ) -> impl FnMut() -> Result<Option<RecordBatch>, SortError> + 'a {
     let mut done = false;
     let mut first = Some((first, cursor.voffset));
@@ -649,7 +666,11 @@ fn feed<'a>(
             offsets.push(start as u32);
         }
         let end = buf.len();
-        Ok(Some(RecordBatch::from_parts(buf, offsets, end, 0)))
+        let batch = RecordBatch::from_parts(buf, offsets, end, 0);
+        if let Some(h) = &hook {
+            h(&batch);
+        }
+        Ok(Some(batch))
     }
 }
 

@@ -13,11 +13,13 @@ use crate::input::{Format, Input};
 use crate::options::{add_program, Order, OutputSpec, Program};
 use crate::output::{index_target, resolve_format, split_index_name, OutFormat};
 use crate::progress::Progress;
+use crate::proof::{self, Checksums, SumsCell};
 use crate::range_output;
 use crate::runtime::Runtime;
 use crate::writer::SortedOutput;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_bam::checksum::ChecksumOptions;
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
@@ -73,6 +75,11 @@ pub struct MergeJob {
     pub force: bool,
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
+    /// Prove that no record was lost or changed: sum the records read (as translated into the
+    /// output header) and written (`samtools checksum -F 0 -P -C -M`) and fail, leaving no
+    /// output, if they differ (`--checksums`).
+    #[serde(default)]
+    pub checksums: bool,
 }
 
 /// Which merge produced the output.
@@ -105,6 +112,8 @@ pub struct MergeReport {
     pub outputs: Vec<PathBuf>,
     /// Warnings (samtools' text).
     pub warnings: Vec<String>,
+    /// With [`MergeJob::checksums`]: the sums of the records read and written.
+    pub checksums: Option<Checksums>,
 }
 
 impl MergeJob {
@@ -121,6 +130,7 @@ impl MergeJob {
             header_file: None,
             force: false,
             program: None,
+            checksums: false,
         }
     }
 
@@ -386,6 +396,7 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         threads,
         &job.output.cram(),
     )?;
+    let sums = ChecksumOptions::every_record();
     let result = one_thread::merge(
         order,
         opened,
@@ -393,9 +404,12 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         &job.inputs,
         rt,
         &mut out.sink,
+        job.checksums.then_some(&sums),
     );
     rt.check_cancelled()?;
-    result?;
+    if let Some((read, written)) = result? {
+        report.checksums = Some(Checksums::check("merge", &sums, &read, &written)?);
+    }
     out.finish()?;
     progress.finish();
     report
@@ -426,13 +440,27 @@ fn key_ranges(
     report: &mut MergeReport,
 ) -> Result<(), (anyhow::Error, bool)> {
     let started = std::time::Instant::now();
-    let plan = rt
+    let mut plan = rt
         .install(|| MergePlan::new(order, inputs, options))
         .map_err(|e| (e.into(), true))?
         .with_cancel(rt.cancel_flag().shared());
     report.sampling_seconds = started.elapsed().as_secs_f64();
     report.ranges = plan.ranges();
-    write_ranges(job, rt, &plan, merged, target, progress).map_err(|e| (e, target.data.is_some()))
+    // With --checksums: the records read, summed on the range workers that read them.
+    let read = Arc::new(SumsCell::default());
+    let sums = ChecksumOptions::every_record();
+    if job.checksums {
+        let (cell, opts) = (read.clone(), sums.clone());
+        plan = plan.with_batch_hook(Arc::new(move |b| {
+            cell.merge(&proof::batch_sums_here(&opts, b));
+        }));
+    }
+    let check = |written: &sortase_bam::checksum::Sums| {
+        Checksums::check("merge", &sums, &read.get(), written)
+    };
+    report.checksums = write_ranges(job, rt, &plan, merged, target, progress, &check)
+        .map_err(|e| (e, target.data.is_some()))?;
+    Ok(())
 }
 
 /// Merges the plan's ranges on the runtime's threads ([`MergePlan`]) and writes them in order.
@@ -443,7 +471,8 @@ fn write_ranges(
     merged: &Merged,
     target: &Target,
     progress: &Progress,
-) -> anyhow::Result<()> {
+    check: &dyn Fn(&sortase_bam::checksum::Sums) -> Result<Checksums>,
+) -> anyhow::Result<Option<Checksums>> {
     let threads = rt.threads();
     let (mut encoder, mut writer) = range_output::open(
         target.data.as_deref(),
@@ -453,6 +482,9 @@ fn write_ranges(
         &job.output.cram(),
         threads,
     )?;
+    if job.checksums {
+        encoder.sum_records(ChecksumOptions::every_record());
+    }
     let name = writer.name.clone();
     let ranges = plan.ranges();
     let per_range = plan.compressed_bytes() / ranges as u64;
@@ -477,7 +509,9 @@ fn write_ranges(
     .with_context(|| name.clone())?;
     plan.check_samples()?;
     rt.check_cancelled()?;
-    writer.finish(matches!(target.format, OutFormat::Bam(_)))
+    let checksums = encoder.written_sums().map(|w| check(&w)).transpose()?;
+    writer.finish(matches!(target.format, OutFormat::Bam(_)))?;
+    Ok(checksums)
 }
 
 #[cfg(test)]

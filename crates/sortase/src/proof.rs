@@ -12,6 +12,8 @@ use crate::error::{Error, ErrorKind};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
+#[cfg(test)]
+use sortase_bam::checksum::{Fault, Tally};
 use sortase_bam::RecordBatch;
 use std::sync::Mutex;
 
@@ -46,6 +48,13 @@ pub fn batch_sums(opts: &ChecksumOptions, batch: &RecordBatch) -> Sums {
         )
 }
 
+/// The sums of a batch's records on the calling thread (for workers that are already parallel).
+pub fn batch_sums_here(opts: &ChecksumOptions, batch: &RecordBatch) -> Sums {
+    let mut c = Checksummer::new(opts.clone());
+    batch.iter_raw().for_each(|r| c.add(r));
+    c.sums
+}
+
 /// Sums that many threads add to (once per batch or range, never per record).
 #[derive(Debug, Default)]
 pub struct SumsCell(Mutex<Sums>);
@@ -63,55 +72,21 @@ impl SumsCell {
     }
 }
 
-/// One set of sums as reports carry them (hex columns as samtools prints them).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordSums {
-    /// Records summed.
-    pub count: u64,
-    /// flag+seq.
-    pub seq: u64,
-    /// +name.
-    pub name: u64,
-    /// +qual.
-    pub qual: u64,
-    /// +aux.
-    pub aux: u64,
-    /// +chr/pos (0 when not computed).
-    pub pos: u64,
-    /// +cigar (0 when not computed).
-    pub cigar: u64,
-    /// +mate (0 when not computed).
-    pub mate: u64,
-    /// samtools' combined column.
-    pub combined: u64,
-}
-
-impl RecordSums {
-    fn new(s: &Sums, opts: &ChecksumOptions) -> Self {
-        let on = |b: bool, v: u64| if b { v } else { 0 };
-        Self {
-            count: s.count,
-            seq: s.seq,
-            name: s.name,
-            qual: s.qual,
-            aux: s.aux,
-            pos: on(opts.check_pos, s.pos),
-            cigar: on(opts.check_cigar, s.cigar),
-            mate: on(opts.check_mate, s.mate),
-            combined: s.combined(opts),
-        }
-    }
-}
-
 /// The sums a job checked: of what it read and of what it wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checksums {
     /// The samtools command line that prints the same sums for the input and the output.
     pub command: String,
     /// Over the records read.
-    pub read: RecordSums,
+    pub read: Sums,
     /// Over the records written.
-    pub written: RecordSums,
+    pub written: Sums,
+    /// Over the records the job left out on purpose (markdup `-r`'s duplicates), summed as they
+    /// were dropped: `read` = `written` + `left_out`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<Sums>,
+    /// samtools' "combined" column of `read`.
+    pub combined: u64,
 }
 
 impl Checksums {
@@ -123,80 +98,75 @@ impl Checksums {
         read: &Sums,
         written: &Sums,
     ) -> crate::Result<Checksums> {
-        if let Some(col) = read.first_difference(written, opts) {
+        Self::check_left_out(what, opts, read, written, None)
+    }
+
+    /// [`Checksums::check`] for a job that leaves records out on purpose: `read` must equal
+    /// `written` and `left_out` together.
+    pub fn check_left_out(
+        what: &str,
+        opts: &ChecksumOptions,
+        read: &Sums,
+        written: &Sums,
+        left_out: Option<&Sums>,
+    ) -> crate::Result<Checksums> {
+        let mut out = *written;
+        if let Some(l) = left_out {
+            out.merge(l);
+        }
+        if let Some(col) = read.first_difference(&out, opts) {
+            let left = left_out.map_or(String::new(), |l| {
+                format!(" (and left out {} records)", l.count)
+            });
             return Err(Error::new(
                 ErrorKind::Internal,
                 format!(
                     "{what}: the records written do not match the records read ({} column \
-                     differs: read {} records {}, wrote {} records {}); the output was removed",
+                     differs: read {} records {}, wrote {} records {}{left}); the output was \
+                     removed",
                     col,
                     read.count,
                     read.columns(opts).trim(),
-                    written.count,
-                    written.columns(opts).trim()
+                    out.count,
+                    out.columns(opts).trim()
                 ),
             ));
         }
         Ok(Checksums {
             command: opts.command_line(),
-            read: RecordSums::new(read, opts),
-            written: RecordSums::new(written, opts),
+            read: *read,
+            written: *written,
+            left_out: left_out.copied(),
+            combined: read.combined(opts),
         })
     }
 
-    /// The lines `-v` prints.
+    /// The line `-v` prints.
     pub fn to_text(&self) -> String {
         let r = &self.read;
+        let left = self
+            .left_out
+            .map_or(String::new(), |l| format!(" and left out {}", l.count));
         format!(
-            "checksums ({}): read {} records, wrote {}; flag+seq {:08x} +name {:08x} +qual {:08x} \
-             +aux {:08x} combined {:08x}: equal\n",
-            self.command, r.count, self.written.count, r.seq, r.name, r.qual, r.aux, r.combined
+            "checksums ({}): read {} records, wrote {}{left}; flag+seq {:08x} +name {:08x} \
+             +qual {:08x} +aux {:08x} combined {:08x}: equal\n",
+            self.command, r.count, self.written.count, r.seq, r.name, r.qual, r.aux, self.combined
         )
     }
-}
-
-/// A test-only fault in the sink: while set, every record named [`CORRUPT_NAME`] that a range
-/// encoder writes gets its first base changed (after it was summed as read, before it is summed and
-/// encoded as written). By name, so that tests running at the same time are not touched. Compiled
-/// into this crate's tests only: release code has no hook.
-#[cfg(test)]
-pub(crate) static CORRUPT: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// The read name [`CORRUPT`] corrupts.
-#[cfg(test)]
-pub(crate) const CORRUPT_NAME: &[u8] = b"corrupt-me-in-flight";
-
-/// `raw`, or a copy in `scratch` with one base changed when [`CORRUPT`] is set and the record is
-/// named [`CORRUPT_NAME`].
-#[cfg(test)]
-pub(crate) fn corrupt_in_flight<'a>(raw: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
-    let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
-    if !CORRUPT.load(std::sync::atomic::Ordering::SeqCst)
-        || r.read_name() != CORRUPT_NAME
-        || r.l_seq() == 0
-    {
-        return raw;
-    }
-    scratch.clear();
-    scratch.extend_from_slice(raw);
-    let l_seq = r.l_seq() as usize;
-    let at = raw.len() - r.aux_bytes().len() - l_seq - l_seq.div_ceil(2);
-    scratch[at] ^= 0x30; // the first base's 4-bit code, changed
-    scratch
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{OutputSpec, Runtime, SortJob};
-    use std::sync::atomic::Ordering;
+
+    const NAME: &[u8] = b"corrupt-me-in-flight";
 
     fn sam(records: usize) -> String {
         let mut s = String::from("@SQ\tSN:chr1\tLN:100000\n");
         for i in 0..records {
             let name = if i == 123 {
-                String::from_utf8(CORRUPT_NAME.to_vec()).unwrap()
+                String::from_utf8(NAME.to_vec()).unwrap()
             } else {
                 format!("r{i}")
             };
@@ -209,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sort_proves_its_sums_and_fails_on_a_record_corrupted_in_flight() {
+    fn a_sort_reports_equal_sums() {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("in.sam");
         std::fs::write(&input, sam(500)).unwrap();
@@ -223,23 +193,55 @@ mod tests {
         let sums = report.checksums.expect("sort reports its sums");
         assert_eq!(sums.read, sums.written);
         assert_eq!(sums.read.count, 500);
-        std::fs::remove_file(&out).unwrap();
+        let opts = ChecksumOptions::every_record();
+        assert_eq!(sums.combined, sums.read.combined(&opts));
+        assert!(sums.to_text().contains("read 500 records, wrote 500;"));
+    }
 
-        CORRUPT.store(true, Ordering::SeqCst);
-        let e = job.run(&rt);
-        CORRUPT.store(false, Ordering::SeqCst);
-        let e = e.unwrap_err();
-        let msg = format!("{e:#}");
-        assert!(msg.contains("do not match the records read"), "{msg}");
-        assert!(msg.contains("flag+seq column differs"), "{msg}");
-        let left: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
+    #[test]
+    fn the_fault_changes_one_base_of_the_named_record_and_the_check_fails() {
+        let text = sam(300);
+        let header =
+            sortase_bam::Header::from_sam_text(String::from("@SQ\tSN:chr1\tLN:100000\n")).unwrap();
+        let records: Vec<Vec<u8>> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let mut r = Vec::new();
+                sortase_bam::sam_parse::parse_record(l.as_bytes(), &header, &mut r).unwrap();
+                r
+            })
             .collect();
-        assert_eq!(
-            left,
-            vec![std::ffi::OsString::from("in.sam")],
-            "output left behind"
-        );
+        let opts = ChecksumOptions::every_record();
+        let mut read = Checksummer::new(opts.clone());
+        let mut clean = Tally::new(&opts, &Fault::default());
+        let mut faulty = Tally::new(&opts, &Fault::named(NAME));
+        let mut changed = 0;
+        for r in &records {
+            read.add(r);
+            clean.pass(r);
+            changed += usize::from(faulty.pass(r) != &r[..]);
+        }
+        assert_eq!(changed, 1);
+        assert!(Checksums::check("t", &opts, &read.sums, &clean.sums()).is_ok());
+        let e = Checksums::check("t", &opts, &read.sums, &faulty.sums()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("flag+seq column differs"), "{msg}");
+        // Records left out on purpose are accounted for.
+        let mut kept = Tally::new(&opts, &Fault::default());
+        let mut dropped = Tally::new(&opts, &Fault::default());
+        for (i, r) in records.iter().enumerate() {
+            if i % 3 == 0 {
+                dropped.pass(r);
+            } else {
+                kept.pass(r);
+            }
+        }
+        let (k, d) = (kept.sums(), dropped.sums());
+        let c = Checksums::check_left_out("t", &opts, &read.sums, &k, Some(&d)).unwrap();
+        assert!(c
+            .to_text()
+            .contains("read 300 records, wrote 200 and left out 100;"));
+        assert!(Checksums::check("t", &opts, &read.sums, &k).is_err());
     }
 }

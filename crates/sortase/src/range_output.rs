@@ -13,7 +13,7 @@ use crate::output::OutFormat;
 use crate::proof::SumsCell;
 use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
-use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
+use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
 use sortase_cram::CramWriter;
@@ -67,11 +67,10 @@ impl<R: RangeSource> RangeSource for Counted<'_, R> {
     }
 }
 
-/// A range's records passed through while adding them to a [`Checksummer`] (the sums of what is
-/// written, `crate::proof`).
+/// A range's records passed through a [`Tally`] (the sums of what is written, `crate::proof`).
 struct Summed<'a, R> {
     inner: &'a mut R,
-    sums: &'a mut Checksummer,
+    sums: &'a mut Tally,
 }
 
 impl<R: RangeSource> RangeSource for Summed<'_, R> {
@@ -80,21 +79,14 @@ impl<R: RangeSource> RangeSource for Summed<'_, R> {
         mut f: F,
     ) -> Result<u64, SortError> {
         let sums = &mut *self.sums;
-        #[cfg(test)]
-        let mut scratch = Vec::new();
-        self.inner.for_each(|r| {
-            #[cfg(test)]
-            let r = crate::proof::corrupt_in_flight(r, &mut scratch);
-            sums.add(r);
-            f(r)
-        })
+        self.inner.for_each(|r| f(sums.pass(r)))
     }
 }
 
 /// Encodes ranges on worker threads (shared by all of them).
 pub struct RangeEncoder {
     /// With [`RangeEncoder::sum_records`]: what is summed and the sums of the records encoded.
-    proof: Option<(ChecksumOptions, SumsCell)>,
+    proof: Option<(ChecksumOptions, Fault, SumsCell)>,
     format: OutFormat,
     header: Header,
     /// Index geometry, with `--write-index`.
@@ -123,13 +115,14 @@ impl RangeEncoder {
 
     /// Sums every record encoded from now on (`samtools checksum`'s sums under `opts`), on the
     /// workers that encode them; [`RangeEncoder::written_sums`] gives them.
+    /// The job's test [`Fault`] is read here.
     pub fn sum_records(&mut self, opts: ChecksumOptions) {
-        self.proof = Some((opts, SumsCell::default()));
+        self.proof = Some((opts, Fault::from_env(), SumsCell::default()));
     }
 
     /// The sums of the records encoded since [`RangeEncoder::sum_records`] (`None` without it).
     pub fn written_sums(&self) -> Option<Sums> {
-        self.proof.as_ref().map(|(_, cell)| cell.get())
+        self.proof.as_ref().map(|(_, _, cell)| cell.get())
     }
 
     /// Sets the expected record bytes per range (default: the sort's `RANGE_BYTES`).
@@ -139,15 +132,15 @@ impl RangeEncoder {
 
     /// Encodes one range.
     pub fn encode<R: RangeSource>(&self, records: &mut R) -> Result<EncodedRange, SortError> {
-        let Some((opts, cell)) = &self.proof else {
+        let Some((opts, fault, cell)) = &self.proof else {
             return self.encode_records(records);
         };
-        let mut sums = Checksummer::new(opts.clone());
+        let mut sums = Tally::new(opts, fault);
         let encoded = self.encode_records(&mut Summed {
             inner: records,
             sums: &mut sums,
         })?;
-        cell.merge(&sums.sums);
+        cell.merge(&sums.sums());
         Ok(encoded)
     }
 

@@ -53,8 +53,8 @@ pub struct SortJob {
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
     /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and
-    /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~25%
-    /// more CPU (every record's sequence is decoded twice).
+    /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~15%
+    /// more CPU (every record is summed once as read and once as written).
     #[serde(default)]
     pub checksums: bool,
 }

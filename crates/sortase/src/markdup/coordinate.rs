@@ -15,9 +15,11 @@ use crate::memory::Reservation;
 use crate::options::add_program;
 use crate::output::{index_target, resolve_format, split_index_name, temp_prefix, OutFormat};
 use crate::progress::Progress;
+use crate::proof::{self, Checksums};
 use crate::runtime::Runtime;
 use crate::writer::{CramOut, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
+use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::picard::{
@@ -150,9 +152,14 @@ pub(super) fn run(
     let mut collector = Collector::new(Libraries::from_header(input.header.text()), opts);
     let mut ends = rt.memory().reservation("markdup: read ends");
     let header = input.header.clone();
+    let sums = ChecksumOptions::every_record();
+    let mut read = Sums::EMPTY;
     input
         .for_each_batch(|b| {
             rt.install(|| -> Result<()> {
+                if job.checksums {
+                    read.merge(&proof::batch_sums(&sums, &b));
+                }
                 collector
                     .push(&b)
                     .map_err(|e| order_error(&header, input_name, &e))?;
@@ -207,6 +214,13 @@ pub(super) fn run(
     let dups = std::mem::take(&mut outcome.found.duplicates);
     let (mut next, mut index_in_file) = (0usize, 0u64);
     let mut rec = RecordBuf::default();
+    // With --checksums: the records written, and the duplicates -r leaves out.
+    let mut tallies = job.checksums.then(|| {
+        (
+            Tally::new(&sums, &Fault::from_env()),
+            Tally::new(&sums, &Fault::default()),
+        )
+    });
     second
         .for_each_batch(|b| {
             for raw in b.iter_raw() {
@@ -219,6 +233,9 @@ pub(super) fn run(
                     let (lib, _) = outcome.libs.of(&r);
                     outcome.counts[lib as usize].1.add_duplicate(flag);
                     if job.remove_duplicates {
+                        if let Some((_, left)) = tallies.as_mut() {
+                            left.pass(raw);
+                        }
                         continue;
                     }
                 }
@@ -227,12 +244,16 @@ pub(super) fn run(
                 } else {
                     flag & !flags::DUPLICATE
                 };
-                if want == flag {
-                    out.sink.write(raw)?;
+                let bytes = if want == flag {
+                    raw
                 } else {
                     rec.copy_from(raw);
                     rec.set_flag(want);
-                    out.sink.write(rec.as_raw())?;
+                    rec.as_raw()
+                };
+                match tallies.as_mut() {
+                    Some((written, _)) => out.sink.write(written.pass(bytes))?,
+                    None => out.sink.write(bytes)?,
                 }
             }
             Ok(())
@@ -246,6 +267,16 @@ pub(super) fn run(
         );
     }
     rt.check_cancelled()?;
+    if let Some((written, left)) = tallies {
+        let left = job.remove_duplicates.then(|| left.sums());
+        report.checksums = Some(Checksums::check_left_out(
+            "markdup",
+            &sums,
+            &read,
+            &written.sums(),
+            left.as_ref(),
+        )?);
+    }
     let metrics = c
         .metrics
         .as_deref()

@@ -8,6 +8,7 @@ use crate::error::{Error, ErrorKind};
 use crate::writer::RecordSink;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
+use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, RecordBatch, RecordBuf};
 use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
 use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
@@ -31,6 +32,8 @@ pub(super) struct State {
     dup_records: u64,
     /// The input's and the output's names, for messages.
     names: (String, String),
+    /// With `--checksums`: the sums of the records written and of those left out (`-r`).
+    tallies: Option<(Tally, Tally)>,
 }
 
 /// A "read R: …" error of the input `file` (malformed for samblaster).
@@ -101,7 +104,21 @@ impl State {
             records: 0,
             dup_records: 0,
             names,
+            tallies: None,
         }
+    }
+
+    /// Sums the records written and left out from now on (`--checksums`).
+    pub(super) fn sum_records(&mut self, opts: &ChecksumOptions) {
+        self.tallies = Some((
+            Tally::new(opts, &Fault::from_env()),
+            Tally::new(opts, &Fault::default()),
+        ));
+    }
+
+    /// The sums of the records written and left out, with [`State::sum_records`].
+    pub(super) fn sums(&self) -> Option<(Sums, Sums)> {
+        self.tallies.as_ref().map(|(w, l)| (w.sums(), l.sums()))
     }
 
     /// Marks and writes `group`, all of whose records have one name.
@@ -193,7 +210,13 @@ impl State {
                 self.scratch.as_raw()
             };
             if !(self.remove && flag & flags::DUPLICATE != 0) {
-                sink.write(rec).with_context(|| self.names.1.clone())?;
+                let out = match self.tallies.as_mut() {
+                    Some((written, _)) => written.pass(rec),
+                    None => rec,
+                };
+                sink.write(out).with_context(|| self.names.1.clone())?;
+            } else if let Some((_, left)) = self.tallies.as_mut() {
+                left.pass(rec);
             }
             if side && self.marks[i - range.start] != 0 {
                 self.side.write(rec, self.marks[i - range.start])?;

@@ -24,6 +24,7 @@ mod side_out;
 use crate::error::{Error, Result};
 use crate::input::Input;
 use crate::options::{OutputSpec, Program};
+use crate::proof::Checksums;
 use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -155,6 +156,12 @@ pub struct MarkdupJob {
     pub picard: PicardOptions,
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
+    /// Prove that no record was lost or changed but for the duplicate flag: sum the records read
+    /// and written (`samtools checksum -F 0 -P -C -M`, whose flag sum leaves 0x400 out, and whose
+    /// tags leave out the mate tags samblaster adds) and fail, leaving no output, if they differ;
+    /// with `remove_duplicates` the records left out are summed too (`--checksums`).
+    #[serde(default)]
+    pub checksums: bool,
 }
 
 /// What a duplicate marking did.
@@ -182,6 +189,8 @@ pub struct MarkdupReport {
     pub outputs: Vec<PathBuf>,
     /// Warnings.
     pub warnings: Vec<String>,
+    /// With [`MarkdupJob::checksums`]: the sums of the records read, written and left out.
+    pub checksums: Option<Checksums>,
 }
 
 impl MarkdupJob {
@@ -197,6 +206,7 @@ impl MarkdupJob {
             samblaster: SamblasterOptions::default(),
             picard: PicardOptions::default(),
             program: None,
+            checksums: false,
         }
     }
 

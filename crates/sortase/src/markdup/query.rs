@@ -14,9 +14,11 @@ use crate::input::Input;
 use crate::options::add_program;
 use crate::output::{resolve_format, OutFormat};
 use crate::progress::Progress;
+use crate::proof::{self, Checksums};
 use crate::runtime::Runtime;
 use crate::writer::SortedOutput;
 use anyhow::Result;
+use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
 use sortase_markdup::samblaster::side::SideOptions;
 use sortase_markdup::samblaster::{Layout, Options};
@@ -111,10 +113,18 @@ pub(super) fn run(
         side_opts,
         (input_name.to_string(), out.name.clone()),
     );
+    let sums = ChecksumOptions::every_record();
+    let mut read_sums = Sums::EMPTY;
+    if job.checksums {
+        state.sum_records(&sums);
+    }
     let pool = rt.pool();
     let mut carry = Carry::default();
     let mut failed: Option<anyhow::Error> = None;
     let read = input.for_each_batch(|batch| {
+        if job.checksums {
+            read_sums.merge(&pool.install(|| proof::batch_sums(&sums, &batch)));
+        }
         let sink = &mut out.sink;
         // Records continuing the carried group come first.
         let mut start = 0;
@@ -172,6 +182,16 @@ pub(super) fn run(
             .collect(),
         ..MarkdupReport::default()
     };
+    if let Some((written, left)) = state.sums() {
+        let left = job.remove_duplicates.then_some(left);
+        report.checksums = Some(Checksums::check_left_out(
+            "markdup",
+            &sums,
+            &read_sums,
+            &written,
+            left.as_ref(),
+        )?);
+    }
     out.finish()?;
     let side = state.finish(&mut report)?;
     report.outputs.extend(side);

@@ -3,9 +3,11 @@
 //! samtools' interleaving exactly, unsorted inputs included, for any input (stdin, SAM, CRAM).
 
 use crate::input::Input;
+use crate::proof::{self, SumsCell};
 use crate::runtime::Runtime;
 use crate::writer::RecordSink;
 use anyhow::Result;
+use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::header_merge::Translation;
 use sortase_bam::RecordBatch;
 use sortase_sort::merge::{merge as heap_merge, Source};
@@ -16,7 +18,8 @@ use std::sync::Arc;
 const QUEUED_BATCHES: usize = 4;
 
 /// Merges `inputs` (named `names`, translated by `translations`) in `order` into `sink`. Readers stop
-/// between batches once `rt` is cancelled.
+/// between batches once `rt` is cancelled. With `sums`, returns the sums of the records read (as
+/// translated, on the reader threads) and of those written.
 pub(super) fn merge(
     order: SortOrder,
     inputs: Vec<Input>,
@@ -24,8 +27,12 @@ pub(super) fn merge(
     names: &[String],
     rt: &Runtime,
     sink: &mut RecordSink,
-) -> Result<()> {
+    sums: Option<&ChecksumOptions>,
+) -> Result<Option<(Sums, Sums)>> {
+    let read = SumsCell::default();
+    let mut written = sums.map(|o| Tally::new(o, &Fault::from_env()));
     std::thread::scope(|scope| -> Result<()> {
+        let read = &read;
         let mut sources = Vec::with_capacity(inputs.len());
         let attach = translations.clone();
         for ((mut input, t), name) in inputs.into_iter().zip(translations).zip(names) {
@@ -42,7 +49,11 @@ pub(super) fn merge(
                         t.translate_into(raw, &mut buf, identity);
                     }
                     let end = buf.len();
-                    tx.send(Ok(RecordBatch::from_parts(buf, offsets, end, 0)))
+                    let batch = RecordBatch::from_parts(buf, offsets, end, 0);
+                    if let Some(o) = sums {
+                        read.merge(&proof::batch_sums_here(o, &batch));
+                    }
+                    tx.send(Ok(batch))
                         .map_err(|_| anyhow::anyhow!("merge stopped"))
                 });
                 if let Err(e) = r {
@@ -57,12 +68,17 @@ pub(super) fn merge(
         }
         let mut scratch = Vec::new();
         heap_merge(order, &mut sources, |i, _, r| {
-            if attach[i].attach_rg_into(r, &mut scratch) {
-                Ok(sink.write(&scratch)?)
+            let r = if attach[i].attach_rg_into(r, &mut scratch) {
+                &scratch[..]
             } else {
-                Ok(sink.write(r)?)
+                r
+            };
+            match written.as_mut() {
+                Some(t) => Ok(sink.write(t.pass(r))?),
+                None => Ok(sink.write(r)?),
             }
         })?;
         Ok(())
-    })
+    })?;
+    Ok(written.map(|t| (read.get(), t.sums())))
 }

@@ -454,6 +454,8 @@ impl MergeTaskPlan {
             key_ranges_abandoned: None,
             outputs: target.outputs(),
             warnings,
+            // The merge split into tasks does not sum its records (`checksums` is for one process).
+            checksums: None,
         }
     }
 
