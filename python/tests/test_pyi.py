@@ -16,8 +16,11 @@ _sortase = pytest.importorskip("sortase._sortase")
 
 PYI = Path(__file__).resolve().parents[1] / "sortase" / "_sortase.pyi"
 
-#: (name, kind, default) per parameter; kind "pos" or "kw"; default as source text or None.
+#: (name, kind, default) per parameter; kind "pos" or "kw"; default a value or REQUIRED.
 Params = List[Tuple[str, str, object]]
+
+#: The default of a parameter that has none.
+REQUIRED = "<required>"
 
 
 def _literal(node: ast.expr) -> object:
@@ -35,9 +38,9 @@ def stub_signatures(text: str) -> Dict[str, Params]:
             continue
         a = node.args
         positional = a.posonlyargs + a.args
-        defaults = [None] * (len(positional) - len(a.defaults)) + [_literal(d) for d in a.defaults]
+        defaults = [REQUIRED] * (len(positional) - len(a.defaults)) + [_literal(d) for d in a.defaults]
         params: Params = [(p.arg, "pos", d) for p, d in zip(positional, defaults)]
-        params += [(p.arg, "kw", None if d is None else _literal(d))
+        params += [(p.arg, "kw", REQUIRED if d is None else _literal(d))
                    for p, d in zip(a.kwonlyargs, a.kw_defaults)]
         out[node.name] = params
     return out
@@ -53,7 +56,7 @@ def module_signatures(module: object) -> Dict[str, Params]:
         params: Params = []
         for p in sig.parameters.values():
             kind = "kw" if p.kind is inspect.Parameter.KEYWORD_ONLY else "pos"
-            default = None if p.default is inspect.Parameter.empty else p.default
+            default = REQUIRED if p.default is inspect.Parameter.empty else p.default
             params.append((p.name, kind, default))
         out[name] = params
     return out
