@@ -50,10 +50,10 @@ __all__ = ["WorkerDiskFull", "count", "flagstat", "idxstats", "idxstats_text", "
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: Bytes fetched past a task's last planned block (a record may span blocks; the boundary check
-#: reads the block at the range's end). A task that still reads past them is re-run on the whole
-#: object.
-SLACK = 256 << 10
+#: Bytes a task reads past its last planned block (a record may span blocks; the boundary check
+#: reads the block at the range's end), included in the spans the library gives (``task_io``). A
+#: task that still reads past them is re-run on the whole object.
+SLACK = _sortase.TASK_READ_SLACK
 
 
 # ---------------------------------------------------------------- storage
@@ -203,102 +203,6 @@ def _cat_range(fs: Any, url: str, start: int, end: int) -> bytes:
     return bytes(data)
 
 
-def _reads_and_writes(task_json: str) -> Tuple[List[Tuple[str, Optional[List[Tuple[int, int]]]]], List[str]]:
-    """The files a task reads (with the byte ranges it needs, ``None``: all) and writes."""
-    (kind, body), = json.loads(task_json).items()
-    if kind == "sort":
-        (stage, t), = body.items()
-        if stage == "count":
-            end = t["later_starts"][0] >> 16 if t["later_starts"] else 1 << 62
-            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], []
-        if stage == "map":
-            end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
-            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["run_path"]]
-        if stage == "agd_map":
-            # A dataset's map task: every group's file of its chunks (and the `duplicate` group's,
-            # agd markdup), whole (tasks/sort/agd_map.rs `AgdMapTask::files`).
-            dirs = ["names", "bases", "qual", "results"] + (
-                [t["duplicate"]["dir"]] if t.get("duplicate") else [])
-            return [(os.path.join(t["input"], d, f"{c['index']:06}.parquet"), None)
-                    for c in t["chunks"] for d in dirs], [t["run_path"]]
-        if stage == "reduce":
-            # A run reader reads whole blocks up to `end` and nothing past it (tasks/sort/
-            # reduce.rs `RunStart::end`); a short read would fail the finish's record count.
-            reads = [(r["path"], [(r["offset"], r["end"] if r.get("end") is not None else 1 << 62)])
-                     for r in t["runs"]]
-            return reads, [t["part_path"], t["sidecar_path"]]
-    if kind == "markdup":
-        (stage, t), = body.items()
-        if stage == "count":
-            end = t["later_starts"][0] >> 16 if t["later_starts"] else 1 << 62
-            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], []
-        if stage == "map":
-            # The range, and past its end the rest of its last read-name group (a group longer
-            # than SLACK re-runs the task on the whole object).
-            end = (t["end"] >> 16) if t["end"] is not None else 1 << 62
-            return [(t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])], [t["path"]]
-        if stage == "reduce":
-            # Its partition's slice of every map task's signature file.
-            reads = [(i["path"], [(i["start"], i["end"])]) for i in t["inputs"]]
-            return reads, [t["path"]]
-        if stage == "encode":
-            # Its ranges of the input, and each range's slice of every reduce task's file.
-            end = (t["read_end"] >> 16) if t["read_end"] is not None else 1 << 62
-            reads: List[Tuple[str, Optional[List[Tuple[int, int]]]]] = [
-                (t["input"], [(0, 1 << 16), (t["start"] >> 16, end + SLACK)])]
-            slices: Dict[str, List[Tuple[int, int]]] = {}
-            for seg in t["segments"]:
-                for d in seg["duplicates"]:
-                    slices.setdefault(d["path"], []).append((d["start"], d["end"]))
-            reads += list(slices.items())
-            return reads, [t["part_path"], t["sidecar_path"]]
-    if kind == "merge":
-        # Every input's header, and the spans its key ranges read (the library computes them
-        # from the plan's samples: tasks/mod.rs `input_spans_json`).
-        job = body["shared"]["job"]
-        ranges: Dict[str, List[Tuple[int, int]]] = {p: [(0, 1 << 16)] for p in job["inputs"]}
-        for span in json.loads(_sortase.task_input_spans(task_json)):
-            end = span["end"] if span["end"] is not None else 1 << 62
-            ranges[span["path"]].append((span["start"], end + SLACK))
-        reads: List[Tuple[str, Optional[List[Tuple[int, int]]]]] = list(ranges.items())
-        if job.get("header_file"):
-            reads.append((job["header_file"], None))
-        return reads, [body["part_path"], body["sidecar_path"]]
-    if kind == "snp_pileup":
-        # Per BAM its header, the index chunks of the regions the task's batches read and its index
-        # (whole), computed from the indexes when planned (snp_pileup.rs `input_spans`). A batch
-        # that reads further back to warm up, or a probe past its first window, hits a hole and
-        # the task is re-run on whole objects.
-        spans = json.loads(_sortase.task_input_spans(task_json))
-        if not spans:
-            raise ValueError("snp_pileup task planned without its input spans")
-        ranges = {}
-        for span in spans:
-            end = span["end"] + SLACK if span["end"] is not None else 1 << 62
-            ranges.setdefault(span["path"], []).append((span["start"], end))
-        return list(ranges.items()), []
-    if kind in ("agd_flagstat", "agd_count", "agd_idxstats"):
-        # The `results` file of each chunk the task counts, and its `duplicate` file when the
-        # dataset has that group (agd markdup; idxstats does not read it); whole: a Parquet file
-        # is read from its footer.
-        chunks = body["chunks"] if kind != "agd_count" else [p["chunk"] for p in body["pieces"]]
-        dirs = ["results"] + ([body["duplicate"]["dir"]] if body.get("duplicate") else [])
-        reads = [(os.path.join(body["input"], d, f"{c['index']:06}.parquet"), None)
-                 for c in chunks for d in dirs]
-        return reads, []
-    if kind in ("flagstat", "idxstats") and "cram" in body:
-        # A run of whole CRAM containers: the file definition and header container, then the run
-        # (its reader stops after the run's records: cram_ranges.rs `CramSlice`).
-        c = body["cram"]
-        return [(c["input"], [(0, c["header_end"]), (c["offset"], c["offset"] + c["bytes"])])], []
-    if kind in ("flagstat", "idxstats", "index"):
-        s = body["slice"]
-        end = s["range"]["end"]
-        end = (end >> 16) if end != 2**64 - 1 else 1 << 62
-        return [(s["input"], [(0, 1 << 16), (s["range"]["start"] >> 16, end + SLACK)])], []
-    raise ValueError(f"no object-storage support for {kind} tasks")
-
-
 def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
                 ) -> Tuple[str, int, int, bool]:
     """Runs a task of a job on object storage in a scratch directory of its own: fetches what it
@@ -309,7 +213,10 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
     scratch = tempfile.mkdtemp(prefix="sortase-dask-task-")
     try:
         local_json = task_json.replace(_esc(remote.root), _esc(scratch))
-        reads, writes = _reads_and_writes(local_json)
+        # What the task reads (byte ranges, header included) and writes: the library knows.
+        io = json.loads(_sortase.task_io(local_json))
+        reads = [(r["path"], r["ranges"]) for r in io["reads"]]
+        writes = io["writes"]
         for path in writes:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         fetched, refetched = 0, False
@@ -333,20 +240,6 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
         return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _local_bytes(task_json: str) -> Tuple[int, int]:
-    (kind, body), = json.loads(task_json).items()
-    if kind == "place":
-        # The part files it copies, written at their offsets with the header or EOF bytes.
-        copied = sum(c["bytes"] for c in body["copies"])
-        return copied, copied + sum(len(b["bytes"]) // 2 for b in body["inline"])
-    reads, writes = _reads_and_writes(task_json)
-    read = 0
-    for path, ranges in reads:
-        size = os.path.getsize(path)
-        read += sum(min(size, b) - min(size, a) for a, b in (ranges or [(0, size)]))
-    return read, sum(os.path.getsize(p) for p in writes if os.path.exists(p))
 
 
 class WorkerDiskFull(OSError):
@@ -402,7 +295,7 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
         if remote is None:
             out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
             try:
-                read, written = _local_bytes(task_json)
+                read, written = _sortase.task_local_bytes(task_json)
             except (OSError, ValueError):
                 read, written = 0, 0
         else:
@@ -637,15 +530,9 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) 
     fs = remote.fs()
     start, cpu = time.perf_counter(), _cpu_seconds()
     fetched = 0
-    for o in outputs:
-        # The sidecars only: the parts' block sizes and index summaries.
-        if "markdup" in o:
-            if "encode" not in o["markdup"]:
-                continue
-            r = o["markdup"]["encode"]
-        else:
-            r = o["sort"]["reduce"] if "sort" in o else o["merge"]
-        fetched += _fetch(fs, remote.url(r["sidecar_path"]), r["sidecar_path"], None)
+    # The sidecars only: the parts' block sizes and index summaries.
+    for sidecar in json.loads(_sortase.task_layout_reads(plan, json.dumps(outputs))):
+        fetched += _fetch(fs, remote.url(sidecar), sidecar, None)
     text = _sortase.task_layout(plan, json.dumps(outputs), False, threads=d.threads)
     layout = json.loads(text)
     d.phases.append({"name": "layout", "seconds": time.perf_counter() - start,
@@ -1328,50 +1215,19 @@ def index(
 
 
 def _bam_header_bytes(fs: Any, url: str) -> int:
-    """The compressed bytes of a remote BAM's BGZF blocks up to the one its header ends in (the
-    whole object if the header does not end): fetched in growing prefixes."""
-    import zlib
-
+    """The compressed bytes of a remote BAM up to the end of the block its header ends in (the
+    whole object if the header does not end): fetched in growing prefixes, the end found by the
+    library."""
     size = fs.size(url)
     want = 1 << 16
     while True:
         data = fs.cat_file(url, start=0, end=min(want, size))
-        text = bytearray()
-        at = 0
-        # BGZF blocks (SAM spec 4.1): a gzip member with the BC subfield, BSIZE at bytes 16-17.
-        while at + 18 <= len(data):
-            block = int.from_bytes(data[at + 16:at + 18], "little") + 1
-            if at + block > len(data):
-                break
-            text += zlib.decompress(data[at + 18:at + block - 8], -15)
-            at += block
-            if _bam_header_complete(text):
-                return at
+        end = _sortase.bam_header_end(data)
+        if end is not None:
+            return end
         if want >= size:
             return size
         want *= 4
-
-
-def _bam_header_complete(data: bytes) -> bool:
-    """Whether ``data`` (decompressed BAM from its start) holds the whole header: magic,
-    ``l_text``, the text, ``n_ref`` and every reference's name and length (SAM spec 4.2)."""
-    def u32(at: int) -> Optional[int]:
-        return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
-
-    l_text = u32(4)
-    if l_text is None:
-        return False
-    at = 8 + l_text
-    n_ref = u32(at)
-    if n_ref is None:
-        return False
-    at += 4
-    for _ in range(n_ref):
-        l_name = u32(at)
-        if l_name is None:
-            return False
-        at += 4 + l_name + 4
-    return at <= len(data)
 
 
 def _index_of(fs: Any, url: str) -> Optional[str]:

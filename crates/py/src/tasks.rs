@@ -71,10 +71,37 @@ fn task_run(
     })
 }
 
-/// The input byte spans a merge or snp-pileup task (JSON) reads, as a JSON array of `{path, start, end}`.
+/// What a task (JSON) reads and writes, as JSON: `{"kind", "reads": [{"path", "ranges"}],
+/// "writes": [path]}` (`ranges`: `[start, end)` byte ranges, `null` for the whole file).
 #[pyfunction]
-fn task_input_spans(py: Python<'_>, task: String) -> PyResult<String> {
-    with_runtime(py, Some(1), None, move |_| tasks::input_spans_json(&task))
+fn task_io(py: Python<'_>, task: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| tasks::task_io_json(&task))
+}
+
+/// The bytes a task (JSON) read and wrote on the local file system after it ran: `(read, written)`.
+#[pyfunction]
+fn task_local_bytes(py: Python<'_>, task: String) -> PyResult<(u64, u64)> {
+    with_runtime(py, Some(1), None, move |_| {
+        tasks::task_local_bytes_json(&task)
+    })
+}
+
+/// Where a BAM's header ends in `prefix` (the file's first bytes): the end of the BGZF block holding
+/// its last byte, or `None` when the prefix ends first (fetch more). With `whole` the prefix is the
+/// whole file and a header that does not end in it raises.
+#[pyfunction]
+#[pyo3(signature = (prefix, whole=false))]
+fn bam_header_end(py: Python<'_>, prefix: &[u8], whole: bool) -> PyResult<Option<u64>> {
+    tasks::bam_header_end(prefix, whole).map_err(|e| error::to_py_err(py, e))
+}
+
+/// The files the layout of a sort, merge or markdup reads besides the outputs (JSON array): the
+/// parts' sidecars, as a JSON array of paths.
+#[pyfunction]
+fn task_layout_reads(py: Python<'_>, plan: String, outputs: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| {
+        tasks::layout_reads_json(&plan, &outputs)
+    })
 }
 
 /// Finishes a job from its last stage's outputs (JSON array); returns the report (JSON).
@@ -158,7 +185,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_plan, m)?)?;
     m.add_function(wrap_pyfunction!(task_stage, m)?)?;
     m.add_function(wrap_pyfunction!(task_run, m)?)?;
-    m.add_function(wrap_pyfunction!(task_input_spans, m)?)?;
+    m.add_function(wrap_pyfunction!(task_io, m)?)?;
+    m.add_function(wrap_pyfunction!(task_local_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(bam_header_end, m)?)?;
+    m.add_function(wrap_pyfunction!(task_layout_reads, m)?)?;
+    m.add("TASK_READ_SLACK", tasks::READ_SLACK)?;
     m.add_function(wrap_pyfunction!(task_finish, m)?)?;
     m.add_function(wrap_pyfunction!(task_layout, m)?)?;
     m.add_function(wrap_pyfunction!(task_place, m)?)?;

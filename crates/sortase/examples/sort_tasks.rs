@@ -11,9 +11,7 @@
 //! (and their indexes) byte for byte.
 
 use sortase::options::parse_size;
-use sortase::tasks::{
-    run_task_json, PlanOptions, SortPlan, SortTask, SortTaskOutput, Task, TaskOutput,
-};
+use sortase::tasks::{output_of, run_task_json, PlanOptions, SortPlan, SortTask, SortTaskOutput};
 use sortase::{Order, OutputSpec, Runtime, SortJob};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,14 +90,11 @@ fn run_stage(
     let mut bytes = 0;
     let mut outputs = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let json = serde_json::to_string(&Task::from(task)).expect("tasks serialise");
+        let json = serde_json::to_string(&task.into_task()).expect("tasks serialise");
         let worker = Runtime::with_threads(1)?;
         let out = run_task_json(&json, &worker)?;
         bytes += json.len() + out.len();
-        let TaskOutput::Sort(out) = serde_json::from_str(&out).expect("outputs parse") else {
-            unreachable!("a sort task returns a sort output")
-        };
-        outputs.push(out);
+        outputs.push(output_of::<SortTaskOutput>(&out, "sort")?);
     }
     println!(
         "{name}: {} tasks in {:.2} s ({bytes} bytes of task and output JSON)",

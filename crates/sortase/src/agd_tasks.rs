@@ -255,6 +255,11 @@ impl AgdCountTask {
         self.pieces.iter().map(|p| &p.chunk)
     }
 
+    /// The dataset's `duplicate` group, whose files the task also reads.
+    pub fn duplicate(&self) -> Option<&ExtraGroup> {
+        self.duplicate.as_ref()
+    }
+
     /// Counts the task's pieces (in parallel on `rt`).
     pub fn run(&self, rt: &Runtime) -> Result<AgdCountPart> {
         let count = count_pieces(

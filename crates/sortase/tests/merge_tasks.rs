@@ -3,7 +3,8 @@
 //! by small `MergeRangeOptions`; the tasks run in reversed order, each through JSON on a fresh
 //! one-thread runtime; the finished output and its CSI must be byte-identical to the merge's.
 
-use sortase::tasks::{run_task_json, Task, TaskOutput};
+use sortase::merge::MergeTaskOutput;
+use sortase::tasks::{output_of, run_task_json, AnyTask};
 use sortase::{ErrorKind, MergeJob, MergeRangeOptions, OutputSpec, Runtime, SortJob};
 use std::path::{Path, PathBuf};
 
@@ -93,13 +94,11 @@ fn merge_both(job: &MergeJob, dir: &Path, name: &str) -> Vec<(PathBuf, PathBuf)>
     let outputs: Vec<_> = tasks
         .into_iter()
         .map(|t| {
-            let json = serde_json::to_string(&Task::from(t)).unwrap();
+            let json = serde_json::to_string(&AnyTask::from(t)).unwrap();
             let worker = Runtime::with_threads(1).unwrap();
             let out = run_task_json(&json, &worker).unwrap_or_else(|e| panic!("{e}"));
-            let TaskOutput::Merge(out) = serde_json::from_str(&out).unwrap() else {
-                panic!("a merge task returns a merge output")
-            };
-            out
+            output_of::<MergeTaskOutput>(&out, "merge")
+                .expect("a merge task returns a merge output")
         })
         .collect();
     let report = if name == "combined" {
@@ -114,7 +113,7 @@ fn merge_both(job: &MergeJob, dir: &Path, name: &str) -> Vec<(PathBuf, PathBuf)>
             &outputs
                 .iter()
                 .cloned()
-                .map(TaskOutput::Merge)
+                .map(|o| serde_json::json!({ "merge": o }))
                 .collect::<Vec<_>>(),
         )
         .unwrap();
@@ -235,7 +234,7 @@ fn merge_tasks_read_only_their_input_spans() {
             let name = Path::new(input).file_name().unwrap();
             std::fs::write(copies.join(name), sparse).unwrap();
         }
-        let json = serde_json::to_string(&Task::from(task)).unwrap();
+        let json = serde_json::to_string(&AnyTask::from(task)).unwrap();
         let here = serde_json::to_string(dir.path().to_str().unwrap()).unwrap();
         let there = serde_json::to_string(copies.to_str().unwrap()).unwrap();
         // Input paths only: the part files stay in the plan's work directory.
@@ -245,10 +244,7 @@ fn merge_tasks_read_only_their_input_spans() {
         );
         let out = run_task_json(&json, &Runtime::with_threads(1).unwrap())
             .unwrap_or_else(|e| panic!("task {n}: {e}"));
-        let TaskOutput::Merge(out) = serde_json::from_str(&out).unwrap() else {
-            panic!("a merge task returns a merge output")
-        };
-        outputs.push(out);
+        outputs.push(output_of::<MergeTaskOutput>(&out, "merge").expect("a merge output"));
     }
     // The spans are a fraction of the inputs per task, not whole inputs.
     assert!(

@@ -4,7 +4,7 @@
 //! (and index) must be byte-identical to the single-machine sort's.
 
 use sortase::tasks::{
-    run_task_json, CountOutput, PlanOptions, SortTask, SortTaskOutput, Task, TaskOutput,
+    output_of, run_task_json, AnyTask, CountOutput, PlanOptions, SortTask, SortTaskOutput,
 };
 use sortase::{Order, OutputSpec, Runtime, SortJob};
 use sortase_bgzf::{BlockEncoder, CompressionLevel, EOF_MARKER};
@@ -107,13 +107,10 @@ fn run_stage(mut tasks: Vec<SortTask>, rng: &mut Rng) -> Vec<SortTaskOutput> {
     tasks
         .into_iter()
         .map(|t| {
-            let json = serde_json::to_string(&Task::from(t)).unwrap();
+            let json = serde_json::to_string(&t.into_task()).unwrap();
             let worker = Runtime::with_threads(1).unwrap();
             let out = run_task_json(&json, &worker).unwrap_or_else(|e| panic!("{e}"));
-            let TaskOutput::Sort(out) = serde_json::from_str(&out).unwrap() else {
-                panic!("a sort task returns a sort output")
-            };
-            out
+            output_of::<SortTaskOutput>(&out, "sort").expect("a sort task returns a sort output")
         })
         .collect()
 }
@@ -201,11 +198,10 @@ fn sort_both(input: &Path, dir: &Path, case: &Case) -> Vec<(Vec<u8>, Vec<u8>)> {
             places.swap(i, rng.below(i as u64 + 1) as usize);
         }
         for t in places {
-            let json = serde_json::to_string(&Task::Place(t)).unwrap();
+            let json = serde_json::to_string(&AnyTask::from(t)).unwrap();
             let out = run_task_json(&json, &Runtime::with_threads(1).unwrap()).unwrap();
-            let TaskOutput::Place(_) = serde_json::from_str(&out).unwrap() else {
-                panic!("a place task returns a place output")
-            };
+            output_of::<sortase::tasks::PlaceOutput>(&out, "place")
+                .expect("a place task returns a place output");
         }
         let report: sortase::SortReport = serde_json::from_value(layout.commit().unwrap()).unwrap();
         assert!(!layout.temp.exists());

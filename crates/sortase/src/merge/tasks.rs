@@ -502,6 +502,16 @@ impl MergeTaskPlan {
 }
 
 impl MergeTask {
+    /// The inputs, as the job names them.
+    pub fn inputs(&self) -> impl Iterator<Item = &str> {
+        self.shared.job.inputs.iter().map(String::as_str)
+    }
+
+    /// The header file of `-h`.
+    pub fn header_file(&self) -> Option<&std::path::Path> {
+        self.shared.job.header_file.as_deref()
+    }
+
     /// The inputs' byte spans this task reads (inputs it does not read are left out), for drivers
     /// that fetch remote inputs by byte range.
     pub fn input_spans(&self) -> Result<Vec<InputSpan>> {

@@ -28,7 +28,7 @@
 //! such record, which may lie some ranges later. The finish is the sort's parallel finish
 //! ([`crate::tasks::assemble`]): header blocks at the job's level, the parts, the EOF block.
 
-use super::{assemble, ByteRange, Layout, TaskError};
+use super::{assemble, AnyTask, ByteRange, Layout, TaskError};
 use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::markdup::marking::{is_duplicate, Carry};
@@ -106,14 +106,21 @@ pub enum MarkdupTaskOutput {
 }
 
 impl MarkdupTask {
+    /// The stage's task as a task of any kind (what a driver sends).
+    pub fn into_task(self) -> AnyTask {
+        match self {
+            MarkdupTask::Count(t) => t.into(),
+            MarkdupTask::Map(t) => t.into(),
+            MarkdupTask::Reduce(t) => t.into(),
+            MarkdupTask::Encode(t) => t.into(),
+        }
+    }
+
     /// Runs the task on `rt`.
     pub fn run(&self, rt: &Runtime) -> Result<MarkdupTaskOutput> {
-        Ok(match self {
-            MarkdupTask::Count(t) => MarkdupTaskOutput::Count(t.run(rt)?),
-            MarkdupTask::Map(t) => MarkdupTaskOutput::Map(t.run(rt).map_err(Error::from)?),
-            MarkdupTask::Reduce(t) => MarkdupTaskOutput::Reduce(t.run(rt).map_err(Error::from)?),
-            MarkdupTask::Encode(t) => MarkdupTaskOutput::Encode(t.run(rt).map_err(Error::from)?),
-        })
+        let out = self.clone().into_task().run(rt)?;
+        MarkdupTaskOutput::deserialize(&out["markdup"])
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("markdup task output: {e}")))
     }
 }
 

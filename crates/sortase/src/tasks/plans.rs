@@ -5,23 +5,33 @@
 //! whose task failed on a false record boundary, and [`abort_json`] removes a sort's work directory.
 //!
 //! The stages: a sort has `count`, `map` and `reduce` (see [`crate::tasks::sort`]); flagstat,
-//! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the [`TaskOutput`] JSON that
+//! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
-use super::markdup::{MarkdupPlan, MarkdupTaskOutput};
-use super::{Layout, PlanOptions, SortPlan, SortTaskOutput, Task, TaskOutput};
+use super::markdup::{
+    MarkdupPlan, MarkdupTask, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
+};
+use super::registry::{outputs_of, AnyTask, Task};
+use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
+use super::{Layout, PlanOptions, SortPlan};
 use crate::agd::{AgdFlagstatJob, AgdIdxstatsJob};
-use crate::agd_tasks::{AgdCountPlan, AgdFlagstatPlan, AgdIdxstatsPlan};
+use crate::agd_tasks::{
+    AgdCountPlan, AgdCountTask, AgdFlagstatPlan, AgdFlagstatTask, AgdIdxstatsPlan, AgdIdxstatsTask,
+};
 use crate::agd_view::AgdViewJob;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{IndexJob, IndexPlan};
+use crate::index::{IndexJob, IndexPlan, IndexTask};
 use crate::markdup::MarkdupJob;
-use crate::merge::{MergeJob, MergeTaskPlan};
+use crate::merge::{MergeJob, MergeTask, MergeTaskOutput, MergeTaskPlan};
 use crate::runtime::Runtime;
-use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan};
+use crate::snp_pileup::{SnpPileupJob, SnpPileupPlan, SnpPileupTask};
 use crate::sort::SortJob;
-use crate::stats::{FlagstatJob, FlagstatPlan, IdxstatsJob, IdxstatsPlan};
+use crate::stats::{
+    FlagstatJob, FlagstatPlan, FlagstatTask, IdxstatsJob, IdxstatsPlan, IdxstatsTask,
+};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::PathBuf;
 
 /// A planned job of any kind that has tasks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,166 +175,75 @@ impl Plan {
         }
     }
 
-    /// The tasks of `stage` from the outputs of the stage before (ignored for a first stage).
+    /// The tasks of `stage` from the outputs of the stage before (ignored for a first stage;
+    /// outputs of other kinds are ignored).
     pub fn stage_tasks(
         &self,
         stage: &str,
-        outputs: Vec<TaskOutput>,
+        outputs: &[Value],
         rt: &Runtime,
-    ) -> Result<Vec<Task>> {
+    ) -> Result<Vec<AnyTask>> {
         let wrong = || Error::argument(format!("no stage {stage:?} in this plan"));
         Ok(match self {
             Plan::Sort(p) => {
-                let sort_outputs = outputs.into_iter().filter_map(|o| match o {
-                    TaskOutput::Sort(s) => Some(s),
-                    _ => None,
-                });
                 let tasks = match stage {
                     "count" => p.count_tasks(),
-                    "map" => p.map_tasks(
-                        &sort_outputs
-                            .filter_map(SortTaskOutput::into_count)
-                            .collect::<Vec<_>>(),
-                    )?,
-                    "reduce" => p.reduce_tasks(
-                        &sort_outputs
-                            .filter_map(SortTaskOutput::into_map)
-                            .collect::<Vec<_>>(),
-                        rt,
-                    )?,
+                    "map" => p.map_tasks(&outputs_of(outputs, CountTask::KIND)?)?,
+                    "reduce" => p.reduce_tasks(&outputs_of(outputs, MapTask::KIND)?, rt)?,
                     _ => return Err(wrong()),
                 };
-                tasks.into_iter().map(Task::Sort).collect()
+                tasks.into_iter().map(SortTask::into_task).collect()
             }
             Plan::Markdup(p) => {
-                let mut counts = Vec::new();
-                let mut maps = Vec::new();
-                let mut reduces = Vec::new();
-                for o in outputs {
-                    match o {
-                        TaskOutput::Markdup(MarkdupTaskOutput::Count(c)) => counts.push(c),
-                        TaskOutput::Markdup(MarkdupTaskOutput::Map(m)) => maps.push(m),
-                        TaskOutput::Markdup(MarkdupTaskOutput::Reduce(r)) => reduces.push(r),
-                        _ => {}
-                    }
-                }
                 let tasks = match stage {
                     "count" => p.count_tasks(),
-                    "map" => p.map_tasks(&counts)?,
-                    "reduce" => p.reduce_tasks(&maps)?,
+                    "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+                    "reduce" => p.reduce_tasks(&outputs_of(outputs, MdMapTask::KIND)?)?,
                     // The map outputs (the ranges' cuttings) and the reduce outputs.
-                    "encode" => p.encode_tasks(&maps, &reduces)?,
+                    "encode" => p.encode_tasks(
+                        &outputs_of(outputs, MdMapTask::KIND)?,
+                        &outputs_of(outputs, MdReduceTask::KIND)?,
+                    )?,
                     _ => return Err(wrong()),
                 };
-                tasks.into_iter().map(Task::Markdup).collect()
+                tasks.into_iter().map(MarkdupTask::into_task).collect()
             }
             _ if stage != "tasks" => return Err(wrong()),
-            Plan::Flagstat(p) => p.tasks.iter().cloned().map(Task::Flagstat).collect(),
-            Plan::Index(p) => p.tasks.iter().cloned().map(Task::Index).collect(),
-            Plan::SnpPileup(p) => p.tasks.iter().cloned().map(Task::SnpPileup).collect(),
-            Plan::Merge { plan, tasks } => plan.tasks(*tasks).into_iter().map(Task::from).collect(),
-            Plan::Idxstats(p) => p.tasks.iter().cloned().map(Task::Idxstats).collect(),
-            Plan::AgdFlagstat(p) => p.tasks.iter().cloned().map(Task::AgdFlagstat).collect(),
-            Plan::AgdCount(p) => p.tasks.iter().cloned().map(Task::AgdCount).collect(),
-            Plan::AgdIdxstats(p) => p.tasks.iter().cloned().map(Task::AgdIdxstats).collect(),
+            Plan::Flagstat(p) => any(&p.tasks),
+            Plan::Index(p) => any(&p.tasks),
+            Plan::SnpPileup(p) => any(&p.tasks),
+            Plan::Merge { plan, tasks } => {
+                plan.tasks(*tasks).into_iter().map(AnyTask::from).collect()
+            }
+            Plan::Idxstats(p) => any(&p.tasks),
+            Plan::AgdFlagstat(p) => any(&p.tasks),
+            Plan::AgdCount(p) => any(&p.tasks),
+            Plan::AgdIdxstats(p) => any(&p.tasks),
         })
     }
 
     /// Finishes the job from its last stage's outputs; the job's report as JSON.
-    pub fn finish(&self, outputs: Vec<TaskOutput>, rt: &Runtime) -> Result<String> {
+    pub fn finish(&self, outputs: &[Value], rt: &Runtime) -> Result<String> {
         match self {
             Plan::Markdup(_) => Err(Error::argument(
                 "a markdup's output is assembled from parts: use layout, place and commit",
             )),
-            Plan::Sort(p) => {
-                let parts: Vec<_> = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Sort(s) => s.into_reduce(),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(&parts, rt)?)
-            }
-            Plan::Flagstat(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Flagstat(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts)?)
-            }
-            Plan::Index(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Index(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts, rt)?)
-            }
+            Plan::Sort(p) => to_json(&p.finish(&outputs_of(outputs, ReduceTask::KIND)?, rt)?),
+            Plan::Flagstat(p) => to_json(&p.finish(outputs_of(outputs, FlagstatTask::KIND)?)?),
+            Plan::Index(p) => to_json(&p.finish(outputs_of(outputs, IndexTask::KIND)?, rt)?),
             Plan::SnpPileup(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::SnpPileup(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts, rt)?)
+                to_json(&p.finish(outputs_of(outputs, SnpPileupTask::KIND)?, rt)?)
             }
             Plan::Merge { plan, .. } => {
-                let parts: Vec<_> = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Merge(m) => Some(m),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&plan.finish(&parts, rt)?)
+                to_json(&plan.finish(&outputs_of(outputs, MergeTask::KIND)?, rt)?)
             }
-            Plan::Idxstats(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Idxstats(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts)?)
-            }
+            Plan::Idxstats(p) => to_json(&p.finish(outputs_of(outputs, IdxstatsTask::KIND)?)?),
             Plan::AgdFlagstat(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::AgdFlagstat(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts)?)
+                to_json(&p.finish(outputs_of(outputs, AgdFlagstatTask::KIND)?)?)
             }
-            Plan::AgdCount(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::AgdCount(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts)?)
-            }
+            Plan::AgdCount(p) => to_json(&p.finish(outputs_of(outputs, AgdCountTask::KIND)?)?),
             Plan::AgdIdxstats(p) => {
-                let parts = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::AgdIdxstats(f) => Some(f),
-                        _ => None,
-                    })
-                    .collect();
-                to_json(&p.finish(parts)?)
+                to_json(&p.finish(outputs_of(outputs, AgdIdxstatsTask::KIND)?)?)
             }
         }
     }
@@ -334,49 +253,43 @@ impl Plan {
     /// temporary name, and with `preallocate` the output's temporary file created at its size.
     /// Step 2: [`Layout::place_tasks`] (or, on object storage, a multipart upload of the parts);
     /// step 3: [`Layout::commit`]. Other kinds have no parts (use [`Plan::finish`]).
-    pub fn layout(
-        &self,
-        outputs: Vec<TaskOutput>,
-        preallocate: bool,
-        rt: &Runtime,
-    ) -> Result<Layout> {
+    pub fn layout(&self, outputs: &[Value], preallocate: bool, rt: &Runtime) -> Result<Layout> {
         match self {
-            Plan::Sort(p) => {
-                let parts: Vec<_> = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Sort(s) => s.into_reduce(),
-                        _ => None,
-                    })
-                    .collect();
-                p.layout(&parts, preallocate, rt)
-            }
+            Plan::Sort(p) => p.layout(&outputs_of(outputs, ReduceTask::KIND)?, preallocate, rt),
             Plan::Merge { plan, .. } => {
-                let parts: Vec<_> = outputs
-                    .into_iter()
-                    .filter_map(|o| match o {
-                        TaskOutput::Merge(m) => Some(m),
-                        _ => None,
-                    })
-                    .collect();
-                plan.layout(&parts, preallocate, rt)
+                plan.layout(&outputs_of(outputs, MergeTask::KIND)?, preallocate, rt)
             }
-            Plan::Markdup(p) => {
-                let (mut maps, mut reduces, mut encodes) = (Vec::new(), Vec::new(), Vec::new());
-                for o in outputs {
-                    match o {
-                        TaskOutput::Markdup(MarkdupTaskOutput::Map(m)) => maps.push(m),
-                        TaskOutput::Markdup(MarkdupTaskOutput::Reduce(r)) => reduces.push(r),
-                        TaskOutput::Markdup(MarkdupTaskOutput::Encode(e)) => encodes.push(e),
-                        _ => {}
-                    }
-                }
-                p.layout(&maps, &reduces, &encodes, preallocate, rt)
-            }
+            Plan::Markdup(p) => p.layout(
+                &outputs_of(outputs, MdMapTask::KIND)?,
+                &outputs_of(outputs, MdReduceTask::KIND)?,
+                &outputs_of(outputs, MdEncodeTask::KIND)?,
+                preallocate,
+                rt,
+            ),
             _ => Err(Error::argument(
                 "layout: only a sort's, a merge's or a markdup's output is assembled from parts",
             )),
         }
+    }
+
+    /// The files [`Plan::layout`] reads besides the outputs: the parts' sidecars (a driver on
+    /// object storage fetches them).
+    pub fn layout_reads(&self, outputs: &[Value]) -> Result<Vec<PathBuf>> {
+        Ok(match self {
+            Plan::Sort(_) => outputs_of::<ReduceOutput>(outputs, ReduceTask::KIND)?
+                .into_iter()
+                .map(|r| r.sidecar_path)
+                .collect(),
+            Plan::Merge { .. } => outputs_of::<MergeTaskOutput>(outputs, MergeTask::KIND)?
+                .into_iter()
+                .map(|r| r.sidecar_path)
+                .collect(),
+            Plan::Markdup(_) => outputs_of::<MdEncodeOutput>(outputs, MdEncodeTask::KIND)?
+                .into_iter()
+                .map(|r| r.sidecar_path)
+                .collect(),
+            _ => Vec::new(),
+        })
     }
 
     /// The plan to run instead when a range task failed (one task over the whole input); a sort
@@ -411,7 +324,7 @@ pub fn plan_json(kind: &str, job_json: &str, cut_json: &str, rt: &Runtime) -> Re
     to_json(&Plan::new(kind, job_json, &cut, rt)?)
 }
 
-/// [`Plan::stage_tasks`] from and to JSON: a JSON array of [`Task`]s.
+/// [`Plan::stage_tasks`] from and to JSON: a JSON array of tasks.
 pub fn stage_tasks_json(
     plan_json: &str,
     stage: &str,
@@ -419,15 +332,15 @@ pub fn stage_tasks_json(
     rt: &Runtime,
 ) -> Result<String> {
     let plan: Plan = parse("plan", plan_json)?;
-    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
-    to_json(&plan.stage_tasks(stage, outputs, rt)?)
+    let outputs: Vec<Value> = parse("task outputs", outputs_json)?;
+    to_json(&plan.stage_tasks(stage, &outputs, rt)?)
 }
 
 /// [`Plan::finish`] from JSON; the report as JSON.
 pub fn finish_json(plan_json: &str, outputs_json: &str, rt: &Runtime) -> Result<String> {
     let plan: Plan = parse("plan", plan_json)?;
-    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
-    plan.finish(outputs, rt)
+    let outputs: Vec<Value> = parse("task outputs", outputs_json)?;
+    plan.finish(&outputs, rt)
 }
 
 /// [`Plan::fallback`] from and to JSON (`None`: the kind has no fallback).
@@ -449,14 +362,18 @@ pub fn layout_json(
     rt: &Runtime,
 ) -> Result<String> {
     let plan: Plan = parse("plan", plan_json)?;
-    let outputs: Vec<TaskOutput> = parse("task outputs", outputs_json)?;
-    to_json(&plan.layout(outputs, preallocate, rt)?)
+    let outputs: Vec<Value> = parse("task outputs", outputs_json)?;
+    to_json(&plan.layout(&outputs, preallocate, rt)?)
 }
 
-/// [`Layout::place_tasks`] from and to JSON: a JSON array of [`Task`]s.
+/// [`Layout::place_tasks`] from and to JSON: a JSON array of tasks.
 pub fn place_tasks_json(layout_json: &str) -> Result<String> {
     let layout: Layout = parse("layout", layout_json)?;
-    let tasks: Vec<Task> = layout.place_tasks().into_iter().map(Task::Place).collect();
+    let tasks: Vec<AnyTask> = layout
+        .place_tasks()
+        .into_iter()
+        .map(AnyTask::from)
+        .collect();
     to_json(&tasks)
 }
 
@@ -464,4 +381,16 @@ pub fn place_tasks_json(layout_json: &str) -> Result<String> {
 pub fn commit_json(layout_json: &str) -> Result<String> {
     let layout: Layout = parse("layout", layout_json)?;
     to_json(&layout.commit()?)
+}
+
+/// [`Plan::layout_reads`] from and to JSON: a JSON array of paths.
+pub fn layout_reads_json(plan_json: &str, outputs_json: &str) -> Result<String> {
+    let plan: Plan = parse("plan", plan_json)?;
+    let outputs: Vec<Value> = parse("task outputs", outputs_json)?;
+    to_json(&plan.layout_reads(&outputs)?)
+}
+
+/// Tasks of one kind as tasks of any kind.
+fn any<T: Task + Clone>(tasks: &[T]) -> Vec<AnyTask> {
+    tasks.iter().cloned().map(AnyTask::from).collect()
 }

@@ -77,6 +77,7 @@ pub use reduce::{ReduceOutput, ReduceTask, RunStart};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{Runtime, DEFAULT_MEMORY_PER_THREAD};
 use crate::sort::SortJob;
+use crate::tasks::AnyTask;
 use crate::wire::HeaderData;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -108,14 +109,21 @@ pub enum SortTaskOutput {
 }
 
 impl SortTask {
+    /// The stage's task as a task of any kind (what a driver sends).
+    pub fn into_task(self) -> AnyTask {
+        match self {
+            SortTask::Count(t) => t.into(),
+            SortTask::Map(t) => t.into(),
+            SortTask::AgdMap(t) => t.into(),
+            SortTask::Reduce(t) => t.into(),
+        }
+    }
+
     /// Runs the task on `rt`.
     pub fn run(&self, rt: &Runtime) -> Result<SortTaskOutput> {
-        Ok(match self {
-            SortTask::Count(t) => SortTaskOutput::Count(t.run(rt)?),
-            SortTask::Map(t) => SortTaskOutput::Map(t.run(rt)?),
-            SortTask::AgdMap(t) => SortTaskOutput::Map(t.run(rt)?),
-            SortTask::Reduce(t) => SortTaskOutput::Reduce(t.run(rt)?),
-        })
+        let out = self.clone().into_task().run(rt)?;
+        SortTaskOutput::deserialize(&out["sort"])
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("sort task output: {e}")))
     }
 }
 

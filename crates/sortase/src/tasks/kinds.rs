@@ -1,0 +1,462 @@
+//! Every kind of task implements [`Task`]: its kind, its run, the byte spans it reads and the files
+//! it writes. (What a driver would otherwise work out from the task's JSON and the formats it
+//! reads: BGZF blocks, a BAM header, a dataset's file layout.)
+
+use super::assemble::{PlaceOutput, PlaceTask};
+use super::markdup::{
+    MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
+    MdReduceOutput, MdReduceTask,
+};
+use super::registry::{by_file, Span, Task};
+use super::sort::{
+    AgdMapTask, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask,
+};
+use crate::agd_tasks::{AgdCountPart, AgdCountTask, AgdFlagstatTask, AgdIdxstatsTask};
+use crate::error::{Error, Result};
+use crate::index::{IndexPart, IndexTask};
+use crate::merge::{MergeTask, MergeTaskOutput};
+use crate::runtime::Runtime;
+use crate::snp_pileup::{SnpPileupPart, SnpPileupTask};
+use crate::stats::{FileRange, FlagstatPart, FlagstatTask, IdxstatsPart, IdxstatsTask};
+use sortase_agd::{ChunkEntry, ExtraGroup, Group};
+use std::path::{Path, PathBuf};
+
+/// Bytes a BAM range task reads past its planned end: the rest of its last record and the block
+/// its boundary check reads (a record longer than this makes a remote task fall back to whole
+/// files).
+pub const READ_SLACK: u64 = 256 << 10;
+
+/// Bytes of a BAM's start a range task reads for its header: the first BGZF block (at most 64
+/// KiB). A header in more blocks makes a remote task fall back to whole files (a driver that
+/// fetches the header itself asks [`bam_header_end`]).
+pub const HEADER_SPAN: u64 = 1 << 16;
+
+/// The spans of a BAM range task: the header's block, and the blocks from the one holding virtual
+/// offset `start` to [`READ_SLACK`] past the one holding `end` (`None`: the end of the file).
+fn bam_range(input: &Path, start: u64, end: Option<u64>) -> Span {
+    let end = end.map_or(u64::MAX, |e| (e >> 16).saturating_add(READ_SLACK));
+    Span::ranges(input, vec![(0, HEADER_SPAN), (start >> 16, end)])
+}
+
+/// A BAM range task's span, or a CRAM one's: its file definition and header container, then its
+/// run of containers (its reader stops after the run's records).
+fn file_range(range: &FileRange) -> Span {
+    match range {
+        FileRange::Bam { slice } => {
+            let end = (slice.range.end != u64::MAX).then_some(slice.range.end);
+            bam_range(&slice.input, slice.range.start, end)
+        }
+        FileRange::Cram { cram } => Span::ranges(
+            &cram.input,
+            vec![
+                (0, cram.header_end),
+                (cram.offset, cram.offset + cram.bytes),
+            ],
+        ),
+    }
+}
+
+/// The files of `chunks` a dataset task reads, whole (a Parquet file is read from its footer):
+/// the `results` group's, and the `duplicate` group's when given.
+fn chunk_files<'a>(
+    dir: &Path,
+    chunks: impl Iterator<Item = &'a ChunkEntry>,
+    duplicate: Option<&ExtraGroup>,
+) -> Vec<Span> {
+    let mut out = Vec::new();
+    for c in chunks {
+        out.push(Span::whole(sortase_agd::chunk_path(
+            dir,
+            Group::Results,
+            c.index,
+        )));
+        if let Some(d) = duplicate {
+            out.push(Span::whole(sortase_agd::extra::extra_path(dir, d, c.index)));
+        }
+    }
+    out
+}
+
+impl Task for CountTask {
+    const KIND: &'static str = "sort.count";
+    type Output = CountOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<CountOutput> {
+        CountTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(
+            &self.input,
+            self.start,
+            self.later_starts.first().copied(),
+        )])
+    }
+}
+
+impl Task for MapTask {
+    const KIND: &'static str = "sort.map";
+    type Output = MapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        MapTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(&self.input, self.start, self.end)])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.run_path.clone()]
+    }
+}
+
+impl Task for AgdMapTask {
+    const KIND: &'static str = "sort.agd_map";
+    const OUTPUT_KIND: &'static str = "sort.map";
+    type Output = MapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        AgdMapTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(self.files().into_iter().map(Span::whole).collect())
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.run_path.clone()]
+    }
+}
+
+impl Task for ReduceTask {
+    const KIND: &'static str = "sort.reduce";
+    type Output = ReduceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<ReduceOutput> {
+        ReduceTask::run(self, rt)
+    }
+
+    /// Whole blocks of each run from the stretch's first up to `end` and nothing past it.
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(by_file(self.runs.iter().map(|r| {
+            (r.path.clone(), Some((r.offset, r.end.unwrap_or(u64::MAX))))
+        })))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
+
+impl Task for MdCountTask {
+    const KIND: &'static str = "markdup.count";
+    type Output = MdCountOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MdCountOutput> {
+        MdCountTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(
+            &self.input,
+            self.start,
+            self.later_starts.first().copied(),
+        )])
+    }
+}
+
+impl Task for MdMapTask {
+    const KIND: &'static str = "markdup.map";
+    type Output = MdMapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MdMapOutput> {
+        MdMapTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// The range, and past its end the rest of its last read-name group (a group longer than
+    /// [`READ_SLACK`] makes a remote task fall back to the whole file).
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(&self.input, self.start, self.end)])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+}
+
+impl Task for MdReduceTask {
+    const KIND: &'static str = "markdup.reduce";
+    type Output = MdReduceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MdReduceOutput> {
+        MdReduceTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// Its partition's slice of every map task's signature file.
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(by_file(
+            self.inputs
+                .iter()
+                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
+        ))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+}
+
+impl Task for MdEncodeTask {
+    const KIND: &'static str = "markdup.encode";
+    type Output = MdEncodeOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MdEncodeOutput> {
+        MdEncodeTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// Its ranges of the input, and each range's slice of every reduce task's file.
+    fn reads(&self) -> Result<Vec<Span>> {
+        let mut out = vec![bam_range(&self.input, self.start, self.read_end)];
+        out.extend(by_file(self.segments.iter().flat_map(|seg| {
+            seg.duplicates
+                .iter()
+                .map(|d| (d.path.clone(), Some((d.start, d.end))))
+        })));
+        Ok(out)
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
+
+impl Task for PlaceTask {
+    const KIND: &'static str = "place";
+    type Output = PlaceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<PlaceOutput> {
+        PlaceTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(self
+            .copies
+            .iter()
+            .map(|c| Span::ranges(&c.path, vec![(0, c.bytes)]))
+            .collect())
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.target.clone()]
+    }
+
+    /// The part files it copies, and those bytes plus the header's or the EOF block's written at
+    /// their offsets (not the whole output, which every place task shares).
+    fn local_bytes(&self) -> (u64, u64) {
+        let copied: u64 = self.copies.iter().map(|c| c.bytes).sum();
+        let inline: u64 = self.inline.iter().map(|b| b.bytes.len() as u64).sum();
+        (copied, copied + inline)
+    }
+}
+
+impl Task for FlagstatTask {
+    const KIND: &'static str = "flagstat";
+    type Output = FlagstatPart;
+
+    fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
+        FlagstatTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![file_range(&self.0)])
+    }
+}
+
+impl Task for IdxstatsTask {
+    const KIND: &'static str = "idxstats";
+    type Output = IdxstatsPart;
+
+    fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
+        IdxstatsTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![file_range(&self.0)])
+    }
+}
+
+impl Task for IndexTask {
+    const KIND: &'static str = "index";
+    type Output = IndexPart;
+
+    fn run(&self, rt: &Runtime) -> Result<IndexPart> {
+        IndexTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        let s = &self.slice;
+        let end = (s.range.end != u64::MAX).then_some(s.range.end);
+        Ok(vec![bam_range(&s.input, s.range.start, end)])
+    }
+}
+
+impl Task for SnpPileupTask {
+    const KIND: &'static str = "snp_pileup";
+    type Output = SnpPileupPart;
+
+    fn run(&self, rt: &Runtime) -> Result<SnpPileupPart> {
+        SnpPileupTask::run(self, rt)
+    }
+
+    /// Per BAM its header, its index (whole) and the index chunks of the regions the task's
+    /// batches read, computed from the indexes when planned. A batch that reads further back to
+    /// warm up, or a probe past its first window, makes a remote task fall back to whole files.
+    fn reads(&self) -> Result<Vec<Span>> {
+        if self.input_spans().is_empty() {
+            return Err(Error::argument(
+                "snp_pileup task planned without its input spans",
+            ));
+        }
+        Ok(by_file(self.input_spans().iter().map(|s| {
+            let end = s.end.map_or(u64::MAX, |e| e.saturating_add(READ_SLACK));
+            (s.path.clone(), Some((s.start, end)))
+        })))
+    }
+}
+
+impl Task for MergeTask {
+    const KIND: &'static str = "merge";
+    type Output = MergeTaskOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MergeTaskOutput> {
+        MergeTask::run(self, rt)
+    }
+
+    /// Every input's header, the spans its key ranges read (from the plan's samples), and the
+    /// header file of `-h`, whole.
+    fn reads(&self) -> Result<Vec<Span>> {
+        let headers = self
+            .inputs()
+            .map(|p| (PathBuf::from(p), Some((0, HEADER_SPAN))));
+        let spans = self.input_spans()?.into_iter().map(|s| {
+            let end = s.end.map_or(u64::MAX, |e| e.saturating_add(READ_SLACK));
+            (s.path, Some((s.start, end)))
+        });
+        let header_file = self.header_file().map(|h| (h.to_path_buf(), None));
+        Ok(by_file(headers.chain(spans).chain(header_file)))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
+
+impl Task for AgdFlagstatTask {
+    const KIND: &'static str = "agd_flagstat";
+    type Output = FlagstatPart;
+
+    fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
+        AgdFlagstatTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(chunk_files(
+            &self.input,
+            self.chunks.iter(),
+            self.duplicate.as_ref(),
+        ))
+    }
+}
+
+impl Task for AgdCountTask {
+    const KIND: &'static str = "agd_count";
+    type Output = AgdCountPart;
+
+    fn run(&self, rt: &Runtime) -> Result<AgdCountPart> {
+        AgdCountTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(chunk_files(&self.input, self.chunks(), self.duplicate()))
+    }
+}
+
+impl Task for AgdIdxstatsTask {
+    const KIND: &'static str = "agd_idxstats";
+    type Output = IdxstatsPart;
+
+    fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
+        AgdIdxstatsTask::run(self, rt)
+    }
+
+    /// The `results` files alone (idxstats reads no `duplicate` group).
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(chunk_files(&self.input, self.chunks.iter(), None))
+    }
+}
+
+/// Where a BAM's header ends in `prefix`, the file's first bytes: the compressed offset of the end
+/// of the BGZF block holding the header's last byte (`Ok(None)`: the prefix ends first, give more
+/// bytes). For a driver that fetches a remote BAM's header and nothing more. With `whole` the
+/// prefix is the whole file, and a header that does not end in it is an error.
+pub fn bam_header_end(prefix: &[u8], whole: bool) -> Result<Option<u64>> {
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::Cursor::new(prefix));
+    match sortase_bam::Header::read_bam(&mut reader) {
+        Ok(_) => {}
+        Err(_) if !whole => return Ok(None),
+        Err(e) => return Err(Error::from(e).context("BAM header")),
+    }
+    let at = reader.virtual_position();
+    let (block, within) = (at >> 16, at & 0xffff);
+    if within == 0 {
+        return Ok(Some(block));
+    }
+    let start = usize::try_from(block).unwrap_or(usize::MAX);
+    let header = prefix
+        .get(start..)
+        .and_then(|b| sortase_bgzf::parse_header(b).ok())
+        .ok_or_else(|| Error::argument("BAM header: bad BGZF block"))?;
+    Ok(Some(block + header.block_size as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_end_is_found_in_a_prefix_or_more_bytes_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        // A header of 3000 @SQ lines (a few blocks uncompressed).
+        let mut sam = String::new();
+        for i in 0..3000 {
+            sam.push_str(&format!(
+                "@SQ\tSN:contig_with_a_long_name_{i}\tLN:{}\n",
+                1000 + i
+            ));
+        }
+        sam.push_str("r1\t0\tcontig_with_a_long_name_0\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n");
+        let sam_path = dir.path().join("in.sam");
+        std::fs::write(&sam_path, sam).unwrap();
+        let bam = dir.path().join("in.bam");
+        let job = crate::SortJob {
+            program: None,
+            ..crate::SortJob::new(sam_path.to_str().unwrap(), crate::OutputSpec::to_path(&bam))
+        };
+        job.run(&Runtime::with_threads(1).unwrap()).unwrap();
+        let bytes = std::fs::read(&bam).unwrap();
+        let end = bam_header_end(&bytes, true).unwrap().unwrap();
+        assert!(end > 0 && end < bytes.len() as u64, "{end}");
+        // Blocks end there: the header's last block ends at `end`, a record block follows.
+        assert!(sortase_bgzf::parse_header(&bytes[end as usize..]).is_ok());
+        for cut in [0, 10, 100, end as usize - 1] {
+            assert_eq!(bam_header_end(&bytes[..cut], false).unwrap(), None, "{cut}");
+        }
+        assert_eq!(
+            bam_header_end(&bytes[..end as usize], false).unwrap(),
+            Some(end)
+        );
+        assert!(bam_header_end(&bytes[..100], true).is_err());
+        assert!(bam_header_end(b"not a bam at all", true).is_err());
+    }
+}
