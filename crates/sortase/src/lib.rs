@@ -35,15 +35,12 @@
 pub mod agd;
 pub mod agd_tasks;
 pub mod agd_view;
-pub mod bam_ranges;
 pub mod bgzip;
 pub mod checksum;
-pub mod cram_ranges;
 pub mod faidx;
 pub mod fetch;
 pub mod fq2bam;
 pub mod index;
-pub mod input;
 pub mod markdup;
 pub mod merge;
 mod parts;
@@ -63,7 +60,9 @@ pub mod view;
 mod wire;
 
 // The execution layer lives in `sortase-exec`; its modules keep their old paths here.
-pub use sortase_exec::{error, files, memory, options, output, progress, runtime, writer};
+pub use sortase_exec::{
+    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, runtime, writer,
+};
 
 pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
