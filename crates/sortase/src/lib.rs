@@ -61,7 +61,8 @@ mod wire;
 
 // The execution layer lives in `sortase-exec`; its modules keep their old paths here.
 pub use sortase_exec::{
-    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, runtime, writer,
+    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, runtime,
+    writer,
 };
 
 pub use agd::{

@@ -8,11 +8,11 @@
 //! use [`ChecksumOptions::every_record`] (`samtools checksum -F 0 -P -C -M`); markdup's duplicate
 //! flag is outside samtools' flag mask (PAIRED,READ1,READ2), so it is left out by construction.
 
-use crate::error::{Error, ErrorKind};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::RecordBatch;
+use sortase_exec::error::{Error, ErrorKind};
 use std::sync::Mutex;
 
 /// Records per parallel piece of a batch: enough to make the piece's checksummer (a few small
@@ -122,7 +122,7 @@ impl Checksums {
         opts: &ChecksumOptions,
         read: &Sums,
         written: &Sums,
-    ) -> crate::Result<Checksums> {
+    ) -> sortase_exec::Result<Checksums> {
         if let Some(col) = read.first_difference(written, opts) {
             return Err(Error::new(
                 ErrorKind::Internal,
