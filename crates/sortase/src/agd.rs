@@ -27,14 +27,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::error::{Error, Result};
-use crate::files::TempDir;
-use crate::input::Input;
-use crate::options::OutputSpec;
-use crate::output::{resolve_format, OutFormat};
-use crate::runtime::Runtime;
 use crate::stats::FlagstatReport;
-use crate::writer::SortedOutput;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
@@ -43,6 +36,13 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance, ReferenceEntry};
 use sortase_bam::{Header, RecordBatch, Reference};
+use sortase_exec::error::{Error, Result};
+use sortase_exec::files::TempDir;
+use sortase_exec::input::Input;
+use sortase_exec::options::OutputSpec;
+use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 use sortase_ops::flagstat::FlagStat;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -358,7 +358,7 @@ impl Source {
     /// Calls `f` on every record's BAM bytes (without `block_size`), in input order.
     fn for_each_record(
         &mut self,
-        cancel: &crate::runtime::CancelFlag,
+        cancel: &sortase_exec::runtime::CancelFlag,
         mut f: impl FnMut(&[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         match self {
@@ -429,7 +429,7 @@ pub(crate) fn write_in_order<T: Sync>(
 pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
         return Err(Error::new(
-            crate::error::ErrorKind::Input,
+            sortase_exec::error::ErrorKind::Input,
             format!("{}: not a dataset directory", dir.display()),
         )
         .into());
@@ -675,7 +675,7 @@ fn export_fastq(
     manifest: &Manifest,
     rt: &Runtime,
 ) -> anyhow::Result<AgdExportReport> {
-    let (dest, mut out) = crate::files::Destination::open(job.output.path.as_deref())?;
+    let (dest, mut out) = sortase_exec::files::Destination::open(job.output.path.as_deref())?;
     let mut templates = Templates::default();
     for window in manifest.chunks.chunks(rt.threads().max(1)) {
         rt.check_cancelled()?;

@@ -25,15 +25,15 @@
 use crate::agd::columns::duplicate_group;
 use crate::agd::{count_chunk, idxstats, open_manifest, AgdFlagstatJob, AgdIdxstatsJob};
 use crate::agd_view::{count_pieces, AgdViewJob, Filter, Piece};
-use crate::bam_ranges;
-use crate::error::{Error, Result};
-use crate::runtime::Runtime;
 use crate::stats::{FlagstatPart, FlagstatReport, IdxstatsPart, IdxstatsReport};
 use crate::view::ViewReport;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, ReferenceEntry};
+use sortase_exec::bam_ranges;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::runtime::Runtime;
 use sortase_ops::flagstat::FlagStat;
 use sortase_ops::idxstats::IdxStats;
 use std::path::PathBuf;

@@ -43,12 +43,7 @@
 
 use crate::agd::columns::duplicate_group;
 use crate::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
-use crate::error::{Error, Result};
-use crate::options::{add_program, OutputSpec, Program};
-use crate::output::OutFormat;
-use crate::runtime::Runtime;
 use crate::view::{ViewJob, ViewReport};
-use crate::writer::SortedOutput;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
@@ -60,6 +55,11 @@ use sortase_agd::{
 };
 use sortase_bam::query::{self, Region};
 use sortase_bam::{cigar, flags, Header, RecordBatch};
+use sortase_exec::error::{Error, Result};
+use sortase_exec::options::{add_program, OutputSpec, Program};
+use sortase_exec::output::OutFormat;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -525,7 +525,7 @@ fn counted(job: &AgdViewJob, n: u64, warnings: Vec<String>) -> anyhow::Result<Vi
         ..ViewReport::default()
     };
     if let Some(path) = job.output.data_path()? {
-        let (dest, mut out) = crate::files::Destination::open(Some(&path))?;
+        let (dest, mut out) = sortase_exec::files::Destination::open(Some(&path))?;
         writeln!(out, "{n}").with_context(|| dest.name.clone())?;
         out.flush().with_context(|| dest.name.clone())?;
         drop(out);

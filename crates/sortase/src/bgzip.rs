@@ -25,9 +25,6 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, ErrorKind};
-use crate::files::Destination;
-use crate::runtime::Runtime;
 use crate::stream::{fasta_error, finish, parse_gzi, with_suffix, write_file, Cancellable};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -35,6 +32,9 @@ use sortase_bgzf::gzi::GziIndex;
 use sortase_bgzf::{
     CompressionLevel, ParallelReader, ParallelWriter, ReaderOptions, WriterOptions,
 };
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::files::Destination;
+use sortase_exec::runtime::Runtime;
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::scan::Compression;
 use std::fs::File;
@@ -113,7 +113,7 @@ impl BgzipJob {
     }
 
     /// Runs the job on `rt` (its threads inflate and deflate).
-    pub fn run(&self, rt: &Runtime) -> crate::error::Result<BgzipReport> {
+    pub fn run(&self, rt: &Runtime) -> sortase_exec::error::Result<BgzipReport> {
         finish(rt, run(self, rt))
     }
 }

@@ -14,14 +14,14 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, Result};
-use crate::input::Input;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::{flags, RecordBatch};
+use sortase_exec::error::{Error, Result};
+use sortase_exec::input::Input;
+use sortase_exec::runtime::Runtime;
 use std::collections::HashMap;
 
 /// samtools checksum on one input.

@@ -26,15 +26,15 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, ErrorKind};
-use crate::files::Destination;
-use crate::runtime::Runtime;
 use crate::stream::{
     fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
 };
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::files::Destination;
+use sortase_exec::runtime::Runtime;
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::fai::{Fai, FaiBuilder, Format};
 use sortase_fasta::faidx::{write_regions, FaidxOptions};
@@ -107,7 +107,7 @@ impl FaidxJob {
     }
 
     /// Runs the job on `rt`; warnings end up in the report.
-    pub fn run(&self, rt: &Runtime) -> crate::error::Result<FaidxReport> {
+    pub fn run(&self, rt: &Runtime) -> sortase_exec::error::Result<FaidxReport> {
         let mut warnings = Vec::new();
         let mut report = self.run_with_warnings(rt, &mut |w| warnings.push(w))?;
         report.warnings = warnings;
@@ -120,7 +120,7 @@ impl FaidxJob {
         &self,
         rt: &Runtime,
         warn: &mut dyn FnMut(String),
-    ) -> crate::error::Result<FaidxReport> {
+    ) -> sortase_exec::error::Result<FaidxReport> {
         finish(rt, run(self, rt, warn))
     }
 }

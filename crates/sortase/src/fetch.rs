@@ -16,14 +16,14 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, ErrorKind};
-use crate::files::Destination;
-use crate::runtime::Runtime;
 use crate::stream::{
     fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
 };
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::files::Destination;
+use sortase_exec::runtime::Runtime;
 use sortase_fasta::access::{RandomAccess, DEFAULT_WINDOW};
 use sortase_fasta::loc::{self, LocBuilder};
 use sortase_fasta::scan::{scan, Compression};
@@ -61,7 +61,7 @@ impl LocJob {
     }
 
     /// Runs the job on `rt`.
-    pub fn run(&self, rt: &Runtime) -> crate::error::Result<LocReport> {
+    pub fn run(&self, rt: &Runtime) -> sortase_exec::error::Result<LocReport> {
         let out = self
             .output
             .clone()
@@ -138,7 +138,7 @@ impl FetchJob {
     }
 
     /// Runs the job on `rt`.
-    pub fn run(&self, rt: &Runtime) -> crate::error::Result<FetchReport> {
+    pub fn run(&self, rt: &Runtime) -> sortase_exec::error::Result<FetchReport> {
         finish(rt, fetch(self, rt))
     }
 }

@@ -23,12 +23,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::files::TempDir;
-use crate::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
-use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
 use crate::range_output;
-use crate::runtime::Runtime;
 use crate::sort::release_free_memory;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -37,6 +32,11 @@ use sortase_align::pipeline;
 use sortase_align::reads::FastqSource;
 use sortase_align::{AlignError, Aligner, AlignerOptions};
 use sortase_bam::Header;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::files::TempDir;
+use sortase_exec::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
+use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
+use sortase_exec::runtime::Runtime;
 use sortase_markdup::samblaster::Layout;
 use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
@@ -179,7 +179,10 @@ fn classify(e: anyhow::Error) -> anyhow::Error {
     e
 }
 
-fn open_reads(path: &Path, progress: &crate::progress::Progress) -> anyhow::Result<FastqReader> {
+fn open_reads(
+    path: &Path,
+    progress: &sortase_exec::progress::Progress,
+) -> anyhow::Result<FastqReader> {
     let file = std::fs::File::open(path).map_err(|e| {
         kinded(AlignError::Io {
             path: path.into(),
@@ -195,7 +198,7 @@ fn write_sorted(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    cram: &crate::writer::CramOut,
+    cram: &sortase_exec::writer::CramOut,
     rt: &Runtime,
     clock: &mut PhaseClock,
 ) -> anyhow::Result<SortStats> {

@@ -16,12 +16,12 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
-use crate::error::{Error, ErrorKind, Result};
-use crate::files::OutputFile;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_exec::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::files::OutputFile;
+use sortase_exec::runtime::Runtime;
 use sortase_index::{IndexError, IndexFormat, RangeSummary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ impl IndexJob {
     pub fn target(&self) -> PathBuf {
         self.output.clone().unwrap_or_else(|| {
             let mut s = self.input.as_os_str().to_owned();
-            s.push(if crate::input::is_cram(&self.input) {
+            s.push(if sortase_exec::input::is_cram(&self.input) {
                 ".crai"
             } else if self.csi {
                 ".csi"
@@ -120,7 +120,7 @@ impl IndexJob {
     /// Builds the index on all of `rt`'s threads and writes it.
     pub fn run(&self, rt: &Runtime) -> Result<IndexReport> {
         let name = self.input.display().to_string();
-        if crate::input::is_cram(&self.input) {
+        if sortase_exec::input::is_cram(&self.input) {
             return crai(&self.input, &self.target(), rt);
         }
         bam_ranges::check_readable(&self.input)?;
@@ -191,7 +191,7 @@ impl IndexPlan {
     }
 
     /// The plan to run instead when a task failed: the whole file as one task (see
-    /// [`crate::bam_ranges`]).
+    /// [`sortase_exec::bam_ranges`]).
     pub fn fallback(&self) -> IndexPlan {
         let slices: Vec<BamSlice> = self.tasks.iter().map(|t| t.slice.clone()).collect();
         IndexPlan {

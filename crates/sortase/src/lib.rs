@@ -35,27 +35,17 @@
 pub mod agd;
 pub mod agd_tasks;
 pub mod agd_view;
-pub mod bam_ranges;
 pub mod bgzip;
 pub mod checksum;
-pub mod cram_ranges;
-pub mod error;
 pub mod faidx;
 pub mod fetch;
-pub mod files;
 pub mod fq2bam;
 pub mod index;
-pub mod input;
 pub mod markdup;
-pub mod memory;
 pub mod merge;
-pub mod options;
-pub mod output;
 mod parts;
-pub mod progress;
 pub mod proof;
 pub mod range_output;
-pub mod runtime;
 pub mod snp_pileup;
 pub mod sort;
 pub mod stats;
@@ -68,7 +58,12 @@ pub mod verify;
 pub mod versions;
 pub mod view;
 mod wire;
-pub mod writer;
+
+// The execution layer lives in `sortase-exec`; its modules keep their old paths here.
+pub use sortase_exec::{
+    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, runtime,
+    writer,
+};
 
 pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,

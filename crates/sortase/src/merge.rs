@@ -8,21 +8,21 @@
 mod one_thread;
 mod tasks;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::input::{Format, Input};
-use crate::options::{add_program, Order, OutputSpec, Program};
-use crate::output::{index_target, resolve_format, split_index_name, OutFormat};
-use crate::progress::Progress;
 use crate::proof::{self, Checksums, SumsCell};
 use crate::range_output;
-use crate::runtime::Runtime;
-use crate::writer::SortedOutput;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::ChecksumOptions;
 use sortase_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::input::{Format, Input};
+use sortase_exec::options::{add_program, Order, OutputSpec, Program};
+use sortase_exec::output::{index_target, resolve_format, split_index_name, OutFormat};
+use sortase_exec::progress::Progress;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 pub use sortase_sort::merge_files::RangeOptions as MergeRangeOptions;
 use sortase_sort::merge_files::{MergeInput, MergePlan};
 use sortase_sort::{ordered_tasks, SortError, SortOrder};

@@ -4,13 +4,13 @@
 //! driver checks that every task's output is there ([`complete`]) and appends the parts in order
 //! ([`write_parts`]). Shared by `tasks::sort` and `merge::tasks`, below both.
 
-use crate::error::{Error, ErrorKind, Result};
 use crate::range_output::{EncodedRange, RangeWriter};
-use crate::runtime::Runtime;
 use crate::wire::WorkFile;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::EncodedBlocks;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::runtime::Runtime;
 use sortase_index::RangeSummary;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -45,7 +45,7 @@ pub(crate) fn write_part(
     mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
 ) -> anyhow::Result<()> {
     let part = WorkFile::new(part_path)?;
-    let file = crate::files::create_private(part.path())
+    let file = sortase_exec::files::create_private(part.path())
         .with_context(|| format!("{}: cannot create", part.path().display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut sidecar = PartIndex::default();
@@ -69,7 +69,7 @@ pub(crate) fn write_part(
     drop(out);
     let side = WorkFile::new(sidecar_path)?;
     let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-    crate::files::create_private(side.path())
+    sortase_exec::files::create_private(side.path())
         .and_then(|mut f| f.write_all(&json))
         .with_context(|| format!("{}: cannot write", side.path().display()))?;
     part.commit()?;
@@ -159,7 +159,7 @@ pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
     } else {
         prefix.to_path_buf()
     };
-    crate::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
+    sortase_exec::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
     let mut builder = std::fs::DirBuilder::new();
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     for n in 0..1000 {

@@ -8,13 +8,13 @@
 //! use [`ChecksumOptions::every_record`] (`samtools checksum -F 0 -P -C -M`); markdup's duplicate
 //! flag is outside samtools' flag mask (PAIRED,READ1,READ2), so it is left out by construction.
 
-use crate::error::{Error, ErrorKind};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 #[cfg(test)]
 use sortase_bam::checksum::{Fault, Tally};
 use sortase_bam::RecordBatch;
+use sortase_exec::error::{Error, ErrorKind};
 use std::sync::Mutex;
 
 /// Records per parallel piece of a batch: enough to make the piece's checksummer (a few small

@@ -18,15 +18,15 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::bam_ranges::InputSpan;
-use crate::error::{Error, ErrorKind, Result};
-use crate::files::OutputFile;
-use crate::output::OutFormat;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::query::{find_index, IndexedBam};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
+use sortase_exec::bam_ranges::InputSpan;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::files::OutputFile;
+use sortase_exec::output::OutFormat;
+use sortase_exec::runtime::Runtime;
 use sortase_ops::pileup::driver::{BatchResult, DriverSummary};
 use sortase_ops::pileup::engine::PileupOptions;
 use sortase_ops::pileup::plan::Batch;
@@ -245,7 +245,7 @@ impl SnpPileupJob {
     /// Range tasks: the batches grouped into about `n` tasks of equal compressed size.
     pub fn plan_tasks(&self, rt: &Runtime, n: usize) -> Result<SnpPileupPlan> {
         self.check()?;
-        if let Some(cram) = self.bams.iter().find(|p| crate::input::is_cram(p)) {
+        if let Some(cram) = self.bams.iter().find(|p| sortase_exec::input::is_cram(p)) {
             return Err(Error::new(
                 ErrorKind::Input,
                 format!(
@@ -312,7 +312,7 @@ struct DecodedCrams {
     /// (temporary BAM, the CRAM it holds), for messages.
     names: Vec<(String, String)>,
     /// The temporary BAMs' directory, removed with them when this is dropped.
-    dir: Option<crate::files::TempDir>,
+    dir: Option<sortase_exec::files::TempDir>,
 }
 
 impl DecodedCrams {
@@ -323,11 +323,11 @@ impl DecodedCrams {
             dir: None,
         };
         for (i, path) in bams.iter().enumerate() {
-            if !crate::input::is_cram(path) {
+            if !sortase_exec::input::is_cram(path) {
                 continue;
             }
             if decoded.dir.is_none() {
-                decoded.dir = Some(crate::files::TempDir::create(rt.temp_dir())?);
+                decoded.dir = Some(sortase_exec::files::TempDir::create(rt.temp_dir())?);
             }
             let dir = decoded.dir.as_ref().expect("created above").path();
             let bam = dir.join(format!("{i}.bam"));
@@ -363,10 +363,10 @@ fn decode_cram(
     reference: Option<&Path>,
     rt: &Runtime,
 ) -> anyhow::Result<()> {
-    use crate::writer::{CramOut, SortedOutput};
+    use sortase_exec::writer::{CramOut, SortedOutput};
     let size = std::fs::metadata(name).map(|m| m.len()).unwrap_or(0);
     let progress = rt.progress("snp-pileup (decoding CRAM)", size);
-    let mut input = crate::input::Input::open(name, rt.threads(), reference, &progress)?;
+    let mut input = sortase_exec::input::Input::open(name, rt.threads(), reference, &progress)?;
     input.set_cancel(rt.cancel_flag().clone());
     let order = input
         .header
@@ -508,7 +508,7 @@ impl SnpPileupPlan {
     pub fn finish(&self, parts: Vec<SnpPileupPart>, rt: &Runtime) -> Result<SnpPileupReport> {
         let job = &self.job;
         let target = job.check()?;
-        let parts = crate::bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
+        let parts = sortase_exec::bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
         let inputs = pileup::open_bams(&job.bams).map_err(|e| pileup_error(e, None, rt))?;
         let context = format!("snp-pileup {}", job.vcf.display());
         let sites =

@@ -13,19 +13,19 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, Result};
-use crate::files::TempDir;
-use crate::input::Input;
-use crate::memory::Reservation;
-use crate::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
-use crate::output::{resolve_output, temp_prefix, OutFormat};
 use crate::proof::{self, Checksums};
 use crate::range_output;
-use crate::runtime::{CancelFlag, Runtime};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::files::TempDir;
+use sortase_exec::input::Input;
+use sortase_exec::memory::Reservation;
+use sortase_exec::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
+use sortase_exec::output::{resolve_output, temp_prefix, OutFormat};
+use sortase_exec::runtime::{CancelFlag, Runtime};
 use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! [`FlagstatJob`] and [`IdxstatsJob`]: samtools flagstat and idxstats, counted per byte range of the
-//! BAM (per run of containers of a CRAM file, [`crate::cram_ranges`]) on all cores and summed
+//! BAM (per run of containers of a CRAM file, [`sortase_exec::cram_ranges`]) on all cores and summed
 //! (crates/ops holds the counters). Both also come as serialisable range tasks ([`FlagstatPlan`],
 //! [`IdxstatsPlan`]) for a distributed driver.
 //!
@@ -17,13 +17,13 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
-use crate::cram_ranges::{self, CramSlice};
-use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::BamError;
+use sortase_exec::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
+use sortase_exec::cram_ranges::{self, CramSlice};
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::runtime::Runtime;
 use sortase_ops::{flagstat::FlagStat, idxstats::IdxStats};
 use std::path::{Path, PathBuf};
 
@@ -96,7 +96,7 @@ impl FileRange {
     /// About `n` byte ranges of equal compressed size of a BAM (fewer for small files), or runs of
     /// whole containers of a CRAM file (none if it has no records).
     fn plan(input: &Path, n: usize) -> anyhow::Result<Vec<FileRange>> {
-        if crate::input::is_cram(input) {
+        if sortase_exec::input::is_cram(input) {
             let slices = cram_ranges::plan_slices(input, n)?;
             return Ok(slices
                 .into_iter()
@@ -119,7 +119,7 @@ impl FileRange {
     }
 
     /// The ranges to count instead when a task failed: the whole BAM as one range (see
-    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    /// [`sortase_exec::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
     fn fallback<'a>(ranges: impl Iterator<Item = &'a FileRange>) -> Option<Vec<FileRange>> {
         let slices: Vec<BamSlice> = ranges
             .filter_map(|r| match r {
@@ -193,9 +193,9 @@ impl FlagstatJob {
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
         let mut report = FlagstatReport::default();
-        if crate::input::is_cram(&self.input) {
+        if sortase_exec::input::is_cram(&self.input) {
             // Runs of containers on all threads, decoding the fields samtools flagstat requires.
-            let ranges = crate::cram_ranges::scan(
+            let ranges = sortase_exec::cram_ranges::scan(
                 &self.input,
                 rt,
                 sortase_cram::Fields::Flagstat,
@@ -267,7 +267,7 @@ impl FlagstatPlan {
     }
 
     /// The plan to run instead when a task failed: the whole BAM as one task (see
-    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    /// [`sortase_exec::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
     pub fn fallback(&self) -> Option<FlagstatPlan> {
         let tasks = FileRange::fallback(self.tasks.iter().map(|t| &t.0))?;
         Some(FlagstatPlan {
@@ -332,7 +332,7 @@ impl IdxstatsJob {
     /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
         let name = self.input.display().to_string();
-        if crate::input::is_cram(&self.input) {
+        if sortase_exec::input::is_cram(&self.input) {
             return cram_idxstats(&self.input, rt);
         }
         if let Some(index) = sortase_bam::query::find_index(&self.input) {
@@ -348,7 +348,7 @@ impl IdxstatsJob {
     /// reads the index, as [`IdxstatsJob::run`]).
     pub fn plan_ranges(&self, n: usize) -> Result<IdxstatsPlan> {
         // A CRAM file is always counted (see IdxstatsJob), whatever index sits next to it.
-        let index = match crate::input::is_cram(&self.input) {
+        let index = match sortase_exec::input::is_cram(&self.input) {
             true => None,
             false => sortase_bam::query::find_index(&self.input),
         };
@@ -425,7 +425,7 @@ impl IdxstatsPlan {
         }
         let name = self.input.display().to_string();
         let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
-        let header = if crate::input::is_cram(&self.input) {
+        let header = if sortase_exec::input::is_cram(&self.input) {
             cram_header(&self.input)
         } else {
             read_header(&self.input)
@@ -436,7 +436,7 @@ impl IdxstatsPlan {
     }
 
     /// The plan to run instead when a task failed: the whole BAM as one task (see
-    /// [`crate::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
+    /// [`sortase_exec::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
     pub fn fallback(&self) -> Option<IdxstatsPlan> {
         let tasks = FileRange::fallback(self.tasks.iter().map(|t| &t.0))?;
         Some(IdxstatsPlan {
@@ -485,12 +485,12 @@ fn cram_idxstats(path: &Path, rt: &Runtime) -> Result<IdxstatsReport> {
 /// The SAM header of a CRAM file (its header container, through htslib).
 fn cram_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
     let path = path.to_str().context("path is not UTF-8")?;
-    let input = crate::input::Input::open_fields(
+    let input = sortase_exec::input::Input::open_fields(
         path,
         1,
         None,
         sortase_cram::Fields::Idxstats,
-        &crate::progress::Progress::hidden(),
+        &sortase_exec::progress::Progress::hidden(),
     )?;
     Ok(input.header)
 }
@@ -558,12 +558,12 @@ fn scan_cram<T>(
     add: impl Fn(&mut T, &sortase_bam::RecordRef<'_>),
 ) -> anyhow::Result<(sortase_bam::Header, T)> {
     let path = path.to_str().context("path is not UTF-8")?;
-    let mut input = crate::input::Input::open_fields(
+    let mut input = sortase_exec::input::Input::open_fields(
         path,
         rt.threads(),
         None,
         sortase_cram::Fields::Counting,
-        &crate::progress::Progress::hidden(),
+        &sortase_exec::progress::Progress::hidden(),
     )?;
     input.set_cancel(rt.cancel_flag().clone());
     let mut counts = init(input.header.references().len());
@@ -689,10 +689,10 @@ mod tests {
         }
         std::fs::write(&fasta, text).unwrap();
         let cram = dir.path().join("in.cram");
-        let output = crate::options::OutputSpec {
+        let output = sortase_exec::options::OutputSpec {
             reference: Some(fasta),
             format_options: vec!["seqs_per_slice=30".into()],
-            ..crate::options::OutputSpec::to_path(&cram)
+            ..sortase_exec::options::OutputSpec::to_path(&cram)
         };
         crate::sort::SortJob::new(bam.to_str().unwrap(), output)
             .run(&rt)

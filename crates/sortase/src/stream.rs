@@ -3,12 +3,12 @@
 //! job stops within one buffer), small files written through a temporary name, sibling names such as
 //! `FILE.gzi`, and the translation of the FASTA layer's errors into kinds.
 
-use crate::error::{Error, ErrorKind};
-use crate::files::OutputFile;
-use crate::runtime::{CancelFlag, Runtime};
 use anyhow::{Context, Result};
 use sortase_bgzf::gzi::GziEntry;
 use sortase_bgzf::BgzfError;
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::files::OutputFile;
+use sortase_exec::runtime::{CancelFlag, Runtime};
 use sortase_fasta::scan::Compression;
 use sortase_fasta::FastaError;
 use std::fs::File;
@@ -82,7 +82,7 @@ impl<W: Write> Write for Cancellable<W> {
 
 /// The job's result at its edge: any failure after cancellation is reported as
 /// [`ErrorKind::Cancelled`] (what a stopping job ran into is not the news).
-pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::error::Result<T> {
+pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> sortase_exec::error::Result<T> {
     match result {
         Err(_) if rt.cancel_flag().is_cancelled() => Err(Error::cancelled()),
         Err(e) => Err(Error::from(e)),

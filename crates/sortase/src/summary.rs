@@ -16,13 +16,13 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::bam_ranges;
-use crate::error::{Error, Result};
-use crate::input::Input;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
+use sortase_exec::bam_ranges;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::input::Input;
+use sortase_exec::runtime::Runtime;
 use sortase_ops::summary::{html, Summary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -121,7 +121,7 @@ impl SummaryJob {
                 .file_name()
                 .map_or_else(name, |f| f.to_string_lossy().into_owned());
             let page = html::render(&title, &references, &summary);
-            let (dest, mut out) = crate::files::Destination::open(Some(plot.as_path()))?;
+            let (dest, mut out) = sortase_exec::files::Destination::open(Some(plot.as_path()))?;
             out.write_all(page.as_bytes())
                 .and_then(|()| out.flush())
                 .with_context(|| dest.name.clone())?;

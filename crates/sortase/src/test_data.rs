@@ -1,8 +1,8 @@
 //! Small inputs for unit tests, built with the library itself.
 
-use crate::options::OutputSpec;
-use crate::runtime::Runtime;
 use crate::sort::SortJob;
+use sortase_exec::options::OutputSpec;
+use sortase_exec::runtime::Runtime;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

@@ -16,13 +16,13 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::input::Input;
-use crate::options::Order;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::{Header, RecordRef};
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::input::Input;
+use sortase_exec::options::Order;
+use sortase_exec::runtime::Runtime;
 use sortase_sort::order::find_tag;
 use sortase_sort::SortOrder;
 use std::cmp::Ordering;

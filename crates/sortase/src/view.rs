@@ -1,7 +1,7 @@
 //! [`ViewJob`]: samtools view's conversions, filters (`-f -F -q -r -R -l -L -d -D -N -e`, from
 //! [`sortase_ops::filter`]), region queries and counting (`-c`).
 //!
-//! Records go through the library's one output writer ([`crate::writer::SortedOutput`]): BAM → BAM
+//! Records go through the library's one output writer ([`sortase_exec::writer::SortedOutput`]): BAM → BAM
 //! copies raw records into the parallel BGZF writer (no decode/encode), SAM is formatted in parallel
 //! batches, CRAM goes through htslib (crates/cram). Counting a BAM file runs over byte ranges on all cores.
 //!
@@ -25,17 +25,17 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::bam_ranges;
-use crate::error::{Error, Result};
-use crate::input::{Format, Input};
-use crate::options::{add_program, OutputSpec, Program};
-use crate::output::{resolve_format, OutFormat};
-use crate::runtime::Runtime;
-use crate::writer::SortedOutput;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::{flags, query, Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::bam_ranges;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::input::{Format, Input};
+use sortase_exec::options::{add_program, OutputSpec, Program};
+use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 use sortase_ops::filter::expr::Scratch;
 pub use sortase_ops::filter::FilterSpec;
 use sortase_ops::filter::{FilterError, RecordFilter};
@@ -176,7 +176,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
         let header =
-            crate::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
+            sortase_exec::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
         let filter = job.record_filter(&header)?;
         // Counting a BAM file: byte ranges on all cores, per-range counts summed; each range keeps
         // its own scratch buffers and the first error of the expression.
@@ -207,12 +207,12 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         && job.regions.is_empty()
         && job.input != "-"
         && job.filter.only_flags_and_mapq()
-        && crate::input::is_cram(Path::new(&job.input))
+        && sortase_exec::input::is_cram(Path::new(&job.input))
     {
         let filter = job.record_filter(&Header::new(String::new(), Vec::new()))?;
         // Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only
         // (what the filter reads); `None`: no records, read below as a stream.
-        let ranges = crate::cram_ranges::scan(
+        let ranges = sortase_exec::cram_ranges::scan(
             job.input.as_ref(),
             rt,
             sortase_cram::Fields::FlagMapq,
@@ -329,7 +329,7 @@ fn counted(job: &ViewJob, n: u64) -> anyhow::Result<ViewReport> {
         ..ViewReport::default()
     };
     if let Some(path) = job.output.data_path()? {
-        let (dest, mut out) = crate::files::Destination::open(Some(&path))?;
+        let (dest, mut out) = sortase_exec::files::Destination::open(Some(&path))?;
         writeln!(out, "{n}").with_context(|| dest.name.clone())?;
         out.flush().with_context(|| dest.name.clone())?;
         drop(out);

@@ -19,9 +19,6 @@
 //! not the dataset's record count is an error naming the file.
 
 use super::{open_manifest, Manifest};
-use crate::error::{Error, Result};
-use crate::files::{OutputFile, TempDir};
-use crate::runtime::Runtime;
 use anyhow::{bail, Context};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
@@ -30,6 +27,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::extra::{self, DUPLICATE_GROUP};
 use sortase_agd::{ChunkEntry, ExtraGroup, Provenance};
+use sortase_exec::error::{Error, Result};
+use sortase_exec::files::{OutputFile, TempDir};
+use sortase_exec::runtime::Runtime;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -155,7 +155,7 @@ impl FastqRecords {
     /// Opens the files of `input`; every byte read is counted by `progress`.
     pub(crate) fn open(
         input: &FastqInput,
-        progress: &crate::progress::Progress,
+        progress: &sortase_exec::progress::Progress,
     ) -> anyhow::Result<Self> {
         let files = input.files();
         if files.is_empty() {
@@ -197,7 +197,7 @@ impl FastqRecords {
     /// checking `cancel` every 64k rounds.
     pub(crate) fn for_each_record(
         &mut self,
-        cancel: &crate::runtime::CancelFlag,
+        cancel: &sortase_exec::runtime::CancelFlag,
         mut f: impl FnMut(&[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         let mut rounds = 0u64;

@@ -8,8 +8,6 @@
 //! group is not read (idxstats does not look at flag 0x400).
 
 use super::open_manifest;
-use crate::error::Result;
-use crate::runtime::Runtime;
 use crate::stats::{from_counts, IdxstatsReport};
 use anyhow::Context;
 use arrow_array::cast::AsArray;
@@ -18,6 +16,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkEntry, Group, ReferenceEntry};
 use sortase_bam::{Header, Reference};
+use sortase_exec::error::Result;
+use sortase_exec::runtime::Runtime;
 use sortase_ops::idxstats::IdxStats;
 use std::path::{Path, PathBuf};
 

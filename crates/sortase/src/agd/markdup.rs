@@ -15,14 +15,10 @@
 use super::columns::PendingGroup;
 use super::sort::for_each_chunk_batch;
 use super::{dataset_header, open_manifest};
-use crate::error::{Error, Result};
-use crate::files::TempDir;
 use crate::markdup::marking::{is_duplicate, Carry};
 use crate::markdup::{
     coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions,
 };
-use crate::output::temp_prefix;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use rayon::prelude::*;
@@ -30,6 +26,10 @@ use serde::{Deserialize, Serialize};
 use sortase_agd::extra::DUPLICATE_GROUP;
 use sortase_agd::{Manifest, Provenance};
 use sortase_bam::{flags, RecordBatch as Records};
+use sortase_exec::error::{Error, Result};
+use sortase_exec::files::TempDir;
+use sortase_exec::output::temp_prefix;
+use sortase_exec::runtime::Runtime;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options as PicardOpts};
 use sortase_markdup::samblaster::{self, Layout, Options, SigSet};
 use std::path::PathBuf;
@@ -88,7 +88,7 @@ fn check_options(job: &AgdMarkdupJob) -> Result<()> {
     ];
     for (set, what) in refused {
         if set {
-            crate::error::bail_argument!(
+            sortase_exec::error::bail_argument!(
                 "{what}: agd markdup writes the duplicate group only; export the dataset and run \
                  sortase markdup for it"
             );
@@ -174,8 +174,12 @@ fn query(
     } else {
         lengths
     };
-    let layout = Layout::new(&lengths, q.max_read_length)
-        .map_err(|e| Error::new(crate::error::ErrorKind::Format, format!("{name}: {e}")))?;
+    let layout = Layout::new(&lengths, q.max_read_length).map_err(|e| {
+        Error::new(
+            sortase_exec::error::ErrorKind::Format,
+            format!("{name}: {e}"),
+        )
+    })?;
     let opts = Options {
         ignore_unmated: q.ignore_unmated,
         accept_dups: q.accept_dups,

@@ -19,17 +19,17 @@ use super::{
     check_new_output, chunk_batch, dataset_header, open_manifest, write_chunk, CHUNK_BYTES,
     DEFAULT_CHUNK_SIZE, DEFAULT_ZSTD_LEVEL,
 };
-use crate::error::{Error, Result};
-use crate::files::TempDir;
-use crate::options::{add_program, Order, Phase, PhaseClock, Program};
-use crate::output::temp_prefix;
-use crate::runtime::Runtime;
 use crate::sort::budgeted_sorter;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance};
 use sortase_bam::RecordBatch;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::files::TempDir;
+use sortase_exec::options::{add_program, Order, Phase, PhaseClock, Program};
+use sortase_exec::output::temp_prefix;
+use sortase_exec::runtime::Runtime;
 use sortase_sort::{RangeSource, SortError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -169,10 +169,10 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
     let threads = rt.threads();
     let order = job.order.resolve()?;
     if job.max_fan_in < 2 {
-        crate::error::bail_argument!("--max-fan-in {}: must be at least 2", job.max_fan_in);
+        sortase_exec::error::bail_argument!("--max-fan-in {}: must be at least 2", job.max_fan_in);
     }
     if job.chunk_size == 0 {
-        crate::error::bail_argument!("--chunk-size 0: must be at least 1");
+        sortase_exec::error::bail_argument!("--chunk-size 0: must be at least 1");
     }
     let manifest = open_manifest(&job.input)?;
     check_new_output(&job.output)?;

@@ -3,13 +3,13 @@
 //! through a budget that refuses at once what could never be granted.
 
 use super::{DuplicateMarking, Fq2BamJob};
-use crate::error::Error;
-use crate::memory::Reservation;
-use crate::output::OutFormat;
-use crate::runtime::{CancelFlag, Runtime};
 use crate::sort::final_phase_reserve;
 use sortase_align::pipeline::PipelineOptions;
 use sortase_align::Aligner;
+use sortase_exec::error::Error;
+use sortase_exec::memory::Reservation;
+use sortase_exec::output::OutFormat;
+use sortase_exec::runtime::{CancelFlag, Runtime};
 use sortase_sort::Budget;
 
 /// The sorter's share of the pool: what the index, the read batches and the final phase hold for

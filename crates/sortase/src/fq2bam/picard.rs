@@ -5,14 +5,14 @@
 //! the data besides the sorter's own runs); pass 2 reads the run back, sets 0x400 on Picard's
 //! duplicates, and deflates and indexes batches of records on all threads.
 
-use crate::options::PhaseClock;
-use crate::output::{OutFormat, ResolvedOutput};
 use crate::range_output::{self, EncodedRange};
-use crate::runtime::Runtime;
 use crate::sort::release_free_memory;
 use anyhow::Context;
 use rayon::prelude::*;
 use sortase_bam::{flags, Header, RecordBatch};
+use sortase_exec::options::PhaseClock;
+use sortase_exec::output::{OutFormat, ResolvedOutput};
+use sortase_exec::runtime::Runtime;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options};
 use sortase_sort::run::{RunReader, StreamingRunWriter};
 use sortase_sort::{RangeSource, SortError, SortOrder, SortStats, Sorter};
@@ -51,7 +51,7 @@ pub(super) fn sort_mark_write(
     sorter: Sorter,
     header: &Header,
     out: &ResolvedOutput,
-    cram: &crate::writer::CramOut,
+    cram: &sortase_exec::writer::CramOut,
     temp: &Path,
     ends_budget: usize,
     rt: &Runtime,

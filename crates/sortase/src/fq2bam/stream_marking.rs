@@ -2,9 +2,9 @@
 //! threads (one read-name group per fragment), then inserted in input order here (first seen wins)
 //! and 0x400 set on every record of a later copy.
 
-use crate::error::{Error, ErrorKind};
 use sortase_align::AlignedBatch;
 use sortase_bam::flags;
+use sortase_exec::error::{Error, ErrorKind};
 use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
 
 /// The signature of each fragment of `batch` (none without a layout: no marking).

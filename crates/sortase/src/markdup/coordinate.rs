@@ -8,20 +8,22 @@
 //! output, index and metrics file are renamed into place only at the end.
 
 use super::{MarkdupJob, MarkdupReport};
-use crate::error::{Error, ErrorKind};
-use crate::files::{OutputFile, TempDir};
-use crate::input::Input;
-use crate::memory::Reservation;
-use crate::options::add_program;
-use crate::output::{index_target, resolve_format, split_index_name, temp_prefix, OutFormat};
-use crate::progress::Progress;
 use crate::proof::{self, Checksums};
-use crate::runtime::Runtime;
-use crate::writer::{CramOut, RecordSink, SortedOutput};
 use anyhow::{bail, Context, Result};
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::files::{OutputFile, TempDir};
+use sortase_exec::input::Input;
+use sortase_exec::memory::Reservation;
+use sortase_exec::options::add_program;
+use sortase_exec::output::{
+    index_target, resolve_format, split_index_name, temp_prefix, OutFormat,
+};
+use sortase_exec::progress::Progress;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::{CramOut, RecordSink, SortedOutput};
 use sortase_markdup::picard::{
     name::NameParser, Collector, Libraries, Options, OrderError, Outcome,
 };
@@ -83,7 +85,7 @@ pub(crate) fn hold_or_spill(
 /// The output's data path and index (path, BAI?), as `-o` and `--write-index` name them.
 type Targets = (Option<PathBuf>, Option<(PathBuf, bool)>);
 
-fn targets(job: &MarkdupJob, format: OutFormat) -> crate::error::Result<Targets> {
+fn targets(job: &MarkdupJob, format: OutFormat) -> sortase_exec::error::Result<Targets> {
     let o = &job.output;
     Ok(match &o.path {
         Some(p) if o.write_index => {
@@ -116,7 +118,9 @@ pub(super) fn run(
     )?;
     let (data_path, index_path) = targets(job, format)?;
     if job.output.write_index && (data_path.is_none() || format == OutFormat::Sam) {
-        crate::error::bail_argument!("--write-index needs BAM or CRAM output to a file (-o)");
+        sortase_exec::error::bail_argument!(
+            "--write-index needs BAM or CRAM output to a file (-o)"
+        );
     }
 
     // Under -T: read ends spilled beyond the memory pool, and standard input kept as a BAM
@@ -129,7 +133,8 @@ pub(super) fn run(
     let copy_path = (input_name == "-").then(|| temp.path().join("stdin.bam"));
     let mut copy = match &copy_path {
         Some(p) => {
-            let f = crate::files::create_private(p).with_context(|| p.display().to_string())?;
+            let f =
+                sortase_exec::files::create_private(p).with_context(|| p.display().to_string())?;
             let out: Box<dyn Write + Send> = Box::new(std::io::BufWriter::new(f));
             let level = OutFormat::Bam(CompressionLevel::from_libdeflate(1));
             Some(RecordSink::new(

@@ -4,12 +4,12 @@
 
 use super::side_out::Side;
 use super::MarkdupReport;
-use crate::error::{Error, ErrorKind};
-use crate::writer::RecordSink;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, RecordBatch, RecordBuf};
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::writer::RecordSink;
 use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
 use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use std::path::PathBuf;

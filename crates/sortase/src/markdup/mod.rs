@@ -21,14 +21,14 @@ pub(crate) mod marking;
 pub mod query;
 mod side_out;
 
-use crate::error::{Error, Result};
-use crate::input::Input;
-use crate::options::{OutputSpec, Program};
 use crate::proof::Checksums;
-use crate::runtime::Runtime;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::input::Input;
+use sortase_exec::options::{OutputSpec, Program};
+use sortase_exec::runtime::Runtime;
 use std::path::PathBuf;
 
 /// Which algorithm runs.
@@ -291,7 +291,7 @@ mod tests {
             let e = job.run(&rt).unwrap_err();
             assert_eq!(
                 e.kind(),
-                crate::error::ErrorKind::Cancelled,
+                sortase_exec::error::ErrorKind::Cancelled,
                 "{mode:?}: {e}"
             );
             let left = |dir: &std::path::Path| -> Vec<String> {

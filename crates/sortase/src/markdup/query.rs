@@ -9,31 +9,31 @@
 use super::marking::{Carry, State};
 use super::side_out::Side;
 use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
-use crate::error::{Error, ErrorKind};
-use crate::input::Input;
-use crate::options::add_program;
-use crate::output::{resolve_format, OutFormat};
-use crate::progress::Progress;
 use crate::proof::{self, Checksums};
-use crate::runtime::Runtime;
-use crate::writer::SortedOutput;
 use anyhow::Result;
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::error::{Error, ErrorKind};
+use sortase_exec::input::Input;
+use sortase_exec::options::add_program;
+use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::progress::Progress;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 use sortase_markdup::samblaster::side::SideOptions;
 use sortase_markdup::samblaster::{Layout, Options};
 
 impl SamblasterOptions {
     /// The side-output options, checked as samblaster checks them.
-    fn side_options(&self) -> crate::error::Result<SideOptions> {
+    fn side_options(&self) -> sortase_exec::error::Result<SideOptions> {
         if self.splitter_file.is_some() && self.min_non_overlap < 1 {
-            crate::error::bail_argument!(
+            sortase_exec::error::bail_argument!(
                 "--minNonOverlap {}: must be at least 1",
                 self.min_non_overlap
             );
         }
         if self.splitter_file.is_some() && self.max_split_count < 2 {
-            crate::error::bail_argument!(
+            sortase_exec::error::bail_argument!(
                 "--maxSplitCount {}: must be at least 2",
                 self.max_split_count
             );

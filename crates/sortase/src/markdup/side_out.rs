@@ -5,12 +5,12 @@
 //! [`Side::finish`].
 
 use super::SamblasterOptions;
-use crate::files::Destination;
-use crate::output::{resolve_format, OutFormat};
-use crate::writer::SortedOutput;
 use anyhow::{Context, Result};
 use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::files::Destination;
+use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::writer::SortedOutput;
 use sortase_markdup::samblaster::side::{DISCORDANT, SPLITTER, UNMAPPED_CLIPPED};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ fn open_sam(path: &Path, header: &Header, threads: usize) -> Result<SortedOutput
         format,
         header,
         threads,
-        &crate::writer::CramOut::default(),
+        &sortase_exec::writer::CramOut::default(),
     )
 }
 

@@ -39,22 +39,22 @@
 //! ```
 
 use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
-use crate::bam_ranges::InputSpan;
-use crate::error::bail_argument;
-use crate::error::{Error, ErrorKind, Result};
-use crate::input::read_bam_header;
-use crate::input::Format;
-use crate::output::{temp_prefix, OutFormat};
 use crate::parts::{complete, create_work_dir, remove_work_dir, write_part, write_parts};
 use crate::range_output::{self, RangeEncoder};
-use crate::runtime::Runtime;
 use crate::tasks::assemble::{self, Layout};
 use crate::wire::{hex, HeaderData};
-use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::bam_ranges::InputSpan;
+use sortase_exec::error::bail_argument;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::input::read_bam_header;
+use sortase_exec::input::Format;
+use sortase_exec::output::{temp_prefix, OutFormat};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::OnTheFlyIndex;
 use sortase_index::IndexBuilder;
 use sortase_sort::merge_files::{MergeInput, MergePlan, RangeOptions};
 use std::path::{Path, PathBuf};
@@ -473,7 +473,7 @@ impl MergeTaskPlan {
             target.index(),
             target.format,
             &header,
-            &crate::writer::CramOut::default(),
+            &sortase_exec::writer::CramOut::default(),
             rt.threads(),
         )?;
         let files: Vec<_> = parts

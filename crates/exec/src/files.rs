@@ -53,7 +53,7 @@ pub use sortase_sort::run::create_private;
 
 /// Creates a new file that will become an output: like [`create_private`] but with the usual mode
 /// (0666 less the umask), since it is renamed to the output's name.
-pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
+pub fn create_exclusive(path: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -64,7 +64,7 @@ pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
 /// Refuses a directory that other users may write to without the sticky bit (mode o+w, no +t):
 /// there anyone can rename or replace our temporary directory (even a 0700 one) after we create it
 /// and plant a symlink in its place, so no name inside it is safe. `/tmp` (1777) is fine.
-pub(crate) fn check_shared_directory(dir: &Path) -> Result<()> {
+pub fn check_shared_directory(dir: &Path) -> Result<()> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {

@@ -16,7 +16,7 @@ use sortase_bam::{Header, RecordBatch, RecordRef};
 use sortase_index::range::{map_ranges, plan_ranges, RangeStream, RecordRange};
 use std::path::{Path, PathBuf};
 
-/// The bytes of one input a range task ([`crate::MergeTask`], [`crate::SnpPileupTask`]) reads
+/// The bytes of one input a range task (the facade's `MergeTask`, `SnpPileupTask`) reads
 /// besides its header: compressed file offsets from the start of the block its reader starts in
 /// to the start of the block where every reader has stopped (`None`: the end of the file). A
 /// record that starts in that last block may end in a later one.
@@ -136,7 +136,7 @@ pub fn scan<T: Send>(
 }
 
 /// Opens a BAM that must exist, for the message samtools-like commands give first.
-pub(crate) fn check_readable(path: &Path) -> Result<()> {
+pub fn check_readable(path: &Path) -> Result<()> {
     std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     Ok(())
 }

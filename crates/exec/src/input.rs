@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The header of the BAM at `path`.
-pub(crate) fn read_bam_header(path: &str) -> Result<Header> {
+pub fn read_bam_header(path: &str) -> Result<Header> {
     let file = std::fs::File::open(path).context("cannot open")?;
     let mut reader = sortase_bgzf::SeekReader::new(BufReader::new(file));
     Ok(Header::read_bam(&mut reader)?)

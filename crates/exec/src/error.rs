@@ -210,12 +210,15 @@ impl fmt::Debug for Error {
 impl std::error::Error for Error {}
 
 /// Returns early with an [`ErrorKind::Argument`] error (formatted like `format!`).
+#[doc(hidden)]
+#[macro_export]
 macro_rules! bail_argument {
     ($($t:tt)*) => {
         return Err($crate::error::Error::argument(format!($($t)*)).into())
     };
 }
-pub(crate) use bail_argument;
+#[doc(hidden)]
+pub use crate::bail_argument;
 
 #[cfg(test)]
 mod tests {

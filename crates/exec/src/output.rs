@@ -53,10 +53,7 @@ pub fn resolve_format(
 /// The data path, the BAM index path and whether it is a BAI, as samtools' `auto_index` names them:
 /// `OUT##idx##INDEX` splits the name, `--index-format` (`bai`/`csi`) wins over the index name's
 /// extension. [`index_target`] adds CRAM's `.crai`.
-pub(crate) fn split_index_name(
-    output: &Path,
-    format: Option<&str>,
-) -> Result<(PathBuf, PathBuf, bool)> {
+pub fn split_index_name(output: &Path, format: Option<&str>) -> Result<(PathBuf, PathBuf, bool)> {
     let s = output.to_string_lossy();
     let (data, idx) = match s.split_once("##idx##") {
         Some((d, i)) => (PathBuf::from(d), Some(PathBuf::from(i))),
@@ -110,10 +107,7 @@ impl OutputSpec {
 
     /// The index of `--write-index` (path, BAI?) for `format` output, as samtools view names it: BAM
     /// gets a CSI (or BAI), CRAM a `.crai` ([`index_target`]); it needs BAM or CRAM output to a file.
-    pub(crate) fn written_index(
-        &self,
-        format: OutFormat,
-    ) -> anyhow::Result<Option<(PathBuf, bool)>> {
+    pub fn written_index(&self, format: OutFormat) -> anyhow::Result<Option<(PathBuf, bool)>> {
         if !self.write_index {
             return Ok(None);
         }
@@ -144,15 +138,18 @@ pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>, fallback: &Path)
 }
 
 /// The output's resolved form: data path, index (path, BAI?), format.
-pub(crate) struct ResolvedOutput {
+pub struct ResolvedOutput {
+    /// The data file (`None`: standard output).
     pub data: Option<PathBuf>,
+    /// The index of `--write-index`: its path and whether it is a BAI.
     pub index: Option<(PathBuf, bool)>,
+    /// The output format.
     pub format: OutFormat,
 }
 
 /// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does (`coordinate`: the sort order is
 /// coordinate, the only one indexes are written for).
-pub(crate) fn resolve_output(
+pub fn resolve_output(
     output: &OutputSpec,
     default_level: u8,
     coordinate: bool,

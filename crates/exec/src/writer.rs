@@ -1,6 +1,6 @@
 //! The one output writer of the library: a stream of raw records (in their final order) written as
 //! BAM, SAM or CRAM, with an optional index built on the fly for BAM (`--write-index`), as samtools
-//! view, sort, merge and markdup write their output. [`crate::range_output`] is its front end for
+//! view, sort, merge and markdup write their output. The facade's `range_output` is its front end for
 //! output produced range by range on many threads (sort, merge); both write what [`crate::output`]
 //! resolves (format, data path, index target), through [`OutputFiles`] (temporary names, renamed
 //! on success).

@@ -1,0 +1,29 @@
+//! The execution layer below sortase's jobs (the model is DataFusion's `datafusion-execution`):
+//! the [`Runtime`] a job runs on (its own thread pool, a [`MemoryPool`] handed out as reservations,
+//! the temporary directory, a cancellation flag and a progress sink), the library's [`Error`],
+//! private temporary files renamed into place on success ([`files`]), the source every job reads
+//! records from (any alignment input opened as one stream of batches, [`input`], or cut into byte
+//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`]) and the
+//! sink it writes them to: the output options ([`OutputSpec`]), their resolution as samtools does it
+//! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]).
+//!
+//! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
+
+pub mod bam_ranges;
+pub mod cram_ranges;
+pub mod error;
+pub mod files;
+pub mod input;
+pub mod memory;
+pub mod options;
+pub mod output;
+pub mod progress;
+pub mod runtime;
+pub mod writer;
+
+pub use bam_ranges::InputSpan;
+pub use error::{Error, ErrorKind, Result};
+pub use memory::{MemoryPool, Reservation};
+pub use options::{Order, OutputSpec, Phase, Program};
+pub use progress::{Progress, ProgressSink};
+pub use runtime::{CancelFlag, Runtime, RuntimeBuilder};
