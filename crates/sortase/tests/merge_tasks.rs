@@ -112,7 +112,6 @@ fn merge_both(job: &MergeJob, dir: &Path, name: &str) -> Vec<(PathBuf, PathBuf)>
         let outputs_json = serde_json::to_string(
             &outputs
                 .iter()
-                .cloned()
                 .map(|o| serde_json::json!({ "merge": o }))
                 .collect::<Vec<_>>(),
         )

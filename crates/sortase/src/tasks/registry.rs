@@ -61,11 +61,14 @@ impl Span {
     }
 }
 
+/// A file and its byte ranges (`None`: the whole file), before they become a [`Span`].
+type FileRanges = (PathBuf, Option<Vec<(u64, u64)>>);
+
 /// Spans by file, in order of first appearance, the ranges of one file merged into one span.
 pub(crate) fn by_file(
     pieces: impl IntoIterator<Item = (PathBuf, Option<(u64, u64)>)>,
 ) -> Vec<Span> {
-    let mut out: Vec<(PathBuf, Option<Vec<(u64, u64)>>)> = Vec::new();
+    let mut out: Vec<FileRanges> = Vec::new();
     for (path, range) in pieces {
         let at = match out.iter().position(|(p, _)| *p == path) {
             Some(i) => i,
