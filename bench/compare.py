@@ -710,6 +710,12 @@ CASES.update({
     },
 })
 
+# The columns of bench/results.csv (also written by python_read.py --record).
+CSV_COLUMNS = ["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
+               "label", "role", "runs", "wall_median_s", "wall_min_s", "wall_max_s",
+               "cpu_pct_median", "cpu_s_median", "rss_max_mib", "ratio_vs_sortase",
+               "sortase_over_floor", "check", "command"]
+
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
@@ -1291,10 +1297,7 @@ def main():
     with open(args.results_csv, "a", newline="") as f:
         w = csv.writer(f)
         if new_csv:
-            w.writerow(["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
-                        "label", "role", "runs", "wall_median_s", "wall_min_s", "wall_max_s",
-                        "cpu_pct_median", "cpu_s_median", "rss_max_mib", "ratio_vs_sortase",
-                        "sortase_over_floor", "check", "command"])
+            w.writerow(CSV_COLUMNS)
         for s in sums:
             w.writerow([started.strftime("%Y-%m-%dT%H:%M:%SZ"), commit, args.case, inp, in_bytes,
                         records or "", args.threads, s["label"], s["role"], s["runs"],

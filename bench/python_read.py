@@ -192,10 +192,9 @@ def record(a, variants, times, rows, floor):
     with open(a.record, "a", newline="") as f:
         w = csv.writer(f)
         if new:
-            w.writerow(["date_utc", "commit", "case", "input", "input_bytes", "records", "threads",
-                        "label", "role", "runs", "wall_median_s", "wall_min_s", "wall_max_s",
-                        "cpu_pct_median", "cpu_s_median", "rss_max_mib", "ratio_vs_sortase",
-                        "sortase_over_floor", "check", "command"])
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from compare import CSV_COLUMNS
+            w.writerow(CSV_COLUMNS)
         for v in variants:
             walls = [x for x, _, _ in times[v]]
             cpu = statistics.median(x for _, _, x in times[v])
