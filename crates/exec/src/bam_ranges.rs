@@ -118,6 +118,13 @@ pub fn scan<T: Send>(
     let threads = rt.threads();
     let plan = plan_ranges(path, threads * RANGES_PER_THREAD)?;
     let n_ref = plan.header.references().len();
+    // A spinner of the records read so far (flagstat, idxstats, view -c, stats): one atomic add per
+    // batch; nothing is drawn unless stderr is a terminal.
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let progress = rt.progress(&format!("{name}: records"), 0);
     let parts = map_ranges(path, &plan, threads, |mut stream| {
         let mut acc = new(n_ref);
         loop {
@@ -128,9 +135,11 @@ pub fn scan<T: Send>(
             for r in batch.iter() {
                 add(&mut acc, &r);
             }
+            progress.add(batch.len() as u64);
         }
         Ok::<_, anyhow::Error>(acc)
     });
+    progress.finish();
     rt.check_cancelled()?;
     Ok((plan.header, parts?))
 }
