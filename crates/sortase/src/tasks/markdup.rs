@@ -224,14 +224,7 @@ fn plan(
     add_program(&mut header, job.program.as_ref());
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
-    let ranges = planned
-        .ranges
-        .iter()
-        .map(|r| ByteRange {
-            start: r.start,
-            end: (r.end != u64::MAX).then_some(r.end),
-        })
-        .collect();
+    let ranges = ByteRange::from_planned(&planned.ranges);
     Ok(MarkdupPlan {
         job: job.clone(),
         input,

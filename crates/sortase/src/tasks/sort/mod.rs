@@ -185,6 +185,20 @@ pub struct ByteRange {
     pub end: Option<u64>,
 }
 
+impl ByteRange {
+    /// The planner's ranges (`sortase_index::range::plan_ranges`; an end of `u64::MAX` is the end of
+    /// the file) as the tasks carry them.
+    pub(crate) fn from_planned(ranges: &[sortase_index::range::RecordRange]) -> Vec<ByteRange> {
+        ranges
+            .iter()
+            .map(|r| ByteRange {
+                start: r.start,
+                end: (r.end != u64::MAX).then_some(r.end),
+            })
+            .collect()
+    }
+}
+
 /// A sort cut into tasks: the job, the output header, the input's byte ranges and the work
 /// directory. Plain data (serde): a driver may keep it as JSON between stages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -67,14 +67,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
     });
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
-    let ranges = planned
-        .ranges
-        .iter()
-        .map(|r| ByteRange {
-            start: r.start,
-            end: (r.end != u64::MAX).then_some(r.end),
-        })
-        .collect();
+    let ranges = ByteRange::from_planned(&planned.ranges);
     Ok(SortPlan {
         job: job.clone(),
         options: options.clone(),
