@@ -37,6 +37,8 @@ mod fq2bam;
 mod hostile_input;
 #[path = "e2e/markdup_coord.rs"]
 mod markdup_coord;
+#[path = "e2e/markdup_metrics.rs"]
+mod markdup_metrics;
 #[path = "e2e/markdup_query.rs"]
 mod markdup_query;
 #[path = "e2e/merge.rs"]

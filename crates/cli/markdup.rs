@@ -68,6 +68,11 @@ pub struct MarkdupArgs {
     /// removing the output, if they differ; -v prints them.
     #[arg(long = "checksums")]
     pub checksums: bool,
+    /// Write Picard's DuplicationMetrics per library (LB of the records' read groups) to FILE
+    /// (Picard M=). Query-grouped input: of samblaster's duplicates, with
+    /// READ_PAIR_OPTICAL_DUPLICATES 0 (not computed) and no duplicate-set histograms.
+    #[arg(long = "metrics", value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Print the checksums (with --checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -114,7 +119,9 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
         remove_duplicates: args.remove,
         temp_prefix: args.temp_prefix.clone(),
         samblaster: args.query.options(),
-        picard: args.coord.options(common::command_line()),
+        picard: args
+            .coord
+            .options(args.metrics.clone(), common::command_line()),
         program: common::program(args.no_pg),
         checksums: args.checksums,
     };
