@@ -45,6 +45,8 @@ mod markdup_query;
 mod merge;
 #[path = "e2e/oracle.rs"]
 mod oracle;
+#[path = "e2e/pipe_level.rs"]
+mod pipe_level;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
 #[path = "e2e/sort.rs"]

@@ -153,6 +153,33 @@ pub fn print_warnings(warnings: &[String]) {
     }
 }
 
+/// Whether standard output is a pipe (a FIFO: `cmd | next`, `>(next)`), not a file or terminal.
+pub fn stdout_is_pipe() -> bool {
+    // SAFETY: fstat writes into the zeroed struct it is given; fd 1 needs no ownership.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(1, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// What `sort` and `markdup` say in `--help` about their default level.
+pub const PIPE_LEVEL_HELP: &str = "Into a pipe (no -o, or -o -, and standard output a pipe) BAM is written uncompressed (level 0, as -u) unless -l, -u or --output-fmt-option level= says otherwise: the next command decompresses what this one would compress (dupblaster's default). Into a file or a terminal the default level stays samtools'. Give -l 6 (or any level) to compress into a pipe.";
+
+/// The uncompressed-into-a-pipe default of `sort` and `markdup` ([`PIPE_LEVEL_HELP`]): with BAM
+/// output to standard output, standard output a pipe and no level given, `spec` becomes
+/// uncompressed.
+pub fn uncompressed_into_pipe(spec: &mut OutputSpec) {
+    let to_stdout = spec
+        .path
+        .as_deref()
+        .is_none_or(|p| p == std::path::Path::new("-"));
+    let bam = spec
+        .format
+        .as_deref()
+        .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
+    if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
+        spec.uncompressed = true;
+    }
+}
+
 /// samtools' output flags, declared once for every command that writes records.
 #[derive(clap::Args, Debug, Clone)]
 pub struct OutputArgs {

@@ -102,19 +102,21 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
     // --max-memory is the runtime's memory pool, from which Picard's read ends are reserved.
     let memory = parse_size(&args.coord.max_memory, "--max-memory")?;
     let rt = common::runtime(Some(threads), Some(memory))?;
+    let mut output = OutputSpec {
+        path: args.output.clone(),
+        format: args.output_fmt.clone(),
+        level: args.level,
+        uncompressed: args.uncompressed,
+        write_index: args.write_index,
+        index_format: args.index_format.clone(),
+        reference: args.reference.clone(),
+        format_options: args.output_fmt_option.clone(),
+    }
+    .with_format_options()?;
+    common::uncompressed_into_pipe(&mut output);
     let job = MarkdupJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: OutputSpec {
-            path: args.output.clone(),
-            format: args.output_fmt.clone(),
-            level: args.level,
-            uncompressed: args.uncompressed,
-            write_index: args.write_index,
-            index_format: args.index_format.clone(),
-            reference: args.reference.clone(),
-            format_options: args.output_fmt_option.clone(),
-        }
-        .with_format_options()?,
+        output,
         mode: args.mode.into(),
         remove_duplicates: args.remove,
         temp_prefix: args.temp_prefix.clone(),
