@@ -47,6 +47,8 @@ mod merge;
 mod oracle;
 #[path = "e2e/pipe_level.rs"]
 mod pipe_level;
+#[path = "e2e/progress.rs"]
+mod progress;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
 #[path = "e2e/sort.rs"]
