@@ -37,12 +37,18 @@ mod fq2bam;
 mod hostile_input;
 #[path = "e2e/markdup_coord.rs"]
 mod markdup_coord;
+#[path = "e2e/markdup_metrics.rs"]
+mod markdup_metrics;
 #[path = "e2e/markdup_query.rs"]
 mod markdup_query;
 #[path = "e2e/merge.rs"]
 mod merge;
 #[path = "e2e/oracle.rs"]
 mod oracle;
+#[path = "e2e/pipe_level.rs"]
+mod pipe_level;
+#[path = "e2e/progress.rs"]
+mod progress;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
 #[path = "e2e/sort.rs"]

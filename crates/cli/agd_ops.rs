@@ -165,7 +165,7 @@ pub fn markdup(args: MarkdupArgs) -> Result<()> {
         mode: args.mode.into(),
         temp_prefix: args.temp_prefix,
         samblaster: args.query.options(),
-        picard: args.coord.options(common::command_line()),
+        picard: args.coord.options(None, common::command_line()),
         zstd_level: args.level,
         command_line: common::command_line(),
     };

@@ -2,7 +2,7 @@
 //! budget, the cancellation flag that SIGINT/SIGTERM set), the progress bar on a terminal, the `@PG`
 //! command line, and the output flags samtools' commands have in common.
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{HumanCount, ProgressBar, ProgressState, ProgressStyle};
 use sortase::{CancelFlag, OutputSpec, Program, ProgressSink, Runtime};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -66,33 +66,42 @@ impl ProgressSink for Bar {
     fn update(&self, label: &str, done: u64, total: u64) {
         let mut slot = self.bar.lock().unwrap_or_else(|p| p.into_inner());
         let bar = slot.get_or_insert_with(|| {
-            // Units: a label ending in "records" counts records, any other bytes; no total: a
-            // spinner with the amount and rate so far.
-            let (bar, template, label) = match (label.strip_suffix(" records"), total) {
-                (Some(l), t) if t > 0 => (
+            // Units: a label ending in "records" or "reads" counts those, any other bytes; no
+            // total: a spinner with the amount and rate so far.
+            let counted = ["records", "reads"].into_iter().find_map(|unit| {
+                let l = label.strip_suffix(unit)?.strip_suffix(' ')?;
+                Some((l, unit))
+            });
+            let (bar, template, label) = match (counted, total) {
+                (Some((l, unit)), t) if t > 0 => (
                     ProgressBar::new(t),
-                    "{msg} {bar:40} {human_pos}/{human_len} records ({elapsed}, eta {eta})",
+                    format!("{{msg}} {{bar:40}} {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, eta {{eta}})"),
                     l,
                 ),
-                (Some(l), _) => (
+                (Some((l, unit)), _) => (
                     ProgressBar::new_spinner(),
-                    "{spinner} {msg} {human_pos} records ({elapsed})",
+                    format!("{{spinner}} {{msg}} {{human_pos}} {unit} ({{rate}}/s, {{elapsed}})"),
                     l,
                 ),
                 (None, 0) => (
                     ProgressBar::new_spinner(),
-                    "{spinner} {msg} {bytes} ({bytes_per_sec}, {elapsed})",
+                    "{spinner} {msg} {bytes} ({bytes_per_sec}, {elapsed})".to_string(),
                     label,
                 ),
                 (None, t) => (
                     ProgressBar::new(t),
-                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                    "{msg} {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})".to_string(),
                     label,
                 ),
             };
+            // {rate}: whole units per second, with thousands separators.
+            let rate = |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{}", HumanCount(s.per_sec() as u64));
+            };
             bar.set_style(
-                ProgressStyle::with_template(template)
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(&template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .with_key("rate", rate),
             );
             bar.set_message(label.to_string());
             bar
@@ -150,6 +159,33 @@ pub fn program(no_pg: bool) -> Option<Program> {
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {
         eprintln!("{w}");
+    }
+}
+
+/// Whether standard output is a pipe (a FIFO: `cmd | next`, `>(next)`), not a file or terminal.
+pub fn stdout_is_pipe() -> bool {
+    // SAFETY: fstat writes into the zeroed struct it is given; fd 1 needs no ownership.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(1, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// What `sort` and `markdup` say in `--help` about their default level.
+pub const PIPE_LEVEL_HELP: &str = "Into a pipe (no -o, or -o -, and standard output a pipe) BAM is written uncompressed (level 0, as -u) unless -l, -u or --output-fmt-option level= says otherwise: the next command decompresses what this one would compress (dupblaster's default). Into a file or a terminal the default level stays samtools'. Give -l 6 (or any level) to compress into a pipe.";
+
+/// The uncompressed-into-a-pipe default of `sort` and `markdup` ([`PIPE_LEVEL_HELP`]): with BAM
+/// output to standard output, standard output a pipe and no level given, `spec` becomes
+/// uncompressed.
+pub fn uncompressed_into_pipe(spec: &mut OutputSpec) {
+    let to_stdout = spec
+        .path
+        .as_deref()
+        .is_none_or(|p| p == std::path::Path::new("-"));
+    let bam = spec
+        .format
+        .as_deref()
+        .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
+    if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
+        spec.uncompressed = true;
     }
 }
 

@@ -122,6 +122,18 @@ pub fn with_examples(command: Command) -> Command {
         );
         command = command.mut_subcommand(*name, |sub| sub.after_help(text));
     }
+    // sort and markdup write uncompressed BAM into a pipe unless a level is given.
+    for name in ["sort", "markdup"] {
+        command = command.mut_subcommand(name, |sub| {
+            sub.mut_arg("level", |a| {
+                a.help("Compression level 0-9 with samtools' meaning [0 into a pipe, as -u]")
+                    .long_help(format!(
+                        "Compression level 0-9 with samtools' meaning.\n\n{}",
+                        crate::common::PIPE_LEVEL_HELP
+                    ))
+            })
+        });
+    }
     command
 }
 

@@ -68,6 +68,11 @@ pub struct MarkdupArgs {
     /// removing the output, if they differ; -v prints them.
     #[arg(long = "checksums")]
     pub checksums: bool,
+    /// Write Picard's DuplicationMetrics per library (LB of the records' read groups) to FILE
+    /// (Picard M=). Query-grouped input: of samblaster's duplicates, with
+    /// READ_PAIR_OPTICAL_DUPLICATES 0 (not computed) and no duplicate-set histograms.
+    #[arg(long = "metrics", value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Print the checksums (with --checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -97,24 +102,28 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
     // --max-memory is the runtime's memory pool, from which Picard's read ends are reserved.
     let memory = parse_size(&args.coord.max_memory, "--max-memory")?;
     let rt = common::runtime(Some(threads), Some(memory))?;
+    let mut output = OutputSpec {
+        path: args.output.clone(),
+        format: args.output_fmt.clone(),
+        level: args.level,
+        uncompressed: args.uncompressed,
+        write_index: args.write_index,
+        index_format: args.index_format.clone(),
+        reference: args.reference.clone(),
+        format_options: args.output_fmt_option.clone(),
+    }
+    .with_format_options()?;
+    common::uncompressed_into_pipe(&mut output);
     let job = MarkdupJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: OutputSpec {
-            path: args.output.clone(),
-            format: args.output_fmt.clone(),
-            level: args.level,
-            uncompressed: args.uncompressed,
-            write_index: args.write_index,
-            index_format: args.index_format.clone(),
-            reference: args.reference.clone(),
-            format_options: args.output_fmt_option.clone(),
-        }
-        .with_format_options()?,
+        output,
         mode: args.mode.into(),
         remove_duplicates: args.remove,
         temp_prefix: args.temp_prefix.clone(),
         samblaster: args.query.options(),
-        picard: args.coord.options(common::command_line()),
+        picard: args
+            .coord
+            .options(args.metrics.clone(), common::command_line()),
         program: common::program(args.no_pg),
         checksums: args.checksums,
     };

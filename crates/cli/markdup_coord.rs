@@ -8,9 +8,6 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(next_help_heading = "Coordinate-sorted input (Picard)")]
 pub struct CoordArgs {
-    /// Write Picard's duplication metrics to FILE (Picard M=).
-    #[arg(long = "metrics", value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
     /// Largest x/y distance between optical duplicates (Picard OPTICAL_DUPLICATE_PIXEL_DISTANCE).
     #[arg(long = "optical-distance", value_name = "INT", default_value_t = 100)]
     pub optical_distance: i32,
@@ -35,11 +32,12 @@ pub struct CoordArgs {
 }
 
 impl CoordArgs {
-    /// The job's Picard options; `command_line` heads the metrics file. `--max-memory` is not
-    /// among them: it sizes the runtime's memory pool.
-    pub fn options(&self, command_line: String) -> PicardOptions {
+    /// The job's Picard options, with the metrics file `metrics` (`--metrics`, of both modes);
+    /// `command_line` heads it. `--max-memory` is not among them: it sizes the runtime's memory
+    /// pool.
+    pub fn options(&self, metrics: Option<PathBuf>, command_line: String) -> PicardOptions {
         PicardOptions {
-            metrics: self.metrics.clone(),
+            metrics,
             metrics_command_line: Some(command_line),
             optical_distance: self.optical_distance,
             read_name_regex: self.read_name_regex.clone(),

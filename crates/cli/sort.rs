@@ -92,9 +92,11 @@ pub fn run(args: SortArgs) -> Result<()> {
     if args.verify {
         return verify(&args, &rt);
     }
+    let mut output = args.out.spec()?;
+    common::uncompressed_into_pipe(&mut output);
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: args.out.spec()?,
+        output,
         order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
             .with_template_coordinate(args.template_coordinate)?,
         temp_prefix: args.temp_prefix.clone(),

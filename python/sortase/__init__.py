@@ -512,7 +512,9 @@ def markdup(
 ) -> Report:
     """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
     ``"query"`` (samblaster's algorithm) or ``"coordinate"`` (Picard MarkDuplicates').
-    ``remove_duplicates`` (``-r``), ``metrics`` (Picard's metrics file), ``max_memory`` (default
+    ``remove_duplicates`` (``-r``), ``metrics`` (``--metrics``: Picard's
+    DuplicationMetrics file per library, in both modes; query-grouped input reports no optical
+    duplicates), ``max_memory`` (default
     ``"2G"``), ``optical_distance`` (default 100), ``checksums`` (``--checksums``, as :func:`sort`;
     the duplicate flag is not summed, and with ``remove_duplicates`` the removed records are summed
     as ``left_out``). Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines

@@ -148,11 +148,19 @@ def test_markdup_equals_the_cli(tmp_path: Path, sortase_bin: Path, mode: str) ->
     else:
         pysam.sort("-o", str(src), str(sam))
     ours, theirs = tmp_path / "py.bam", tmp_path / "cli.bam"
-    report = sortase.markdup(src, ours, no_pg=True, threads=1)
-    cli(sortase_bin, "markdup", "--no-PG", "-@", 1, "-o", theirs, src)
+    pm, cm = tmp_path / "py.metrics", tmp_path / "cli.metrics"
+    report = sortase.markdup(src, ours, no_pg=True, threads=1, metrics=pm)
+    cli(sortase_bin, "markdup", "--no-PG", "-@", 1, "--metrics", cm, "-o", theirs, src)
     assert ours.read_bytes() == theirs.read_bytes()
     assert report.mode == mode and report.records == 2000
     assert 0 < report.duplicate_records < 2000
+    # The metrics (both modes; the '#' lines hold the command line): one library, all pairs.
+    table = [l for l in pm.read_text().splitlines() if not l.startswith("#")]
+    assert table == [l for l in cm.read_text().splitlines() if not l.startswith("#")]
+    row = dict(zip(table[1].split("\t"), table[2].split("\t")))
+    assert row["LIBRARY"] == "Unknown Library" and row["READ_PAIRS_EXAMINED"] == "1000"
+    assert int(row["READ_PAIR_DUPLICATES"]) * 2 == report.duplicate_records
+    assert str(pm) in report.outputs
 
 
 def fasta(path: Path, n: int = 20) -> Path:

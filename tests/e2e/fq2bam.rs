@@ -196,7 +196,7 @@ fn long_reads(rng: &mut Rng, g: &[(String, Vec<u8>)], n: usize) -> String {
 }
 
 /// The whole data set in `dir`: ref.fa, r1.fq, r2.fq, se.fq (R1 plus interleaved pairs), long.fq.
-fn dataset(dir: &Path, pairs: usize) {
+pub(crate) fn dataset(dir: &Path, pairs: usize) {
     let mut rng = Rng::new(20);
     let g = genome(&mut rng);
     write_fasta(&dir.join("ref.fa"), &g);

@@ -12,6 +12,7 @@ mod summary;
 pub use build::IndexError;
 pub use builder::{IndexBuilder, IndexFormat, PushError, Segment};
 pub use parallel::{
-    assemble, index_file, index_file_cancellable, longest_reference, summarise_range,
+    assemble, index_file, index_file_cancellable, index_file_with_progress, longest_reference,
+    summarise_range, RecordsDone,
 };
 pub use summary::RangeSummary;

@@ -22,10 +22,14 @@ struct Rec {
     name: String,
 }
 
+/// Called with the number of records of each batch summarised (progress; once per batch).
+pub type RecordsDone<'a> = &'a (dyn Fn(u64) + Sync);
+
 fn summarise(
     mut stream: RangeStream,
     geometry: (u32, u32),
     cancel: Option<&AtomicBool>,
+    done: Option<RecordsDone>,
 ) -> Result<RangeSummary, IndexError> {
     let mut out = RangeSummary::new(geometry);
     let mut cursor = 0usize;
@@ -38,6 +42,9 @@ fn summarise(
         let batch = stream.next_batch()?;
         resolve(&mut out, &mut pending, stream.block_table(), &mut cursor)?;
         let Some(batch) = batch else { break };
+        if let Some(done) = done {
+            done(batch.len() as u64);
+        }
         let mut u = batch.stream_offset();
         for raw in batch.iter_raw() {
             // HOT: once per record: refID, pos, flag, CIGAR reference length.
@@ -115,7 +122,7 @@ pub fn summarise_range(
     cancel: Option<&AtomicBool>,
 ) -> Result<RangeSummary, IndexError> {
     let stream = RangeStream::open(path, range, n_ref)?;
-    summarise(stream, format.geometry(), cancel)
+    summarise(stream, format.geometry(), cancel, None)
 }
 
 /// The index file's bytes from the summaries of every range of the BAM at `path`, in file order;
@@ -156,11 +163,22 @@ pub fn index_file_cancellable(
     format: impl Fn(u64) -> IndexFormat,
     cancel: Option<&AtomicBool>,
 ) -> Result<Vec<u8>, IndexError> {
+    index_file_with_progress(path, threads, format, cancel, None)
+}
+
+/// [`index_file_cancellable`] that tells `done` the records of each batch summarised.
+pub fn index_file_with_progress(
+    path: &Path,
+    threads: usize,
+    format: impl Fn(u64) -> IndexFormat,
+    cancel: Option<&AtomicBool>,
+    done: Option<RecordsDone>,
+) -> Result<Vec<u8>, IndexError> {
     let plan = plan_ranges(path, threads.max(1) * 4)?;
     let format = format(longest_reference(&plan.header));
     let geometry = format.geometry();
     let summaries = map_ranges(path, &plan, threads, |stream| {
-        summarise(stream, geometry, cancel)
+        summarise(stream, geometry, cancel, done)
     })?;
     let n_ref = plan.header.references().len();
     assemble(path, format, n_ref, plan.ranges[0].start, &summaries)

@@ -348,13 +348,58 @@ pub struct Outcome {
 impl Outcome {
     /// The metrics file text after pass 2 added duplicate counts to `counts`.
     pub fn metrics_file(&self, header: &[String]) -> String {
-        let libraries: BTreeMap<String, (u16, LibraryCounts)> = self
-            .counts
+        metrics::write_file(header, &self.libs.table(&self.counts), &self.found)
+    }
+}
+
+impl Libraries {
+    /// The libraries Picard reports (seen in a record, or named by an @RG line) with their counts,
+    /// by name, for [`metrics::write_file`]. `counts`: per library id, seen and counts.
+    pub fn table(
+        &self,
+        counts: &[(bool, LibraryCounts)],
+    ) -> BTreeMap<String, (u16, LibraryCounts)> {
+        counts
             .iter()
             .enumerate()
-            .filter(|(id, (seen, _))| *seen || self.libs.in_header[*id])
-            .map(|(id, (_, c))| (self.libs.names[id].clone(), (id as u16, c.clone())))
-            .collect();
-        metrics::write_file(header, &libraries, &self.found)
+            .filter(|(id, (seen, _))| *seen || self.in_header[*id])
+            .map(|(id, (_, c))| (self.names[id].clone(), (id as u16, c.clone())))
+            .collect()
+    }
+}
+
+/// Picard's per-library counts of records whose duplicate flag another algorithm decided
+/// (samblaster's on query-grouped input): each record once, with its final flag.
+#[derive(Debug, Clone)]
+pub struct LibraryTally {
+    libs: Libraries,
+    counts: Vec<(bool, LibraryCounts)>,
+}
+
+impl LibraryTally {
+    /// Nothing counted yet; the libraries from the header text's `@RG` lines.
+    pub fn from_header(text: &str) -> Self {
+        let libs = Libraries::from_header(text);
+        let counts = vec![(false, LibraryCounts::default()); libs.names.len()];
+        Self { libs, counts }
+    }
+
+    /// Counts record `r` with its final flag `flag` (0x400 set on duplicates): Picard's
+    /// `addReadToLibraryMetrics`, and `addDuplicateReadToMetrics` for a duplicate.
+    pub fn add(&mut self, r: &RecordRef, flag: u16) {
+        let (library, _) = self.libs.of(r);
+        let (seen, c) = &mut self.counts[library as usize];
+        *seen = true;
+        c.add_read(flag);
+        if flag & sortase_bam::flags::DUPLICATE != 0 {
+            c.add_duplicate(flag);
+        }
+    }
+
+    /// The metrics file (the header lines `header`): per library, no optical duplicates and no
+    /// duplicate-set histograms (nothing here knows the sets).
+    pub fn metrics_file(&self, header: &[String]) -> String {
+        let table = self.libs.table(&self.counts);
+        metrics::write_file(header, &table, &chunks::Found::default())
     }
 }

@@ -677,6 +677,7 @@ fn export_fastq(
 ) -> anyhow::Result<AgdExportReport> {
     let (dest, mut out) = sortase_exec::files::Destination::open(job.output.path.as_deref())?;
     let mut templates = Templates::default();
+    let progress = rt.progress("agd export records", manifest.records);
     for window in manifest.chunks.chunks(rt.threads().max(1)) {
         rt.check_cancelled()?;
         let chunks = rt.install(|| {
@@ -685,7 +686,8 @@ fn export_fastq(
                 .map(|c| chunk_fastq(&job.input, c))
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
-        for c in chunks {
+        for (c, entry) in chunks.into_iter().zip(window) {
+            progress.add(entry.records);
             let mut start = 0;
             for (end, name, part) in c.records {
                 templates
@@ -723,9 +725,13 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
         OutFormat::Bam(level),
     )?;
     let out = SortedOutput::open(path, None, format, &header, threads, &job.output.cram())?;
+    let progress = rt.progress("agd export records", manifest.records);
     let records = write_in_order(rt, &manifest.chunks, out, |c| {
-        chunk_batch(&job.input, &manifest, c)
+        let batch = chunk_batch(&job.input, &manifest, c)?;
+        progress.add(batch.len() as u64);
+        Ok(batch)
     })?;
+    progress.finish();
     Ok(AgdExportReport {
         records,
         chunks: manifest.chunks.len(),

@@ -249,18 +249,15 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         true,
         &mut report.warnings,
     )?;
-    let total = [Some(&job.reads1), job.reads2.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-        .sum();
-    let progress = rt.progress("fq2bam", total);
+    // Reads mapped (a spinner with reads/s); the files' bytes are not counted.
+    let progress = rt.progress("fq2bam reads", 0);
+    let bytes_read = sortase_exec::progress::Progress::hidden();
     // The reads first: a missing file fails before the index is built.
-    let r1 = open_reads(&job.reads1, &progress)?;
+    let r1 = open_reads(&job.reads1, &bytes_read)?;
     let r2 = job
         .reads2
         .as_deref()
-        .map(|p| open_reads(p, &progress))
+        .map(|p| open_reads(p, &bytes_read))
         .transpose()?;
 
     let mut clock = PhaseClock::new("index");
@@ -352,6 +349,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         |batch| stream_marking::verdicts(batch, layout.as_ref()),
         |mut batch, verdicts| -> anyhow::Result<()> {
             marker.mark(&mut batch, &verdicts)?;
+            progress.add(batch.reads as u64);
             sorter.push(batch.records)?;
             Ok(())
         },

@@ -125,13 +125,16 @@ impl IndexJob {
         }
         bam_ranges::check_readable(&self.input)?;
         let cancel = rt.cancel_flag().shared();
-        let bytes = sortase_index::index_file_cancellable(
+        let progress = rt.progress("index records", 0);
+        let bytes = sortase_index::index_file_with_progress(
             &self.input,
             rt.threads(),
             |longest| self.format(longest),
             Some(&cancel),
+            Some(&|n| progress.add(n)),
         )
         .map_err(|e| index_error(e, &name))?;
+        progress.finish();
         write_index(&self.target(), &bytes, rt)
     }
 

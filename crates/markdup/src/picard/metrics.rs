@@ -227,4 +227,27 @@ mod tests {
         assert_eq!(format_double(22035.0), "22035");
         assert_eq!(java_double_bin(3), "3.0");
     }
+
+    #[test]
+    fn library_size_of_two_libraries_as_picard() {
+        // Picard MarkDuplicates 2.27.5 on a coordinate-sorted copy of a simulated 2x150 BAM with
+        // two libraries (200000 records): READ_PAIRS_EXAMINED, READ_PAIR_DUPLICATES,
+        // READ_PAIR_OPTICAL_DUPLICATES -> ESTIMATED_LIBRARY_SIZE, with optical detection and with
+        // READ_NAME_REGEX=null (optical 0, the counts samblaster mode reports on the same input).
+        for (pairs, dups, optical, picard) in [
+            (62943, 1350, 312, 1868584),
+            (32391, 720, 152, 904145),
+            (62943, 1350, 0, 1446284),
+            (32391, 720, 0, 717757),
+        ] {
+            assert_eq!(
+                estimate_library_size(pairs - optical, pairs - dups),
+                Some(picard),
+                "{pairs} pairs, {dups} duplicates, {optical} optical"
+            );
+        }
+        // No duplicates (or only optical ones): Picard leaves the field empty.
+        assert_eq!(estimate_library_size(100, 100), None);
+        assert_eq!(estimate_library_size(0, 0), None);
+    }
 }

@@ -195,7 +195,7 @@ fn query(
     };
     let pool = rt.pool();
     let mut carry = Carry::default();
-    for_each_chunk_batch(&job.dataset, manifest, rt, |batch| {
+    for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |batch| {
         let mut start = 0;
         if !carry.is_empty() {
             while start < batch.len() && carry.continues(batch.record(start).read_name()) {
@@ -297,7 +297,7 @@ fn picard(
     ))?;
     let mut collector = Collector::new(Libraries::from_header(header.text()), opts);
     let mut ends = rt.memory().reservation("agd markdup: read ends");
-    for_each_chunk_batch(&job.dataset, manifest, rt, |b| {
+    for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |b| {
         rt.install(|| -> anyhow::Result<()> {
             collector
                 .push(&b)

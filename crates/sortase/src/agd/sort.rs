@@ -107,13 +107,16 @@ impl AgdSortJob {
 }
 
 /// Decodes the chunks of dataset `dir` into record batches on `rt`'s pool, `threads` chunks at a
-/// time (the next window while `f` takes the previous one), and gives them to `f` in order.
+/// time (the next window while `f` takes the previous one), and gives them to `f` in order. The
+/// records `f` has taken are the progress of `label` (ending in " records").
 pub(super) fn for_each_chunk_batch(
     dir: &Path,
     manifest: &Manifest,
     rt: &Runtime,
+    label: &str,
     mut f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    let progress = rt.progress(label, manifest.records);
     let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
     std::thread::scope(|s| {
         let decoder = s.spawn(move || {
@@ -135,7 +138,12 @@ pub(super) fn for_each_chunk_batch(
                     anyhow::Ok(())
                 })
         });
-        let consumed = rx.iter().flatten().try_for_each(&mut f);
+        let consumed = rx.iter().flatten().try_for_each(|b| {
+            let n = b.len() as u64;
+            f(b)?;
+            progress.add(n);
+            Ok(())
+        });
         drop(rx);
         let decoded = decoder
             .join()
@@ -209,7 +217,9 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         job.max_fan_in,
     )?;
     let mut clock = PhaseClock::new("read");
-    for_each_chunk_batch(&job.input, &manifest, rt, |b| Ok(sorter.push(b)?))?;
+    for_each_chunk_batch(&job.input, &manifest, rt, "agd sort records", |b| {
+        Ok(sorter.push(b)?)
+    })?;
     rt.check_cancelled()?;
 
     let options = agd::WriteOptions {

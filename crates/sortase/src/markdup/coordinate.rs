@@ -24,9 +24,7 @@ use sortase_exec::output::{
 use sortase_exec::progress::Progress;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::{CramOut, RecordSink, SortedOutput};
-use sortase_markdup::picard::{
-    name::NameParser, Collector, Libraries, Options, OrderError, Outcome,
-};
+use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options, OrderError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -286,11 +284,8 @@ pub(super) fn run(
         .metrics
         .as_deref()
         .map(|m| {
-            let cl = c
-                .metrics_command_line
-                .as_deref()
-                .or(job.program.as_ref().map(|p| p.command_line.as_str()));
-            create_metrics(m, &outcome, cl)
+            let title = metrics_title(job, METRICS_TITLE);
+            create_metrics(m, &outcome.metrics_file(&[title]))
         })
         .transpose()?;
     out.finish()?;
@@ -310,18 +305,23 @@ pub(super) fn run(
     Ok(report)
 }
 
-/// Writes the metrics file under its temporary name (renamed by the caller once the output is in
-/// place).
-fn create_metrics(
-    path: &Path,
-    outcome: &Outcome,
-    command_line: Option<&str>,
-) -> Result<OutputFile> {
-    let title = match command_line {
-        Some(cl) => format!("{METRICS_TITLE} {cl}"),
-        None => METRICS_TITLE.to_string(),
-    };
-    let text = outcome.metrics_file(&[title]);
+/// The metrics file's first header line: `title`, then the command line (the options' or the
+/// `@PG` line's).
+pub(super) fn metrics_title(job: &MarkdupJob, title: &str) -> String {
+    let cl = job
+        .picard
+        .metrics_command_line
+        .as_deref()
+        .or(job.program.as_ref().map(|p| p.command_line.as_str()));
+    match cl {
+        Some(cl) => format!("{title} {cl}"),
+        None => title.to_string(),
+    }
+}
+
+/// Writes the metrics file `text` under its temporary name (renamed by the caller once the output
+/// is in place).
+pub(super) fn create_metrics(path: &Path, text: &str) -> Result<OutputFile> {
     let (pending, mut f) = OutputFile::create(path)?;
     f.write_all(text.as_bytes())
         .with_context(|| path.display().to_string())?;

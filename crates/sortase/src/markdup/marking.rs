@@ -10,6 +10,7 @@ use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, RecordBatch, RecordBuf};
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::writer::RecordSink;
+use sortase_markdup::picard::LibraryTally;
 use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
 use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use std::path::PathBuf;
@@ -34,6 +35,8 @@ pub(super) struct State {
     names: (String, String),
     /// With `--checksums`: the sums of the records written and of those left out (`-r`).
     tallies: Option<(Tally, Tally)>,
+    /// With a metrics file: Picard's counts per library of the records with their final flags.
+    libraries: Option<LibraryTally>,
 }
 
 /// A "read R: …" error of the input `file` (malformed for samblaster).
@@ -105,7 +108,19 @@ impl State {
             dup_records: 0,
             names,
             tallies: None,
+            libraries: None,
         }
+    }
+
+    /// Counts the records per library (of the header text's `@RG` lines) from now on, for the
+    /// metrics file.
+    pub(super) fn count_libraries(&mut self, header_text: &str) {
+        self.libraries = Some(LibraryTally::from_header(header_text));
+    }
+
+    /// The per-library counts, with [`State::count_libraries`].
+    pub(super) fn libraries(&self) -> Option<&LibraryTally> {
+        self.libraries.as_ref()
     }
 
     /// Sums the records written and left out from now on (`--checksums`).
@@ -198,6 +213,9 @@ impl State {
             let raw = batch.raw(i);
             let flag = batch.record(i).flag();
             let flag = if dup { flag | flags::DUPLICATE } else { flag };
+            if let Some(t) = self.libraries.as_mut() {
+                t.add(&batch.record(i), flag);
+            }
             let rec = if !dup && pair.is_none() {
                 raw
             } else {

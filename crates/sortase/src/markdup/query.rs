@@ -51,6 +51,10 @@ impl SamblasterOptions {
     }
 }
 
+/// The first line of the metrics file's header, before the command line.
+const QUERY_METRICS_TITLE: &str =
+    "sortase markdup (samblaster 0.1.26 duplicates; Picard MarkDuplicates 2.27.5 metrics, no optical)";
+
 /// Marks duplicates in query-grouped `input`.
 pub(super) fn run(
     job: &MarkdupJob,
@@ -117,6 +121,9 @@ pub(super) fn run(
     let mut read_sums = Sums::EMPTY;
     if job.checksums {
         state.sum_records(&sums);
+    }
+    if job.picard.metrics.is_some() {
+        state.count_libraries(input.header.text());
     }
     let pool = rt.pool();
     let mut carry = Carry::default();
@@ -192,7 +199,21 @@ pub(super) fn run(
             left.as_ref(),
         )?);
     }
+    let metrics = match (&job.picard.metrics, state.libraries()) {
+        (Some(path), Some(t)) => {
+            let title = super::coordinate::metrics_title(job, QUERY_METRICS_TITLE);
+            Some(super::coordinate::create_metrics(
+                path,
+                &t.metrics_file(&[title]),
+            )?)
+        }
+        _ => None,
+    };
     out.finish()?;
+    if let Some(m) = metrics {
+        m.commit()?;
+        report.outputs.extend(job.picard.metrics.clone());
+    }
     let side = state.finish(&mut report)?;
     report.outputs.extend(side);
     report.summary.push(format!(
