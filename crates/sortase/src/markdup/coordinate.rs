@@ -310,6 +310,14 @@ pub(super) fn run(
     Ok(report)
 }
 
+/// The metrics file's header line: the title and the command line.
+pub(crate) fn metrics_title(command_line: Option<&str>) -> String {
+    match command_line {
+        Some(cl) => format!("{METRICS_TITLE} {cl}"),
+        None => METRICS_TITLE.to_string(),
+    }
+}
+
 /// Writes the metrics file under its temporary name (renamed by the caller once the output is in
 /// place).
 fn create_metrics(
@@ -317,11 +325,7 @@ fn create_metrics(
     outcome: &Outcome,
     command_line: Option<&str>,
 ) -> Result<OutputFile> {
-    let title = match command_line {
-        Some(cl) => format!("{METRICS_TITLE} {cl}"),
-        None => METRICS_TITLE.to_string(),
-    };
-    let text = outcome.metrics_file(&[title]);
+    let text = outcome.metrics_file(&[metrics_title(command_line)]);
     let (pending, mut f) = OutputFile::create(path)?;
     f.write_all(text.as_bytes())
         .with_context(|| path.display().to_string())?;
