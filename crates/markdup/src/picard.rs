@@ -283,17 +283,20 @@ impl Collector {
     pub fn starting_at(libs: Libraries, opts: Options, index: u64) -> Self {
         let mut c = Self::new(libs, opts);
         c.index = index;
+        c.pending = Pending::tracking();
         c
     }
 
     /// The stretch's ends as they stand, unsorted: its fragments, the pairs whose two ends it
     /// holds, and the ends still waiting for their mates (in file order), with the counts.
-    pub fn into_stretch(self) -> Stretch {
+    pub fn into_stretch(mut self) -> Stretch {
+        let settled = self.pending.take_settled();
         Stretch {
             counts: self.counts,
             fragments: self.fragments,
             pairs: self.pairs,
             waiting: self.pending.into_waiting(),
+            settled,
             pairs_formed: self.pair_count,
         }
     }
@@ -349,6 +352,10 @@ pub struct Stretch {
     pub pairs: Vec<Pair>,
     /// Ends whose mates the stretch did not hold: (read name, end, file index), in file order.
     pub waiting: Vec<(Vec<u8>, RecordEnd, u64)>,
+    /// The [`name_hash`] of every pair formed and of every end replaced in the pending map by a
+    /// later end of its name waiting under the same key: with `waiting`, every end of the
+    /// stretch that waited for a mate is accounted for (a pair counts for its two ends).
+    pub settled: Vec<u64>,
     /// Pairs formed (`pairs.len()` before any spill).
     pub pairs_formed: u64,
 }
@@ -359,9 +366,29 @@ pub struct Stretch {
 pub struct Pending {
     map: HashMap<Box<[u8]>, (RecordEnd, u64)>,
     key: Vec<u8>,
+    /// With [`Pending::tracking`]: [`Stretch::settled`].
+    settled: Option<Vec<u64>>,
+}
+
+/// FNV-1a of a read name (the same in every process).
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 impl Pending {
+    /// A pairing that also keeps the [`name_hash`] of every pair formed and every end replaced
+    /// ([`Stretch::settled`]).
+    pub fn tracking() -> Self {
+        Self {
+            settled: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
     /// Adds `e` (of the record named `name`, file index `index`; its mate mapped): the pair if a
     /// first end waited for it, else it waits.
     pub fn add(&mut self, name: &[u8], e: &RecordEnd, index: u64) -> Option<Pair> {
@@ -373,12 +400,26 @@ impl Pending {
         self.key.extend_from_slice(name);
         self.key.extend_from_slice(&e.reference.to_le_bytes());
         if let Some((first, first_index)) = self.map.remove(&self.key[..]) {
+            if let Some(s) = &mut self.settled {
+                s.push(name_hash(name));
+            }
             return Some(Pair::new(&first, first_index, e, index));
         }
         let n = self.key.len();
         self.key[n - 4..].copy_from_slice(&e.mate_reference.to_le_bytes());
-        self.map.insert(self.key.as_slice().into(), (*e, index));
+        let replaced = self.map.insert(self.key.as_slice().into(), (*e, index));
+        if let (Some(s), Some(_)) = (&mut self.settled, replaced) {
+            s.push(name_hash(name));
+        }
         None
+    }
+
+    /// [`Stretch::settled`] so far (empty unless [`Pending::tracking`]), taken.
+    pub fn take_settled(&mut self) -> Vec<u64> {
+        self.settled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The ends still waiting: (read name, end, file index), in file order.

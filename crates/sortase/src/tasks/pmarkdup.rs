@@ -16,8 +16,8 @@
 //!    pairs them), and the ends whose mates it does not hold; the library counts of the metrics;
 //!    the range's first and last coordinates (the driver checks the order across ranges); the
 //!    lengths of its records as its block [`Cutting`]. Fragments and pairs are written
-//!    partitioned by a hash of their duplicate key, the waiting ends by a hash of their read
-//!    name, into one file.
+//!    partitioned by a hash of their duplicate key, the waiting ends and the name hashes of the
+//!    ends paired or replaced within the range by a hash of their read name, into one file.
 //! 3. [`PmJoinTask`]: one read-name partition: the waiting ends of every range, in file order,
 //!    paired as the one machine pairs them; the pairs written partitioned by duplicate key.
 //! 4. [`PmReduceTask`]: one duplicate-key partition: its fragments and pairs (from the map and
@@ -39,7 +39,14 @@
 //!
 //! Pairing across ranges: an end whose mate is in another range is joined by read name as the
 //! one machine joins it. A read name with more than two primary ends (not a valid pair) is paired
-//! within each range first; the one machine may pair such ends differently.
+//! within each range first, so the one machine may pair such ends differently; the job refuses
+//! them instead: every map task also writes, into the name's partition, the name hash of every
+//! pair it formed and every end it replaced ([`picard::Stretch::settled`]), and a join task
+//! reports a name with an end still waiting, ends in more than one range and more than two of
+//! them (`ambiguous`); the driver fails ("... has more than two primary mapped records named
+//! X; run `sortase markdup` on one machine") before any output is written. A hash collision
+//! can only add a false alarm. Names whose ends the one machine pairs alike (all in one range,
+//! or all paired within their ranges) pass.
 
 use super::markdup::{
     count_tasks, encode_tasks, partition, proved, Cutting, EncodeRange, FileSlice, MdCountOutput,
@@ -60,9 +67,9 @@ use sortase_markdup::picard::metrics::LibraryCounts;
 use sortase_markdup::picard::name::{Location, NameParser};
 use sortase_markdup::picard::spill::Spillable;
 use sortase_markdup::picard::{
-    order_key, Collector, Libraries, Options, OrderError, Outcome, Pending,
+    self, order_key, Collector, Libraries, Options, OrderError, Outcome, Pending,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -265,12 +272,8 @@ fn decode_waiting(b: &[u8], what: &Path) -> anyhow::Result<Vec<(Vec<u8>, RecordE
     Ok(out)
 }
 
-/// FNV-1a of a read name (the same in every process).
-fn name_hash(name: &[u8]) -> u128 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
+/// The partitioning key of a read name's [`picard::name_hash`].
+fn name_key(h: u64) -> u128 {
     u128::from(h) | (u128::from(h.rotate_left(29)) << 64)
 }
 
@@ -390,9 +393,10 @@ pub struct PmMapOutput {
     pub order: Option<OrderFault>,
     /// Pairs formed within the range.
     pub pairs_formed: u64,
-    /// Its file: fragments, pairs and waiting ends, each in `partitions` sections.
+    /// Its file: fragments, pairs, waiting ends and the name hashes of the ends paired or
+    /// replaced within the range ([`picard::Stretch::settled`]), each in `partitions` sections.
     pub path: PathBuf,
-    /// Byte offset of every section, and the end (`3 * partitions + 1` entries).
+    /// Byte offset of every section, and the end (`4 * partitions + 1` entries).
     pub offsets: Vec<u64>,
 }
 
@@ -452,7 +456,7 @@ impl PmMapTask {
         }
         rt.check_cancelled()?;
         let p = self.partitions.max(1);
-        let mut sections = vec![Vec::new(); 3 * p];
+        let mut sections = vec![Vec::new(); 4 * p];
         let mut pairs_formed = 0;
         let mut counts = vec![LibCounts::default(); n_libs];
         if order.is_none() {
@@ -470,13 +474,18 @@ impl PmMapTask {
             }
             let stretch = collector.into_stretch();
             let (frags, rest) = sections.split_at_mut(p);
-            let (pairs, waiting) = rest.split_at_mut(p);
+            let (pairs, rest) = rest.split_at_mut(p);
+            let (waiting, settled) = rest.split_at_mut(p);
             encode_all(&stretch.fragments, frags, |f| fragment_partition(f, p));
             drop(stretch.fragments);
             encode_all(&stretch.pairs, pairs, |q| pair_partition(q, p));
             drop(stretch.pairs);
             for (n, e, i) in &stretch.waiting {
-                encode_waiting(n, e, *i, &mut waiting[partition(name_hash(n), p)]);
+                let key = name_key(picard::name_hash(n));
+                encode_waiting(n, e, *i, &mut waiting[partition(key, p)]);
+            }
+            for h in &stretch.settled {
+                settled[partition(name_key(*h), p)].extend_from_slice(&h.to_le_bytes());
             }
             pairs_formed = stretch.pairs_formed;
             for (c, (seen, l)) in counts.iter_mut().zip(&stretch.counts) {
@@ -519,6 +528,9 @@ pub struct PmJoinTask {
     pub parts: usize,
     /// Every range's waiting ends of the partition, in range order.
     pub inputs: Vec<FileSlice>,
+    /// Every range's name hashes of the partition's ends paired or replaced within the range,
+    /// in range order.
+    pub settled: Vec<FileSlice>,
     /// The pairs it writes, partitioned by duplicate key (`parts` sections).
     pub path: PathBuf,
 }
@@ -532,6 +544,10 @@ pub struct PmJoinOutput {
     pub parts: usize,
     /// Pairs formed.
     pub pairs_formed: u64,
+    /// The first read name (in file order) whose ends the one machine may pair otherwise (more
+    /// than two primary ends, in more than one range; see the module documentation): the job
+    /// fails.
+    pub ambiguous: Option<String>,
     /// Its file.
     pub path: PathBuf,
     /// Byte offset of every duplicate-key partition in it, and the end.
@@ -542,10 +558,28 @@ impl PmJoinTask {
     /// Pairs the partition's waiting ends in file order.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<PmJoinOutput> {
         let mut ends = Vec::new();
+        let mut starts = vec![0];
         for s in &self.inputs {
             rt.check_cancelled()?;
             ends.extend(decode_waiting(&s.read()?, &s.path)?);
+            starts.push(ends.len());
         }
+        let mut settled = Vec::with_capacity(self.settled.len());
+        for s in &self.settled {
+            rt.check_cancelled()?;
+            let b = s.read()?;
+            if !b.len().is_multiple_of(8) {
+                bail!(
+                    "{}: a name-hash section of {} bytes",
+                    s.path.display(),
+                    b.len()
+                );
+            }
+            settled.push(b);
+        }
+        let ambiguous = ambiguous(&ends, &starts, &settled)
+            .map(|i| String::from_utf8_lossy(&ends[i].0).into_owned());
+        drop(settled);
         ends.sort_unstable_by_key(|w| w.2);
         let p = self.parts.max(1);
         let mut sections = vec![Vec::new(); p];
@@ -563,10 +597,83 @@ impl PmJoinTask {
             part: self.part,
             parts: self.parts,
             pairs_formed: formed,
+            ambiguous,
             path: self.path.clone(),
             offsets,
         })
     }
+}
+
+/// A read name of waiting ends in [`ambiguous`].
+struct Waiting {
+    /// Its first end's position in `ends`.
+    first: usize,
+    /// Its ends.
+    ends: usize,
+    /// The first and last ranges that held an end of the name.
+    ranges: (usize, usize),
+    /// A range paired or replaced an end of the name.
+    settled: bool,
+    /// The next name of the same hash (`usize::MAX`: none).
+    next: usize,
+}
+
+/// The position in `ends` (every range's waiting ends in file order, range `r`'s from
+/// `starts[r]`) of the first end of the first read name whose ends the one machine may pair
+/// otherwise than the ranges and the join do. Every end of a stretch that waited for a mate is
+/// paired, replaced (`settled[r]`, by name hash) or still waiting, so such a name is one with
+/// an end still waiting and ends in more than one range, and either more than two waiting ends
+/// or a settled end (then it has at least three ends). A name whose ends all pair within their
+/// ranges leaves no state across ranges, and neither does a name in one range, so the one
+/// machine pairs them alike. A hash collision can only add ranges and settled ends to a name.
+fn ambiguous(
+    ends: &[(Vec<u8>, RecordEnd, u64)],
+    starts: &[usize],
+    settled: &[Vec<u8>],
+) -> Option<usize> {
+    let mut names: Vec<Waiting> = Vec::new();
+    let mut by_hash: HashMap<u64, usize> = HashMap::new();
+    let mut r = 0;
+    for (i, (name, _, _)) in ends.iter().enumerate() {
+        while starts[r + 1] <= i {
+            r += 1;
+        }
+        let head = by_hash.entry(picard::name_hash(name)).or_insert(usize::MAX);
+        let mut at = *head;
+        while at != usize::MAX && ends[names[at].first].0 != *name {
+            at = names[at].next;
+        }
+        if at == usize::MAX {
+            names.push(Waiting {
+                first: i,
+                ends: 1,
+                ranges: (r, r),
+                settled: false,
+                next: *head,
+            });
+            *head = names.len() - 1;
+        } else {
+            names[at].ends += 1;
+            names[at].ranges.1 = r;
+        }
+    }
+    for (r, b) in settled.iter().enumerate() {
+        for h in b.chunks_exact(8) {
+            let h = u64::from_le_bytes(h.try_into().expect("8 bytes"));
+            let mut at = by_hash.get(&h).copied().unwrap_or(usize::MAX);
+            while at != usize::MAX {
+                let w = &mut names[at];
+                w.ranges = (w.ranges.0.min(r), w.ranges.1.max(r));
+                w.settled = true;
+                at = w.next;
+            }
+        }
+    }
+    names
+        .iter()
+        .filter(|w| w.ranges.0 != w.ranges.1 && (w.settled || w.ends > 2))
+        .map(|w| w.first)
+        .min()
 }
 
 // ------------------------------------------------------------------------------ stage 4: reduce
@@ -768,6 +875,23 @@ impl PicardPlan {
         Ok(maps)
     }
 
+    /// The join outputs in partition order, every one present; fails on a read name the one
+    /// machine may pair otherwise (the first partition's).
+    fn joins<'a>(&self, joins: &'a [PmJoinOutput]) -> Result<Vec<&'a PmJoinOutput>> {
+        let joins = complete(joins, "join", |j| (j.part, j.parts))?;
+        if let Some(name) = joins.iter().find_map(|j| j.ambiguous.as_ref()) {
+            return Err(Error::new(
+                ErrorKind::Format,
+                format!(
+                    "{}: has more than two primary mapped records named {name}; run `sortase \
+                     markdup` on one machine",
+                    self.job.input
+                ),
+            ));
+        }
+        Ok(joins)
+    }
+
     fn order_error(&self, header: &sortase_bam::Header, e: &OrderError) -> Error {
         Error::from(crate::markdup::coordinate::order_error(
             header,
@@ -779,8 +903,8 @@ impl PicardPlan {
     /// Stage 3 from the map outputs: one join task per read-name partition.
     pub fn join_tasks(&self, maps: &[PmMapOutput]) -> Result<Vec<PicardTask>> {
         let maps = self.maps(maps)?;
-        let p = (maps[0].offsets.len().saturating_sub(1)) / 3;
-        if p == 0 || maps.iter().any(|m| m.offsets.len() != 3 * p + 1) {
+        let p = (maps[0].offsets.len().saturating_sub(1)) / 4;
+        if p == 0 || maps.iter().any(|m| m.offsets.len() != 4 * p + 1) {
             return Err(Error::argument("map outputs disagree on the partitions"));
         }
         Ok((0..p)
@@ -791,6 +915,10 @@ impl PicardPlan {
                     inputs: maps
                         .iter()
                         .flat_map(|m| slices(&m.path, &m.offsets, 2 * p + j..2 * p + j + 1))
+                        .collect(),
+                    settled: maps
+                        .iter()
+                        .flat_map(|m| slices(&m.path, &m.offsets, 3 * p + j..3 * p + j + 1))
                         .collect(),
                     path: self.work_dir.join(format!("join-{j:06}.pairs")),
                 })
@@ -805,8 +933,8 @@ impl PicardPlan {
         joins: &[PmJoinOutput],
     ) -> Result<Vec<PicardTask>> {
         let maps = self.maps(maps)?;
-        let joins = complete(joins, "join", |j| (j.part, j.parts))?;
-        let p = (maps[0].offsets.len().saturating_sub(1)) / 3;
+        let joins = self.joins(joins)?;
+        let p = (maps[0].offsets.len().saturating_sub(1)) / 4;
         if joins.iter().any(|j| j.offsets.len() != p + 1) {
             return Err(Error::argument("join outputs disagree on the partitions"));
         }
@@ -914,7 +1042,7 @@ impl PicardPlan {
         rt: &Runtime,
     ) -> anyhow::Result<Layout> {
         let maps = self.maps(maps)?;
-        let joins = complete(joins, "join", |j| (j.part, j.parts))?;
+        let joins = self.joins(joins)?;
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let records: u64 = maps.iter().map(|m| m.cutting.records).sum();
         let encodes = if records == 0 {

@@ -15,6 +15,11 @@ fn lcg(seed: &mut u64) -> u64 {
 /// unmapped pairs, secondary and supplementary records, two libraries and a record without a
 /// read group.
 fn coordinate_bam(dir: &Path) -> PathBuf {
+    coordinate_bam_with(dir, "")
+}
+
+/// [`coordinate_bam`] with the SAM lines `extra` added.
+fn coordinate_bam_with(dir: &Path, extra: &str) -> PathBuf {
     let mut sam = String::from(
         "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n\
          @RG\tID:a\tLB:libA\n@RG\tID:b\tLB:libB\n",
@@ -104,6 +109,7 @@ fn coordinate_bam(dir: &Path) -> PathBuf {
             }
         }
     }
+    sam += extra;
     let sam_path = dir.join("in.sam");
     std::fs::write(&sam_path, sam).unwrap();
     let bam = dir.join("in.bam");
@@ -305,4 +311,176 @@ fn waiting_ends_survive_encoding() {
         (z.score, z.location, z.read_group, z.first_of_pair)
     );
     assert!(decode_waiting(&b[..b.len() - 1], Path::new("x")).is_err());
+}
+
+#[test]
+fn a_name_of_three_primary_records_across_ranges_fails_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // X's first end waits in the first range; its second and third ends, far away in a later
+    // range, pair with each other there, where the one machine pairs the first two.
+    let seq = "ACGT".repeat(25);
+    let qual = "I".repeat(100);
+    let extra = format!(
+        "X\t97\tc1\t10\t60\t100M\t=\t30000\t0\t{seq}\t{qual}\n\
+         X\t145\tc1\t30000\t60\t100M\t=\t10\t0\t{seq}\t{qual}\n\
+         X\t145\tc1\t30050\t60\t100M\t=\t10\t0\t{seq}\t{qual}\n"
+    );
+    let bam = coordinate_bam_with(dir.path(), &extra);
+    let rt = Runtime::with_threads(1).unwrap();
+    let (one, many) = (dir.path().join("one.bam"), dir.path().join("many.bam"));
+    let metrics = dir.path().join("many.txt");
+    let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+    job.mode = Mode::Coordinate;
+    job.run(&rt).unwrap();
+    job.output.path = Some(many.clone());
+    job.picard.metrics = Some(metrics.clone());
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
+    let counts: Vec<MdCountOutput> = plan
+        .count_tasks()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Count(c) => MdCountTask::run(&c, &rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let maps: Vec<PmMapOutput> = plan
+        .map_tasks(&counts)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Map(m) => m.run(&rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let joins: Vec<PmJoinOutput> = plan
+        .join_tasks(&maps)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Join(j) => j.run(&rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        joins
+            .iter()
+            .filter_map(|j| j.ambiguous.as_deref())
+            .collect::<Vec<_>>(),
+        ["X"]
+    );
+    let e = plan.reduce_tasks(&maps, &joins).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: has more than two primary mapped records named X; run `sortase markdup` on \
+             one machine",
+            bam.display()
+        )
+    );
+    plan.abort().unwrap();
+    assert!(!plan.work_dir().exists());
+    assert!(!many.exists() && !metrics.exists());
+}
+
+fn end(reference: i32, mate_reference: i32) -> RecordEnd {
+    RecordEnd {
+        library: 0,
+        reference,
+        coordinate: 1,
+        reverse: false,
+        mate_reference,
+        score: 0,
+        location: Location::default(),
+        read_group: 0,
+        first_of_pair: true,
+    }
+}
+
+/// [`ambiguous`] on `ends` (range, name, reference, mate reference; in file order) as the map
+/// tasks leave them: the name it reports.
+fn check(ends: &[(usize, &str, i32, i32)]) -> Option<String> {
+    let ranges = ends.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+    let (mut waiting, mut starts, mut settled) = (Vec::new(), vec![0], Vec::new());
+    for r in 0..ranges {
+        let mut p = Pending::tracking();
+        for (i, (_, n, a, b)) in ends.iter().enumerate().filter(|e| e.1 .0 == r) {
+            p.add(n.as_bytes(), &end(*a, *b), i as u64);
+        }
+        settled.push(
+            p.take_settled()
+                .iter()
+                .flat_map(|h| h.to_le_bytes())
+                .collect(),
+        );
+        waiting.extend(p.into_waiting());
+        starts.push(waiting.len());
+    }
+    ambiguous(&waiting, &starts, &settled)
+        .map(|i| String::from_utf8_lossy(&waiting[i].0).into_owned())
+}
+
+#[test]
+fn ambiguous_names_are_those_the_ranges_may_pair_otherwise() {
+    // Ordinary pairs: within a range, across ranges, mate on another reference.
+    let ordinary = [
+        (0, "a", 0, 0),
+        (0, "a", 0, 0),
+        (0, "b", 0, 1),
+        (1, "b", 1, 0),
+        (1, "c", 0, 0),
+        (2, "c", 0, 0),
+    ];
+    assert_eq!(check(&ordinary), None);
+    // Three ends in one range, four paired within two ranges: paired as the one machine does.
+    assert_eq!(
+        check(&[
+            (0, "d", 0, 0),
+            (0, "d", 0, 0),
+            (0, "d", 0, 0),
+            (1, "e", 0, 0)
+        ]),
+        None
+    );
+    assert_eq!(
+        check(&[
+            (0, "f", 0, 0),
+            (0, "f", 0, 0),
+            (1, "f", 0, 0),
+            (1, "f", 0, 0)
+        ]),
+        None
+    );
+    // Two ends of one name that never pair (inconsistent mates), in two ranges.
+    assert_eq!(check(&[(0, "g", 0, 1), (1, "g", 0, 1)]), None);
+    // A waiting end and a pair formed in another range.
+    assert_eq!(
+        check(&[(0, "x", 0, 0), (1, "x", 0, 0), (1, "x", 0, 0)]).as_deref(),
+        Some("x")
+    );
+    // Three waiting ends in three ranges.
+    assert_eq!(
+        check(&[(0, "y", 0, 1), (1, "y", 1, 0), (2, "y", 1, 0)]).as_deref(),
+        Some("y")
+    );
+    // An end replaced within its range: two ends wait, but the one machine pairs the first
+    // end of the second range, the ranges and the join its second.
+    assert_eq!(
+        check(&[(0, "z", 0, 1), (1, "z", 1, 0), (1, "z", 1, 0)]).as_deref(),
+        Some("z")
+    );
+    // The first such name in file order.
+    assert_eq!(
+        check(&[
+            (0, "q", 0, 1),
+            (0, "p", 0, 0),
+            (1, "p", 0, 0),
+            (1, "p", 0, 0),
+            (1, "q", 1, 0),
+            (2, "q", 1, 0),
+        ])
+        .as_deref(),
+        Some("q")
+    );
 }
