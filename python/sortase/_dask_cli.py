@@ -3,8 +3,9 @@
     sortase-dask sort [-n|-N|-t TAG] [-l N] [-u] [--write-index] [--no-PG] -o OUT IN
     sortase-dask merge [-n|-N|-t TAG] [-r] [-c] [-p] [-s SEED] [-h FILE] [-b LIST] [-f] [-1] [-l N]
                        [-u] [--write-index] [--index-format bai|csi] [--no-PG] -o OUT IN...
-    sortase-dask markdup [--mode auto|query] [-a] [--ignoreUnmated] [--maxReadLength N] [-l N] [-u]
-                         [--no-PG] -o OUT IN
+    sortase-dask markdup [--mode auto|query|coordinate] [-a] [--ignoreUnmated] [--maxReadLength N]
+                         [--metrics FILE] [--optical-distance N] [--read-name-regex RE]
+                         [--max-optical-set N] [-l N] [-u] [--no-PG] -o OUT IN
     sortase-dask flagstat [-O default|json|tsv] IN
     sortase-dask idxstats IN
     sortase-dask index [-c] [-m N] [-o OUT] IN
@@ -71,14 +72,19 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(s)
 
-    md = sub.add_parser("markdup", help="mark duplicates in query-grouped input (samblaster's "
-                                        "algorithm; byte-identical to sortase markdup)")
+    md = sub.add_parser("markdup", help="mark duplicates (samblaster's algorithm on query-grouped "
+                                        "input, Picard's on coordinate-sorted input; "
+                                        "byte-identical to sortase markdup)")
     md.add_argument("input")
     md.add_argument("-o", "--output", required=True)
     md.add_argument("--mode", choices=["auto", "query", "coordinate"], default="auto")
     md.add_argument("-a", "--acceptDupMarks", dest="accept_dup_marks", action="store_true")
     md.add_argument("--ignoreUnmated", dest="ignore_unmated", action="store_true")
     md.add_argument("--maxReadLength", dest="max_read_length", type=int, default=500)
+    md.add_argument("--metrics", help="Picard's duplication metrics to FILE (coordinate-sorted input)")
+    md.add_argument("--optical-distance", dest="optical_distance", type=int, default=100)
+    md.add_argument("--read-name-regex", dest="read_name_regex")
+    md.add_argument("--max-optical-set", dest="max_optical_set", type=int, default=300000)
     md.add_argument("-l", dest="level", type=int, help="compression level 0-9")
     md.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
     md.add_argument("--no-PG", dest="no_pg", action="store_true")
@@ -165,6 +171,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             report = distributed.markdup(
                 args.input, args.output, mode=args.mode, accept_dup_marks=args.accept_dup_marks,
                 ignore_unmated=args.ignore_unmated, max_read_length=args.max_read_length,
+                metrics=args.metrics, optical_distance=args.optical_distance,
+                read_name_regex=args.read_name_regex, max_optical_set=args.max_optical_set,
                 level=args.level, uncompressed=args.uncompressed, no_pg=args.no_pg,
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
                 threads=args.threads, storage_options=options, **common)

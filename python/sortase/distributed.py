@@ -1,5 +1,5 @@
 """sortase's jobs on a Dask cluster (``dask.distributed``): sort, merge, markdup (query-grouped
-input), flagstat, idxstats, index, snp-pileup and view counting across machines, byte-identical to
+and coordinate-sorted input), flagstat, idxstats, index, snp-pileup and view counting across machines, byte-identical to
 one machine.
 
 AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
@@ -447,7 +447,8 @@ class _Driver:
 
 def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, scheduler: Optional[str],
          progress: Optional[bool], threads: int, max_memory: Optional[int],
-         remote: Optional[_Remote], output: Optional[str] = None) -> Report:
+         remote: Optional[_Remote], output: Optional[str] = None,
+         extras: Optional[Dict[str, str]] = None) -> Report:
     """Plans ``job``, runs its stages and finishes it; a sort or a merge (``output``: its URL on
     object storage) is assembled by :func:`_assemble`."""
     with _connect(client, scheduler, bool(progress)) as c:
@@ -469,7 +470,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                 plan = fallback
                 outputs = _stages(d, kind, plan)
             if kind in ("sort", "agd_sort", "merge", "markdup"):
-                text = _assemble(d, plan, outputs, output)
+                text = _assemble(d, plan, outputs, output, extras)
             else:
                 text = d.timed("finish", lambda: _sortase.task_finish(plan, json.dumps(outputs),
                                                                       threads=threads))
@@ -484,6 +485,17 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
 
 
 def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
+    if kind == "markdup" and "markdup_coordinate" in json.loads(plan):
+        # Picard's mode: the join stage pairs the ends whose mates are in other ranges; the
+        # reduce stage takes the map outputs (fragments, pairs) and the join outputs (pairs);
+        # the encode stage the map outputs (cuttings) and the reduce outputs (duplicates); the
+        # finish all but the counts (the metrics come from the maps, reduces and encodes).
+        counts = d.stage(plan, "count", [])
+        maps = d.stage(plan, "map", counts)
+        joins = d.stage(plan, "join", maps)
+        reduces = d.stage(plan, "reduce", maps + joins)
+        encodes = d.stage(plan, "encode", maps + reduces)
+        return maps + joins + reduces + encodes
     if kind == "markdup":
         # The encode stage takes the map outputs (the ranges' block cutting) and the reduce
         # outputs (the duplicate groups); the finish all three.
@@ -518,8 +530,11 @@ MAX_PART = 5 << 30
 MAX_PARTS = 10_000
 
 
-def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) -> str:
-    """Finishes a sort or merge from its last stage's outputs; returns the report (JSON)."""
+def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str],
+              extras: Optional[Dict[str, str]] = None) -> str:
+    """Finishes a sort or merge from its last stage's outputs; returns the report (JSON).
+    ``extras``: on object storage, where each other file the layout wrote (a markdup's metrics
+    file, by its local target) goes: a URL, or a local path."""
     remote = d.remote
     if remote is None:
         layout = d.timed("layout", lambda: _sortase.task_layout(
@@ -565,6 +580,14 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str]) 
             _upload(remote, index["temp"], url)
             written += os.path.getsize(index["temp"])
             d.uploaded.append(url)
+        for extra in layout.get("extras", []):
+            dest = (extras or {}).get(extra["target"], extra["target"])
+            written += os.path.getsize(extra["temp"])
+            if _is_remote(dest):
+                _upload(remote, extra["temp"], dest)
+            else:
+                shutil.move(extra["temp"], dest)
+            d.uploaded.append(dest)
     except BaseException:
         with contextlib.suppress(Exception):
             fs.rm(output)  # no output without its index
@@ -935,6 +958,10 @@ def markdup(
     accept_dup_marks: bool = False,
     ignore_unmated: bool = False,
     max_read_length: int = 500,
+    metrics: Optional[PathLike] = None,
+    optical_distance: int = 100,
+    read_name_regex: Optional[str] = None,
+    max_optical_set: int = 300_000,
     level: Optional[int] = None,
     uncompressed: bool = False,
     no_pg: bool = False,
@@ -944,35 +971,72 @@ def markdup(
     storage_options: Optional[Dict[str, Any]] = None,
     progress: Optional[bool] = None,
 ) -> Report:
-    """Marks duplicates in query-grouped input (samblaster's algorithm) on a Dask cluster; the
-    output is byte-identical to ``sortase markdup`` with the same options (its flags samblaster's).
+    """Marks duplicates on a Dask cluster: samblaster's algorithm on query-grouped input,
+    Picard MarkDuplicates' on coordinate-sorted input; the output (and Picard's metrics file) is
+    byte-identical to ``sortase markdup`` with the same options.
 
-    Stages: ``count`` (each planned byte range proves its end and gives its first and last read
-    names), ``map`` (each range cut at read-name-group boundaries: every group's signature with
-    its file order, written partitioned by hash into one file per task, and how the range's
-    records fall into BGZF blocks), ``reduce`` (one hash partition each: the first occurrence of
-    a signature in file order is kept, later ones are duplicates), ``encode`` (the records from a
-    block start to the next, flagged and compressed into the blocks ``sortase markdup`` writes),
-    then the parallel finish of :func:`sort` (tasks place the parts; on object storage they are
+    ``mode``: ``"auto"`` (``@HD SO:coordinate`` is Picard's mode, anything else samblaster's),
+    ``"query"`` or ``"coordinate"``.
+
+    Query-grouped input, stages: ``count`` (each planned byte range proves its end and gives its
+    first and last read names), ``map`` (each range cut at read-name-group boundaries: every
+    group's signature with its file order, written partitioned by hash into one file per task,
+    and how the range's records fall into BGZF blocks), ``reduce`` (one hash partition each: the
+    first occurrence of a signature in file order is kept, later ones are duplicates),
+    ``encode`` (the records from a block start to the next, flagged and compressed into the
+    blocks ``sortase markdup`` writes).
+
+    Coordinate-sorted input, stages: ``count`` (as above, and each range's records, so that every
+    record has its index in the file), ``map`` (each range's read ends, with their file indices:
+    fragments and the pairs whose two ends the range holds, partitioned by a hash of the
+    duplicate key; the ends whose mates lie in other ranges, partitioned by a hash of the read
+    name; the counts of the metrics), ``join`` (one read-name partition each: those ends paired
+    in file order, as the one machine pairs them), ``reduce`` (one duplicate-key partition each:
+    the duplicate sets, optical duplicates included, decided by the one-machine engine's code on
+    the same ends in the same order, so ties keep the same read), ``encode`` (as above, 0x400 set
+    on the duplicates and cleared elsewhere, as Picard). The driver writes the metrics file from
+    the tasks' counts and histograms.
+
+    Then the parallel finish of :func:`sort` (tasks place the parts; on object storage they are
     the parts of one multipart upload).
 
-    ``mode``: ``"auto"`` (from ``@HD SO``) or ``"query"``; coordinate-sorted input (Picard
-    mode) is refused with :class:`sortase.ArgumentError`, as are the options that change record
-    lengths or write side files (``--removeDups``, ``--addMateTags``, ``-d``, ``-s``,
-    ``--unmappedFile``): run :func:`sortase.markdup` for those. ``accept_dup_marks`` (``-a``),
-    ``ignore_unmated`` and ``max_read_length`` are samblaster's options; ``task_memory`` bounds a
-    map task's range and a reduce task's partition; ``reduce_tasks``: hash partitions (default one
-    per map task, more when a partition would not fit in ``task_memory``). The other keywords as
-    :func:`sort`."""
+    Options that change record lengths or write side files (``--removeDups``,
+    ``--addMateTags``, ``-d``, ``-s``, ``--unmappedFile``, ``--write-index``) are refused with
+    :class:`sortase.ArgumentError`: run :func:`sortase.markdup` for those. ``accept_dup_marks``
+    (``-a``), ``ignore_unmated`` and ``max_read_length`` are samblaster's options; ``metrics``
+    (Picard's metrics file: a path, or a URL on object storage), ``optical_distance``,
+    ``read_name_regex`` (``"null"``: no optical duplicates) and ``max_optical_set`` Picard's.
+    ``task_memory`` bounds a map task's range and a reduce (or join) task's partition;
+    ``reduce_tasks``: partitions (default one per map task, more when a partition would not fit
+    in ``task_memory``). The other keywords as :func:`sort`."""
     from . import ArgumentError
 
     input, output = os.fspath(input), os.fspath(output)
+    metrics_target = None if metrics is None else os.fspath(metrics)
     if mode not in ("auto", "query", "coordinate"):
         raise ArgumentError(f"mode {mode!r}: auto, query or coordinate")
     memory = _size(task_memory)
     with _storage([input], [output], storage_options) as (remote, (local_input,), _):
         _check_remote_output(remote, output)
         local_output = _local_output(remote, output)
+        extras: Dict[str, str] = {}
+        local_metrics = None
+        if metrics_target is not None:
+            if remote is None:
+                if _is_remote(metrics_target):
+                    raise ArgumentError(f"{metrics_target}: the metrics file is on object "
+                                        "storage, so must the input and output be")
+                local_metrics = os.path.abspath(metrics_target)
+            else:
+                local_metrics = os.path.join(remote.root, "metrics",
+                                             os.path.basename(metrics_target))
+                os.makedirs(os.path.dirname(local_metrics), exist_ok=True)
+                extras[local_metrics] = (metrics_target if _is_remote(metrics_target)
+                                         else os.path.abspath(metrics_target))
+        command = ["sortase-dask", "markdup"]
+        if metrics_target is not None:
+            command += ["--metrics", metrics_target]
+        command += ["-o", output, input]
         job = {
             "input": local_input,
             "output": {"path": local_output, "format": None, "level": level,
@@ -983,15 +1047,19 @@ def markdup(
             "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
             "samblaster": {"accept_dups": accept_dup_marks, "ignore_unmated": ignore_unmated,
                            "max_read_length": max_read_length},
-            "picard": {},
-            "program": None if no_pg else {
-                "command_line": f"sortase-dask markdup -o {output} {input}"},
+            "picard": {"metrics": local_metrics, "optical_distance": optical_distance,
+                       "read_name_regex": read_name_regex, "max_optical_set": max_optical_set},
+            "program": None if no_pg else {"command_line": " ".join(command)},
         }
         cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
         max_memory = None if memory is None else max(2 * memory, 64 << 20)
-        return _run("markdup", job, cut, client=client, scheduler=scheduler, progress=progress,
-                    threads=threads, max_memory=max_memory, remote=remote,
-                    output=output if remote is not None else None)
+        report = _run("markdup", job, cut, client=client, scheduler=scheduler, progress=progress,
+                      threads=threads, max_memory=max_memory, remote=remote,
+                      output=output if remote is not None else None, extras=extras)
+        if remote is None and local_metrics is not None:
+            report["outputs"] = [p if os.fspath(p) != local_metrics else metrics_target
+                                 for p in report["outputs"]]
+        return report
 
 
 def flagstat(

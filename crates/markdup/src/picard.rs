@@ -126,9 +126,8 @@ pub struct Collector {
     counts: Vec<(bool, LibraryCounts)>,
     fragments: Vec<Fragment>,
     pairs: Vec<Pair>,
-    /// Pending first ends by read name + the reference their mate is on.
-    pending: HashMap<Box<[u8]>, (RecordEnd, u64)>,
-    key: Vec<u8>,
+    /// Pending first ends.
+    pending: Pending,
     per_record: Vec<(u16, Option<RecordEnd>)>,
     index: u64,
     last: (i32, i32),
@@ -138,7 +137,8 @@ pub struct Collector {
     pair_count: u64,
 }
 
-fn order_key(r: &RecordRef) -> (i32, i32) {
+/// A record's place in coordinate order: (reference, position), unmapped (`*`) last.
+pub fn order_key(r: &RecordRef) -> (i32, i32) {
     match r.reference_sequence_id() {
         -1 => (i32::MAX, i32::MAX),
         id => (id, r.position()),
@@ -155,8 +155,7 @@ impl Collector {
             counts: vec![(false, LibraryCounts::default()); n],
             fragments: Vec::new(),
             pairs: Vec::new(),
-            pending: HashMap::new(),
-            key: Vec::new(),
+            pending: Pending::default(),
             per_record: Vec::new(),
             index: 0,
             last: (0, i32::MIN),
@@ -273,20 +272,32 @@ impl Collector {
             index,
             score: e.score,
         });
-        if e.mate_reference == -1 {
-            return;
-        }
-        // Looked up under this record's reference; a first end waits under its mate's.
-        self.key.clear();
-        self.key.extend_from_slice(r.read_name());
-        self.key.extend_from_slice(&e.reference.to_le_bytes());
-        if let Some((first, first_index)) = self.pending.remove(&self.key[..]) {
-            self.pairs.push(Pair::new(&first, first_index, e, index));
+        if let Some(pair) = self.pending.add(r.read_name(), e, index) {
+            self.pairs.push(pair);
             self.pair_count += 1;
-        } else {
-            let n = self.key.len();
-            self.key[n - 4..].copy_from_slice(&e.mate_reference.to_le_bytes());
-            self.pending.insert(self.key.as_slice().into(), (*e, index));
+        }
+    }
+
+    /// A collector of a stretch of the input whose first record is record `index` of the file
+    /// (a byte range of a distributed job: the ends carry their file indices).
+    pub fn starting_at(libs: Libraries, opts: Options, index: u64) -> Self {
+        let mut c = Self::new(libs, opts);
+        c.index = index;
+        c.pending = Pending::tracking();
+        c
+    }
+
+    /// The stretch's ends as they stand, unsorted: its fragments, the pairs whose two ends it
+    /// holds, and the ends still waiting for their mates (in file order), with the counts.
+    pub fn into_stretch(mut self) -> Stretch {
+        let settled = self.pending.take_settled();
+        Stretch {
+            counts: self.counts,
+            fragments: self.fragments,
+            pairs: self.pairs,
+            waiting: self.pending.into_waiting(),
+            settled,
+            pairs_formed: self.pair_count,
         }
     }
 
@@ -298,7 +309,7 @@ impl Collector {
     /// Sorts the ends and finds the duplicates in `threads * 4` chunks on the current rayon pool (the
     /// caller runs it inside its own), merging the spilled runs if there are any.
     pub fn finish(mut self, threads: usize) -> std::io::Result<Outcome> {
-        self.pending = HashMap::new();
+        self.pending = Pending::default();
         let opt = chunks::OpticalOptions {
             enabled: self.opts.names.enabled(),
             distance: self.opts.optical_distance,
@@ -328,6 +339,98 @@ impl Collector {
             records: self.index,
             pairs: self.pair_count,
         })
+    }
+}
+
+/// The ends a [`Collector`] of a stretch of the input gathered ([`Collector::into_stretch`]).
+pub struct Stretch {
+    /// Per library id: seen, counts of pass 1.
+    pub counts: Vec<(bool, LibraryCounts)>,
+    /// Every end's fragment.
+    pub fragments: Vec<Fragment>,
+    /// Pairs whose ends are both in the stretch.
+    pub pairs: Vec<Pair>,
+    /// Ends whose mates the stretch did not hold: (read name, end, file index), in file order.
+    pub waiting: Vec<(Vec<u8>, RecordEnd, u64)>,
+    /// The [`name_hash`] of every pair formed and of every end replaced in the pending map by a
+    /// later end of its name waiting under the same key: with `waiting`, every end of the
+    /// stretch that waited for a mate is accounted for (a pair counts for its two ends).
+    pub settled: Vec<u64>,
+    /// Pairs formed (`pairs.len()` before any spill).
+    pub pairs_formed: u64,
+}
+
+/// Picard's pairing of ends by read name: an end whose mate is mapped waits under its name and
+/// its mate's reference until an end of that name arrives on that reference (file order).
+#[derive(Default)]
+pub struct Pending {
+    map: HashMap<Box<[u8]>, (RecordEnd, u64)>,
+    key: Vec<u8>,
+    /// With [`Pending::tracking`]: [`Stretch::settled`].
+    settled: Option<Vec<u64>>,
+}
+
+/// FNV-1a of a read name (the same in every process).
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl Pending {
+    /// A pairing that also keeps the [`name_hash`] of every pair formed and every end replaced
+    /// ([`Stretch::settled`]).
+    pub fn tracking() -> Self {
+        Self {
+            settled: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds `e` (of the record named `name`, file index `index`; its mate mapped): the pair if a
+    /// first end waited for it, else it waits.
+    pub fn add(&mut self, name: &[u8], e: &RecordEnd, index: u64) -> Option<Pair> {
+        if e.mate_reference == -1 {
+            return None;
+        }
+        // Looked up under this record's reference; a first end waits under its mate's.
+        self.key.clear();
+        self.key.extend_from_slice(name);
+        self.key.extend_from_slice(&e.reference.to_le_bytes());
+        if let Some((first, first_index)) = self.map.remove(&self.key[..]) {
+            if let Some(s) = &mut self.settled {
+                s.push(name_hash(name));
+            }
+            return Some(Pair::new(&first, first_index, e, index));
+        }
+        let n = self.key.len();
+        self.key[n - 4..].copy_from_slice(&e.mate_reference.to_le_bytes());
+        let replaced = self.map.insert(self.key.as_slice().into(), (*e, index));
+        if let (Some(s), Some(_)) = (&mut self.settled, replaced) {
+            s.push(name_hash(name));
+        }
+        None
+    }
+
+    /// [`Stretch::settled`] so far (empty unless [`Pending::tracking`]), taken.
+    pub fn take_settled(&mut self) -> Vec<u64> {
+        self.settled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The ends still waiting: (read name, end, file index), in file order.
+    pub fn into_waiting(self) -> Vec<(Vec<u8>, RecordEnd, u64)> {
+        let mut v: Vec<_> = self
+            .map
+            .into_iter()
+            .map(|(k, (e, i))| (k[..k.len() - 4].to_vec(), e, i))
+            .collect();
+        v.sort_unstable_by_key(|w| w.2);
+        v
     }
 }
 

@@ -42,7 +42,8 @@ fn add(m: &mut BTreeMap<u64, u64>, k: u64, v: u64) {
 }
 
 impl Found {
-    pub(crate) fn merge(mut self, o: Found) -> Found {
+    /// Adds `o`'s duplicates and counts.
+    pub fn merge(mut self, o: Found) -> Found {
         self.duplicates.extend(o.duplicates);
         for (k, v) in o.optical_by_library {
             *self.optical_by_library.entry(k).or_default() += v;

@@ -29,7 +29,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The first line of the metrics file's header, before the command line.
-const METRICS_TITLE: &str = "sortase markdup (Picard MarkDuplicates 2.27.5 metrics)";
+pub(crate) const METRICS_TITLE: &str = "sortase markdup (Picard MarkDuplicates 2.27.5 metrics)";
 
 pub(crate) fn order_error(header: &Header, file: &str, e: &OrderError) -> anyhow::Error {
     let at = |(r, p): (i32, i32)| match header.references().get(r as usize) {
@@ -307,7 +307,7 @@ pub(super) fn run(
 
 /// The metrics file's first header line: `title`, then the command line (the options' or the
 /// `@PG` line's).
-pub(super) fn metrics_title(job: &MarkdupJob, title: &str) -> String {
+pub(crate) fn metrics_title(job: &MarkdupJob, title: &str) -> String {
     let cl = job
         .picard
         .metrics_command_line

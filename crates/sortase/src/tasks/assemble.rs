@@ -75,6 +75,10 @@ pub struct Layout {
     pub eof: Inline,
     /// The index, with `--write-index`.
     pub index: Option<IndexFile>,
+    /// Other files of the job written by the driver under temporary names and renamed by
+    /// [`Layout::commit`] after the output (a markdup's metrics file).
+    #[serde(default)]
+    pub extras: Vec<IndexFile>,
     /// The job's report (JSON: a sort's or a merge's), given back by [`Layout::commit`].
     pub report: serde_json::Value,
     /// The job's work directory (removed by [`Layout::commit`]).
@@ -212,6 +216,7 @@ pub(crate) fn layout(
             bytes: EOF_MARKER.to_vec(),
         },
         index,
+        extras: Vec::new(),
         report,
         work_dir: work_dir.to_path_buf(),
     })
@@ -229,7 +234,7 @@ fn create_fresh(path: &Path) -> std::io::Result<File> {
     crate::files::create_exclusive(path)
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = create_fresh(path)?;
     f.write_all(bytes)?;
     f.sync_all()
@@ -301,7 +306,7 @@ impl Layout {
         }
         std::fs::rename(&self.temp, &self.data)
             .with_context(|| format!("{name}: cannot rename from {}", self.temp.display()))?;
-        if let Some(ix) = &self.index {
+        for ix in self.index.iter().chain(&self.extras) {
             std::fs::rename(&ix.temp, &ix.target).with_context(|| {
                 format!(
                     "{}: cannot rename from {}",

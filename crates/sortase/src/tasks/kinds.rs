@@ -7,6 +7,9 @@ use super::markdup::{
     MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
     MdReduceOutput, MdReduceTask,
 };
+use super::pmarkdup::{
+    PmJoinOutput, PmJoinTask, PmMapOutput, PmMapTask, PmReduceOutput, PmReduceTask,
+};
 use super::registry::{by_file, Span, Task};
 use super::sort::{
     AgdMapTask, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask,
@@ -228,6 +231,68 @@ impl Task for MdEncodeTask {
 
     fn writes(&self) -> Vec<PathBuf> {
         vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
+
+impl Task for PmMapTask {
+    const KIND: &'static str = "markdup.coordinate_map";
+    type Output = PmMapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<PmMapOutput> {
+        PmMapTask::run(self, rt).map_err(Error::from)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(&self.input, self.start, self.end)])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+}
+
+impl Task for PmJoinTask {
+    const KIND: &'static str = "markdup.coordinate_join";
+    type Output = PmJoinOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<PmJoinOutput> {
+        PmJoinTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// Its partition's slice of every map task's file.
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(by_file(
+            self.inputs
+                .iter()
+                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
+        ))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+}
+
+impl Task for PmReduceTask {
+    const KIND: &'static str = "markdup.coordinate_reduce";
+    type Output = PmReduceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<PmReduceOutput> {
+        PmReduceTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// Its partition's slices of every map and join task's file.
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(by_file(
+            self.fragments
+                .iter()
+                .chain(&self.pairs)
+                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
+        ))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
     }
 }
 

@@ -140,12 +140,27 @@ impl MarkdupJob {
     }
 }
 
-fn plan(
+/// What both modes' plans share: the input checked and cut into byte ranges, the output's
+/// header, the work directory.
+pub(super) struct Planned {
+    pub(super) input: PathBuf,
+    /// The input's header.
+    pub(super) input_header: sortase_bam::Header,
+    /// The output's header (`@PG` added).
+    pub(super) header: sortase_bam::Header,
+    pub(super) ranges: Vec<ByteRange>,
+    pub(super) work_dir: PathBuf,
+}
+
+/// Checks the job and plans the input's byte ranges (`task_memory` record bytes each); the
+/// mode from the job or the input's `@HD` line, which `check` accepts or refuses before the
+/// work directory is created.
+pub(super) fn plan_common(
     job: &MarkdupJob,
     rt: &Runtime,
     task_memory: usize,
-    reduce_tasks: Option<usize>,
-) -> anyhow::Result<MarkdupPlan> {
+    check: impl FnOnce(Mode, &sortase_bam::Header) -> anyhow::Result<()>,
+) -> anyhow::Result<Planned> {
     if job.input == "-" {
         bail_argument!("markdup tasks read a BAM file, not standard input");
     }
@@ -160,13 +175,8 @@ fn plan(
     if task_memory == 0 {
         bail_argument!("task_memory 0: give the memory of one task, e.g. 768M");
     }
-    let q = &job.samblaster;
     let unsupported = [
         (job.remove_duplicates, "--removeDups/-r"),
-        (q.add_mate_tags, "--addMateTags"),
-        (q.discordant_file.is_some(), "-d/--discordantFile"),
-        (q.splitter_file.is_some(), "-s/--splitterFile"),
-        (q.unmapped_file.is_some(), "-u/--unmappedFile"),
         (job.output.write_index, "--write-index"),
     ];
     if let Some((_, name)) = unsupported.iter().find(|(on, _)| *on) {
@@ -205,35 +215,67 @@ fn plan(
         Mode::Auto => detect_mode(&header),
         m => m,
     };
-    if mode == Mode::Coordinate {
-        bail_argument!(
-            "{}: coordinate-sorted input (Picard mode): distributed markdup marks query-grouped \
-             input only (samblaster mode); run `sortase markdup` on one machine, or give \
-             --mode query for input grouped by read name",
-            job.input
-        );
-    }
-    let lengths: Vec<u64> = header
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    // As the one-machine job: a layout that fails is an error of the input.
-    sig_layout(&lengths, job)
-        .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))?;
+    check(mode, &header)?;
+    let input_header = header.clone();
     add_program(&mut header, job.program.as_ref());
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
-    let ranges = ByteRange::from_planned(&planned.ranges);
+    Ok(Planned {
+        input,
+        input_header,
+        header,
+        ranges: ByteRange::from_planned(&planned.ranges),
+        work_dir,
+    })
+}
+
+fn plan(
+    job: &MarkdupJob,
+    rt: &Runtime,
+    task_memory: usize,
+    reduce_tasks: Option<usize>,
+) -> anyhow::Result<MarkdupPlan> {
+    let q = &job.samblaster;
+    let unsupported = [
+        (q.add_mate_tags, "--addMateTags"),
+        (q.discordant_file.is_some(), "-d/--discordantFile"),
+        (q.splitter_file.is_some(), "-s/--splitterFile"),
+        (q.unmapped_file.is_some(), "-u/--unmappedFile"),
+    ];
+    let mut lengths = Vec::new();
+    let planned = plan_common(job, rt, task_memory, |mode, header| {
+        if mode == Mode::Coordinate {
+            bail_argument!(
+                "{}: coordinate-sorted input (Picard mode): plan it with \
+                 MarkdupJob::plan_coordinate_tasks",
+                job.input
+            );
+        }
+        if let Some((_, name)) = unsupported.iter().find(|(on, _)| *on) {
+            bail_argument!(
+                "distributed markdup does not support {name} (it changes record lengths or \
+                 writes side files); run `sortase markdup` on one machine"
+            );
+        }
+        lengths = header
+            .references()
+            .iter()
+            .map(|r| u64::from(r.length))
+            .collect();
+        // As the one-machine job: a layout that fails is an error of the input.
+        sig_layout(&lengths, job)
+            .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))?;
+        Ok(())
+    })?;
     Ok(MarkdupPlan {
         job: job.clone(),
-        input,
-        n_ref: header.references().len(),
-        header: HeaderData::of(&header),
+        input: planned.input,
+        n_ref: planned.header.references().len(),
+        header: HeaderData::of(&planned.header),
         lengths,
-        ranges,
-        work_dir,
-        level: level.libdeflate(),
+        ranges: planned.ranges,
+        work_dir: planned.work_dir,
+        level: level_of(job).libdeflate(),
         task_memory,
         reduce_tasks,
     })
@@ -683,7 +725,7 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
-    fn read(&self) -> anyhow::Result<Vec<u8>> {
+    pub(super) fn read(&self) -> anyhow::Result<Vec<u8>> {
         let at = || self.path.display().to_string();
         let mut f =
             std::fs::File::open(&self.path).with_context(|| format!("{}: cannot open", at()))?;
@@ -781,8 +823,21 @@ pub struct Segment {
     pub from: u64,
     /// Past the last record written.
     pub to: u64,
-    /// Its duplicate groups' ordinals, one slice per reduce task.
+    /// Its duplicate groups' ordinals (u32), one slice per reduce task; in Picard's mode its
+    /// duplicate records' file indices (u64).
     pub duplicates: Vec<FileSlice>,
+    /// Picard's mode: the file index of the range's first record.
+    #[serde(default)]
+    pub base: u64,
+}
+
+/// How an encode task in Picard's mode flags (coordinate-sorted input): by record, 0x400 set on
+/// the duplicates and cleared on every other record, as Picard; the duplicates counted per
+/// library for the metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordMarks {
+    /// The input header's `@RG` lines (the libraries).
+    pub rg_lines: String,
 }
 
 /// Stage 4: records from one block start to the next, flagged and encoded.
@@ -811,6 +866,9 @@ pub struct MdEncodeTask {
     pub part_path: PathBuf,
     /// Their sizes ([`crate::tasks::sort::PartIndex`]).
     pub sidecar_path: PathBuf,
+    /// Picard's mode (`None`: samblaster's, duplicates by read-name group).
+    #[serde(default)]
+    pub records: Option<RecordMarks>,
 }
 
 /// What a [`MdEncodeTask`] wrote.
@@ -828,20 +886,30 @@ pub struct MdEncodeOutput {
     pub part_path: PathBuf,
     /// Its sidecar.
     pub sidecar_path: PathBuf,
+    /// Picard's mode: per library id, the duplicates written (unpaired, pair ends).
+    #[serde(default)]
+    pub library_duplicates: Vec<[u64; 2]>,
 }
 
-fn duplicate_set(seg: &Segment) -> anyhow::Result<Vec<u64>> {
-    let mut bits = vec![0u64; seg.groups.div_ceil(64) as usize];
+/// The segment's duplicates as a bit set: of its groups' ordinals (u32 entries), or in Picard's
+/// mode of its records (u64 file indices from `seg.base`).
+fn duplicate_set(seg: &Segment, by_record: bool) -> anyhow::Result<Vec<u64>> {
+    let (n, width) = if by_record {
+        (seg.records, 8)
+    } else {
+        (seg.groups, 4)
+    };
+    let mut bits = vec![0u64; n.div_ceil(64) as usize];
     for s in &seg.duplicates {
         let bytes = s.read()?;
-        for o in bytes.chunks_exact(4) {
-            let o = u64::from(u32::from_le_bytes(o.try_into().expect("4 bytes")));
-            if o >= seg.groups {
-                bail!(
-                    "{}: group {o} of a range of {}",
-                    s.path.display(),
-                    seg.groups
-                );
+        for o in bytes.chunks_exact(width) {
+            let o = if by_record {
+                u64::from_le_bytes(o.try_into().expect("8 bytes")).wrapping_sub(seg.base)
+            } else {
+                u64::from(u32::from_le_bytes(o.try_into().expect("4 bytes")))
+            };
+            if o >= n {
+                bail!("{}: entry {o} of a range of {n}", s.path.display());
             }
             bits[(o / 64) as usize] |= 1 << (o % 64);
         }
@@ -863,8 +931,14 @@ impl MdEncodeTask {
         let mut prev: Vec<u8> = Vec::new();
         let mut to_skip = self.skip;
         let mut seg_i = 0;
+        let by_record = self.records.is_some();
+        let libs = self
+            .records
+            .as_ref()
+            .map(|m| sortase_markdup::picard::Libraries::from_header(&m.rg_lines));
+        let mut lib_dups = vec![[0u64; 2]; libs.as_ref().map_or(0, |l| l.names.len())];
         let mut dups = match self.segments.first() {
-            Some(s) => duplicate_set(s)?,
+            Some(s) => duplicate_set(s, by_record)?,
             None => Vec::new(),
         };
         let (mut index, mut group) = (0u64, 0u64);
@@ -882,7 +956,7 @@ impl MdEncodeTask {
                     (index, group) = (0, 0);
                     prev.clear();
                     if let Some(s) = self.segments.get(seg_i) {
-                        dups = duplicate_set(s)?;
+                        dups = duplicate_set(s, by_record)?;
                     }
                 }
                 let Some(seg) = self.segments.get(seg_i) else {
@@ -892,6 +966,32 @@ impl MdEncodeTask {
                     break 'read;
                 }
                 let r = batch.record(i);
+                if let Some(libs) = &libs {
+                    if index >= seg.from {
+                        let dup = dups[(index / 64) as usize] >> (index % 64) & 1 == 1;
+                        let raw = batch.raw(i);
+                        let flag = r.flag();
+                        records += 1;
+                        let want = if dup {
+                            dup_records += 1;
+                            let (lib, _) = libs.of(&r);
+                            let paired = sortase_markdup::picard::ends::has_mapped_mate(flag);
+                            lib_dups[lib as usize][usize::from(paired)] += 1;
+                            flag | flags::DUPLICATE
+                        } else {
+                            flag & !flags::DUPLICATE
+                        };
+                        if want == flag {
+                            enc.write_record(raw)?;
+                        } else {
+                            scratch.copy_from(raw);
+                            scratch.set_flag(want);
+                            enc.write_record(scratch.as_raw())?;
+                        }
+                    }
+                    index += 1;
+                    continue;
+                }
                 if index > 0 && r.read_name() != prev.as_slice() {
                     group += 1;
                 }
@@ -943,6 +1043,7 @@ impl MdEncodeTask {
             duplicate_records: dup_records,
             part_path: self.part_path.clone(),
             sidecar_path: self.sidecar_path.clone(),
+            library_duplicates: lib_dups,
         })
     }
 }
@@ -962,56 +1063,72 @@ impl MarkdupPlan {
 
     /// Stage 1: one count task per planned range.
     pub fn count_tasks(&self) -> Vec<MarkdupTask> {
-        (0..self.ranges.len())
-            .map(|i| {
-                MarkdupTask::Count(MdCountTask {
-                    input: self.input.clone(),
-                    n_ref: self.n_ref,
-                    range: i,
-                    start: self.ranges[i].start,
-                    later_starts: self.ranges[i + 1..].iter().map(|r| r.start).collect(),
-                })
-            })
+        count_tasks(&self.input, self.n_ref, &self.ranges)
+            .into_iter()
+            .map(MarkdupTask::Count)
             .collect()
     }
 
     /// The proved ranges from the count outputs, walking from the first to the end of the file.
     fn proved<'a>(&self, counts: &'a [MdCountOutput]) -> Result<Vec<&'a MdCountOutput>> {
-        let mut by_range: Vec<Option<&MdCountOutput>> = vec![None; self.ranges.len()];
-        for c in counts {
-            if self.ranges.get(c.range).map(|r| r.start) != Some(c.start) {
-                return Err(Error::argument(format!(
-                    "count output for range {} does not belong to this plan",
-                    c.range
-                )));
-            }
-            by_range[c.range].get_or_insert(c);
-        }
-        let mut proved = Vec::new();
-        let mut i = 0;
-        loop {
-            let c = by_range
-                .get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| Error::argument(format!("no output of count task {i}")))?;
-            if let Some(e) = &c.error {
-                return Err(e.to_error());
-            }
-            proved.push(c);
-            let Some(end) = c.end else { break };
-            match self.ranges[i + 1..].iter().position(|r| r.start == end) {
-                Some(k) => i += 1 + k,
-                None => {
-                    return Err(Error::argument(format!(
-                        "count output for range {i} ends at {end:#x}, no planned range start"
-                    )))
-                }
-            }
-        }
-        Ok(proved)
+        proved(&self.ranges, counts)
     }
+}
 
+/// Stage 1 of either mode: one count task per planned range.
+pub(super) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> Vec<MdCountTask> {
+    (0..ranges.len())
+        .map(|i| MdCountTask {
+            input: input.to_path_buf(),
+            n_ref,
+            range: i,
+            start: ranges[i].start,
+            later_starts: ranges[i + 1..].iter().map(|r| r.start).collect(),
+        })
+        .collect()
+}
+
+/// The proved ranges from the count outputs, walking from the first to the end of the file.
+pub(super) fn proved<'a>(
+    ranges: &[ByteRange],
+    counts: &'a [MdCountOutput],
+) -> Result<Vec<&'a MdCountOutput>> {
+    let mut by_range: Vec<Option<&MdCountOutput>> = vec![None; ranges.len()];
+    for c in counts {
+        if ranges.get(c.range).map(|r| r.start) != Some(c.start) {
+            return Err(Error::argument(format!(
+                "count output for range {} does not belong to this plan",
+                c.range
+            )));
+        }
+        by_range[c.range].get_or_insert(c);
+    }
+    let mut proved = Vec::new();
+    let mut i = 0;
+    loop {
+        let c = by_range
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::argument(format!("no output of count task {i}")))?;
+        if let Some(e) = &c.error {
+            return Err(e.to_error());
+        }
+        proved.push(c);
+        let Some(end) = c.end else { break };
+        match ranges[i + 1..].iter().position(|r| r.start == end) {
+            Some(k) => i += 1 + k,
+            None => {
+                return Err(Error::argument(format!(
+                    "count output for range {i} ends at {end:#x}, no planned range start"
+                )))
+            }
+        }
+    }
+    Ok(proved)
+}
+
+impl MarkdupPlan {
     /// Stage 2 from the count outputs: one map task per proved range; as many hash partitions as
     /// reduce tasks (asked for, else one per range), more if a partition would not fit in a
     /// task's memory.
@@ -1089,51 +1206,37 @@ impl MarkdupPlan {
                 "reduce outputs do not cover the map tasks' ranges",
             ));
         }
-        let starts = block_starts(maps.iter().map(|m| &m.cutting));
-        let n = starts.len();
-        let mut tasks = Vec::with_capacity(n);
-        for (t, &(r0, k0)) in starts.iter().enumerate() {
-            let next = starts.get(t + 1).copied();
-            let last = match next {
-                Some((r1, 0)) => r1 - 1,
-                Some((r1, _)) => r1,
-                None => maps.len() - 1,
-            };
-            let segments = (r0..=last)
-                .map(|r| Segment {
-                    range: r,
-                    records: maps[r].cutting.records,
-                    groups: maps[r].groups,
-                    from: if r == r0 { k0 as u64 } else { 0 },
-                    to: match next {
-                        Some((r1, k1)) if r1 == r => k1 as u64,
-                        _ => maps[r].cutting.records,
-                    },
-                    duplicates: reduces
-                        .iter()
-                        .map(|d| FileSlice {
-                            path: d.path.clone(),
-                            start: d.offsets[r],
-                            end: d.offsets[r + 1],
-                        })
-                        .collect(),
-                })
-                .collect();
-            tasks.push(MarkdupTask::Encode(MdEncodeTask {
-                input: self.input.clone(),
-                n_ref: self.n_ref,
-                part: t,
-                parts: n,
-                start: maps[r0].start,
-                read_end: maps[last].end,
-                skip: maps[r0].skipped,
-                segments,
-                level: self.level,
-                part_path: self.work_dir.join(format!("encode-{t:06}.bgzf")),
-                sidecar_path: self.work_dir.join(format!("encode-{t:06}.json")),
-            }));
-        }
-        Ok(tasks)
+        let ranges: Vec<EncodeRange> = maps
+            .iter()
+            .enumerate()
+            .map(|(r, m)| EncodeRange {
+                cutting: &m.cutting,
+                start: m.start,
+                end: m.end,
+                skipped: m.skipped,
+                groups: m.groups,
+                base: 0,
+                duplicates: reduces
+                    .iter()
+                    .map(|d| FileSlice {
+                        path: d.path.clone(),
+                        start: d.offsets[r],
+                        end: d.offsets[r + 1],
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(encode_tasks(
+            &ranges,
+            &self.input,
+            self.n_ref,
+            self.level,
+            &self.work_dir,
+            None,
+        )
+        .into_iter()
+        .map(MarkdupTask::Encode)
+        .collect())
     }
 
     /// The parallel finish's first step ([`crate::tasks::assemble`]): the output laid out from
@@ -1213,6 +1316,70 @@ impl MarkdupPlan {
         assemble::remove_temps(self.job.output.path.as_deref(), None, &self.work_dir);
         remove_work_dir(&self.work_dir)
     }
+}
+
+/// What the encode stage needs of one proved range.
+pub(super) struct EncodeRange<'a> {
+    pub(super) cutting: &'a Cutting,
+    pub(super) start: u64,
+    pub(super) end: Option<u64>,
+    pub(super) skipped: u64,
+    pub(super) groups: u64,
+    pub(super) base: u64,
+    /// Its duplicates, one slice per reduce task.
+    pub(super) duplicates: Vec<FileSlice>,
+}
+
+/// Stage 4 of either mode: the block starts chained from the header's end through every range's
+/// cutting; one encode task per range that holds a block start, writing to the next one.
+pub(super) fn encode_tasks(
+    ranges: &[EncodeRange],
+    input: &Path,
+    n_ref: usize,
+    level: u8,
+    work_dir: &Path,
+    records: Option<RecordMarks>,
+) -> Vec<MdEncodeTask> {
+    let starts = block_starts(ranges.iter().map(|m| m.cutting));
+    let n = starts.len();
+    let mut tasks = Vec::with_capacity(n);
+    for (t, &(r0, k0)) in starts.iter().enumerate() {
+        let next = starts.get(t + 1).copied();
+        let last = match next {
+            Some((r1, 0)) => r1 - 1,
+            Some((r1, _)) => r1,
+            None => ranges.len() - 1,
+        };
+        let segments = (r0..=last)
+            .map(|r| Segment {
+                range: r,
+                records: ranges[r].cutting.records,
+                groups: ranges[r].groups,
+                from: if r == r0 { k0 as u64 } else { 0 },
+                to: match next {
+                    Some((r1, k1)) if r1 == r => k1 as u64,
+                    _ => ranges[r].cutting.records,
+                },
+                duplicates: ranges[r].duplicates.clone(),
+                base: ranges[r].base,
+            })
+            .collect();
+        tasks.push(MdEncodeTask {
+            input: input.to_path_buf(),
+            n_ref,
+            part: t,
+            parts: n,
+            start: ranges[r0].start,
+            read_end: ranges[last].end,
+            skip: ranges[r0].skipped,
+            segments,
+            level,
+            part_path: work_dir.join(format!("encode-{t:06}.bgzf")),
+            sidecar_path: work_dir.join(format!("encode-{t:06}.json")),
+            records: records.clone(),
+        });
+    }
+    tasks
 }
 
 /// The block starts `(range, record)` of the output's records, from the ranges' cuttings: the

@@ -28,6 +28,7 @@
 pub mod assemble;
 pub mod markdup;
 pub mod plans;
+pub mod pmarkdup;
 pub mod sort;
 
 pub use crate::wire::{RunIndex, Sample};

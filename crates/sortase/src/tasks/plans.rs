@@ -11,6 +11,7 @@
 use super::markdup::{
     MarkdupPlan, MarkdupTask, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
 };
+use super::pmarkdup::{PicardPlan, PicardTask, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};
 use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
 use super::{Layout, PlanOptions, SortPlan};
@@ -62,6 +63,8 @@ pub enum Plan {
     AgdIdxstats(AgdIdxstatsPlan),
     /// `sortase markdup` of query-grouped input (four stages).
     Markdup(Box<MarkdupPlan>),
+    /// `sortase markdup` of coordinate-sorted input, Picard's mode (five stages).
+    MarkdupCoordinate(Box<PicardPlan>),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -120,7 +123,15 @@ impl Plan {
                 let memory = cut
                     .task_memory
                     .unwrap_or(PlanOptions::default().task_memory);
-                Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
+                if markdup_is_coordinate(&job)? {
+                    Plan::MarkdupCoordinate(Box::new(job.plan_coordinate_tasks(
+                        rt,
+                        memory,
+                        cut.reduce_tasks,
+                    )?))
+                } else {
+                    Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
+                }
             }
             "flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
@@ -171,6 +182,7 @@ impl Plan {
         match self {
             Plan::Sort(_) => &["count", "map", "reduce"],
             Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
+            Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
             _ => &["tasks"],
         }
     }
@@ -208,6 +220,24 @@ impl Plan {
                 };
                 tasks.into_iter().map(MarkdupTask::into_task).collect()
             }
+            Plan::MarkdupCoordinate(p) => {
+                let maps = || outputs_of(outputs, PmMapTask::KIND);
+                let tasks = match stage {
+                    "count" => p.count_tasks(),
+                    "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+                    "join" => p.join_tasks(&maps()?)?,
+                    // The map outputs and the join outputs.
+                    "reduce" => {
+                        p.reduce_tasks(&maps()?, &outputs_of(outputs, PmJoinTask::KIND)?)?
+                    }
+                    // The map outputs (the ranges' cuttings) and the reduce outputs.
+                    "encode" => {
+                        p.encode_tasks(&maps()?, &outputs_of(outputs, PmReduceTask::KIND)?)?
+                    }
+                    _ => return Err(wrong()),
+                };
+                tasks.into_iter().map(PicardTask::into_task).collect()
+            }
             _ if stage != "tasks" => return Err(wrong()),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),
@@ -225,7 +255,7 @@ impl Plan {
     /// Finishes the job from its last stage's outputs; the job's report as JSON.
     pub fn finish(&self, outputs: &[Value], rt: &Runtime) -> Result<String> {
         match self {
-            Plan::Markdup(_) => Err(Error::argument(
+            Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => Err(Error::argument(
                 "a markdup's output is assembled from parts: use layout, place and commit",
             )),
             Plan::Sort(p) => to_json(&p.finish(&outputs_of(outputs, ReduceTask::KIND)?, rt)?),
@@ -266,6 +296,14 @@ impl Plan {
                 preallocate,
                 rt,
             ),
+            Plan::MarkdupCoordinate(p) => p.layout(
+                &outputs_of(outputs, PmMapTask::KIND)?,
+                &outputs_of(outputs, PmJoinTask::KIND)?,
+                &outputs_of(outputs, PmReduceTask::KIND)?,
+                &outputs_of(outputs, MdEncodeTask::KIND)?,
+                preallocate,
+                rt,
+            ),
             _ => Err(Error::argument(
                 "layout: only a sort's, a merge's or a markdup's output is assembled from parts",
             )),
@@ -284,10 +322,12 @@ impl Plan {
                 .into_iter()
                 .map(|r| r.sidecar_path)
                 .collect(),
-            Plan::Markdup(_) => outputs_of::<MdEncodeOutput>(outputs, MdEncodeTask::KIND)?
-                .into_iter()
-                .map(|r| r.sidecar_path)
-                .collect(),
+            Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => {
+                outputs_of::<MdEncodeOutput>(outputs, MdEncodeTask::KIND)?
+                    .into_iter()
+                    .map(|r| r.sidecar_path)
+                    .collect()
+            }
             _ => Vec::new(),
         })
     }
@@ -297,7 +337,7 @@ impl Plan {
     /// come from the BAMs' indexes, not from guessed record boundaries).
     pub fn fallback(&self) -> Option<Plan> {
         match self {
-            Plan::Sort(_) | Plan::Markdup(_) => None,
+            Plan::Sort(_) | Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => None,
             Plan::Flagstat(p) => p.fallback().map(Plan::Flagstat),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
             Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
@@ -313,9 +353,29 @@ impl Plan {
             Plan::Sort(p) => p.abort(),
             Plan::Merge { plan, .. } => plan.abort(),
             Plan::Markdup(p) => p.abort(),
+            Plan::MarkdupCoordinate(p) => p.abort(),
             _ => Ok(()),
         }
     }
+}
+
+/// Whether a markdup job runs in Picard's mode: its mode, or under auto the input's `@HD SO`.
+fn markdup_is_coordinate(job: &MarkdupJob) -> Result<bool> {
+    use crate::markdup::Mode;
+    Ok(match job.mode {
+        Mode::Coordinate => true,
+        Mode::Query => false,
+        Mode::Auto => {
+            if job.input == "-" {
+                return Ok(false); // refused by the plan
+            }
+            // Not a BAM file: the query plan refuses it with its message.
+            match sortase_exec::input::read_bam_header(&job.input) {
+                Ok(header) => crate::markdup::detect_mode(&header) == Mode::Coordinate,
+                Err(_) => false,
+            }
+        }
+    })
 }
 
 /// [`Plan::new`] from and to JSON: `cut_json` is a [`CutOptions`] (`"{}"` for the defaults).

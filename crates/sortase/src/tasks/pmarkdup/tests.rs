@@ -1,0 +1,486 @@
+use super::*;
+use crate::options::{Order, OutputSpec, Program};
+use crate::sort::SortJob;
+use crate::tasks::markdup::MdCountTask;
+
+fn lcg(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *seed >> 33
+}
+
+/// Coordinate-sorted pairs (many duplicates, mates far apart so that they fall in other
+/// ranges, Illumina names with tile:x:y close together for optical duplicates), fragments,
+/// unmapped pairs, secondary and supplementary records, two libraries and a record without a
+/// read group.
+fn coordinate_bam(dir: &Path) -> PathBuf {
+    coordinate_bam_with(dir, "")
+}
+
+/// [`coordinate_bam`] with the SAM lines `extra` added.
+fn coordinate_bam_with(dir: &Path, extra: &str) -> PathBuf {
+    let mut sam = String::from(
+        "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n\
+         @RG\tID:a\tLB:libA\n@RG\tID:b\tLB:libB\n",
+    );
+    let mut seed = 29;
+    let seq: String = (0..100)
+        .map(|i| b"ACGT"[(i * 7 + i / 3) % 4] as char)
+        .collect();
+    for i in 0..4000 {
+        let q = (b'5' + (lcg(&mut seed) % 10) as u8) as char;
+        let qual: String = std::iter::repeat_n(q, 100).collect();
+        let tile = 1101 + lcg(&mut seed) % 2;
+        let (x, y) = (1000 + lcg(&mut seed) % 300, 2000 + lcg(&mut seed) % 300);
+        let name = format!("M1:{i}:FC:1:{tile}:{x}:{y}");
+        let rg = match lcg(&mut seed) % 9 {
+            0 => String::new(),
+            1..=3 => "\tRG:Z:b".into(),
+            _ => "\tRG:Z:a".into(),
+        };
+        let r1 = if lcg(&mut seed).is_multiple_of(3) {
+            "c2"
+        } else {
+            "c1"
+        };
+        let pos = 1 + (lcg(&mut seed) % 60) * 13;
+        let far = lcg(&mut seed).is_multiple_of(2);
+        let (r2, mpos) = if far {
+            ("c1", 20_000 + (lcg(&mut seed) % 40) * 11)
+        } else {
+            (r1, pos + 100 + (lcg(&mut seed) % 5) * 20)
+        };
+        let same = if r1 == r2 { "=" } else { r2 };
+        let back = if r1 == r2 { "=" } else { r1 };
+        let clip = if lcg(&mut seed).is_multiple_of(4) {
+            "5S95M"
+        } else {
+            "100M"
+        };
+        match lcg(&mut seed) % 12 {
+            0 => {
+                sam += &format!("{name}\t77\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}{rg}\n");
+                sam += &format!("{name}\t141\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}{rg}\n");
+            }
+            1 => {
+                let f = if lcg(&mut seed).is_multiple_of(2) {
+                    0
+                } else {
+                    16
+                };
+                sam +=
+                    &format!("{name}\t{f}\t{r1}\t{pos}\t60\t{clip}\t*\t0\t0\t{seq}\t{qual}{rg}\n");
+            }
+            2 => {
+                // Mate unmapped: placed at the read's position.
+                sam +=
+                    &format!("{name}\t73\t{r1}\t{pos}\t60\t100M\t=\t{pos}\t0\t{seq}\t{qual}{rg}\n");
+                sam += &format!("{name}\t133\t{r1}\t{pos}\t0\t*\t=\t{pos}\t0\t{seq}\t{qual}{rg}\n");
+            }
+            _ => {
+                let dup = if lcg(&mut seed).is_multiple_of(7) {
+                    1024
+                } else {
+                    0
+                };
+                sam += &format!(
+                    "{name}\t{}\t{r1}\t{pos}\t60\t{clip}\t{same}\t{mpos}\t0\t{seq}\t{qual}{rg}\n",
+                    99 | dup
+                );
+                sam += &format!(
+                    "{name}\t147\t{r2}\t{mpos}\t60\t100M\t{back}\t{pos}\t0\t{seq}\t{qual}{rg}\n"
+                );
+                match lcg(&mut seed) % 10 {
+                    0 => {
+                        sam += &format!(
+                            "{name}\t2145\tc2\t{}\t30\t40S60M\t{r2}\t{mpos}\t0\t{seq}\t{qual}{rg}\n",
+                            5_000 + pos
+                        );
+                    }
+                    1 => {
+                        sam += &format!(
+                            "{name}\t355\t{r1}\t{}\t0\t100M\t{same}\t{mpos}\t0\t{seq}\t{qual}{rg}\n",
+                            pos + 7
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    sam += extra;
+    let sam_path = dir.join("in.sam");
+    std::fs::write(&sam_path, sam).unwrap();
+    let bam = dir.join("in.bam");
+    let mut out = OutputSpec::to_path(&bam);
+    out.uncompressed = true;
+    let job = SortJob {
+        order: Order::Coordinate,
+        ..SortJob::new(sam_path.to_str().unwrap(), out)
+    };
+    job.run(&Runtime::with_threads(1).unwrap()).unwrap();
+    bam
+}
+
+/// Runs every stage; the layout and the pairs the join tasks formed.
+fn run_all(plan: &PicardPlan, rt: &Runtime) -> (Layout, u64) {
+    fn run<O: serde::de::DeserializeOwned>(tasks: Vec<PicardTask>, rt: &Runtime) -> Vec<O> {
+        // Last first: the order of the tasks does not matter.
+        tasks
+            .into_iter()
+            .rev()
+            .map(|t| {
+                let out = t.into_task().run(rt).unwrap();
+                let body = out
+                    .as_object()
+                    .and_then(|o| o.values().next())
+                    .and_then(|v| v.as_object())
+                    .and_then(|o| o.values().next())
+                    .unwrap()
+                    .clone();
+                serde_json::from_value(body).unwrap()
+            })
+            .collect()
+    }
+    let counts: Vec<MdCountOutput> = run(plan.count_tasks(), rt);
+    let maps: Vec<PmMapOutput> = run(plan.map_tasks(&counts).unwrap(), rt);
+    let joins: Vec<PmJoinOutput> = run(plan.join_tasks(&maps).unwrap(), rt);
+    let reduces: Vec<PmReduceOutput> = run(plan.reduce_tasks(&maps, &joins).unwrap(), rt);
+    let encodes: Vec<MdEncodeOutput> = run(plan.encode_tasks(&maps, &reduces).unwrap(), rt);
+    let joined = joins.iter().map(|j| j.pairs_formed).sum();
+    let layout = plan
+        .layout(&maps, &joins, &reduces, &encodes, true, rt)
+        .unwrap();
+    (layout, joined)
+}
+
+#[test]
+fn tasks_write_the_bytes_and_metrics_of_one_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let bam = coordinate_bam(dir.path());
+    let rt = Runtime::with_threads(2).unwrap();
+    for (level, memory, reduce, regex) in [
+        (None, 150_000, None, None),
+        (Some(0), 64 << 10, Some(3), None),
+        (Some(6), 1 << 30, None, Some("null")),
+    ] {
+        let (one, many) = (dir.path().join("one.bam"), dir.path().join("many.bam"));
+        let (m1, m2) = (dir.path().join("one.txt"), dir.path().join("many.txt"));
+        let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+        job.output.level = level;
+        job.program = Some(Program {
+            command_line: "sortase markdup in.bam".into(),
+        });
+        job.picard.metrics = Some(m1.clone());
+        job.picard.read_name_regex = regex.map(String::from);
+        job.mode = Mode::Coordinate;
+        let report = job.run(&rt).unwrap();
+        assert!(report.duplicate_records > 500, "{report:?}");
+        job.output.path = Some(many.clone());
+        job.picard.metrics = Some(m2.clone());
+        job.mode = Mode::Auto;
+        // Auto: the plan of the sorted BAM (SO:coordinate) is Picard's.
+        let e = job.plan_tasks(&rt, memory, reduce).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
+        let plan = job.plan_coordinate_tasks(&rt, memory, reduce).unwrap();
+        let (layout, joined) = run_all(&plan, &rt);
+        if memory < 1 << 20 {
+            assert!(plan.ranges().len() > 3, "{}", plan.ranges().len());
+            // Pairs whose mates are in other ranges.
+            assert!(joined > 50, "{joined}");
+        }
+        for t in layout.place_tasks() {
+            t.run(&rt).unwrap();
+        }
+        let value = layout.commit().unwrap();
+        assert_eq!(value["records"], report.records);
+        assert_eq!(value["duplicate_records"], report.duplicate_records);
+        assert_eq!(value["pairs"], report.pairs);
+        assert!(
+            std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+            "level {level:?}, memory {memory}: the bytes differ"
+        );
+        let (a, b) = (
+            std::fs::read_to_string(&m1).unwrap(),
+            std::fs::read_to_string(&m2).unwrap(),
+        );
+        assert_eq!(a, b, "memory {memory}: the metrics differ");
+        if regex.is_none() {
+            let optical: u64 = a
+                .lines()
+                .filter(|l| l.starts_with("lib"))
+                .map(|l| l.split('\t').nth(7).unwrap().parse::<u64>().unwrap())
+                .sum();
+            assert!(optical > 10, "{a}");
+        }
+        assert!(!plan.work_dir().exists());
+    }
+}
+
+#[test]
+fn out_of_order_input_fails_as_one_machine_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sorted = coordinate_bam(dir.path());
+    // The records of the sorted BAM in name order, under an SO:coordinate header.
+    let named = dir.path().join("named.bam");
+    let mut out = OutputSpec::to_path(&named);
+    out.uncompressed = true;
+    SortJob {
+        order: Order::Name,
+        ..SortJob::new(sorted.to_str().unwrap(), out)
+    }
+    .run(&Runtime::with_threads(1).unwrap())
+    .unwrap();
+    let rt = Runtime::with_threads(1).unwrap();
+    let out = dir.path().join("out.bam");
+    let mut job = MarkdupJob::new(named.to_str().unwrap(), OutputSpec::to_path(&out));
+    job.mode = Mode::Coordinate;
+    let one = job.run(&rt).unwrap_err();
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    let counts: Vec<MdCountOutput> = plan
+        .count_tasks()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Count(c) => MdCountTask::run(&c, &rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let maps: Vec<PmMapOutput> = plan
+        .map_tasks(&counts)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Map(m) => m.run(&rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let e = plan.join_tasks(&maps).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert_eq!(e.to_string(), one.to_string());
+    plan.abort().unwrap();
+    assert!(!plan.work_dir().exists());
+    assert!(!out.exists());
+}
+
+#[test]
+fn waiting_ends_survive_encoding() {
+    let e = RecordEnd {
+        library: 3,
+        reference: 1,
+        coordinate: -7,
+        reverse: true,
+        mate_reference: 0,
+        score: -1200,
+        location: Location {
+            tile: 1101,
+            x: -5,
+            y: 300,
+        },
+        read_group: 2,
+        first_of_pair: true,
+    };
+    let mut b = Vec::new();
+    encode_waiting(b"read:1", &e, 1 << 40, &mut b);
+    encode_waiting(b"", &e, 5, &mut b);
+    let d = decode_waiting(&b, Path::new("x")).unwrap();
+    assert_eq!(d.len(), 2);
+    assert_eq!(
+        (d[0].0.as_slice(), d[0].2, d[1].2),
+        (&b"read:1"[..], 1 << 40, 5)
+    );
+    let (a, z) = (&d[0].1, &e);
+    assert_eq!(
+        (
+            a.library,
+            a.reference,
+            a.coordinate,
+            a.reverse,
+            a.mate_reference
+        ),
+        (
+            z.library,
+            z.reference,
+            z.coordinate,
+            z.reverse,
+            z.mate_reference
+        )
+    );
+    assert_eq!(
+        (a.score, a.location, a.read_group, a.first_of_pair),
+        (z.score, z.location, z.read_group, z.first_of_pair)
+    );
+    assert!(decode_waiting(&b[..b.len() - 1], Path::new("x")).is_err());
+}
+
+#[test]
+fn a_name_of_three_primary_records_across_ranges_fails_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // X's first end waits in the first range; its second and third ends, far away in a later
+    // range, pair with each other there, where the one machine pairs the first two.
+    let seq = "ACGT".repeat(25);
+    let qual = "I".repeat(100);
+    let extra = format!(
+        "X\t97\tc1\t10\t60\t100M\t=\t30000\t0\t{seq}\t{qual}\n\
+         X\t145\tc1\t30000\t60\t100M\t=\t10\t0\t{seq}\t{qual}\n\
+         X\t145\tc1\t30050\t60\t100M\t=\t10\t0\t{seq}\t{qual}\n"
+    );
+    let bam = coordinate_bam_with(dir.path(), &extra);
+    let rt = Runtime::with_threads(1).unwrap();
+    let (one, many) = (dir.path().join("one.bam"), dir.path().join("many.bam"));
+    let metrics = dir.path().join("many.txt");
+    let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+    job.mode = Mode::Coordinate;
+    job.run(&rt).unwrap();
+    job.output.path = Some(many.clone());
+    job.picard.metrics = Some(metrics.clone());
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
+    let counts: Vec<MdCountOutput> = plan
+        .count_tasks()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Count(c) => MdCountTask::run(&c, &rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let maps: Vec<PmMapOutput> = plan
+        .map_tasks(&counts)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Map(m) => m.run(&rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let joins: Vec<PmJoinOutput> = plan
+        .join_tasks(&maps)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Join(j) => j.run(&rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        joins
+            .iter()
+            .filter_map(|j| j.ambiguous.as_deref())
+            .collect::<Vec<_>>(),
+        ["X"]
+    );
+    let e = plan.reduce_tasks(&maps, &joins).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: has more than two primary mapped records named X; run `sortase markdup` on \
+             one machine",
+            bam.display()
+        )
+    );
+    plan.abort().unwrap();
+    assert!(!plan.work_dir().exists());
+    assert!(!many.exists() && !metrics.exists());
+}
+
+fn end(reference: i32, mate_reference: i32) -> RecordEnd {
+    RecordEnd {
+        library: 0,
+        reference,
+        coordinate: 1,
+        reverse: false,
+        mate_reference,
+        score: 0,
+        location: Location::default(),
+        read_group: 0,
+        first_of_pair: true,
+    }
+}
+
+/// [`ambiguous`] on `ends` (range, name, reference, mate reference; in file order) as the map
+/// tasks leave them: the name it reports.
+fn check(ends: &[(usize, &str, i32, i32)]) -> Option<String> {
+    let ranges = ends.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+    let (mut waiting, mut starts, mut settled) = (Vec::new(), vec![0], Vec::new());
+    for r in 0..ranges {
+        let mut p = Pending::tracking();
+        for (i, (_, n, a, b)) in ends.iter().enumerate().filter(|e| e.1 .0 == r) {
+            p.add(n.as_bytes(), &end(*a, *b), i as u64);
+        }
+        settled.push(
+            p.take_settled()
+                .iter()
+                .flat_map(|h| h.to_le_bytes())
+                .collect(),
+        );
+        waiting.extend(p.into_waiting());
+        starts.push(waiting.len());
+    }
+    ambiguous(&waiting, &starts, &settled)
+        .map(|i| String::from_utf8_lossy(&waiting[i].0).into_owned())
+}
+
+#[test]
+fn ambiguous_names_are_those_the_ranges_may_pair_otherwise() {
+    // Ordinary pairs: within a range, across ranges, mate on another reference.
+    let ordinary = [
+        (0, "a", 0, 0),
+        (0, "a", 0, 0),
+        (0, "b", 0, 1),
+        (1, "b", 1, 0),
+        (1, "c", 0, 0),
+        (2, "c", 0, 0),
+    ];
+    assert_eq!(check(&ordinary), None);
+    // Three ends in one range, four paired within two ranges: paired as the one machine does.
+    assert_eq!(
+        check(&[
+            (0, "d", 0, 0),
+            (0, "d", 0, 0),
+            (0, "d", 0, 0),
+            (1, "e", 0, 0)
+        ]),
+        None
+    );
+    assert_eq!(
+        check(&[
+            (0, "f", 0, 0),
+            (0, "f", 0, 0),
+            (1, "f", 0, 0),
+            (1, "f", 0, 0)
+        ]),
+        None
+    );
+    // Two ends of one name that never pair (inconsistent mates), in two ranges.
+    assert_eq!(check(&[(0, "g", 0, 1), (1, "g", 0, 1)]), None);
+    // A waiting end and a pair formed in another range.
+    assert_eq!(
+        check(&[(0, "x", 0, 0), (1, "x", 0, 0), (1, "x", 0, 0)]).as_deref(),
+        Some("x")
+    );
+    // Three waiting ends in three ranges.
+    assert_eq!(
+        check(&[(0, "y", 0, 1), (1, "y", 1, 0), (2, "y", 1, 0)]).as_deref(),
+        Some("y")
+    );
+    // An end replaced within its range: two ends wait, but the one machine pairs the first
+    // end of the second range, the ranges and the join its second.
+    assert_eq!(
+        check(&[(0, "z", 0, 1), (1, "z", 1, 0), (1, "z", 1, 0)]).as_deref(),
+        Some("z")
+    );
+    // The first such name in file order.
+    assert_eq!(
+        check(&[
+            (0, "q", 0, 1),
+            (0, "p", 0, 0),
+            (1, "p", 0, 0),
+            (1, "p", 0, 0),
+            (1, "q", 1, 0),
+            (2, "q", 1, 0),
+        ])
+        .as_deref(),
+        Some("q")
+    );
+}
