@@ -27,6 +27,7 @@ use sortase_bam::header_merge::Translation;
 use sortase_bam::{check_record, BamError, RecordBatch};
 use sortase_bgzf::SeekReader;
 use sortase_index::range::{find_first_record, plan_ranges};
+use sortase_io::Source;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -677,7 +678,7 @@ fn sample_at(
     at: u64,
     first: bool,
 ) -> Result<Option<Sample>, SortError> {
-    let mut file = File::open(&input.path).map_err(|e| input_error(input, e))?;
+    let file = File::open(&input.path).map_err(|e| input_error(input, e))?;
     let (voffset, raw) = if first {
         let mut cursor = Cursor::open(input, Some(file), 0, at, &[], 16 << 10)?;
         if !cursor.read_raw()? {
@@ -685,7 +686,7 @@ fn sample_at(
         }
         (cursor.voffset, std::mem::take(&mut cursor.raw))
     } else {
-        match find_first_record(&mut file, at, input.n_ref, SAMPLE_WINDOW)
+        match find_first_record(&mut Source::Local(file), at, input.n_ref, SAMPLE_WINDOW)
             .map_err(|e| input_error(input, e))?
         {
             Some(found) => found,
