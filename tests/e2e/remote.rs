@@ -70,9 +70,15 @@ impl Drop for Server {
 /// ones: a few MB, so a 100 kb region is a small part of it.
 fn make_bam(dir: &Path) -> PathBuf {
     let mut rng = Rng::new(29);
-    let mut sam = String::from("@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:2000000\n@SQ\tSN:chr2\tLN:1000000\n");
+    let mut sam = String::from(
+        "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:2000000\n@SQ\tSN:chr2\tLN:1000000\n",
+    );
     for i in 0..24_000 {
-        let (chr, len) = if i % 3 == 2 { ("chr2", 1_000_000) } else { ("chr1", 2_000_000) };
+        let (chr, len) = if i % 3 == 2 {
+            ("chr2", 1_000_000)
+        } else {
+            ("chr1", 2_000_000)
+        };
         let pos = (1 + rng.below(len - 200)).to_string();
         let flag = if i % 5 == 0 { "16" } else { "0" };
         let mapq = rng.below(61).to_string();
@@ -139,7 +145,11 @@ fn fetched(stderr: &str) -> u64 {
 /// The failure of a run: non-zero exit and exactly one line on stderr, which is returned.
 fn one_line_failure(r: &crate::common::Run) -> String {
     assert!(!r.ok(), "`{}` succeeded", r.cmd);
-    let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.starts_with("sortase: remote: fetched")).collect();
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("sortase: remote: fetched"))
+        .collect();
     assert_eq!(lines.len(), 1, "`{}`: not one line: {:?}", r.cmd, r.stderr);
     lines[0].to_string()
 }
@@ -178,10 +188,16 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     assert_eq!(remote.text(), local, "view {url} {region}");
     let bytes = fetched(&remote.stderr);
     eprintln!("view {url} {region}: fetched {bytes} of {size} bytes");
-    assert!(bytes < size / 4, "fetched {bytes} bytes of a {size}-byte file");
+    assert!(
+        bytes < size / 4,
+        "fetched {bytes} bytes of a {size}-byte file"
+    );
 
     let count = run_ok(&["view", "-c", url, region], &env);
-    assert_eq!(count.text(), run_ok(&["view", "-c", p(&bam), region], &[]).text());
+    assert_eq!(
+        count.text(),
+        run_ok(&["view", "-c", p(&bam), region], &[]).text()
+    );
     assert!(fetched(&count.stderr) < size / 4);
 
     // Whole-file jobs stream the object (count: byte ranges on all threads).
@@ -201,7 +217,10 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     let sorted = dir.path().join("by_name.sam");
     run_ok(&["sort", "-n", "-O", "sam", "-o", p(&sorted), url], &env);
     let local_sorted = dir.path().join("by_name_local.sam");
-    run_ok(&["sort", "-n", "-O", "sam", "-o", p(&local_sorted), p(&bam)], &[]);
+    run_ok(
+        &["sort", "-n", "-O", "sam", "-o", p(&local_sorted), p(&bam)],
+        &[],
+    );
     assert_eq!(
         std::fs::read(&sorted).unwrap(),
         std::fs::read(&local_sorted).unwrap()
@@ -209,12 +228,18 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
 
     // Errors: one line naming the URL; the secret is never shown.
     let missing = one_line_failure(&sortase_env(&["view", "s3://bkt/nope.bam"], &env));
-    assert!(missing.contains("s3://bkt/nope.bam") && missing.contains("no such object"), "{missing}");
+    assert!(
+        missing.contains("s3://bkt/nope.bam") && missing.contains("no such object"),
+        "{missing}"
+    );
     let mut bad = env;
     bad[3] = ("AWS_SECRET_ACCESS_KEY", "not-the-secret-1234");
     let denied = sortase_env(&["view", "-c", url, region], &bad);
     let denied = one_line_failure(&denied);
-    assert!(denied.contains(url) && denied.contains("access denied"), "{denied}");
+    assert!(
+        denied.contains(url) && denied.contains("access denied"),
+        "{denied}"
+    );
     assert!(!denied.contains("not-the-secret-1234") && !denied.contains(secret.as_str()));
     let no_index = one_line_failure(&sortase_env(&["view", "s3://bkt/x.bam.bai", region], &env));
     assert!(no_index.contains("s3://bkt/x.bam.bai"), "{no_index}");
@@ -262,7 +287,10 @@ fn http_inputs_equal_local_files() {
     }
     let missing = format!("{}/nope.bam", server.words[0]);
     let line = one_line_failure(&sortase_env(&["flagstat", &missing], &env));
-    assert!(line.contains(&missing) && line.contains("no such object"), "{line}");
+    assert!(
+        line.contains(&missing) && line.contains("no such object"),
+        "{line}"
+    );
     // What the server sent is what sortase counted.
     let served: u64 = server
         .stop()
@@ -273,5 +301,8 @@ fn http_inputs_equal_local_files() {
     assert_eq!(served, total, "bytes served vs bytes sortase counted");
     // Nothing listens any more: a network failure.
     let line = one_line_failure(&sortase_env(&["view", "-c", &url], &env));
-    assert!(line.contains(&url) && line.contains("cannot fetch"), "{line}");
+    assert!(
+        line.contains(&url) && line.contains("cannot fetch"),
+        "{line}"
+    );
 }

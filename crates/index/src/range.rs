@@ -329,6 +329,11 @@ fn range_reader(
 ) -> std::io::Result<ParallelReader> {
     let mut file = Source::open_path(path)?;
     file.seek(SeekFrom::Start(block))?;
+    if let Some(limit) = limit {
+        // The reader stops at the block starting at `limit`: a remote object is fetched to a
+        // little past it (that block and the next), not to its end.
+        file.expect_end(limit.saturating_add(2 << 16));
+    }
     let mut options = ReaderOptions::with_threads(1);
     options.start = block;
     options.end = limit;

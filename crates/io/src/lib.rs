@@ -107,6 +107,15 @@ impl Source {
         Ok(self.len()? == 0)
     }
 
+    /// Tells a remote reader that reading is expected to stop near `end` (a byte range task's
+    /// limit): windows and read-ahead stop there until the reader goes past it. No effect on a
+    /// local file.
+    pub fn expect_end(&mut self, end: u64) {
+        if let Self::Remote(r) = self {
+            r.expected_end = end;
+        }
+    }
+
     /// An independent reader of the same input, at its start (a remote object is not fetched again
     /// for its metadata).
     pub fn reopen(&self) -> io::Result<Self> {
@@ -439,6 +448,8 @@ pub struct RemoteReader {
     buf_start: u64,
     pending: VecDeque<Pending>,
     window: u64,
+    /// Where reading is expected to stop ([`Source::expect_end`]); `u64::MAX`: the object's end.
+    expected_end: u64,
 }
 
 impl RemoteReader {
@@ -451,6 +462,7 @@ impl RemoteReader {
             buf_start: 0,
             pending: VecDeque::new(),
             window: MIN_WINDOW,
+            expected_end: u64::MAX,
         }
     }
 
@@ -462,6 +474,11 @@ impl RemoteReader {
 
     /// Makes `buf` hold `pos` (`pos` is within the object).
     fn fill(&mut self) -> io::Result<()> {
+        if self.pos >= self.expected_end {
+            self.expected_end = u64::MAX;
+        }
+        // Fetches end at the expected end (at least a minimal window), else at the object's end.
+        let stop = self.expected_end.max(self.pos + MIN_WINDOW).min(self.remote.size);
         let buf_end = self.buf_start + self.buf.len() as u64;
         let sequential = !self.buf.is_empty() && self.pos == buf_end;
         let next = match self.pending.front() {
@@ -480,7 +497,7 @@ impl RemoteReader {
                 } else {
                     MIN_WINDOW
                 };
-                let end = (self.pos + self.window).min(self.remote.size);
+                let end = (self.pos + self.window).min(stop);
                 Pending {
                     start: self.pos,
                     end,
@@ -491,8 +508,8 @@ impl RemoteReader {
         let end = next.end;
         if sequential && self.window >= READ_AHEAD_FROM {
             let mut at = self.pending.back().map_or(end, |p| p.end);
-            while self.pending.len() < READ_AHEAD && at < self.remote.size {
-                let to = (at + self.window).min(self.remote.size);
+            while self.pending.len() < READ_AHEAD && at < stop {
+                let to = (at + self.window).min(stop);
                 self.pending.push_back(Pending {
                     start: at,
                     end: to,

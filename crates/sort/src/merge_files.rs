@@ -27,7 +27,6 @@ use sortase_bam::header_merge::Translation;
 use sortase_bam::{check_record, BamError, RecordBatch};
 use sortase_bgzf::SeekReader;
 use sortase_index::range::{find_first_record, plan_ranges};
-use sortase_io::Source;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -686,7 +685,7 @@ fn sample_at(
         }
         (cursor.voffset, std::mem::take(&mut cursor.raw))
     } else {
-        match find_first_record(&mut Source::Local(file), at, input.n_ref, SAMPLE_WINDOW)
+        match find_first_record(&mut sortase_io::Source::Local(file), at, input.n_ref, SAMPLE_WINDOW)
             .map_err(|e| input_error(input, e))?
         {
             Some(found) => found,
