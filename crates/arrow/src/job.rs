@@ -291,8 +291,9 @@ fn is_bam(path: &Path) -> anyhow::Result<bool> {
     if !sortase_bgzf::is_bgzf(&head) {
         return Ok(false);
     }
-    let mut reader =
-        sortase_bgzf::SeekReader::new(std::io::BufReader::new(sortase_io::Source::open_path(path)?));
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(
+        sortase_io::Source::open_path(path)?,
+    ));
     let mut magic = Vec::new();
     (&mut reader).take(4).read_to_end(&mut magic)?;
     Ok(magic == b"BAM\x01")

@@ -87,7 +87,11 @@ fn read_header_and_first_record(file: &mut Source) -> Result<(Header, u64), BamE
 
 /// The virtual offset of the first record starting in or after the first verified block at or after
 /// compressed offset `cut`, or `None` if no boundary can be proved before the end of the file.
-pub fn find_record_start(file: &mut Source, cut: u64, n_ref: usize) -> Result<Option<u64>, BamError> {
+pub fn find_record_start(
+    file: &mut Source,
+    cut: u64,
+    n_ref: usize,
+) -> Result<Option<u64>, BamError> {
     Ok(find_first_record(file, cut, n_ref, CHAIN_WINDOW)?.map(|(v, _)| v))
 }
 

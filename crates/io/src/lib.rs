@@ -232,7 +232,9 @@ fn describe(e: &object_store::Error) -> io::Error {
             let text = cause.to_string();
             let line = text.lines().next().unwrap_or("").trim().to_string();
             let lower = text.to_ascii_lowercase();
-            if lower.contains("403") || lower.contains("forbidden") || lower.contains("accessdenied")
+            if lower.contains("403")
+                || lower.contains("forbidden")
+                || lower.contains("accessdenied")
             {
                 (
                     io::ErrorKind::PermissionDenied,
@@ -251,7 +253,11 @@ fn describe(e: &object_store::Error) -> io::Error {
 /// `text` with the values of credential variables blanked, in case a message ever echoes one.
 fn scrub(text: String) -> String {
     let mut text = text;
-    for var in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
+    for var in [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+    ] {
         if let Ok(v) = std::env::var(var) {
             if v.len() >= 4 {
                 text = text.replace(&v, "***");
@@ -316,8 +322,8 @@ fn profile_settings(
         }
     }
     if let Some(config) = file("AWS_CONFIG_FILE", "config") {
-        let no_region =
-            std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none();
+        let no_region = std::env::var_os("AWS_REGION").is_none()
+            && std::env::var_os("AWS_DEFAULT_REGION").is_none();
         if no_region {
             if let Some(region) = ini_value(&config, &config_section, "region") {
                 builder = builder.with_region(region);
@@ -365,9 +371,7 @@ fn s3_store(bucket: &str) -> io::Result<(Arc<dyn ObjectStore>, bool)> {
 impl Remote {
     /// Opens the object at `url` (fetches its size).
     pub fn open(url: &str) -> io::Result<Arc<Self>> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| invalid("not a URL"))?;
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("not a URL"))?;
         let scheme = scheme.to_ascii_lowercase();
         let rt = runtime()?;
         let _guard = rt.enter();
@@ -478,7 +482,10 @@ impl RemoteReader {
             self.expected_end = u64::MAX;
         }
         // Fetches end at the expected end (at least a minimal window), else at the object's end.
-        let stop = self.expected_end.max(self.pos + MIN_WINDOW).min(self.remote.size);
+        let stop = self
+            .expected_end
+            .max(self.pos + MIN_WINDOW)
+            .min(self.remote.size);
         let buf_end = self.buf_start + self.buf.len() as u64;
         let sequential = !self.buf.is_empty() && self.pos == buf_end;
         let next = match self.pending.front() {
@@ -593,8 +600,14 @@ mod tests {
             "[default]\nregion = eu-west-1\n[profile p]\nregion=us-east-2\n",
         )
         .unwrap();
-        assert_eq!(ini_value(&dir, "default", "region").as_deref(), Some("eu-west-1"));
-        assert_eq!(ini_value(&dir, "profile p", "region").as_deref(), Some("us-east-2"));
+        assert_eq!(
+            ini_value(&dir, "default", "region").as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(
+            ini_value(&dir, "profile p", "region").as_deref(),
+            Some("us-east-2")
+        );
         assert_eq!(ini_value(&dir, "profile q", "region"), None);
         std::fs::remove_file(&dir).unwrap();
     }

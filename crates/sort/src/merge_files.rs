@@ -685,8 +685,13 @@ fn sample_at(
         }
         (cursor.voffset, std::mem::take(&mut cursor.raw))
     } else {
-        match find_first_record(&mut sortase_io::Source::Local(file), at, input.n_ref, SAMPLE_WINDOW)
-            .map_err(|e| input_error(input, e))?
+        match find_first_record(
+            &mut sortase_io::Source::Local(file),
+            at,
+            input.n_ref,
+            SAMPLE_WINDOW,
+        )
+        .map_err(|e| input_error(input, e))?
         {
             Some(found) => found,
             None => return Ok(None),

@@ -586,10 +586,14 @@ type IndexStats = (Vec<Option<(u64, u64)>>, u64);
 fn read_index_stats(path: &Path) -> anyhow::Result<IndexStats> {
     if path.extension().is_some_and(|e| e == "csi") {
         let source = sortase_io::Source::open_path(path)?;
-        Ok(stats_of(&noodles::csi::io::Reader::new(source).read_index()?))
+        Ok(stats_of(
+            &noodles::csi::io::Reader::new(source).read_index()?,
+        ))
     } else {
         let source = std::io::BufReader::new(sortase_io::Source::open_path(path)?);
-        Ok(stats_of(&noodles::bam::bai::io::Reader::new(source).read_index()?))
+        Ok(stats_of(
+            &noodles::bam::bai::io::Reader::new(source).read_index()?,
+        ))
     }
 }
 
