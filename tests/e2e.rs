@@ -43,6 +43,8 @@ mod markdup_query;
 mod merge;
 #[path = "e2e/oracle.rs"]
 mod oracle;
+#[path = "e2e/remote.rs"]
+mod remote;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
 #[path = "e2e/sort.rs"]
