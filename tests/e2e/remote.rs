@@ -2,6 +2,8 @@
 //! tests/remote_server.py) give what the same local file gives, a region query fetches a fraction
 //! of the file (counted by sortase, `SORTASE_REMOTE_STATS=1`; over HTTP also by the server), and a
 //! missing object, bad credentials or an unreachable server fail with one line naming the URL.
+//! Credentials come from the environment or from a profile of the shared AWS files, and no error
+//! shows a secret. A whole-file job fetches each byte about once.
 
 use crate::common::{line, p, python, run, tempdir, Rng};
 use std::io::{BufRead, BufReader, Read};
@@ -168,7 +170,16 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     let bam = make_bam(dir.path());
     let bai = dir.path().join("x.bam.bai");
     let size = std::fs::metadata(&bam).unwrap().len();
-    let Some(server) = server_or_skip(&["s3", "bkt", p(&bam), p(&bai)]) else {
+    let index_size = std::fs::metadata(&bai).unwrap().len();
+    // Bad inputs: not BAM at all, and a BAM cut in the middle of a block.
+    let junk = dir.path().join("junk.bam");
+    let mut rng = Rng::new(7);
+    std::fs::write(&junk, rng.bases(50_000).replace('A', "\u{1}")).unwrap();
+    let truncated = dir.path().join("truncated.bam");
+    let whole_bytes = std::fs::read(&bam).unwrap();
+    std::fs::write(&truncated, &whole_bytes[..whole_bytes.len() / 2]).unwrap();
+    let Some(server) = server_or_skip(&["s3", "bkt", p(&bam), p(&bai), p(&junk), p(&truncated)])
+    else {
         return;
     };
     let (endpoint, key, secret) = (&server.words[0], &server.words[1], &server.words[2]);
@@ -188,6 +199,8 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     assert_eq!(remote.text(), local, "view {url} {region}");
     let bytes = fetched(&remote.stderr);
     eprintln!("view {url} {region}: fetched {bytes} of {size} bytes");
+    // The header's block, the index and the region's blocks (here ~130 KB): not the file.
+    assert!(size > 2_000_000, "the test file is {size} bytes");
     assert!(
         bytes < size / 4,
         "fetched {bytes} bytes of a {size}-byte file"
@@ -200,25 +213,41 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     );
     assert!(fetched(&count.stderr) < size / 4);
 
-    // Whole-file jobs stream the object (count: byte ranges on all threads).
+    // Whole-file jobs stream the object (count: byte ranges on all threads), each byte fetched
+    // about once: the planner's probes at the range cuts and the ends of the ranges share the
+    // windows their neighbours fetched.
+    let about_once = |what: &str, n: u64| {
+        eprintln!("{what} {url}: fetched {n} of {size} bytes");
+        assert!(
+            n >= size && n <= size + size / 10 + index_size,
+            "{what}: fetched {n} bytes of a {size}-byte file"
+        );
+    };
     for args in [
         &["view", "-c", "-@", "3"][..],
         &["view", "-c", "-q", "30"][..],
         &["flagstat"][..],
-        &["idxstats"][..],
+        &["flagstat", "-@", "4"][..],
     ] {
         let ours = run_ok(&[args, &[url]].concat(), &env);
         let theirs = run_ok(&[args, &[p(&bam)]].concat(), &[]);
         assert_eq!(ours.text(), theirs.text(), "{args:?} {url}");
+        about_once(&format!("{args:?}"), fetched(&ours.stderr));
     }
+    // idxstats reads the index and the header only.
+    let stats = run_ok(&["idxstats", url], &env);
+    assert_eq!(stats.text(), run_ok(&["idxstats", p(&bam)], &[]).text());
+    assert!(fetched(&stats.stderr) < size / 4);
     // Whole file to SAM, and as the input of sort.
     let whole = run_ok(&["view", url], &env);
     assert_eq!(whole.text(), run_ok(&["view", p(&bam)], &[]).text());
+    about_once("view", fetched(&whole.stderr));
     let sorted = dir.path().join("by_name.sam");
-    run_ok(
+    let sort = run_ok(
         &["sort", "--no-PG", "-n", "-O", "sam", "-o", p(&sorted), url],
         &env,
     );
+    about_once("sort -n", fetched(&sort.stderr));
     let local_sorted = dir.path().join("by_name_local.sam");
     run_ok(
         &[
@@ -255,6 +284,54 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     assert!(!denied.contains("not-the-secret-1234") && !denied.contains(secret.as_str()));
     let no_index = one_line_failure(&sortase_env(&["view", "s3://bkt/x.bam.bai", region], &env));
     assert!(no_index.contains("s3://bkt/x.bam.bai"), "{no_index}");
+    // Not BAM, and truncated: one line naming the URL, no output left behind.
+    for name in ["junk.bam", "truncated.bam"] {
+        let bad_url = format!("s3://bkt/{name}");
+        for args in [&["view", "-c"][..], &["flagstat"][..]] {
+            let line = one_line_failure(&sortase_env(&[args, &[bad_url.as_str()]].concat(), &env));
+            assert!(line.contains(&bad_url), "{args:?} {bad_url}: {line}");
+        }
+        let out = dir.path().join(format!("{name}.sorted.bam"));
+        let line = one_line_failure(&sortase_env(&["sort", "-o", p(&out), &bad_url], &env));
+        assert!(line.contains(&bad_url), "sort {bad_url}: {line}");
+        assert!(!out.exists(), "sort {bad_url} left {}", out.display());
+    }
+
+    // Credentials from a profile of the shared files (no key in the environment), the endpoint from
+    // AWS_ENDPOINT_URL_S3.
+    let credentials = dir.path().join("credentials");
+    let config = dir.path().join("config");
+    let write_profile = |secret: &str| {
+        std::fs::write(
+            &credentials,
+            format!(
+                "[default]\naws_access_key_id = AKIANOTTHISONE\naws_secret_access_key = nope\n\
+                 [moto]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n"
+            ),
+        )
+        .unwrap();
+    };
+    std::fs::write(&config, "[profile moto]\nregion = us-east-1\n").unwrap();
+    write_profile(secret);
+    let profile_env = [
+        ("AWS_ENDPOINT_URL_S3", endpoint.as_str()),
+        ("AWS_SHARED_CREDENTIALS_FILE", p(&credentials)),
+        ("AWS_CONFIG_FILE", p(&config)),
+        ("AWS_PROFILE", "moto"),
+        ("SORTASE_REMOTE_STATS", "1"),
+    ];
+    let by_profile = run_ok(&["view", "-c", url, region], &profile_env);
+    assert_eq!(by_profile.text(), count.text(), "view -c with AWS_PROFILE");
+    write_profile("a-wrong-secret-5678");
+    let line = one_line_failure(&sortase_env(&["view", "-c", url, region], &profile_env));
+    assert!(
+        line.contains(url) && line.contains("access denied"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("a-wrong-secret-5678") && !line.contains(secret.as_str()),
+        "{line}"
+    );
     drop(server);
 }
 

@@ -10,7 +10,7 @@
 //!
 //! S3 credentials and settings come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
-//! `AWS_ENDPOINT_URL` for MinIO or moto, web identity and container credentials), else from the
+//! `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` for MinIO or moto, web identity and container credentials), else from the
 //! shared files (`AWS_PROFILE` or `default` in `~/.aws/credentials` and `~/.aws/config`,
 //! `AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE`); with no credentials at all requests are
 //! unsigned (public buckets). Errors name the object by its URL without user info and never carry
@@ -156,6 +156,18 @@ pub fn size(path: &str) -> io::Result<u64> {
     }
 }
 
+/// Windows up to this size are kept in their object's cache (the windows after a seek: planning
+/// probes, range starts, index queries), where the other readers of the object find them.
+const CACHED_WINDOW: u64 = 1 << 20;
+/// The bytes of windows kept per object, the oldest dropped first.
+const CACHE_BYTES: u64 = 16 << 20;
+/// An object opened again within this time of its last opening is the same [`Remote`]: no new
+/// request for its size, and the windows its other readers cached (one job opens its input many
+/// times: planning, each byte range, the index).
+const REUSE_WITHIN: Duration = Duration::from_secs(5);
+/// Objects remembered for reuse.
+const REUSED: usize = 4;
+
 /// The I/O runtime shared by the open remote objects; it ends with the last of them.
 fn runtime() -> io::Result<Arc<tokio::runtime::Runtime>> {
     static SHARED: Mutex<Weak<tokio::runtime::Runtime>> = Mutex::new(Weak::new());
@@ -192,7 +204,13 @@ pub struct Remote {
     location: object_store::path::Path,
     size: u64,
     rt: Arc<tokio::runtime::Runtime>,
+    /// Windows fetched (start, bytes), oldest first, at most [`CACHE_BYTES`] together.
+    cache: Mutex<VecDeque<(u64, Bytes)>>,
 }
+
+/// Objects opened lately (URL, last opening), for [`REUSE_WITHIN`].
+type Opened = VecDeque<(String, std::time::Instant, Arc<Remote>)>;
+static OPENED: Mutex<Opened> = Mutex::new(VecDeque::new());
 
 impl Drop for Remote {
     fn drop(&mut self) {
@@ -341,13 +359,23 @@ fn profile_settings(
                 builder = builder.with_region(region);
             }
         }
-        if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        if endpoint_from_env().is_none() {
             if let Some(url) = ini_value(&config, &config_section, "endpoint_url") {
+                if url.starts_with("http://") {
+                    builder = builder.with_allow_http(true);
+                }
                 builder = builder.with_endpoint(url);
             }
         }
     }
     (builder, signed)
+}
+
+/// The S3 endpoint set in the environment (`AWS_ENDPOINT_URL_S3` first, as the AWS CLI).
+fn endpoint_from_env() -> Option<String> {
+    ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
 }
 
 fn s3_store(bucket: &str) -> io::Result<(Arc<dyn ObjectStore>, bool)> {
@@ -368,10 +396,7 @@ fn s3_store(bucket: &str) -> io::Result<(Arc<dyn ObjectStore>, bool)> {
         // No credentials anywhere: unsigned requests, as for a public bucket.
         builder = builder.with_skip_signature(true);
     }
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .or_else(|_| std::env::var("AWS_ENDPOINT"))
-        .unwrap_or_default();
-    if endpoint.starts_with("http://") {
+    if endpoint_from_env().is_some_and(|e| e.starts_with("http://")) {
         builder = builder.with_allow_http(true);
     }
     let store = builder
@@ -381,8 +406,28 @@ fn s3_store(bucket: &str) -> io::Result<(Arc<dyn ObjectStore>, bool)> {
 }
 
 impl Remote {
-    /// Opens the object at `url` (fetches its size).
+    /// Opens the object at `url` (fetches its size), or returns the object opened at `url` within
+    /// [`REUSE_WITHIN`].
     pub fn open(url: &str) -> io::Result<Arc<Self>> {
+        let now = std::time::Instant::now();
+        {
+            let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+            opened.retain(|(_, at, _)| now.duration_since(*at) < REUSE_WITHIN);
+            if let Some(entry) = opened.iter_mut().find(|(u, _, _)| u == url) {
+                entry.1 = now;
+                return Ok(Arc::clone(&entry.2));
+            }
+        }
+        let remote = Self::open_new(url)?;
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        opened.push_back((url.to_string(), now, Arc::clone(&remote)));
+        while opened.len() > REUSED {
+            opened.pop_front();
+        }
+        Ok(remote)
+    }
+
+    fn open_new(url: &str) -> io::Result<Arc<Self>> {
         let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("not a URL"))?;
         let scheme = scheme.to_ascii_lowercase();
         install_crypto();
@@ -428,7 +473,46 @@ impl Remote {
             location,
             size: meta.size,
             rt: Arc::clone(&rt),
+            cache: Mutex::new(VecDeque::new()),
         }))
+    }
+
+    /// The cached window holding `pos`, if any.
+    fn cached(&self, pos: u64) -> Option<(u64, Bytes)> {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .iter()
+            .rev()
+            .find(|(start, b)| *start <= pos && pos < start + b.len() as u64)
+            .cloned()
+    }
+
+    /// `end`, or the start of the first cached window after `start` if that comes first (a fetch
+    /// stops where bytes are already here).
+    fn clip(&self, start: u64, end: u64) -> u64 {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|&s| s > start)
+            .fold(end, u64::min)
+    }
+
+    /// Keeps a fetched window for the object's other readers if it is small ([`CACHED_WINDOW`]).
+    fn keep(&self, start: u64, bytes: &Bytes) {
+        let len = bytes.len() as u64;
+        if len == 0 || len > CACHED_WINDOW {
+            return;
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.push_back((start, bytes.clone()));
+        let mut total: u64 = cache.iter().map(|(_, b)| b.len() as u64).sum();
+        while total > CACHE_BYTES {
+            match cache.pop_front() {
+                Some((_, b)) => total -= b.len() as u64,
+                None => break,
+            }
+        }
     }
 
     /// The object's size in bytes.
@@ -440,6 +524,12 @@ impl Remote {
         let store = Arc::clone(&self.store);
         let location = self.location.clone();
         REQUESTS.fetch_add(1, Ordering::Relaxed);
+        if std::env::var_os("SORTASE_REMOTE_TRACE").is_some_and(|v| v == "1") {
+            eprintln!(
+                "sortase: remote: GET bytes {start}-{end} ({} bytes)",
+                end - start
+            );
+        }
         self.rt.spawn(async move {
             let options = object_store::GetOptions::new().with_range(Some(start..end));
             let bytes = store.get_opts(&location, options).await?.bytes().await?;
@@ -512,12 +602,20 @@ impl RemoteReader {
             }
             None => {
                 self.drop_pending();
+                if let Some((start, bytes)) = self.remote.cached(self.pos) {
+                    // Another reader of the object fetched these bytes.
+                    self.buf_start = start;
+                    self.buf = bytes;
+                    return Ok(());
+                }
                 self.window = if sequential {
                     (self.window * 2).min(MAX_WINDOW)
                 } else {
                     MIN_WINDOW
                 };
-                let end = (self.pos + self.window).min(stop);
+                let end = self
+                    .remote
+                    .clip(self.pos, (self.pos + self.window).min(stop));
                 Pending {
                     start: self.pos,
                     end,
@@ -550,6 +648,7 @@ impl RemoteReader {
                 "the object changed while it was read (short range)",
             ));
         }
+        self.remote.keep(next.start, &bytes);
         self.buf_start = next.start;
         self.buf = bytes;
         Ok(())
