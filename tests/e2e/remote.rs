@@ -215,11 +215,12 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
 
     // Whole-file jobs stream the object (count: byte ranges on all threads), each byte fetched
     // about once: the planner's probes at the range cuts and the ends of the ranges share the
-    // windows their neighbours fetched.
+    // windows their neighbours fetched. Readers running at once may both fetch the few windows
+    // around a cut before either is kept: 1.0x alone, up to 1.18x seen on a loaded machine.
     let about_once = |what: &str, n: u64| {
         eprintln!("{what} {url}: fetched {n} of {size} bytes");
         assert!(
-            n >= size && n <= size + size / 10 + index_size,
+            n >= size && n <= size + size / 4 + index_size,
             "{what}: fetched {n} bytes of a {size}-byte file"
         );
     };

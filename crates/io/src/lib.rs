@@ -203,6 +203,9 @@ pub struct Remote {
     store: Arc<dyn ObjectStore>,
     location: object_store::path::Path,
     size: u64,
+    /// The object's ETag when opened: every ranged read asks for that version (`If-Match`), so
+    /// a job never mixes the bytes of two versions of an object.
+    e_tag: Option<String>,
     rt: Arc<tokio::runtime::Runtime>,
     /// Windows fetched (start, bytes), oldest first, at most [`CACHE_BYTES`] together.
     cache: Mutex<VecDeque<(u64, Bytes)>>,
@@ -244,6 +247,10 @@ fn describe(e: &object_store::Error) -> io::Error {
     use object_store::Error as E;
     let (kind, text) = match e {
         E::NotFound { .. } => (io::ErrorKind::NotFound, "no such object".to_string()),
+        E::Precondition { .. } => (
+            io::ErrorKind::Other,
+            "the object changed while it was read".to_string(),
+        ),
         E::PermissionDenied { .. } => (
             io::ErrorKind::PermissionDenied,
             "access denied (check the credentials)".to_string(),
@@ -472,9 +479,16 @@ impl Remote {
             store,
             location,
             size: meta.size,
+            e_tag: meta.e_tag,
             rt: Arc::clone(&rt),
             cache: Mutex::new(VecDeque::new()),
         }))
+    }
+
+    /// Drops this object from the ones reused by [`Remote::open`].
+    fn forget(&self) {
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        opened.retain(|(_, _, r)| !std::ptr::eq(Arc::as_ptr(r), self));
     }
 
     /// The cached window holding `pos`, if any.
@@ -523,6 +537,7 @@ impl Remote {
     fn fetch(&self, start: u64, end: u64) -> tokio::task::JoinHandle<object_store::Result<Bytes>> {
         let store = Arc::clone(&self.store);
         let location = self.location.clone();
+        let e_tag = self.e_tag.clone();
         REQUESTS.fetch_add(1, Ordering::Relaxed);
         if std::env::var_os("SORTASE_REMOTE_TRACE").is_some_and(|v| v == "1") {
             eprintln!(
@@ -531,7 +546,9 @@ impl Remote {
             );
         }
         self.rt.spawn(async move {
-            let options = object_store::GetOptions::new().with_range(Some(start..end));
+            let options = object_store::GetOptions::new()
+                .with_range(Some(start..end))
+                .with_if_match(e_tag);
             let bytes = store.get_opts(&location, options).await?.bytes().await?;
             FETCHED_BYTES.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             Ok(bytes)
@@ -641,7 +658,13 @@ impl RemoteReader {
             .rt
             .block_on(next.task)
             .map_err(|e| io::Error::other(format!("fetch task failed: {e}")))?
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| {
+                if matches!(e, object_store::Error::Precondition { .. }) {
+                    // A new version: the next opening of the URL asks for its size again.
+                    self.remote.forget();
+                }
+                describe(&e)
+            })?;
         if bytes.len() as u64 != next.end - next.start {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
