@@ -49,6 +49,8 @@ mod oracle;
 mod pipe_level;
 #[path = "e2e/progress.rs"]
 mod progress;
+#[path = "e2e/remote.rs"]
+mod remote;
 #[path = "e2e/snp_pileup.rs"]
 mod snp_pileup;
 #[path = "e2e/sort.rs"]

@@ -135,6 +135,11 @@ fn main() -> ExitCode {
         Command::Completions(args) => help::completions(args, command()),
         Command::Man(args) => help::man(args, command()),
     };
+    // SORTASE_REMOTE_STATS=1: what reading s3:// and http(s):// inputs fetched (README).
+    if std::env::var_os("SORTASE_REMOTE_STATS").is_some_and(|v| v == "1") {
+        let (bytes, requests) = sortase::remote::fetched();
+        eprintln!("sortase: remote: fetched {bytes} bytes in {requests} requests");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS, // `sortase view | head` is not an error

@@ -171,7 +171,7 @@ impl ReadJob {
             return Err(Error::argument("batch_rows must be at least 1").into());
         }
         self.fields()?;
-        if self.input != "-" && std::fs::metadata(&self.input).is_ok_and(|m| m.len() == 0) {
+        if self.input != "-" && sortase_io::size(&self.input).is_ok_and(|n| n == 0) {
             return Err(Error::new(
                 sortase::ErrorKind::Input,
                 "file is empty (not SAM, BAM or CRAM)",
@@ -198,7 +198,7 @@ impl ReadJob {
         let (header, first) = (whole.header, whole.ranges[0].start);
         let n_ref = header.references().len();
         let filter = self.record_filter(&header)?;
-        let file_len = std::fs::metadata(&path)?.len();
+        let file_len = sortase_io::Source::open_path(&path)?.len()?;
         let (region, first, span_end) = match &self.region {
             None => (None, Some(first), file_len),
             Some(text) => {
@@ -302,7 +302,7 @@ impl ReadJob {
 /// Whether `path` is BGZF-compressed BAM (else SAM/CRAM, left to [`Input`]).
 fn is_bam(path: &Path) -> anyhow::Result<bool> {
     let mut head = Vec::new();
-    std::fs::File::open(path)
+    sortase_io::Source::open_path(path)
         .context("cannot open")?
         .take(18)
         .read_to_end(&mut head)
@@ -310,8 +310,9 @@ fn is_bam(path: &Path) -> anyhow::Result<bool> {
     if !sortase_bgzf::is_bgzf(&head) {
         return Ok(false);
     }
-    let mut reader =
-        sortase_bgzf::SeekReader::new(std::io::BufReader::new(std::fs::File::open(path)?));
+    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(
+        sortase_io::Source::open_path(path)?,
+    ));
     let mut magic = Vec::new();
     (&mut reader).take(4).read_to_end(&mut magic)?;
     Ok(magic == b"BAM\x01")

@@ -270,7 +270,7 @@ const WORKER_BUFFERS: usize = 8;
 /// What a worker keeps from one range to the next: its open file, its chunk buffers and its batch
 /// builder (whose columns are sized from the last batch, see `columns::next_capacity`).
 pub(crate) struct WorkerState {
-    pub file: std::fs::File,
+    pub file: sortase_io::Source,
     pub buffers: Arc<ChunkBuffers>,
     pub builder: BatchBuilder,
     /// The filter expression's buffers.
@@ -408,7 +408,7 @@ impl Workers {
                 std::thread::Builder::new()
                     .name(format!("sortase-arrow-{i}"))
                     .spawn(move || {
-                        let file = match std::fs::File::open(&work.path) {
+                        let file = match sortase_io::Source::open_path(&work.path) {
                             Ok(f) => f,
                             Err(e) => {
                                 while let Some(k) = shared.take_task() {

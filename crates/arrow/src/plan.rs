@@ -10,7 +10,7 @@
 use sortase_bam::query::Region;
 use sortase_bam::BamError;
 use sortase_index::range::{find_first_record, RecordRange};
-use std::fs::File;
+use sortase_io::Source;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -74,7 +74,7 @@ impl Plan {
 
     /// Range `k`: from its start boundary to the next one (`u64::MAX`: to the end of the file);
     /// `None` when the cut found no record start after it (the previous range runs to the end).
-    pub fn range(&self, k: usize, file: &mut File) -> Result<Option<RecordRange>, BamError> {
+    pub fn range(&self, k: usize, file: &mut Source) -> Result<Option<RecordRange>, BamError> {
         let start = match k {
             0 => self.first,
             _ => match self.boundary(k - 1, file)? {
@@ -90,7 +90,7 @@ impl Plan {
     }
 
     /// The record start at or after cut `i`.
-    fn boundary(&self, i: usize, file: &mut File) -> Result<Option<u64>, BamError> {
+    fn boundary(&self, i: usize, file: &mut Source) -> Result<Option<u64>, BamError> {
         self.boundaries[i]
             .get_or_init(|| {
                 find_first_record(file, self.cuts[i], self.n_ref, CHECK_WINDOW)
@@ -113,11 +113,7 @@ pub fn region_span(bam: &Path, region: &Region) -> Result<Option<(u64, u64)>, Ba
                 .into(),
         )
     })?;
-    let index: Box<dyn BinningIndex> = if path.extension().is_some_and(|e| e == "csi") {
-        Box::new(noodles::csi::fs::read(&path)?)
-    } else {
-        Box::new(noodles::bam::bai::fs::read(&path)?)
-    };
+    let index = sortase_bam::query::read_index(&path)?;
     let start = Position::try_from((region.beg.max(0) + 1) as usize)
         .map_err(|e| BamError::Header(e.to_string()))?;
     let chunks = index.query(region.tid, (start..).into())?;

@@ -6,7 +6,7 @@ use crate::{BamError, Header, RecordBatch, RecordRef};
 use noodles::core::Position;
 use noodles::csi::BinningIndex;
 use sortase_bgzf::SeekReader;
-use std::fs::File;
+use sortase_io::Source;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -87,7 +87,8 @@ fn parse_range(range: &str) -> Result<(i64, i64), String> {
     Ok((beg, end))
 }
 
-/// Finds the index of `bam`: `bam.bai`, `bam`-without-`.bam` + `.bai`, `bam.csi`.
+/// Finds the index of `bam`: `bam.bai`, `bam`-without-`.bam` + `.bai`, `bam.csi` (next to a
+/// remote object too: one metadata request per candidate).
 pub fn find_index(bam: &Path) -> Option<PathBuf> {
     let s = bam.as_os_str().to_string_lossy();
     let mut candidates = vec![format!("{s}.bai")];
@@ -97,14 +98,24 @@ pub fn find_index(bam: &Path) -> Option<PathBuf> {
     candidates.push(format!("{s}.csi"));
     candidates
         .into_iter()
+        .find(|p| sortase_io::exists(p))
         .map(PathBuf::from)
-        .find(|p| p.exists())
+}
+
+/// Reads the BAI or CSI index at `path` (a file or a URL; CSI by its `.csi` extension).
+pub fn read_index(path: &Path) -> std::io::Result<Box<dyn BinningIndex + Send>> {
+    let source = Source::open_path(path)?;
+    Ok(if path.extension().is_some_and(|e| e == "csi") {
+        Box::new(noodles::csi::io::Reader::new(source).read_index()?)
+    } else {
+        Box::new(noodles::bam::bai::io::Reader::new(BufReader::new(source)).read_index()?)
+    })
 }
 
 /// An indexed BAM open for queries.
 pub struct IndexedBam {
     index: Box<dyn BinningIndex + Send>,
-    reader: SeekReader<BufReader<File>>,
+    reader: SeekReader<BufReader<Source>>,
 }
 
 impl IndexedBam {
@@ -115,13 +126,13 @@ impl IndexedBam {
                 "no index (.bai or .csi) found; create one with `samtools index`".into(),
             )
         })?;
-        let index: Box<dyn BinningIndex + Send> =
-            if index_path.extension().is_some_and(|e| e == "csi") {
-                Box::new(noodles::csi::fs::read(&index_path)?)
-            } else {
-                Box::new(noodles::bam::bai::fs::read(&index_path)?)
-            };
-        let reader = SeekReader::new(BufReader::new(File::open(bam)?));
+        Self::open_with_index(bam, &index_path)
+    }
+
+    /// Opens `bam` (a file or a URL) with the index at `index_path`.
+    pub fn open_with_index(bam: &Path, index_path: &Path) -> Result<Self, BamError> {
+        let index = read_index(index_path)?;
+        let reader = SeekReader::new(BufReader::new(Source::open_path(bam)?));
         Ok(Self { index, reader })
     }
 

@@ -146,6 +146,7 @@ pub fn scan<T: Send>(
 
 /// Opens a BAM that must exist, for the message samtools-like commands give first.
 pub fn check_readable(path: &Path) -> Result<()> {
-    std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    sortase_io::Source::open_path(path)
+        .with_context(|| format!("{}: cannot open", path.display()))?;
     Ok(())
 }

@@ -12,9 +12,17 @@ use std::sync::Arc;
 
 /// The header of the BAM at `path`.
 pub fn read_bam_header(path: &str) -> Result<Header> {
-    let file = std::fs::File::open(path).context("cannot open")?;
+    let file = sortase_io::Source::open(path).context("cannot open")?;
     let mut reader = sortase_bgzf::SeekReader::new(BufReader::new(file));
     Ok(Header::read_bam(&mut reader)?)
+}
+
+/// The size of the input at `path` (a file or a URL) for progress; 0 when unknown (stdin).
+pub fn input_size(path: &str) -> u64 {
+    if path == "-" {
+        return 0;
+    }
+    sortase_io::size(path).unwrap_or(0)
 }
 
 /// Batch size for SAM and CRAM input, in BAM bytes.
@@ -35,6 +43,8 @@ enum Records {
     Bam(ChunkStream),
     Sam(SamReader<Box<dyn BufRead + Send>>),
     Cram(Box<CramReader>),
+    /// Only the header was read: records come from an index ([`Input::bam_header_only`]).
+    HeaderOnly,
 }
 
 /// An opened input.
@@ -50,7 +60,7 @@ pub struct Input {
 /// Whether `path` is a CRAM file (its magic).
 pub fn is_cram(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    std::fs::File::open(path)
+    sortase_io::Source::open_path(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
         && &magic == b"CRAM"
@@ -86,7 +96,7 @@ impl Input {
         let raw: Box<dyn Read + Send> = if path == "-" {
             Box::new(std::io::stdin())
         } else {
-            Box::new(std::fs::File::open(path).context("cannot open")?)
+            Box::new(sortase_io::Source::open(path).context("cannot open")?)
         };
         let mut raw: Box<dyn Read + Send> = Box::new(progress.wrap(raw));
         let head = read_prefix(&mut raw, 18).context("cannot read")?;
@@ -139,6 +149,17 @@ impl Input {
         Self::sam(Box::new(BufReader::with_capacity(1 << 20, whole)))
     }
 
+    /// The BAM at `path` with its header read and nothing else: for region queries, which read
+    /// records through the index (a remote input is then not streamed from its start).
+    pub fn bam_header_only(path: &str) -> Result<Self> {
+        Ok(Self {
+            header: read_bam_header(path)?,
+            format: Format::Bam,
+            records: Records::HeaderOnly,
+            cancel: None,
+        })
+    }
+
     fn sam(text: Box<dyn BufRead + Send>) -> Result<Self> {
         let (header, reader) = SamReader::new(text)?;
         Ok(Self {
@@ -187,6 +208,7 @@ impl Input {
                 }
                 r?;
             }
+            Records::HeaderOnly => bail!("the input was opened for its header only"),
         }
         Ok(())
     }

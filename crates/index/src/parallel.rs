@@ -186,10 +186,8 @@ pub fn index_file_with_progress(
 
 /// Virtual offset of the end of the data: the start of the EOF marker block (or of the file's end).
 fn eof_offset(path: &Path) -> Result<u64, IndexError> {
-    let len = std::fs::metadata(path)
-        .map_err(sortase_bam::BamError::from)?
-        .len();
-    let mut f = std::fs::File::open(path).map_err(sortase_bam::BamError::from)?;
+    let mut f = sortase_io::Source::open_path(path).map_err(sortase_bam::BamError::from)?;
+    let len = f.len().map_err(sortase_bam::BamError::from)?;
     use std::io::{Read, Seek, SeekFrom};
     if len >= 28 {
         let mut tail = [0u8; 28];

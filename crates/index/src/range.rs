@@ -22,7 +22,7 @@
 
 use sortase_bam::{BamError, BlockEntry, ChunkStream, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{scanner, ChunkBuffers, ParallelReader, ReaderOptions, SeekReader};
-use std::fs::File;
+use sortase_io::Source;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
@@ -50,8 +50,8 @@ const CHAIN_WINDOW: usize = 256 * 1024;
 
 /// Plans about `n` ranges of equal compressed size (at least one; fewer for small files).
 pub fn plan_ranges(path: &Path, n: usize) -> Result<RangePlan, BamError> {
-    let mut file = File::open(path)?;
-    let file_len = file.metadata()?.len();
+    let mut file = Source::open_path(path)?;
+    let file_len = file.len()?;
     let (header, first) = read_header_and_first_record(&mut file)?;
     let n_ref = header.references().len();
     let mut starts = vec![first];
@@ -78,8 +78,8 @@ pub fn plan_ranges(path: &Path, n: usize) -> Result<RangePlan, BamError> {
     Ok(RangePlan { header, ranges })
 }
 
-fn read_header_and_first_record(file: &mut File) -> Result<(Header, u64), BamError> {
-    let mut reader = SeekReader::new(BufReader::new(file.try_clone()?));
+fn read_header_and_first_record(file: &mut Source) -> Result<(Header, u64), BamError> {
+    let mut reader = SeekReader::new(BufReader::new(file.reopen()?));
     let header = Header::read_bam(&mut reader)?;
     // At the end of a block this is the next block's start, as the first record's first byte.
     Ok((header, reader.virtual_position()))
@@ -87,7 +87,11 @@ fn read_header_and_first_record(file: &mut File) -> Result<(Header, u64), BamErr
 
 /// The virtual offset of the first record starting in or after the first verified block at or after
 /// compressed offset `cut`, or `None` if no boundary can be proved before the end of the file.
-pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Option<u64>, BamError> {
+pub fn find_record_start(
+    file: &mut Source,
+    cut: u64,
+    n_ref: usize,
+) -> Result<Option<u64>, BamError> {
     Ok(find_first_record(file, cut, n_ref, CHAIN_WINDOW)?.map(|(v, _)| v))
 }
 
@@ -95,7 +99,7 @@ pub fn find_record_start(file: &mut File, cut: u64, n_ref: usize) -> Result<Opti
 /// is cheaper and less certain: for callers that verify the boundary again while reading), also
 /// returning the record found (with its `block_size` prefix), already decompressed by the check.
 pub fn find_first_record(
-    file: &mut File,
+    file: &mut Source,
     cut: u64,
     n_ref: usize,
     window: usize,
@@ -106,7 +110,7 @@ pub fn find_first_record(
             return Ok(None);
         };
         file.seek(SeekFrom::Start(block))?;
-        let mut reader = SeekReader::new(BufReader::new(file.try_clone()?));
+        let mut reader = SeekReader::new(BufReader::new(file.reopen()?));
         reader.seek_virtual(block << 16)?;
         let mut data = Vec::with_capacity(window);
         reader.by_ref().take(window as u64).read_to_end(&mut data)?;
@@ -126,7 +130,7 @@ pub fn find_first_record(
 }
 
 /// ISIZE of the (verified) block at `block`.
-fn first_block_data_len(file: &mut File, block: u64) -> Result<usize, BamError> {
+fn first_block_data_len(file: &mut Source, block: u64) -> Result<usize, BamError> {
     let mut header = [0u8; 18];
     file.seek(SeekFrom::Start(block))?;
     file.read_exact(&mut header)?;
@@ -327,8 +331,13 @@ fn range_reader(
     limit: Option<u64>,
     buffers: Option<Arc<ChunkBuffers>>,
 ) -> std::io::Result<ParallelReader> {
-    let mut file = File::open(path)?;
+    let mut file = Source::open_path(path)?;
     file.seek(SeekFrom::Start(block))?;
+    if let Some(limit) = limit {
+        // The reader stops at the block starting at `limit`: a remote object is fetched to a
+        // little past it (that block and the next), not to its end.
+        file.expect_end(limit.saturating_add(2 << 16));
+    }
     let mut options = ReaderOptions::with_threads(1);
     options.start = block;
     options.end = limit;

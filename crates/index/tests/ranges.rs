@@ -461,7 +461,7 @@ fn find_record_start_only_finds_true_starts() {
         let truth: BTreeSet<u64> = bam.starts.iter().copied().collect();
         let blocks = bam.blocks();
         let file_len = std::fs::metadata(bam.path()).unwrap().len();
-        let mut file = File::open(bam.path()).unwrap();
+        let mut file = sortase_io::Source::open_path(bam.path()).unwrap();
         let mut cuts: Vec<u64> = (0..150).map(|_| rng.below(file_len)).collect();
         // Block starts themselves and their neighbours.
         for &(c, _) in blocks.iter().step_by(1 + blocks.len() / 40) {
@@ -578,7 +578,7 @@ fn quality_strings_that_look_like_records_do_not_fool_the_planner() {
     let bam = write_bam("fake_quals", 1, recs, Blocking::Straddle, 0, true);
     let truth: BTreeSet<u64> = bam.starts.iter().copied().collect();
     let file_len = std::fs::metadata(bam.path()).unwrap().len();
-    let mut file = File::open(bam.path()).unwrap();
+    let mut file = sortase_io::Source::open_path(bam.path()).unwrap();
     let mut false_starts = Vec::new();
     for k in 0..40 {
         let cut = file_len * k / 40;

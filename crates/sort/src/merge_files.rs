@@ -698,7 +698,7 @@ fn sample_at(
     at: u64,
     first: bool,
 ) -> Result<Option<Sample>, SortError> {
-    let mut file = File::open(&input.path).map_err(|e| input_error(input, e))?;
+    let file = File::open(&input.path).map_err(|e| input_error(input, e))?;
     let (voffset, raw) = if first {
         let mut cursor = Cursor::open(input, Some(file), 0, at, &[], 16 << 10)?;
         if !cursor.read_raw()? {
@@ -706,8 +706,13 @@ fn sample_at(
         }
         (cursor.voffset, std::mem::take(&mut cursor.raw))
     } else {
-        match find_first_record(&mut file, at, input.n_ref, SAMPLE_WINDOW)
-            .map_err(|e| input_error(input, e))?
+        match find_first_record(
+            &mut sortase_io::Source::Local(file),
+            at,
+            input.n_ref,
+            SAMPLE_WINDOW,
+        )
+        .map_err(|e| input_error(input, e))?
         {
             Some(found) => found,
             None => return Ok(None),

@@ -243,7 +243,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let memory = rt.memory().limit();
 
     let input_name = job.input.clone();
-    let size = std::fs::metadata(&input_name).map(|m| m.len()).unwrap_or(0);
+    let size = crate::input::input_size(&input_name);
     let progress = rt.progress("sort", size);
     let mut clock = PhaseClock::new("read");
     let mut input = Input::open(

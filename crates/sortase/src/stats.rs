@@ -575,7 +575,7 @@ fn scan_cram<T>(
 }
 
 fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
-    let file = std::fs::File::open(path).context("cannot open")?;
+    let file = sortase_io::Source::open_path(path).context("cannot open")?;
     let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
     Ok(sortase_bam::Header::read_bam(&mut reader)?)
 }
@@ -585,9 +585,15 @@ type IndexStats = (Vec<Option<(u64, u64)>>, u64);
 /// Per-reference (mapped, unmapped) from the index's metadata pseudo-bins, and the unplaced count.
 fn read_index_stats(path: &Path) -> anyhow::Result<IndexStats> {
     if path.extension().is_some_and(|e| e == "csi") {
-        Ok(stats_of(&noodles::csi::fs::read(path)?))
+        let source = sortase_io::Source::open_path(path)?;
+        Ok(stats_of(
+            &noodles::csi::io::Reader::new(source).read_index()?,
+        ))
     } else {
-        Ok(stats_of(&noodles::bam::bai::fs::read(path)?))
+        let source = std::io::BufReader::new(sortase_io::Source::open_path(path)?);
+        Ok(stats_of(
+            &noodles::bam::bai::io::Reader::new(source).read_index()?,
+        ))
     }
 }
 

@@ -227,7 +227,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             return counted(job, parts.iter().sum());
         }
     }
-    let size = std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0);
+    let size = crate::input::input_size(&job.input);
     let progress = rt.progress("view", size);
     // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
     let fields = if job.count && job.filter.only_flags_and_mapq() {
@@ -235,13 +235,18 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     } else {
         sortase_cram::Fields::All
     };
-    let mut input = Input::open_fields(
-        &job.input,
-        rt.threads(),
-        job.output.reference.as_deref(),
-        fields,
-        &progress,
-    )
+    let mut input = if !job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
+        // Region queries read records through the index: read the header only.
+        Input::bam_header_only(&job.input)
+    } else {
+        Input::open_fields(
+            &job.input,
+            rt.threads(),
+            job.output.reference.as_deref(),
+            fields,
+            &progress,
+        )
+    }
     .with_context(|| job.input.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
     let filter = job.record_filter(&input.header)?;
@@ -341,7 +346,7 @@ fn counted(job: &ViewJob, n: u64) -> anyhow::Result<ViewReport> {
 
 /// Whether `path` is a BGZF file holding BAM (checked from its first block).
 fn is_bam_file(path: &str) -> bool {
-    let Ok(file) = std::fs::File::open(path) else {
+    let Ok(file) = sortase_io::Source::open(path) else {
         return false;
     };
     let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
