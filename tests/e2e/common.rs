@@ -128,6 +128,14 @@ pub fn skip(reason: &str) {
     eprintln!("SKIP {test}: {reason}");
 }
 
+/// Report a missing speed peer (a benchmark tool such as dupblaster, not a correctness oracle):
+/// SKIP even where oracles are required, since CI does not build the peers
+/// (`bash bench/setup-peer.sh --tools` does; the test runs wherever the tool is installed).
+pub fn skip_peer(reason: &str) {
+    let test = thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIP {test}: {reason} (a speed peer, not required)");
+}
+
 /// Drop `@PG` header lines; everything else is kept byte for byte.
 pub fn strip_pg(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

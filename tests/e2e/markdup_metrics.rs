@@ -356,7 +356,9 @@ fn dupblaster() -> Option<PathBuf> {
 #[test]
 fn markdup_query_metrics_match_dupblaster() {
     let Some(db) = dupblaster() else {
-        return crate::common::skip("dupblaster not installed (bash bench/setup-peer.sh --tools)");
+        return crate::common::skip_peer(
+            "dupblaster not installed (bash bench/setup-peer.sh --tools)",
+        );
     };
     let Some(st) = oracle() else { return };
     let dir = tempdir();
