@@ -37,8 +37,9 @@ def doc_files(root: Path = REPO) -> List[Path]:
     return [f for f in files if f.exists()]
 
 
-def _prose_lines(text: str) -> Iterator[Tuple[int, str]]:
-    """(line number, line) outside fenced code blocks, inline code spans blanked out."""
+def _prose_lines(text: str, blank_code: bool = True) -> Iterator[Tuple[int, str]]:
+    """(line number, line) outside fenced code blocks, inline code spans blanked out (kept with
+    ``blank_code=False``: a heading's anchor is made from its code spans' text too)."""
     fenced = None
     for number, line in enumerate(text.splitlines(), 1):
         m = _FENCE.match(line)
@@ -49,7 +50,7 @@ def _prose_lines(text: str) -> Iterator[Tuple[int, str]]:
                 fenced = None
             continue
         if fenced is None:
-            yield number, _CODE_SPAN.sub(lambda s: " " * len(s.group(0)), line)
+            yield number, _CODE_SPAN.sub(lambda s: " " * len(s.group(0)), line) if blank_code else line
 
 
 def links(text: str) -> Iterator[Tuple[int, str]]:
@@ -77,7 +78,7 @@ def anchors(text: str) -> set:
     and explicit <a name/id> tags."""
     found: set = set()
     seen: dict = {}
-    for _, line in _prose_lines(text):
+    for _, line in _prose_lines(text, blank_code=False):
         m = _HEADING.match(line)
         if m:
             slug = _slug(m.group(2))
@@ -151,6 +152,9 @@ def test_slugs_match_github():
         "scale-out-on-dask-sortasedistributed-sortase-dask"
     assert _slug("sort, merge and the BAM jobs (view, index, flagstat, idxstats)") == \
         "sort-merge-and-the-bam-jobs-view-index-flagstat-idxstats"
+    # a heading's code spans count in its anchor (they are blanked only when looking for links)
+    assert "duplicate-marking-distributedmarkdup-sortase-dask-markdup" in \
+        anchors("## Duplicate marking (`distributed.markdup`, `sortase-dask markdup`)\n")
 
 
 @pytest.mark.parametrize("page", AREAS)
