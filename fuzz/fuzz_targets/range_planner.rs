@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("x.bam");
     std::fs::write(&path, &bytes).unwrap();
-    if let Ok(mut f) = std::fs::File::open(&path) {
+    if let Ok(mut f) = sortase_io::Source::open_path(&path) {
         let _ = find_record_start(&mut f, u64::from(control) * 7 % (bytes.len() as u64 + 1), 2);
     }
     let n = usize::from(control >> 1) % 9 + 1;
