@@ -16,6 +16,9 @@
 //! unsigned (public buckets). Errors name the object by its URL without user info and never carry
 //! credentials.
 //!
+//! A program that holds its own S3 settings (the Python package's `storage_options`) sets them
+//! for the process with [`set_s3_options`]; they take the place of the environment's.
+//!
 //! Bytes and requests fetched are counted process-wide ([`fetched`]), so a caller can report them.
 
 use bytes::Bytes;
@@ -54,6 +57,12 @@ pub fn is_url(path: &str) -> bool {
     lower.starts_with("s3://") || lower.starts_with("http://") || lower.starts_with("https://")
 }
 
+/// Whether `path` is read remotely: a URL ([`is_url`]) or a local name set as an alias of one
+/// ([`S3Options::aliases`]).
+pub fn is_remote(path: &str) -> bool {
+    is_url(path) || alias(path).is_some()
+}
+
 /// [`is_url`] for a path.
 pub fn is_url_path(path: &Path) -> bool {
     path.to_str().is_some_and(is_url)
@@ -61,6 +70,9 @@ pub fn is_url_path(path: &Path) -> bool {
 
 /// Whether the file or object at `path` exists (for a URL: its metadata can be fetched).
 pub fn exists(path: &str) -> bool {
+    if let Some(url) = alias(path) {
+        return Remote::open(&url).is_ok();
+    }
     if is_url(path) {
         Remote::open(path).is_ok()
     } else {
@@ -77,8 +89,12 @@ pub enum Source {
 }
 
 impl Source {
-    /// Opens `path`: a URL ([`is_url`]) remotely, anything else as a local file.
+    /// Opens `path`: a URL ([`is_url`]) remotely, a path set as an alias of one
+    /// ([`set_s3_options`]) as that URL, anything else as a local file.
     pub fn open(path: &str) -> io::Result<Self> {
+        if let Some(url) = alias(path) {
+            return Ok(Self::Remote(RemoteReader::new(Remote::open(&url)?)));
+        }
         if is_url(path) {
             Ok(Self::Remote(RemoteReader::new(Remote::open(path)?)))
         } else {
@@ -149,6 +165,9 @@ impl Seek for Source {
 
 /// The size of the file or object at `path`.
 pub fn size(path: &str) -> io::Result<u64> {
+    if let Some(url) = alias(path) {
+        return Ok(Remote::open(&url)?.size);
+    }
     if is_url(path) {
         Ok(Remote::open(path)?.size)
     } else {
@@ -220,6 +239,52 @@ impl Drop for Remote {
         // The store's connections are tied to the runtime: drop them inside it.
         let _guard = self.rt.enter();
     }
+}
+
+/// S3 settings given by the program rather than the environment ([`set_s3_options`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Options {
+    /// The endpoint (`http://127.0.0.1:9000` for MinIO or moto); `None`: AWS, or the environment's.
+    pub endpoint: Option<String>,
+    /// Access key id and secret: both, or neither (then the environment's credentials).
+    pub access_key_id: Option<String>,
+    /// The secret access key.
+    pub secret_access_key: Option<String>,
+    /// A session token for temporary credentials.
+    pub session_token: Option<String>,
+    /// The region; `None`: the environment's, else `us-east-1`.
+    pub region: Option<String>,
+    /// Unsigned requests (a public bucket), whatever the environment holds.
+    pub anonymous: bool,
+    /// Local paths that stand for objects (path, URL): [`Source::open`], [`size`] and [`exists`]
+    /// of such a path read the object. A program that hands a job spec with local names to a
+    /// planner (the Dask driver: its tasks fetch byte ranges to those names) lets the planner
+    /// read the objects by ranges instead of copying them first.
+    pub aliases: Vec<(String, String)>,
+}
+
+static S3_OPTIONS: Mutex<Option<S3Options>> = Mutex::new(None);
+
+/// Sets the S3 settings (and path aliases) of every object opened from now on in this process
+/// (`None`: back to the environment's, no aliases). Objects opened before are forgotten, so that
+/// none is reused with other credentials.
+pub fn set_s3_options(options: Option<S3Options>) {
+    *S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner()) = options;
+    OPENED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// The URL `path` stands for ([`S3Options::aliases`]).
+fn alias(path: &str) -> Option<String> {
+    let options = S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let aliases = &options.as_ref()?.aliases;
+    aliases
+        .iter()
+        .find(|(p, _)| p == path)
+        .map(|(_, u)| u.clone())
+}
+
+fn s3_options() -> Option<S3Options> {
+    S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 fn retry() -> object_store::RetryConfig {
@@ -296,6 +361,16 @@ fn scrub(text: String) -> String {
         "AWS_ACCESS_KEY_ID",
     ] {
         if let Ok(v) = std::env::var(var) {
+            if v.len() >= 4 {
+                text = text.replace(&v, "***");
+            }
+        }
+    }
+    if let Some(o) = s3_options() {
+        for v in [o.access_key_id, o.secret_access_key, o.session_token]
+            .into_iter()
+            .flatten()
+        {
             if v.len() >= 4 {
                 text = text.replace(&v, "***");
             }
@@ -405,6 +480,30 @@ fn s3_store(bucket: &str) -> io::Result<(Arc<dyn ObjectStore>, bool)> {
     }
     if endpoint_from_env().is_some_and(|e| e.starts_with("http://")) {
         builder = builder.with_allow_http(true);
+    }
+    if let Some(o) = s3_options() {
+        if let Some(endpoint) = o.endpoint {
+            builder = builder
+                .with_allow_http(endpoint.starts_with("http://"))
+                .with_endpoint(endpoint);
+        }
+        if let Some(region) = o.region {
+            builder = builder.with_region(region);
+        }
+        if let (Some(key), Some(secret)) = (o.access_key_id, o.secret_access_key) {
+            builder = builder
+                .with_access_key_id(key)
+                .with_secret_access_key(secret)
+                .with_skip_signature(false);
+            if let Some(token) = o.session_token {
+                builder = builder.with_token(token);
+            }
+            signed = true;
+        }
+        if o.anonymous {
+            builder = builder.with_skip_signature(true);
+            signed = false;
+        }
     }
     let store = builder
         .build()

@@ -49,7 +49,7 @@ pub mod range_output;
 /// Inputs given as `s3://` or `http(s)://` URLs (crates/io): every job opens its inputs through
 /// [`sortase_io::Source`], so a URL works wherever a BAM path does.
 pub mod remote {
-    pub use sortase_io::{fetched, is_url, redacted, Source};
+    pub use sortase_io::{fetched, is_url, redacted, set_s3_options, S3Options, Source};
 }
 pub mod snp_pileup;
 pub mod sort;

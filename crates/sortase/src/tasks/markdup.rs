@@ -201,8 +201,8 @@ pub(super) fn plan_common(
     if !matches!(out, OutFormat::Bam(_)) {
         bail_argument!("markdup tasks write BAM only (the output's format is SAM or CRAM)");
     }
-    let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
-    let file_len = std::fs::metadata(&input).context(job.input.clone())?.len();
+    let (input, file_len) =
+        super::sort::plan::input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate =
         super::sort::plan::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task streams its range; it holds a signature entry and a length per group and

@@ -16,8 +16,8 @@ use anyhow::Context;
 use sortase_bgzf::scanner;
 use sortase_index::range::plan_ranges;
 use sortase_index::IndexBuilder;
+use sortase_io::Source;
 use sortase_sort::SortOrder;
-use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -49,8 +49,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
     }
     let mut warnings = Vec::new();
     let (out, data, level) = check_output(job, order, options, &mut warnings)?;
-    let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
-    let file_len = std::fs::metadata(&input).context(job.input.clone())?.len();
+    let (input, file_len) = input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate = estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task holds its records and a 16-byte entry per record; a quarter more than the
     // records covers the entries of ~100-byte records and the batches' slack.
@@ -104,9 +103,20 @@ pub(super) fn check_output(
     Ok((out, data, level.libdeflate()))
 }
 
+/// The input's path as a plan keeps it (canonical for a local file; as given for an object read
+/// remotely, see [`sortase_io::is_remote`]) and its size.
+pub(crate) fn input_path_and_len(input: &str) -> anyhow::Result<(PathBuf, u64)> {
+    if sortase_io::is_remote(input) {
+        return Ok((PathBuf::from(input), sortase_io::size(input)?));
+    }
+    let path = std::fs::canonicalize(input)?;
+    let len = std::fs::metadata(&path)?.len();
+    Ok((path, len))
+}
+
 /// "BAM", "CRAM", "SAM" or "bgzipped SAM", from the first bytes.
 pub(crate) fn input_format(path: &Path) -> anyhow::Result<&'static str> {
-    let mut file = File::open(path).context("cannot open")?;
+    let mut file = Source::open_path(path).context("cannot open")?;
     let mut head = Vec::new();
     file.by_ref().take(18).read_to_end(&mut head)?;
     if head.starts_with(b"CRAM") {
@@ -131,7 +141,7 @@ pub(crate) fn input_format(path: &Path) -> anyhow::Result<&'static str> {
 /// evenly spaced offsets (a whole scan of block headers would read the whole file).
 pub(crate) fn estimate_record_bytes(path: &Path, file_len: u64) -> anyhow::Result<u64> {
     const SAMPLES: u64 = 16;
-    let mut file = File::open(path)?;
+    let mut file = Source::open_path(path)?;
     let (mut compressed, mut uncompressed) = (0u64, 0u64);
     let mut seen = Vec::new();
     for k in 0..SAMPLES {
