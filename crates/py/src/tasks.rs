@@ -181,7 +181,43 @@ fn snp_pileup_spec(
 }
 
 /// Adds this module's functions to the extension module.
+/// Sets the S3 settings with which this process opens `s3://` inputs (the driver plans on the
+/// objects through ranged reads): the endpoint, the credentials and the region, as
+/// `storage_options` give them, and `aliases` (local path -> URL: a job naming the path reads
+/// the object); `clear=True` goes back to the AWS environment's and no aliases.
+#[pyfunction]
+#[pyo3(signature = (*, endpoint_url=None, key=None, secret=None, token=None, region=None, anon=false, aliases=None, clear=false))]
+#[allow(clippy::too_many_arguments)]
+fn configure_s3(
+    endpoint_url: Option<String>,
+    key: Option<String>,
+    secret: Option<String>,
+    token: Option<String>,
+    region: Option<String>,
+    anon: bool,
+    aliases: Option<std::collections::HashMap<String, String>>,
+    clear: bool,
+) {
+    sortase::remote::set_s3_options((!clear).then_some(sortase::remote::S3Options {
+        endpoint: endpoint_url,
+        access_key_id: key,
+        secret_access_key: secret,
+        session_token: token,
+        region,
+        anonymous: anon,
+        aliases: aliases.unwrap_or_default().into_iter().collect(),
+    }));
+}
+
+/// Bytes fetched from remote objects and requests made by this process so far.
+#[pyfunction]
+fn remote_fetched() -> (u64, u64) {
+    sortase::remote::fetched()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(configure_s3, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_fetched, m)?)?;
     m.add_function(wrap_pyfunction!(task_plan, m)?)?;
     m.add_function(wrap_pyfunction!(task_stage, m)?)?;
     m.add_function(wrap_pyfunction!(task_run, m)?)?;
