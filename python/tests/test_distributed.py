@@ -320,7 +320,10 @@ def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
     assert phases[2]["tasks"] > 1
     # Every task ran on its byte ranges alone, not on whole objects.
     assert sum(p.get("whole_object_fetches", 0) for p in phases) == 0
-    assert report["distributed"]["plan_bytes_read"] == bam.stat().st_size
+    # The driver planned on the object by ranged reads (the header, sampled blocks, the cuts'
+    # probes in 64 KiB windows: on a file this small, most of it); test_distributed_finish.py
+    # checks that those were ranged reads.
+    assert 0 < report["distributed"]["plan_bytes_read"] <= bam.stat().st_size
     slack = distributed.SLACK + (2 << 16)  # the header's block and the block at a range's end
     assert phases[2]["bytes_read"] < bam.stat().st_size + phases[2]["tasks"] * slack
 

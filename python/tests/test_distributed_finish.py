@@ -26,8 +26,8 @@ from sortase import distributed  # noqa: E402
 
 from test_distributed import RECORDS, TASK_MEMORY, cli, make_bam  # noqa: E402
 
-PART = re.compile(r"/(reduce|merge)-\d+\.bgzf$")
-SIDECAR = re.compile(r"/(reduce|merge)-\d+\.json$")
+PART = re.compile(r"/(reduce|merge|encode)-\d+\.bgzf$")
+SIDECAR = re.compile(r"/(reduce|merge|encode)-\d+\.json$")
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +143,7 @@ class Recorder:
             "driver": int(environ.get("REMOTE_PORT") or 0) in self.driver_ports(),
             "sent": int(environ.get("CONTENT_LENGTH") or 0),
             "copy": environ.get("HTTP_X_AMZ_COPY_SOURCE"),
+            "range": environ.get("HTTP_RANGE"),
         }
         result = self.app(environ, start_response)
         try:
@@ -184,7 +185,8 @@ def _uploads(fs: Any) -> List[Any]:
 
 
 def _check_driver(log: List[Dict[str, Any]], index_bytes: int) -> Dict[str, int]:
-    """Asserts the driver fetched no part and sent no output byte; returns what it moved."""
+    """Asserts the driver fetched no part and sent no output byte, only ``index_bytes`` (the index,
+    or a markdup's metrics file) and the upload's part list; returns what it moved."""
     driver = [e for e in log if e["driver"]]
     workers = [e for e in log if not e["driver"]]
     assert not [e for e in driver if e["method"] == "GET" and PART.search(e["path"])], driver
@@ -196,6 +198,7 @@ def _check_driver(log: List[Dict[str, Any]], index_bytes: int) -> Dict[str, int]
     # What the driver sent: the index and the CompleteMultipartUpload list (~100 bytes a part).
     assert sent < index_bytes + 4096, (sent, index_bytes)
     return {"sidecars_read": sidecars, "sent": sent,
+            "read": sum(e["received"] for e in driver if e["method"] == "GET"),
             "worker_sent": sum(e["sent"] for e in workers),
             "copies": sum(1 for e in workers if e["copy"] and "partNumber" in e["query"])}
 
@@ -231,6 +234,54 @@ def test_s3_sort_driver_moves_no_part(bam: Path, client, s3, tmp_path: Path) -> 
     assert moved["sidecars_read"] < len(one) // 20
     assert _uploads(fs) == []
     fs.rm("sortase-finish/out", recursive=True)
+
+
+@pytest.mark.parametrize("mode", ["query", "coordinate"])
+def test_s3_markdup_driver_moves_no_part(client, s3, tmp_path: Path, mode: str) -> None:
+    """Distributed markdup in both modes finishes as the sort does: the encode tasks' parts become
+    the multipart upload's parts through the workers; the driver reads the input's header and the
+    parts' sidecars, and sends the metrics file (Picard's mode) and nothing else of size."""
+    from test_distributed_markdup import make_grouped_bam
+    from test_distributed_pmarkdup import make_coordinate_bam, metrics_body
+
+    fs, options, recorder = s3
+    make = make_grouped_bam if mode == "query" else make_coordinate_bam
+    bam = make(tmp_path / "in.bam", pairs=3_000, seed=61)
+    fs.put_file(str(bam), f"sortase-finish/md-{mode}/in.bam")
+    base = f"s3://sortase-finish/md-{mode}"
+    metrics = f"{base}/out/metrics.txt" if mode == "coordinate" else None
+    recorder.take()
+    report = distributed.markdup(f"{base}/in.bam", f"{base}/out/dup.bam", client=client,
+                                 no_pg=True, task_memory="256K", metrics=metrics,
+                                 storage_options=options, progress=False)
+    log = recorder.take()
+    args = ["--metrics", str(tmp_path / "one.txt")] if metrics else []
+    cli("markdup", "--no-PG", *args, "-o", str(tmp_path / "one.bam"), str(bam))
+    fs.invalidate_cache()
+    one = (tmp_path / "one.bam").read_bytes()
+    assert fs.cat_file(f"sortase-finish/md-{mode}/out/dup.bam") == one
+    side = 0
+    if metrics:
+        text = fs.cat_file(metrics).decode()
+        assert metrics_body(text) == metrics_body((tmp_path / "one.txt").read_text())
+        side = len(text.encode())
+    names = [p["name"] for p in report["distributed"]["phases"]]
+    assert names[-3:] == ["layout", "upload", "finish"], names
+    moved = _check_driver(log, side)
+    # The workers read the input by their ranges; the driver planned on the object by ranged
+    # reads (header, sampled blocks, the cuts' probes: on a file this small, up to all of it,
+    # in 64 KiB windows), never a whole copy.
+    gets = [e for e in log if e["driver"] and e["method"] == "GET" and e["path"].endswith("/in.bam")]
+    assert gets and all(e["range"] for e in gets), gets
+    input_read = sum(e["received"] for e in gets)
+    assert input_read <= bam.stat().st_size
+    assert report["distributed"]["plan_bytes_read"] == input_read
+    print(f"s3 markdup ({mode}): input {bam.stat().st_size} B, output {len(one)} B, metrics "
+          f"{side} B; driver read {moved['read']} B ({input_read} B of the input, "
+          f"{moved['sidecars_read']} B of sidecars), sent {moved['sent']} B")
+    assert moved["sidecars_read"] < len(one) // 20
+    assert _uploads(fs) == []
+    fs.rm(f"sortase-finish/md-{mode}", recursive=True)
 
 
 def test_s3_merge_in_many_parts_by_copy(bam: Path, client, s3, tmp_path: Path, monkeypatch) -> None:
