@@ -107,18 +107,66 @@ const SIMD_FILES: &[(&str, &[&str], &[&str])] = &[
 /// value)`. Each is asserted on both sides (see the module comment).
 const LAYOUT: &[(&str, &str, usize)] = &[
     ("sizeof(bam1_core_t)", "size_of::<bam1_core_t>()", 48),
-    ("offsetof(bam1_core_t, pos)", "offset_of!(bam1_core_t, pos)", 0),
-    ("offsetof(bam1_core_t, tid)", "offset_of!(bam1_core_t, tid)", 8),
-    ("offsetof(bam1_core_t, bin)", "offset_of!(bam1_core_t, bin)", 12),
-    ("offsetof(bam1_core_t, qual)", "offset_of!(bam1_core_t, qual)", 14),
-    ("offsetof(bam1_core_t, l_extranul)", "offset_of!(bam1_core_t, l_extranul)", 15),
-    ("offsetof(bam1_core_t, flag)", "offset_of!(bam1_core_t, flag)", 16),
-    ("offsetof(bam1_core_t, l_qname)", "offset_of!(bam1_core_t, l_qname)", 18),
-    ("offsetof(bam1_core_t, n_cigar)", "offset_of!(bam1_core_t, n_cigar)", 20),
-    ("offsetof(bam1_core_t, l_qseq)", "offset_of!(bam1_core_t, l_qseq)", 24),
-    ("offsetof(bam1_core_t, mtid)", "offset_of!(bam1_core_t, mtid)", 28),
-    ("offsetof(bam1_core_t, mpos)", "offset_of!(bam1_core_t, mpos)", 32),
-    ("offsetof(bam1_core_t, isize)", "offset_of!(bam1_core_t, isize_)", 40),
+    (
+        "offsetof(bam1_core_t, pos)",
+        "offset_of!(bam1_core_t, pos)",
+        0,
+    ),
+    (
+        "offsetof(bam1_core_t, tid)",
+        "offset_of!(bam1_core_t, tid)",
+        8,
+    ),
+    (
+        "offsetof(bam1_core_t, bin)",
+        "offset_of!(bam1_core_t, bin)",
+        12,
+    ),
+    (
+        "offsetof(bam1_core_t, qual)",
+        "offset_of!(bam1_core_t, qual)",
+        14,
+    ),
+    (
+        "offsetof(bam1_core_t, l_extranul)",
+        "offset_of!(bam1_core_t, l_extranul)",
+        15,
+    ),
+    (
+        "offsetof(bam1_core_t, flag)",
+        "offset_of!(bam1_core_t, flag)",
+        16,
+    ),
+    (
+        "offsetof(bam1_core_t, l_qname)",
+        "offset_of!(bam1_core_t, l_qname)",
+        18,
+    ),
+    (
+        "offsetof(bam1_core_t, n_cigar)",
+        "offset_of!(bam1_core_t, n_cigar)",
+        20,
+    ),
+    (
+        "offsetof(bam1_core_t, l_qseq)",
+        "offset_of!(bam1_core_t, l_qseq)",
+        24,
+    ),
+    (
+        "offsetof(bam1_core_t, mtid)",
+        "offset_of!(bam1_core_t, mtid)",
+        28,
+    ),
+    (
+        "offsetof(bam1_core_t, mpos)",
+        "offset_of!(bam1_core_t, mpos)",
+        32,
+    ),
+    (
+        "offsetof(bam1_core_t, isize)",
+        "offset_of!(bam1_core_t, isize_)",
+        40,
+    ),
     ("sizeof(bam1_t)", "size_of::<bam1_t>()", 80),
     ("offsetof(bam1_t, core)", "offset_of!(bam1_t, core)", 0),
     ("offsetof(bam1_t, id)", "offset_of!(bam1_t, id)", 48),
@@ -126,19 +174,55 @@ const LAYOUT: &[(&str, &str, usize)] = &[
     ("offsetof(bam1_t, l_data)", "offset_of!(bam1_t, l_data)", 64),
     ("offsetof(bam1_t, m_data)", "offset_of!(bam1_t, m_data)", 68),
     ("sizeof(htsFormat)", "size_of::<htsFormat>()", 32),
-    ("offsetof(htsFormat, category)", "offset_of!(htsFormat, category)", 0),
-    ("offsetof(htsFormat, format)", "offset_of!(htsFormat, format)", 4),
-    ("offsetof(htsFormat, version)", "offset_of!(htsFormat, version)", 8),
-    ("offsetof(htsFormat, compression)", "offset_of!(htsFormat, compression)", 12),
-    ("offsetof(htsFormat, compression_level)", "offset_of!(htsFormat, compression_level)", 16),
-    ("offsetof(htsFormat, specific)", "offset_of!(htsFormat, specific)", 24),
+    (
+        "offsetof(htsFormat, category)",
+        "offset_of!(htsFormat, category)",
+        0,
+    ),
+    (
+        "offsetof(htsFormat, format)",
+        "offset_of!(htsFormat, format)",
+        4,
+    ),
+    (
+        "offsetof(htsFormat, version)",
+        "offset_of!(htsFormat, version)",
+        8,
+    ),
+    (
+        "offsetof(htsFormat, compression)",
+        "offset_of!(htsFormat, compression)",
+        12,
+    ),
+    (
+        "offsetof(htsFormat, compression_level)",
+        "offset_of!(htsFormat, compression_level)",
+        16,
+    ),
+    (
+        "offsetof(htsFormat, specific)",
+        "offset_of!(htsFormat, specific)",
+        24,
+    ),
     ("sizeof(hts_pos_t)", "size_of::<hts_pos_t>()", 8),
-    ("sizeof(enum htsExactFormat)", "size_of::<htsExactFormat>()", 4),
-    ("sizeof(enum hts_fmt_option)", "size_of::<hts_fmt_option>()", 4),
+    (
+        "sizeof(enum htsExactFormat)",
+        "size_of::<htsExactFormat>()",
+        4,
+    ),
+    (
+        "sizeof(enum hts_fmt_option)",
+        "size_of::<hts_fmt_option>()",
+        4,
+    ),
     ("sizeof(enum htsLogLevel)", "size_of::<htsLogLevel>()", 4),
     ("sizeof(off_t)", "size_of::<libc::off_t>()", 8),
     ("cram", "HTS_FORMAT_CRAM as usize", 6),
-    ("CRAM_OPT_REQUIRED_FIELDS", "CRAM_OPT_REQUIRED_FIELDS as usize", 18),
+    (
+        "CRAM_OPT_REQUIRED_FIELDS",
+        "CRAM_OPT_REQUIRED_FIELDS as usize",
+        18,
+    ),
     ("HTS_LOG_OFF", "HTS_LOG_OFF as usize", 0),
     ("SAM_FLAG", "SAM_FLAG as usize", 0x2),
     ("SAM_RNAME", "SAM_RNAME as usize", 0x4),
@@ -157,12 +241,18 @@ const PROTOTYPES: &[(&str, &str)] = &[
     ("hts_set_log_level", "void (*)(enum htsLogLevel)"),
     ("hts_open", "htsFile *(*)(const char *, const char *)"),
     ("hdopen", "hFILE *(*)(int, const char *)"),
-    ("hts_hopen", "htsFile *(*)(hFILE *, const char *, const char *)"),
+    (
+        "hts_hopen",
+        "htsFile *(*)(hFILE *, const char *, const char *)",
+    ),
     ("hclose_abruptly", "void (*)(hFILE *)"),
     ("hts_close", "int (*)(htsFile *)"),
     ("hts_get_format", "const htsFormat *(*)(htsFile *)"),
     ("hts_set_fai_filename", "int (*)(htsFile *, const char *)"),
-    ("hts_set_opt", "int (*)(htsFile *, enum hts_fmt_option, ...)"),
+    (
+        "hts_set_opt",
+        "int (*)(htsFile *, enum hts_fmt_option, ...)",
+    ),
     ("hts_set_threads", "int (*)(htsFile *, int)"),
     ("hts_opt_add", "int (*)(hts_opt **, const char *)"),
     ("hts_opt_apply", "int (*)(htsFile *, hts_opt *)"),
@@ -172,18 +262,33 @@ const PROTOTYPES: &[(&str, &str)] = &[
     ("sam_hdr_parse", "sam_hdr_t *(*)(size_t, const char *)"),
     ("sam_hdr_str", "const char *(*)(sam_hdr_t *)"),
     ("sam_hdr_nref", "int (*)(const sam_hdr_t *)"),
-    ("sam_hdr_tid2name", "const char *(*)(const sam_hdr_t *, int)"),
+    (
+        "sam_hdr_tid2name",
+        "const char *(*)(const sam_hdr_t *, int)",
+    ),
     ("sam_hdr_tid2len", "hts_pos_t (*)(const sam_hdr_t *, int)"),
     ("sam_hdr_destroy", "void (*)(sam_hdr_t *)"),
     ("sam_read1", "int (*)(htsFile *, sam_hdr_t *, bam1_t *)"),
-    ("sam_write1", "int (*)(htsFile *, const sam_hdr_t *, const bam1_t *)"),
+    (
+        "sam_write1",
+        "int (*)(htsFile *, const sam_hdr_t *, const bam1_t *)",
+    ),
     ("bam_init1", "bam1_t *(*)(void)"),
     ("bam_destroy1", "void (*)(bam1_t *)"),
-    ("sam_index_build3", "int (*)(const char *, const char *, int, int)"),
+    (
+        "sam_index_build3",
+        "int (*)(const char *, const char *, int, int)",
+    ),
     ("sam_index_load", "hts_idx_t *(*)(htsFile *, const char *)"),
     ("hts_idx_destroy", "void (*)(hts_idx_t *)"),
-    ("sam_itr_queryi", "hts_itr_t *(*)(const hts_idx_t *, int, hts_pos_t, hts_pos_t)"),
-    ("hts_itr_next", "int (*)(BGZF *, hts_itr_t *, void *, void *)"),
+    (
+        "sam_itr_queryi",
+        "hts_itr_t *(*)(const hts_idx_t *, int, hts_pos_t, hts_pos_t)",
+    ),
+    (
+        "hts_itr_next",
+        "int (*)(BGZF *, hts_itr_t *, void *, void *)",
+    ),
     ("hts_itr_destroy", "void (*)(hts_itr_t *)"),
     ("cram_seek", "int (*)(cram_fd *, off_t, int)"),
 ];
@@ -195,12 +300,10 @@ fn fail(msg: impl std::fmt::Display) -> ! {
 }
 
 fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .fold(String::new(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    Sha256::digest(data).iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 /// Unpacks the `pysam-0.24.1/htslib/` part of the sdist into `dest`.
@@ -245,7 +348,8 @@ fn download_sdist(out: &Path) -> Vec<u8> {
             return data;
         }
     }
-    let no_source = "set SORTASE_HTSLIB_SRC to an htslib 1.24 source directory or to pysam-0.24.1.tar.gz";
+    let no_source =
+        "set SORTASE_HTSLIB_SRC to an htslib 1.24 source directory or to pysam-0.24.1.tar.gz";
     if std::env::var_os("CARGO_NET_OFFLINE").is_some_and(|v| v == "true") {
         fail(format!(
             "no htslib sources: offline build (CARGO_NET_OFFLINE), so {SDIST_URL} was not downloaded; {no_source}"
@@ -254,7 +358,14 @@ fn download_sdist(out: &Path) -> Vec<u8> {
     let partial = out.join(format!("{SDIST_NAME}.part"));
     let run = Command::new("curl")
         .args(["--fail", "--silent", "--show-error", "--location"])
-        .args(["--retry", "2", "--connect-timeout", "20", "--max-time", "300"])
+        .args([
+            "--retry",
+            "2",
+            "--connect-timeout",
+            "20",
+            "--max-time",
+            "300",
+        ])
         .arg("--output")
         .arg(&partial)
         .arg(SDIST_URL)
@@ -330,7 +441,8 @@ fn sources(out: &Path) -> (PathBuf, String) {
                 .and_then(|mut f| f.read_to_end(&mut data))
                 .unwrap_or_else(|e| fail(format!("SORTASE_HTSLIB_SRC={}: {e}", file.display())));
             let data = checked_sdist(data, &format!("SORTASE_HTSLIB_SRC={}", file.display()));
-            extract_sdist(&data, &tree).unwrap_or_else(|e| fail(format!("{}: {e}", file.display())));
+            extract_sdist(&data, &tree)
+                .unwrap_or_else(|e| fail(format!("{}: {e}", file.display())));
             (tree, "the pysam 0.24.1 sdist".to_string())
         }
         Some(other) => fail(format!(
@@ -419,7 +531,9 @@ fn main() {
         config.push_str("#define HAVE_DECL___CPUID_COUNT 1\n#define HAVE_DECL___GET_CPUID_MAX 1\n");
         for (file, flags, defines) in SIMD_FILES {
             let mut b = base.clone();
-            let supported = flags.iter().all(|f| b.is_flag_supported(f).unwrap_or(false));
+            let supported = flags
+                .iter()
+                .all(|f| b.is_flag_supported(f).unwrap_or(false));
             if !supported {
                 continue;
             }
@@ -483,7 +597,7 @@ fn main() {
     }
     for (i, (name, ty)) in PROTOTYPES.iter().enumerate() {
         let ptr = ty.replacen("(*)", &format!("(*sortase_proto_{i})"), 1);
-        writeln!(check, "{ptr} __attribute__((unused)) = {name};").expect("string");
+        writeln!(check, "static {ptr} __attribute__((unused)) = {name};").expect("string");
     }
     let check_path = out.join("layout_check.c");
     write(check_path.clone(), check);

@@ -2,8 +2,8 @@
 //! socket pair the CRAM streams go through, and the error of a failed htslib call.
 
 use crate::Fields;
-use sortase_htslib as hts;
 use sortase_bam::{BamError, Header, Reference};
+use sortase_htslib as hts;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -136,11 +136,7 @@ impl HtsFile {
         if let Some(mask) = fields.mask() {
             // SAFETY: valid file; the option takes one int.
             let r = unsafe {
-                hts::hts_set_opt(
-                    self.fp,
-                    hts::CRAM_OPT_REQUIRED_FIELDS,
-                    mask as libc::c_int,
-                )
+                hts::hts_set_opt(self.fp, hts::CRAM_OPT_REQUIRED_FIELDS, mask as libc::c_int)
             };
             if r != 0 {
                 return Err(cram_err("htslib refused the required-fields option"));

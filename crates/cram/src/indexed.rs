@@ -2,8 +2,8 @@
 
 use crate::handles::*;
 use crate::{bam1_to_raw, missing, ReadOptions};
-use sortase_htslib as hts;
 use sortase_bam::{BamError, Header, RecordBatch};
+use sortase_htslib as hts;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

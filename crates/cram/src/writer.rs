@@ -2,8 +2,8 @@
 
 use crate::handles::*;
 use crate::{missing, record_to_bam1, WriteOptions};
-use sortase_htslib as hts;
 use sortase_bam::{BamError, Header, RecordBatch};
+use sortase_htslib as hts;
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
