@@ -51,7 +51,10 @@ fn version_names_the_libraries() {
     let htslib = using(&text, "htslib");
     let numeric: Vec<u32> = htslib
         .split('.')
-        .map(|p| p.parse().unwrap_or_else(|_| panic!("htslib version {htslib:?}")))
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("htslib version {htslib:?}"))
+        })
         .collect();
     assert!(
         numeric.as_slice() >= [1, 23, 1].as_slice(),
