@@ -632,6 +632,7 @@ fn main() {
     lib.compile("hts");
 
     println!("cargo:rustc-env=SORTASE_HTSLIB_ORIGIN={origin}");
+    println!("cargo:rustc-env=SORTASE_HTSLIB_SOURCE_VERSION={version}");
     println!("cargo:root={}", out.display());
     println!("cargo:include={}", tree.display());
 }
