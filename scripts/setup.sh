@@ -8,7 +8,9 @@
 #   samtools      Debian's 1.16: bench/generate.py's SAM -> BAM, faidx and checks (the oracle is 1.24)
 #   time          GNU time (peak RSS in the benchmarks)
 #   samblaster, picard-tools   the oracles of `sortase markdup`
-#   cmake         hts-sys builds zlib-ng with it for the CRAM codec
+#   cmake         libz-sys builds zlib-ng with it for the CRAM codec (crates/htslib)
+#   curl          crates/htslib's build.rs downloads the htslib 1.24 sources with it (the pysam 0.24.1
+#                 sdist from PyPI) unless SORTASE_HTSLIB_SRC names a local copy
 #   python3-venv  `python3 -m venv` with pip (Debian splits it from python3)
 #   with --bench also the benchmarks' peers and tools (bench/report.py, bench/setup-peer.sh):
 #   sambamba, biobambam2 (bamsort, bamsormadup), linux-perf (profiles), libdeflate-dev
@@ -24,7 +26,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools samtools time samblaster picard-tools
-              cmake python3-venv)
+              cmake curl python3-venv)
 bench_packages=(sambamba biobambam2 linux-perf libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev)
 [ "${1:-}" = "--bench" ] && apt_packages+=("${bench_packages[@]}")
 missing=()

@@ -1,5 +1,5 @@
-//! Records the versions of the arrow and hts-sys crates this build resolved (from the workspace's
-//! Cargo.lock) for `sortase::versions`: neither crate exposes its own version as a constant.
+//! Records the version of the arrow crates this build resolved (from the workspace's Cargo.lock) for
+//! `sortase::versions`: arrow exposes no version constant.
 
 use std::path::{Path, PathBuf};
 
@@ -32,10 +32,7 @@ fn main() {
     let text = lock
         .and_then(|p| std::fs::read_to_string(p).ok())
         .unwrap_or_default();
-    for (crate_name, var) in [
-        ("arrow-array", "SORTASE_ARROW_VERSION"),
-        ("hts-sys", "SORTASE_HTS_SYS_VERSION"),
-    ] {
+    for (crate_name, var) in [("arrow-array", "SORTASE_ARROW_VERSION")] {
         let version = locked_version(&text, crate_name).unwrap_or_else(|| "unknown".to_string());
         println!("cargo:rustc-env={var}={version}");
     }

@@ -2,7 +2,7 @@
 //! Arbitrary bytes as a CRAM file, decoded by htslib's codec through `sortase_cram::CramReader`
 //! (the path `sortase view`, `sort`, `flagstat` take for CRAM input), without a reference: htslib
 //! may only look one up in `REF_PATH`/`REF_CACHE`, which are unset here, and has no network access
-//! (hts-sys is built without libcurl).
+//! (crates/htslib is built without libcurl).
 //!
 //! Must hold: errors, never a crash (ASan: no out-of-bounds read or write in htslib's C code either)
 //! or hang; every record htslib gives back is a valid raw BAM record (`RecordRef::new`) and formats

@@ -593,3 +593,45 @@ fn issue_21_regions_through_sortase_crai() {
     }
     assert_no_failures("regions through sortase's .crai", &failures);
 }
+
+/// CRAM blocks compressed with xz (LZMA), as samtools writes them with `use_lzma=1`: htslib 1.19.1
+/// from hts-sys was built without `HAVE_LIBLZMA` and could not decode them; htslib 1.24 from
+/// crates/htslib is built with xz (the `lzma-sys` crate) and must decode them as samtools does.
+#[test]
+fn cram_with_xz_blocks_decodes() {
+    let (Some(st), Some(dir)) = (oracle(), corpus_dir()) else {
+        return;
+    };
+    let tmp = tempdir();
+    let mut failures = Vec::new();
+    for (sam, fasta) in [("ce#1000.sam", "ce.fa"), ("ce#large_seq.sam", "ce.fa")] {
+        let fa = dir.join(fasta);
+        let cram = tmp.path().join(format!("{sam}.cram"));
+        let input = dir.join(sam);
+        let mut args = vec!["view", "-C", "-T", p(&fa), "-o", p(&cram)];
+        for option in ["version=3.0", "use_lzma=1", "use_rans=0", "level=9"] {
+            args.extend(["--output-fmt-option", option]);
+        }
+        args.push(p(&input));
+        st.run(&args).expect_ok();
+        // An xz stream's magic: at least one block of the file really is xz-compressed.
+        let bytes = std::fs::read(&cram).unwrap();
+        if !bytes.windows(6).any(|w| w == b"\xfd7zXZ\0") {
+            failures.push(format!(
+                "{sam}: samtools wrote no xz block; the test checks nothing"
+            ));
+            continue;
+        }
+        let ours = sortase(&["view", "-T", p(&fa), p(&cram)]);
+        match ours.ok() {
+            true => check_same(
+                &mut failures,
+                &format!("{sam} CRAM with xz blocks"),
+                &records(&ours.text()),
+                &decoded(st, &cram, &fa),
+            ),
+            false => failures.push(ours.failure()),
+        }
+    }
+    assert_no_failures("CRAM with xz blocks", &failures);
+}

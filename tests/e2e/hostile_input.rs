@@ -242,3 +242,23 @@ fn a_gzip_bomb_fastq_is_refused() {
         &["longer than 256 MiB"],
     );
 }
+
+#[test]
+fn a_cram_huffman_table_of_100_million_codes_fails_cleanly_within_the_limit() {
+    // The open cram_decode fuzz finding (fuzz/findings/): a compression header whose HUFFMAN codec
+    // claims on the order of 10^8 codes. htslib (1.19.1 and 1.24 alike, samtools 1.24 too) mallocs and fills 24
+    // bytes per code before it finds the stream short: about 3.3 GB of RSS with no limit. Under
+    // `ulimit -v` the malloc fails and htslib reports a decoding error; view and sort hand the
+    // stream to htslib, flagstat and index stop earlier (container scan, index builder).
+    let file = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/findings/cram_decode-oom-6abe0725.cram"
+    ))
+    .unwrap();
+    refused(
+        "cram_decode-oom-6abe0725.cram",
+        &file,
+        &["view", "sort", "flagstat", "index"],
+        &["CRAM"],
+    );
+}

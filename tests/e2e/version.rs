@@ -1,6 +1,6 @@
 //! `sortase --version` names the libraries compiled in, one `Using NAME VERSION (…)` line each, as
 //! `samtools --version` names its htslib. The htslib line must be what the linked library reports at
-//! run time (`hts_version()`); the others are checked against the versions Cargo.lock resolved.
+//! run time (`hts_version()`) and be at least 1.23.1; the others are checked against the versions Cargo.lock resolved.
 
 use crate::common::sortase;
 
@@ -47,8 +47,24 @@ fn version_names_the_libraries() {
         sortase_cram::htslib_version(),
         "{text}"
     );
+    // The CRAM codec carries the decoder security fixes of htslib 1.23.1 (docs/security.md).
+    let htslib = using(&text, "htslib");
+    let numeric: Vec<u32> = htslib
+        .split('.')
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("htslib version {htslib:?}"))
+        })
+        .collect();
     assert!(
-        text.contains(&format!("hts-sys {}", locked("hts-sys"))),
+        numeric.as_slice() >= [1, 23, 1].as_slice(),
+        "htslib {htslib} is older than 1.23.1:\n{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "Using htslib {htslib} (CRAM codec; compiled from {})",
+            sortase_cram::htslib_source()
+        )),
         "{text}"
     );
     // libdeflate-sys 1.26.x bundles libdeflate 1.26.

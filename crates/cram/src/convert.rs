@@ -3,8 +3,8 @@
 //! (`l_extranul`) to keep the CIGAR 4-byte aligned, and a CIGAR of more than 65535 operations is
 //! held in place rather than in the `CG:B:I` tag (SAM spec §4.2.2).
 
-use hts_sys as hts;
 use sortase_bam::{cigar, BamError, RecordRef, FIXED_LEN};
+use sortase_htslib as hts;
 
 fn bad(reason: &str) -> BamError {
     BamError::Cram(reason.to_string())

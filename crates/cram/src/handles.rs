@@ -2,8 +2,8 @@
 //! socket pair the CRAM streams go through, and the error of a failed htslib call.
 
 use crate::Fields;
-use hts_sys as hts;
 use sortase_bam::{BamError, Header, Reference};
+use sortase_htslib as hts;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -18,7 +18,7 @@ pub(crate) fn cram_err(e: impl std::fmt::Display) -> BamError {
 pub(crate) fn quiet_htslib() {
     static ONCE: Once = Once::new();
     // SAFETY: sets a global integer in htslib; no other state is touched.
-    ONCE.call_once(|| unsafe { hts::hts_set_log_level(hts::htsLogLevel_HTS_LOG_OFF) });
+    ONCE.call_once(|| unsafe { hts::hts_set_log_level(hts::HTS_LOG_OFF) });
 }
 
 /// A socket pair: `(ours, htslib's)`.
@@ -86,7 +86,7 @@ impl HtsFile {
         let file = Self { fp };
         // SAFETY: valid file; the format is filled in by hts_open.
         let format = unsafe { (*hts::hts_get_format(file.fp)).format };
-        if format != hts::htsExactFormat_cram {
+        if format != hts::HTS_FORMAT_CRAM {
             return Err(cram_err(format!("{}: not a CRAM file", path.display())));
         }
         Ok(file)
@@ -136,11 +136,7 @@ impl HtsFile {
         if let Some(mask) = fields.mask() {
             // SAFETY: valid file; the option takes one int.
             let r = unsafe {
-                hts::hts_set_opt(
-                    self.fp,
-                    hts::hts_fmt_option_CRAM_OPT_REQUIRED_FIELDS,
-                    mask as libc::c_int,
-                )
+                hts::hts_set_opt(self.fp, hts::CRAM_OPT_REQUIRED_FIELDS, mask as libc::c_int)
             };
             if r != 0 {
                 return Err(cram_err("htslib refused the required-fields option"));
@@ -211,13 +207,15 @@ impl HtsHeader {
                     .map_err(|_| BamError::Header("header text is not UTF-8".into()))?
             }
         };
-        // SAFETY: n_targets entries in target_name/target_len, as sam_hdr_t documents.
+        // SAFETY: valid header; tids below sam_hdr_nref have a name, owned by the header and
+        // copied at once.
         let refs = unsafe {
-            let h = &*self.0;
-            (0..h.n_targets.max(0) as usize)
-                .map(|i| Reference {
-                    name: CStr::from_ptr(*h.target_name.add(i)).to_bytes().to_vec(),
-                    length: *h.target_len.add(i),
+            (0..hts::sam_hdr_nref(self.0).max(0))
+                .map(|tid| Reference {
+                    name: CStr::from_ptr(hts::sam_hdr_tid2name(self.0, tid))
+                        .to_bytes()
+                        .to_vec(),
+                    length: u32::try_from(hts::sam_hdr_tid2len(self.0, tid)).unwrap_or(u32::MAX),
                 })
                 .collect()
         };

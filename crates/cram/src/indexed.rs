@@ -2,8 +2,8 @@
 
 use crate::handles::*;
 use crate::{bam1_to_raw, missing, ReadOptions};
-use hts_sys as hts;
 use sortase_bam::{BamError, Header, RecordBatch};
+use sortase_htslib as hts;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -96,9 +96,7 @@ impl IndexedCram {
         beg: i64,
         end: i64,
     ) -> Result<RecordBatch, BamError> {
-        /// htslib's `HTS_IDX_NOCOOR`: the records without coordinates.
-        const NOCOOR: i32 = -2;
-        let tid = tid.map_or(NOCOOR, |t| t as i32);
+        let tid = tid.map_or(hts::HTS_IDX_NOCOOR, |t| t as i32);
         // SAFETY: valid index; the iterator is destroyed below.
         let itr = unsafe { hts::sam_itr_queryi(self.index, tid, beg, end) };
         if itr.is_null() {

@@ -1,4 +1,4 @@
-//! CRAM through htslib's own codec (htslib 1.19.1 and htscodecs, built by `hts-sys`): reading CRAM
+//! CRAM through htslib's own codec (htslib 1.24 and htscodecs, compiled from source by `sortase-htslib`): reading CRAM
 //! into batches of raw BAM records, and writing raw BAM records as CRAM, so that CRAM decodes and
 //! encodes exactly as samtools does (MD/NM regeneration, quality and TLEN rules, padding, reads past
 //! the reference end, CRAM 3.0 and 3.1 codecs).
@@ -18,8 +18,7 @@
 //! htslib's own log messages are switched off (the library never prints); failures become
 //! [`BamError::Cram`] values, a missing reference naming the `@SQ` line and its `M5`.
 
-use hts_sys as hts;
-use std::ffi::CStr;
+use sortase_htslib as hts;
 use std::path::PathBuf;
 
 mod containers;
@@ -37,16 +36,19 @@ pub use reader::CramReader;
 pub use writer::CramWriter;
 
 /// The version of the htslib this crate is linked with, as the library reports it at run time
-/// (`hts_version()`, e.g. `1.19.1`): the CRAM codec `sortase --version` names.
+/// (`hts_version()`, e.g. `1.24`): the CRAM codec `sortase --version` names.
 ///
 /// ```
 /// assert!(sortase_cram::htslib_version().starts_with("1."));
 /// ```
 pub fn htslib_version() -> String {
-    // SAFETY: hts_version returns a pointer to a static NUL-terminated string inside htslib.
-    unsafe { CStr::from_ptr(hts::hts_version()) }
-        .to_string_lossy()
-        .into_owned()
+    hts::version()
+}
+
+/// Where the compiled htslib sources came from (`the pysam 0.24.1 sdist`, or `a local source tree`
+/// when built with `SORTASE_HTSLIB_SRC`), for `sortase --version`.
+pub fn htslib_source() -> &'static str {
+    hts::SOURCE
 }
 
 /// Which record fields decoding must fill (htslib's `CRAM_OPT_REQUIRED_FIELDS`, as samtools sets it).
@@ -74,12 +76,10 @@ pub enum Fields {
 impl Fields {
     /// The `SAM_*` bits of htslib's sam.h.
     fn mask(self) -> Option<i32> {
-        const FLAG: i32 = 0x2;
-        const RNAME: i32 = 0x4;
-        const POS: i32 = 0x8;
-        const MAPQ: i32 = 0x10;
-        const RNEXT: i32 = 0x40;
-        const PNEXT: i32 = 0x80;
+        use hts::{
+            SAM_FLAG as FLAG, SAM_MAPQ as MAPQ, SAM_PNEXT as PNEXT, SAM_POS as POS,
+            SAM_RNAME as RNAME, SAM_RNEXT as RNEXT,
+        };
         match self {
             Fields::All => None,
             Fields::Counting => Some(FLAG | RNAME | POS | MAPQ | RNEXT | PNEXT),

@@ -2,8 +2,8 @@
 
 use crate::handles::*;
 use crate::{bam1_to_raw, missing, ContainerRange, Core, ReadOptions};
-use hts_sys as hts;
 use sortase_bam::{BamError, Header, RecordBatch};
+use sortase_htslib as hts;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -80,7 +80,8 @@ impl CramReader {
             .map_err(|_| cram_err("container offset out of range"))?;
         // SAFETY: a CRAM htsFile holds a cram_fd; no record has been read yet, so no container is
         // held in the decoder and seeking only moves the stream (cram_io.c, cram_seek).
-        let r = unsafe { hts::cram_seek((*file.fp).fp.cram, offset, libc::SEEK_SET) };
+        let r =
+            unsafe { hts::cram_seek(hts::sortase_hts_cram_fd(file.fp), offset, libc::SEEK_SET) };
         if r != 0 {
             return Err(cram_err(format!(
                 "{}: cannot seek to the container at byte {}",

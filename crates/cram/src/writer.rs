@@ -2,15 +2,17 @@
 
 use crate::handles::*;
 use crate::{missing, record_to_bam1, WriteOptions};
-use hts_sys as hts;
 use sortase_bam::{BamError, Header, RecordBatch};
+use sortase_htslib as hts;
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-/// samtools (1.22 and later) writes CRAM 3.1 unless told otherwise; htslib 1.19's default is 3.0.
+/// samtools (1.22 and later) writes CRAM 3.1 unless told otherwise. htslib 1.24's own default is 3.1
+/// too (cram_io.c); stated anyway, so a build from other htslib sources (`SORTASE_HTSLIB_SRC`)
+/// writes the same.
 const DEFAULT_VERSION: &str = "version=3.1";
 
 /// Writes raw BAM records as CRAM into a writer.

@@ -96,7 +96,7 @@ fn bgzf_zlib(data: &[u8]) -> Vec<u8> {
 }
 
 /// Raw deflate (level 6, window 15, memLevel 8: flate2's `Compress::new(6, false)`) by the system's
-/// zlib, loaded with `dlopen`. The static zlib the process links is zlib-ng: hts-sys (crates/cram)
+/// zlib, loaded with `dlopen`. The static zlib the process links is zlib-ng: sortase-htslib (crates/htslib)
 /// requires libz-sys with its `zlib-ng` feature, which Cargo unifies for flate2 too, and zlib-ng's
 /// deflate gives other bytes than zlib's (the sort/merge `--write-index` e2e tests compare CSI bytes
 /// with pysam's samtools, whose htslib uses zlib). `RTLD_LOCAL` keeps the library's symbols apart

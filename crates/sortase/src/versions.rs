@@ -7,7 +7,7 @@
 pub struct Component {
     /// The library's name, e.g. `htslib`.
     pub name: &'static str,
-    /// Its version as the library itself states it, e.g. `1.19.1`.
+    /// Its version as the library itself states it, e.g. `1.24`.
     pub version: String,
     /// Where the version comes from or what the library is used for, e.g. `CRAM codec`.
     pub note: String,
@@ -35,8 +35,8 @@ pub fn components() -> Vec<Component> {
             "htslib",
             &sortase_cram::htslib_version(),
             &format!(
-                "CRAM codec; bundled by hts-sys {}",
-                env!("SORTASE_HTS_SYS_VERSION")
+                "CRAM codec; compiled from {}",
+                sortase_cram::htslib_source()
             ),
         ),
         component("libdeflate", sortase_bgzf::LIBDEFLATE_VERSION, "BGZF"),
