@@ -32,8 +32,6 @@ fn main() {
     let text = lock
         .and_then(|p| std::fs::read_to_string(p).ok())
         .unwrap_or_default();
-    for (crate_name, var) in [("arrow-array", "SORTASE_ARROW_VERSION")] {
-        let version = locked_version(&text, crate_name).unwrap_or_else(|| "unknown".to_string());
-        println!("cargo:rustc-env={var}={version}");
-    }
+    let version = locked_version(&text, "arrow-array").unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=SORTASE_ARROW_VERSION={version}");
 }
