@@ -950,6 +950,13 @@ impl Task for FqAlignTask {
             self.sigs_path.clone(),
         ]
     }
+
+    /// The chunk's bytes and the files written: the index is read once per worker process (and
+    /// a driver on object storage does not fetch it: it is a path every worker sees).
+    fn local_bytes(&self) -> (u64, u64) {
+        let (_, written) = super::registry::measured(Ok(Vec::new()), &self.writes());
+        (self.reads.end - self.reads.start, written)
+    }
 }
 
 impl Task for FqSortMapTask {
