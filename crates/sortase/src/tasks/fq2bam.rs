@@ -1031,14 +1031,14 @@ mod tests {
         let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
         for i in 0..pairs {
             let (a, b) = match last.take() {
-                Some(prev) if lcg(&mut seed) % 10 == 0 => prev,
+                Some(prev) if lcg(&mut seed).is_multiple_of(10) => prev,
                 _ => {
                     let c = &contigs[(lcg(&mut seed) % 2) as usize];
                     let ins = 200 + (lcg(&mut seed) % 300) as usize;
                     let s = (lcg(&mut seed) as usize) % (c.len() - ins);
                     let frag = &c[s..s + ins];
                     let mut a = frag[..100].to_vec();
-                    if lcg(&mut seed) % 7 == 0 {
+                    if lcg(&mut seed).is_multiple_of(7) {
                         a[50] = b"ACGT"[(lcg(&mut seed) % 4) as usize];
                     }
                     (a, revcomp(frag)[..100].to_vec())
