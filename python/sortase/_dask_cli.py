@@ -6,6 +6,9 @@
     sortase-dask markdup [--mode auto|query|coordinate] [-a] [--ignoreUnmated] [--maxReadLength N]
                          [--metrics FILE] [--optical-distance N] [--read-name-regex RE]
                          [--max-optical-set N] [-l N] [-u] [--no-PG] -o OUT IN
+    sortase-dask fq2bam -x REF.mmi|REF.fa [--preset PRESET] [-R RG] [--markdup samblaster|none]
+                        [--MD] [--cs] [-@ N] [--chunk-templates N] [-l N] [--write-index]
+                        [--no-PG] -o OUT R1.fq [R2.fq]
     sortase-dask flagstat [-O default|json|tsv] IN
     sortase-dask idxstats IN
     sortase-dask index [-c] [-m N] [-o OUT] IN
@@ -72,6 +75,27 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(s)
 
+    fq = sub.add_parser("fq2bam", help="align FASTQ with minimap2, mark duplicates, sort and "
+                                       "index (byte-identical to sortase fq2bam)")
+    fq.add_argument("-x", "--index", required=True, help="minimap2 index (.mmi) or reference FASTA")
+    fq.add_argument("reads1")
+    fq.add_argument("reads2", nargs="?")
+    fq.add_argument("-o", "--output", required=True)
+    fq.add_argument("--preset", default="sr", help="minimap2 preset [sr]")
+    fq.add_argument("-R", dest="read_group", help="read group line, e.g. '@RG\\tID:lane1'")
+    fq.add_argument("--markdup", choices=["samblaster", "none"], default="samblaster")
+    fq.add_argument("--MD", dest="md", action="store_true", help="write MD tags")
+    fq.add_argument("--cs", action="store_true", help="write short cs tags")
+    fq.add_argument("-l", dest="level", type=int, help="compression level 0-9")
+    fq.add_argument("--write-index", action="store_true")
+    fq.add_argument("--index-format", choices=["bai", "csi"])
+    fq.add_argument("--no-PG", dest="no_pg", action="store_true")
+    fq.add_argument("--chunk-templates", type=int, help="templates per align task")
+    fq.add_argument("--task-memory", default=None, help="memory of one task [768M]")
+    fq.add_argument("--reduce-tasks", type=int)
+    fq.add_argument("-@", "--threads", type=int, default=1,
+                    help="threads of each task (minimap2's -t in @PG) [1]")
+    common(fq)
     md = sub.add_parser("markdup", help="mark duplicates (samblaster's algorithm on query-grouped "
                                         "input, Picard's on coordinate-sorted input; "
                                         "byte-identical to sortase markdup)")
@@ -167,6 +191,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 write_index=args.write_index, index_format=args.index_format, no_pg=args.no_pg,
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks, threads=args.threads,
                 storage_options=options, **common)
+        elif args.command == "fq2bam":
+            report = distributed.fq2bam(
+                args.index, args.reads1, args.reads2, args.output, preset=args.preset,
+                read_group=args.read_group, markdup=args.markdup, md=args.md, cs=args.cs,
+                level=args.level, write_index=args.write_index, index_format=args.index_format,
+                no_pg=args.no_pg, chunk_templates=args.chunk_templates,
+                task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
+                threads=args.threads, storage_options=options, **common)
         elif args.command == "markdup":
             report = distributed.markdup(
                 args.input, args.output, mode=args.mode, accept_dup_marks=args.accept_dup_marks,

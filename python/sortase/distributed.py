@@ -359,6 +359,8 @@ class _Driver:
         self.remote = remote
         self.token = uuid.uuid4().hex[:8]
         self.phases: List[Dict[str, Any]] = []
+        #: Job-specific facts for the report's ``distributed`` (fq2bam: the index loads).
+        self.extra: Dict[str, Any] = {}
         #: The URLs a remote sort or merge wrote (output, then index).
         self.uploaded: List[str] = []
 
@@ -452,6 +454,7 @@ class _Driver:
             "tasks": sum(p.get("tasks", 0) for p in self.phases),
             "bytes_moved": sum(p.get("bytes_read", 0) + p.get("bytes_written", 0) for p in self.phases),
         }
+        report["distributed"].update(self.extra)
         if self.remote is not None:
             report["distributed"]["plan_bytes_read"] = self.remote.driver_bytes
         return Report._from(report)
@@ -464,7 +467,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
     """Plans ``job``, runs its stages and finishes it; a sort or a merge (``output``: its URL on
     object storage) is assembled by :func:`_assemble`."""
     with _connect(client, scheduler, bool(progress)) as c:
-        if kind not in ("sort", "agd_sort", "markdup") and cut.get("tasks") is None:
+        if kind not in ("sort", "agd_sort", "markdup", "fq2bam") and cut.get("tasks") is None:
             # Four range tasks per worker thread, as the single-machine jobs cut per thread.
             workers = c.scheduler_info().get("workers", {}).values()
             cut = dict(cut, tasks=4 * max(1, sum(w.get("nthreads", 1) for w in workers)))
@@ -481,7 +484,7 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
                     raise
                 plan = fallback
                 outputs = _stages(d, kind, plan)
-            if kind in ("sort", "agd_sort", "merge", "markdup"):
+            if kind in ("sort", "agd_sort", "merge", "markdup", "fq2bam"):
                 text = _assemble(d, plan, outputs, output, extras)
             else:
                 with _by_ranges(remote):  # an index's finish reads the input's header
@@ -554,6 +557,23 @@ def _plan(kind: str, job: Dict[str, Any], cut: Dict[str, Any], threads: int,
 
 
 def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
+    if kind == "fq2bam":
+        # The align stage takes the split's chunks; the dedup stage the align outputs (the
+        # signatures); the map stage the align outputs (records) and the dedup outputs
+        # (duplicates); the reduce stage the align outputs (the header) and the map outputs
+        # (runs); the finish the align, dedup and reduce outputs.
+        splits = d.stage(plan, "split", [])
+        aligns = d.stage(plan, "align", splits)
+        loaded = [a["fq2bam"]["align"] for a in aligns]
+        d.extra["index"] = {
+            "align_tasks": len(loaded),
+            "loads": sum(1 for a in loaded if a["index_loaded"]),
+            "worker_processes": len({a["pid"] for a in loaded}),
+        }
+        dedups = d.stage(plan, "dedup", aligns)
+        maps = d.stage(plan, "map", aligns + dedups)
+        reduces = d.stage(plan, "reduce", aligns + maps)
+        return aligns + dedups + reduces
     if kind == "markdup" and "markdup_coordinate" in json.loads(plan):
         # Picard's mode: the join stage pairs the ends whose mates are in other ranges; the
         # reduce stage takes the map outputs (fragments, pairs) and the join outputs (pairs);
@@ -1130,6 +1150,94 @@ def markdup(
             report["outputs"] = [p if os.fspath(p) != local_metrics else metrics_target
                                  for p in report["outputs"]]
         return report
+
+
+def fq2bam(
+    index: PathLike,
+    reads1: PathLike,
+    reads2: Optional[PathLike] = None,
+    output: Optional[PathLike] = None,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    preset: str = "sr",
+    read_group: Optional[str] = None,
+    markdup: str = "samblaster",
+    md: bool = False,
+    cs: bool = False,
+    level: Optional[int] = None,
+    write_index: bool = False,
+    index_format: Optional[str] = None,
+    no_pg: bool = False,
+    chunk_templates: Optional[int] = None,
+    task_memory: Union[int, str, None] = None,
+    reduce_tasks: Optional[int] = None,
+    threads: int = 1,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """FASTQ to a sorted, duplicate-marked (indexed) BAM on a Dask cluster: byte-identical to
+    ``sortase fq2bam -@ THREADS`` with the same options (``-@`` appears in minimap2's ``@PG CL:``
+    as ``-t``: give the same ``threads``).
+
+    ``index`` (a minimap2 ``.mmi`` or the reference FASTA) and the reads (``reads1``, and
+    ``reads2`` of a pair; FASTQ/FASTA, plain, gzip or BGZF) are paths every worker sees; the
+    ``output`` a path every worker sees or an ``s3://`` URL. ``preset``, ``read_group`` (``-R``),
+    ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"`` or ``"none"``; Picard's
+    marking runs on one machine: ``sortase fq2bam --markdup picard``), ``level``,
+    ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.
+
+    Stages: ``split`` (one task reads the reads once, with the one-machine job's pairing checks,
+    and writes them cut into chunks of ``chunk_templates`` templates, default ``task_memory`` /
+    1000 bytes), ``align`` (minimap2 on each chunk, the index loaded once per worker process; the
+    records, and each template's samblaster signature partitioned by hash), ``dedup`` (one hash
+    partition each: the first occurrence in input order is kept), ``map`` (each chunk's records
+    flagged and sorted into a run), ``reduce`` (the sort's key ranges), then the parallel finish
+    of :func:`sort`. The report's ``distributed.index`` counts the align tasks, the index loads
+    and the worker processes that ran them. ``task_memory``, ``reduce_tasks`` (the dedup stage's
+    partitions and the sort's reduce tasks), ``threads`` (of each task), ``client``,
+    ``scheduler``, ``storage_options`` and ``progress`` as :func:`sort`.
+    """
+    from . import ArgumentError
+
+    if output is None:
+        raise ArgumentError("fq2bam needs an output (output=, -o)")
+    if markdup not in ("samblaster", "none", "picard"):
+        raise ArgumentError(f"markdup {markdup!r}: samblaster, picard or none")
+    index, reads1, output = os.fspath(index), os.fspath(reads1), os.fspath(output)
+    reads = [reads1] + ([os.fspath(reads2)] if reads2 is not None else [])
+    remote_inputs = [p for p in [index, *reads] if _is_remote(p)]
+    if remote_inputs:
+        raise ArgumentError(f"{remote_inputs[0]}: fq2bam reads its index and reads from paths "
+                            "every worker sees (the output may be an s3:// URL)")
+    memory = _size(task_memory)
+    with _storage([], [output], storage_options, fetch=False) as (remote, _, _):
+        local_output = _local_output(remote, output)
+        command = ["sortase-dask", "fq2bam", "-x", index, "-o", output, *reads]
+        job = {
+            "job": {
+                "index": index,
+                "reads1": reads[0],
+                "reads2": reads[1] if len(reads) > 1 else None,
+                "output": {"path": local_output, "format": None, "level": level,
+                           "uncompressed": False, "write_index": write_index,
+                           "index_format": index_format, "reference": None},
+                "preset": preset,
+                "read_group": read_group,
+                "markdup": markdup,
+                "md": md,
+                "cs": cs,
+                "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+                "max_fan_in": 64,
+                "program": None if no_pg else {"command_line": " ".join(command)},
+            },
+            "chunk_templates": chunk_templates,
+        }
+        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
+        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        return _run("fq2bam", job, cut, client=client, scheduler=scheduler, progress=progress,
+                    threads=threads, max_memory=max_memory, remote=remote,
+                    output=output if remote is not None else None)
 
 
 def flagstat(

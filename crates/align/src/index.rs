@@ -108,6 +108,20 @@ fn preset(name: &str) -> Option<minimap2::Preset> {
     })
 }
 
+/// Whether preset `name` maps the reads of a template together (minimap2's fragment mode, as
+/// [`Aligner::fragment_mode`] of an index loaded with it), without loading an index.
+pub fn preset_fragment_mode(name: &str) -> Result<bool, AlignError> {
+    let p = preset(name).ok_or_else(|| unknown_preset(name))?;
+    let mapopt = minimap2::Aligner::builder().preset(p).mapopt;
+    Ok(mapopt.flag & ffi::MM_F_FRAG_MODE as i64 != 0)
+}
+
+fn unknown_preset(name: &str) -> AlignError {
+    AlignError::Option(format!(
+        "unknown preset {name:?}: use one of minimap2's, e.g. sr, map-ont, map-hifi, map-pb, lr:hq, splice, asm5"
+    ))
+}
+
 /// minimap2's `sam_write_rg_line`: the read group line with `\t` and `\\` unescaped, and its ID.
 pub fn parse_read_group(line: &str) -> Result<(String, Vec<u8>), AlignError> {
     let err = |m: &str| AlignError::Option(format!("-R {line:?}: {m}"));
@@ -210,12 +224,7 @@ fn check_prebuilt(path: &Path) -> Result<(), AlignError> {
 impl Aligner {
     /// Loads a prebuilt index (`.mmi`) or builds one from a FASTA (plain or gzip) file.
     pub fn load(path: &Path, options: &AlignerOptions) -> Result<Self, AlignError> {
-        let p = preset(&options.preset).ok_or_else(|| {
-            AlignError::Option(format!(
-                "unknown preset {:?}: use one of minimap2's, e.g. sr, map-ont, map-hifi, map-pb, lr:hq, splice, asm5",
-                options.preset
-            ))
-        })?;
+        let p = preset(&options.preset).ok_or_else(|| unknown_preset(&options.preset))?;
         let read_group = options
             .read_group
             .as_deref()
@@ -428,6 +437,9 @@ mod tests {
     fn presets_and_version() {
         assert!(preset("sr").is_some() && preset("map-ont").is_some());
         assert!(preset("bwa").is_none());
+        assert!(preset_fragment_mode("sr").unwrap());
+        assert!(!preset_fragment_mode("map-ont").unwrap());
+        assert!(preset_fragment_mode("bwa").is_err());
         assert_eq!(minimap2_version(), "2.29-r1283");
     }
 }

@@ -13,7 +13,7 @@
 use crate::error::AlignError;
 use crate::index::Aligner;
 use crate::mapper::{AlignedBatch, Mapper};
-use crate::reads::{FastqSource, ReadChunk};
+use crate::reads::{ChunkSource, ReadChunk};
 use crossbeam_channel::{bounded, unbounded};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,7 +69,7 @@ type Mapped<T> = Result<(AlignedBatch, T), AlignError>;
 /// `AlignError::Stopped`.
 pub fn run<T, E>(
     aligner: &Aligner,
-    mut source: FastqSource,
+    mut source: impl ChunkSource,
     opts: &PipelineOptions,
     stop: &AtomicBool,
     prepare: impl Fn(&AlignedBatch) -> T + Sync,

@@ -123,26 +123,185 @@ impl ReadChunk {
     }
 
     fn push(&mut self, rec: &Record) {
+        self.push_parts(rec.name(), rec.sequence(), rec.quality());
+    }
+
+    fn push_parts(&mut self, name: &[u8], seq: &[u8], qual: Option<&[u8]>) {
         let start = self.data.len();
-        let (name, seq) = (rec.name(), rec.sequence());
         self.data.extend_from_slice(name);
         self.data.push(0);
         self.data.extend_from_slice(seq);
         self.data.push(0);
-        if let Some(q) = rec.quality() {
+        if let Some(q) = qual {
             self.data.extend_from_slice(q);
         }
         self.spans.push(Span {
             start,
             name_len: name.len() as u32,
             seq_len: seq.len() as u32,
-            has_qual: rec.quality().is_some(),
+            has_qual: qual.is_some(),
         });
         self.bases += seq.len();
     }
 
     fn last_name(&self) -> Option<&[u8]> {
         (!self.spans.is_empty()).then(|| self.read(self.spans.len() - 1).name)
+    }
+}
+
+/// Where the aligner's work queue takes its reads from: whole fragments, chunk after chunk.
+pub trait ChunkSource: Send {
+    /// Fills `chunk` (emptied first) with whole fragments until it holds at least `target_bases`
+    /// bases or the input ends; an empty chunk means the end of the input.
+    fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError>;
+
+    /// Fragments read so far.
+    fn fragments(&self) -> u64;
+}
+
+impl ReadChunk {
+    /// Appends the chunk's fragments to `out` in the reads file format [`ChunkFileSource`] reads:
+    /// per fragment its number of reads (1 byte), then per read the name's and the sequence's
+    /// lengths (u32 little-endian each), whether it has qualities (1 byte), the name, the
+    /// sequence and the qualities. What minimap2 is given of a read, nothing else.
+    pub fn write_fragments(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        for f in 0..self.fragments() {
+            self.write_fragment(f, out)?;
+        }
+        Ok(())
+    }
+
+    /// Appends fragment `f` to `out` as [`ReadChunk::write_fragments`] does; returns its bases.
+    pub fn write_fragment(
+        &self,
+        f: usize,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<usize> {
+        let reads = self.fragment(f);
+        // INVARIANT: a fragment holds at most MAX_SEGMENTS (255) reads.
+        out.write_all(&[reads.len() as u8])?;
+        let mut bases = 0;
+        for i in reads {
+            let r = self.read(i);
+            out.write_all(&(r.name.len() as u32).to_le_bytes())?;
+            out.write_all(&(r.seq.len() as u32).to_le_bytes())?;
+            out.write_all(&[u8::from(r.qual.is_some())])?;
+            out.write_all(r.name)?;
+            out.write_all(r.seq)?;
+            if let Some(q) = r.qual {
+                out.write_all(q)?;
+            }
+            bases += r.seq.len();
+        }
+        Ok(bases)
+    }
+}
+
+/// Fragments written by [`ReadChunk::write_fragments`] (a distributed job's chunk of reads), read
+/// back into the work queue's chunks: exactly `expected` fragments.
+pub struct ChunkFileSource<R> {
+    reader: R,
+    path: std::path::PathBuf,
+    expected: u64,
+    fragments: u64,
+    name: Vec<u8>,
+    seq: Vec<u8>,
+    qual: Vec<u8>,
+}
+
+impl<R: std::io::Read + Send> ChunkFileSource<R> {
+    /// Reads `expected` fragments from `reader` (`path` names it in errors).
+    pub fn new(reader: R, path: &std::path::Path, expected: u64) -> Self {
+        Self {
+            reader,
+            path: path.to_path_buf(),
+            expected,
+            fragments: 0,
+            name: Vec::new(),
+            seq: Vec::new(),
+            qual: Vec::new(),
+        }
+    }
+
+    fn read_exact(&mut self, n: usize, which: u8) -> Result<(), AlignError> {
+        let buf = match which {
+            0 => &mut self.name,
+            1 => &mut self.seq,
+            _ => &mut self.qual,
+        };
+        buf.resize(n, 0);
+        self.reader.read_exact(buf).map_err(|e| self.bad(e))
+    }
+
+    fn bad(&self, e: std::io::Error) -> AlignError {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            AlignError::Format {
+                path: self.path.clone(),
+                record: self.fragments + 1,
+                what: format!(
+                    "the reads file ends after {} of its {} fragments",
+                    self.fragments, self.expected
+                ),
+            }
+        } else {
+            AlignError::io(&self.path, e)
+        }
+    }
+
+    fn fragment(&mut self, chunk: &mut ReadChunk) -> Result<(), AlignError> {
+        let mut head = [0u8; 9];
+        self.reader
+            .read_exact(&mut head[..1])
+            .map_err(|e| self.bad(e))?;
+        let reads = head[0];
+        if reads == 0 {
+            return Err(AlignError::Format {
+                path: self.path.clone(),
+                record: self.fragments + 1,
+                what: "a fragment of no reads".into(),
+            });
+        }
+        chunk.start_fragment();
+        for _ in 0..reads {
+            self.reader.read_exact(&mut head).map_err(|e| self.bad(e))?;
+            let name = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let seq = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+            let has_qual = head[8] != 0;
+            self.read_exact(name, 0)?;
+            self.read_exact(seq, 1)?;
+            self.read_exact(if has_qual { seq } else { 0 }, 2)?;
+            chunk.push_parts(
+                &self.name,
+                &self.seq,
+                has_qual.then_some(self.qual.as_slice()),
+            );
+        }
+        self.fragments += 1;
+        Ok(())
+    }
+}
+
+impl<R: std::io::Read + Send> ChunkSource for ChunkFileSource<R> {
+    fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError> {
+        chunk.clear();
+        while self.fragments < self.expected && chunk.bases < target_bases {
+            self.fragment(chunk)?;
+        }
+        Ok(())
+    }
+
+    fn fragments(&self) -> u64 {
+        self.fragments
+    }
+}
+
+impl ChunkSource for FastqSource {
+    fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError> {
+        FastqSource::fill(self, chunk, target_bases)
+    }
+
+    fn fragments(&self) -> u64 {
+        FastqSource::fragments(self)
     }
 }
 
@@ -320,6 +479,41 @@ mod tests {
         );
         let got = fragments(&mut source(text, None, false), 100);
         assert_eq!(got[0].len(), 4);
+    }
+
+    #[test]
+    fn chunk_files_give_back_the_fragments() {
+        let text = "@a/1\nAC\n+\nII\n@a/2\nGTT\n+\nIII\n@b\nA\n+\nI\n";
+        let mut src = source(text, None, true);
+        let mut chunk = ReadChunk::default();
+        src.fill(&mut chunk, 1000).unwrap();
+        let mut file = Vec::new();
+        chunk.write_fragments(&mut file).unwrap();
+        let fasta = FastqReader::new(Box::new(&b">c\nACGT\n"[..]), Path::new("c.fa"));
+        let mut other = ReadChunk::default();
+        FastqSource::new(fasta, None, true)
+            .fill(&mut other, 1000)
+            .unwrap();
+        other.write_fragments(&mut file).unwrap();
+        let mut back = ChunkFileSource::new(&file[..], Path::new("chunk"), 3);
+        let mut got = ReadChunk::default();
+        back.fill(&mut got, 1).unwrap();
+        assert_eq!((got.fragments(), got.reads()), (1, 2));
+        assert_eq!(got.read(1).seq, b"GTT");
+        assert_eq!(got.read(1).qual, Some(&b"III"[..]));
+        back.fill(&mut got, 1000).unwrap();
+        assert_eq!((got.fragments(), got.reads(), got.bases()), (2, 2, 5));
+        assert_eq!(got.read(1).name, b"c");
+        assert_eq!(got.read(1).qual, None);
+        back.fill(&mut got, 1000).unwrap();
+        assert!(got.is_empty());
+        let mut short = ChunkFileSource::new(&file[..file.len() - 2], Path::new("chunk"), 3);
+        short.fill(&mut got, 1).unwrap();
+        let e = short.fill(&mut got, 1000).unwrap_err();
+        assert!(
+            e.to_string().contains("ends after 2 of its 3 fragments"),
+            "{e}"
+        );
     }
 
     #[test]

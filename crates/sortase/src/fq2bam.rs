@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 
 mod memory;
 mod picard;
-mod stream_marking;
+pub(crate) mod stream_marking;
 
 use memory::{MemoryPlan, RecordBudget};
 use stream_marking::Marker;
@@ -155,7 +155,7 @@ impl Fq2BamJob {
 }
 
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
-fn kinded(e: AlignError) -> anyhow::Error {
+pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
     let kind = match &e {
         AlignError::Io { .. } => return e.into(),
         AlignError::Option(_) => ErrorKind::Argument,
@@ -169,7 +169,7 @@ fn kinded(e: AlignError) -> anyhow::Error {
 }
 
 /// Classifies an error that may have come out of the pipeline as a bare `AlignError`.
-fn classify(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn classify(e: anyhow::Error) -> anyhow::Error {
     if e.chain().count() == 1 && e.is::<AlignError>() {
         if let Ok(a) = e.downcast::<AlignError>() {
             return kinded(a);
@@ -179,7 +179,7 @@ fn classify(e: anyhow::Error) -> anyhow::Error {
     e
 }
 
-fn open_reads(
+pub(crate) fn open_reads(
     path: &Path,
     progress: &sortase_exec::progress::Progress,
 ) -> anyhow::Result<FastqReader> {
@@ -230,6 +230,59 @@ fn write_sorted(
     Ok(sorted)
 }
 
+/// Paired input needs a preset that maps a template's reads together.
+pub(crate) fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()> {
+    if job.reads2.is_some() && !fragment_mode {
+        return Err(Error::argument(format!(
+            "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
+            job.preset
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// minimap2's command line for `@PG CL:` (its `-t` is `threads`, the reads as the job names them).
+pub(crate) fn command_line(aligner: &Aligner, job: &Fq2BamJob, threads: usize) -> String {
+    aligner.command_line(
+        threads,
+        &[Some(job.reads1.as_path()), job.reads2.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The output's header: minimap2's SAM header `sam`, coordinate-sorted, sortase's `@PG` added.
+pub(crate) fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<Header> {
+    let mut header = Header::from_sam_text(sam)?;
+    header.set_sort_order("coordinate", None);
+    add_program(&mut header, program);
+    Ok(header)
+}
+
+/// The aligner's options of `job` (`threads` build an index from a FASTA).
+pub(crate) fn aligner_options(job: &Fq2BamJob, threads: usize) -> AlignerOptions {
+    AlignerOptions {
+        preset: job.preset.clone(),
+        md: job.md,
+        cs: job.cs,
+        read_group: job.read_group.clone(),
+        index_threads: threads,
+    }
+}
+
+/// samblaster's layout of the index's references.
+pub(crate) fn sig_layout(aligner: &Aligner, index: &Path) -> anyhow::Result<Layout> {
+    let lengths: Vec<u64> = aligner
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    Layout::new(&lengths, 500)
+        .map_err(|e| Error::new(ErrorKind::Input, format!("{}: {e}", index.display())).into())
+}
+
 fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let threads = rt.threads();
     if job.max_fan_in < 2 {
@@ -261,25 +314,9 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         .transpose()?;
 
     let mut clock = PhaseClock::new("index");
-    let aligner = Aligner::load(
-        &job.index,
-        &AlignerOptions {
-            preset: job.preset.clone(),
-            md: job.md,
-            cs: job.cs,
-            read_group: job.read_group.clone(),
-            index_threads: threads,
-        },
-    )
-    .map_err(kinded)?;
+    let aligner = Aligner::load(&job.index, &aligner_options(job, threads)).map_err(kinded)?;
     rt.check_cancelled()?;
-    if r2.is_some() && !aligner.fragment_mode() {
-        return Err(Error::argument(format!(
-            "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
-            job.preset
-        ))
-        .into());
-    }
+    check_pairing(job, aligner.fragment_mode())?;
     report.index_memory = aligner.memory();
     let plan = MemoryPlan::new(rt, &aligner, out.format, job)?;
     let cancel = rt.cancel_flag().clone();
@@ -291,19 +328,10 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         rt.check_cancelled()?;
     }
 
-    let mut header = Header::from_sam_text(
-        aligner.sam_header(
-            &aligner.command_line(
-                threads,
-                &[Some(job.reads1.as_path()), job.reads2.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>(),
-            ),
-        ),
+    let header = sorted_header(
+        aligner.sam_header(&command_line(&aligner, job, threads)),
+        job.program.as_ref(),
     )?;
-    header.set_sort_order("coordinate", None);
-    add_program(&mut header, job.program.as_ref());
 
     let temp = TempDir::create(&temp_prefix(
         job.temp_prefix.as_deref(),
@@ -326,18 +354,10 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     .with_cancel(rt.cancel_flag().shared());
 
     clock.next("align");
-    let lengths: Vec<u64> = aligner
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    let layout =
-        match job.markdup {
-            DuplicateMarking::Samblaster => Some(Layout::new(&lengths, 500).map_err(|e| {
-                Error::new(ErrorKind::Input, format!("{}: {e}", job.index.display()))
-            })?),
-            _ => None,
-        };
+    let layout = match job.markdup {
+        DuplicateMarking::Samblaster => Some(sig_layout(&aligner, &job.index)?),
+        _ => None,
+    };
     let mut marker = Marker::default();
     let source = FastqSource::new(r1, r2, aligner.fragment_mode());
     let stop = rt.cancel_flag().shared();

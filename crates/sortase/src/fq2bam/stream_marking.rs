@@ -8,7 +8,7 @@ use sortase_exec::error::{Error, ErrorKind};
 use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
 
 /// The signature of each fragment of `batch` (none without a layout: no marking).
-pub(super) fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Verdict> {
+pub(crate) fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Verdict> {
     let opts = samblaster::Options {
         // samblaster refuses unmapped single-end reads without it; pairs never need it.
         ignore_unmated: true,
@@ -23,41 +23,51 @@ pub(super) fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Ver
 
 /// Duplicate marking in the consumer: samblaster's signatures in input order.
 #[derive(Default)]
-pub(super) struct Marker {
+pub(crate) struct Marker {
     sigs: SigSet,
     /// Templates marked.
-    pub(super) templates: u64,
+    pub(crate) templates: u64,
     /// Records marked.
-    pub(super) records: u64,
+    pub(crate) records: u64,
 }
 
 impl Marker {
     /// Inserts the signatures of `batch`'s fragments; later copies get 0x400 on all records.
-    pub(super) fn mark(
+    pub(crate) fn mark(
         &mut self,
         batch: &mut AlignedBatch,
         verdicts: &[Verdict],
     ) -> anyhow::Result<()> {
         for (f, v) in verdicts.iter().enumerate() {
-            let dup = match v {
-                Verdict::Pass => false,
-                Verdict::Sig(s) => !self.sigs.insert(*s),
-                Verdict::Broken | Verdict::UnknownReference => return Err(Error::new(
-                    ErrorKind::Internal,
-                    "samblaster: a template without its primary records in the aligner's output",
-                )
-                .into_anyhow()),
-            };
+            let dup = signature(v)?.is_some_and(|s| !self.sigs.insert(s));
             if dup {
                 self.templates += 1;
                 for i in batch.fragment(f) {
-                    let raw = batch.records.raw_mut(i);
-                    let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
-                    raw[18..20].copy_from_slice(&flag.to_le_bytes());
+                    set_duplicate(batch.records.raw_mut(i));
                     self.records += 1;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// A fragment's signature (`None`: samblaster passes it unmarked); a fragment samblaster cannot
+/// mark is an internal error (the aligner writes every read's primary record).
+pub(crate) fn signature(v: &Verdict) -> anyhow::Result<Option<u128>> {
+    match v {
+        Verdict::Pass => Ok(None),
+        Verdict::Sig(s) => Ok(Some(*s)),
+        Verdict::Broken | Verdict::UnknownReference => Err(Error::new(
+            ErrorKind::Internal,
+            "samblaster: a template without its primary records in the aligner's output",
+        )
+        .into_anyhow()),
+    }
+}
+
+/// Sets 0x400 on a raw record (with its `block_size` prefix).
+pub(crate) fn set_duplicate(raw: &mut [u8]) {
+    let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
+    raw[18..20].copy_from_slice(&flag.to_le_bytes());
 }

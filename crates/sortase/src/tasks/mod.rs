@@ -26,6 +26,7 @@
 //! ```
 
 pub mod assemble;
+pub mod fq2bam;
 pub mod markdup;
 pub mod plans;
 pub mod pmarkdup;
@@ -33,6 +34,7 @@ pub mod sort;
 
 pub use crate::wire::{RunIndex, Sample};
 pub use assemble::{Layout, PlaceOutput, PlaceTask};
+pub use fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob};
 pub use plans::{
     abort_json, commit_json, fallback_json, finish_json, layout_json, layout_reads_json,
     place_tasks_json, plan_json, stage_tasks_json, CutOptions, Plan,

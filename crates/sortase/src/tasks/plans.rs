@@ -8,6 +8,7 @@
 //! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
+use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqSplitTask};
 use super::markdup::{
     MarkdupPlan, MarkdupTask, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
 };
@@ -65,6 +66,8 @@ pub enum Plan {
     Markdup(Box<MarkdupPlan>),
     /// `sortase markdup` of coordinate-sorted input, Picard's mode (five stages).
     MarkdupCoordinate(Box<PicardPlan>),
+    /// `sortase fq2bam` (five stages).
+    Fq2Bam(Box<Fq2BamPlan>),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -133,6 +136,15 @@ impl Plan {
                     Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
                 }
             }
+            "fq2bam" => {
+                let job: Fq2BamTasksJob = parse("fq2bam job", job_json)?;
+                let defaults = PlanOptions::default();
+                let options = PlanOptions {
+                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
+                    reduce_tasks: cut.reduce_tasks,
+                };
+                Plan::Fq2Bam(Box::new(job.plan(rt, &options)?))
+            }
             "flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
                 Plan::Flagstat(job.plan_ranges(n)?)
@@ -171,7 +183,7 @@ impl Plan {
             other => {
                 return Err(Error::argument(format!(
                     "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
-                     agd_flagstat, agd_count, agd_idxstats, agd_sort, markdup)"
+                     agd_flagstat, agd_count, agd_idxstats, agd_sort, markdup, fq2bam)"
                 )))
             }
         })
@@ -183,6 +195,7 @@ impl Plan {
             Plan::Sort(_) => &["count", "map", "reduce"],
             Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
             Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
+            Plan::Fq2Bam(_) => &["split", "align", "dedup", "map", "reduce"],
             _ => &["tasks"],
         }
     }
@@ -238,6 +251,33 @@ impl Plan {
                 };
                 tasks.into_iter().map(PicardTask::into_task).collect()
             }
+            Plan::Fq2Bam(p) => {
+                let aligns = || outputs_of(outputs, FqAlignTask::KIND);
+                match stage {
+                    "split" => p.split_tasks().into_iter().map(|t| t.into_task()).collect(),
+                    "align" => p
+                        .align_tasks(&outputs_of(outputs, FqSplitTask::KIND)?)?
+                        .into_iter()
+                        .map(|t| t.into_task())
+                        .collect(),
+                    "dedup" => p
+                        .dedup_tasks(&aligns()?)?
+                        .into_iter()
+                        .map(AnyTask::from)
+                        .collect(),
+                    // The align outputs and the dedup outputs.
+                    "map" => p
+                        .sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?
+                        .into_iter()
+                        .map(|t| t.into_task())
+                        .collect(),
+                    // The align outputs (the header) and the map outputs.
+                    "reduce" => {
+                        p.reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?
+                    }
+                    _ => return Err(wrong()),
+                }
+            }
             _ if stage != "tasks" => return Err(wrong()),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),
@@ -255,9 +295,11 @@ impl Plan {
     /// Finishes the job from its last stage's outputs; the job's report as JSON.
     pub fn finish(&self, outputs: &[Value], rt: &Runtime) -> Result<String> {
         match self {
-            Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => Err(Error::argument(
-                "a markdup's output is assembled from parts: use layout, place and commit",
-            )),
+            Plan::Markdup(_) | Plan::MarkdupCoordinate(_) | Plan::Fq2Bam(_) => {
+                Err(Error::argument(
+                    "a markdup's or an fq2bam's output is assembled from parts: use layout, place and commit",
+                ))
+            }
             Plan::Sort(p) => to_json(&p.finish(&outputs_of(outputs, ReduceTask::KIND)?, rt)?),
             Plan::Flagstat(p) => to_json(&p.finish(outputs_of(outputs, FlagstatTask::KIND)?)?),
             Plan::Index(p) => to_json(&p.finish(outputs_of(outputs, IndexTask::KIND)?, rt)?),
@@ -304,8 +346,15 @@ impl Plan {
                 preallocate,
                 rt,
             ),
+            Plan::Fq2Bam(p) => p.layout(
+                &outputs_of(outputs, FqAlignTask::KIND)?,
+                &outputs_of(outputs, MdReduceTask::KIND)?,
+                &outputs_of(outputs, ReduceTask::KIND)?,
+                preallocate,
+                rt,
+            ),
             _ => Err(Error::argument(
-                "layout: only a sort's, a merge's or a markdup's output is assembled from parts",
+                "layout: only a sort's, a merge's, a markdup's or an fq2bam's output is assembled from parts",
             )),
         }
     }
@@ -314,10 +363,12 @@ impl Plan {
     /// object storage fetches them).
     pub fn layout_reads(&self, outputs: &[Value]) -> Result<Vec<PathBuf>> {
         Ok(match self {
-            Plan::Sort(_) => outputs_of::<ReduceOutput>(outputs, ReduceTask::KIND)?
-                .into_iter()
-                .map(|r| r.sidecar_path)
-                .collect(),
+            Plan::Sort(_) | Plan::Fq2Bam(_) => {
+                outputs_of::<ReduceOutput>(outputs, ReduceTask::KIND)?
+                    .into_iter()
+                    .map(|r| r.sidecar_path)
+                    .collect()
+            }
             Plan::Merge { .. } => outputs_of::<MergeTaskOutput>(outputs, MergeTask::KIND)?
                 .into_iter()
                 .map(|r| r.sidecar_path)
@@ -337,7 +388,7 @@ impl Plan {
     /// come from the BAMs' indexes, not from guessed record boundaries).
     pub fn fallback(&self) -> Option<Plan> {
         match self {
-            Plan::Sort(_) | Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => None,
+            Plan::Sort(_) | Plan::Markdup(_) | Plan::MarkdupCoordinate(_) | Plan::Fq2Bam(_) => None,
             Plan::Flagstat(p) => p.fallback().map(Plan::Flagstat),
             Plan::Index(p) => Some(Plan::Index(p.fallback())),
             Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
@@ -354,6 +405,7 @@ impl Plan {
             Plan::Merge { plan, .. } => plan.abort(),
             Plan::Markdup(p) => p.abort(),
             Plan::MarkdupCoordinate(p) => p.abort(),
+            Plan::Fq2Bam(p) => p.abort(),
             _ => Ok(()),
         }
     }

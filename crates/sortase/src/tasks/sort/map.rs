@@ -127,7 +127,7 @@ impl MapTask {
 /// does and writes them as one run at `run_path` (under a temporary name, renamed when complete);
 /// returns the run's index and the candidate split points among them. Shared by [`MapTask`] and
 /// the dataset's map task (`agd_map.rs`).
-pub(super) fn sort_into_run(
+pub(crate) fn sort_into_run(
     rt: &Runtime,
     order: SortOrder,
     batches: &[RecordBatch],
@@ -156,7 +156,7 @@ pub(super) fn sort_into_run(
 /// Charges one batch of a map task to `memory` (its bytes and a sort entry per record), waiting for
 /// other jobs on the runtime's pool to give memory back; an error when the task's records cannot
 /// fit in the pool at all (`what`: the records, for the message).
-pub(super) fn hold(
+pub(crate) fn hold(
     rt: &Runtime,
     memory: &mut crate::memory::Reservation,
     batch: &RecordBatch,

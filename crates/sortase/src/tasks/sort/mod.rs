@@ -64,7 +64,7 @@
 mod agd_map;
 mod count;
 pub(crate) mod driver;
-mod map;
+pub(crate) mod map;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 

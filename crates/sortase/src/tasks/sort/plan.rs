@@ -82,6 +82,39 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
     })
 }
 
+impl SortPlan {
+    /// The sort of records that other tasks sort into runs themselves (fq2bam's map tasks, which
+    /// give [`super::MapOutput`]s): no input file, `header` the output's (sort order and `@PG`
+    /// set), `work_dir` created by the caller. Only the reduce stage and the finish are used.
+    pub(crate) fn of_records(
+        job: &SortJob,
+        options: &PlanOptions,
+        header: &sortase_bam::Header,
+        work_dir: PathBuf,
+    ) -> anyhow::Result<SortPlan> {
+        let order = job.order.resolve()?;
+        let mut warnings = Vec::new();
+        let (out, _, level) = check_output(job, order, options, &mut warnings)?;
+        let index = out.index.as_ref().map(|&(_, bai)| {
+            let ix = OnTheFlyIndex::new(header, bai);
+            IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
+        });
+        Ok(SortPlan {
+            job: job.clone(),
+            options: options.clone(),
+            input: PathBuf::new(),
+            n_ref: header.references().len(),
+            header: HeaderData::of(header),
+            ranges: Vec::new(),
+            work_dir,
+            level,
+            index,
+            warnings,
+            dataset: None,
+        })
+    }
+}
+
 /// The output of a sort run as tasks: BAM (its libdeflate level) to a file; a map task's memory
 /// given.
 pub(super) fn check_output(

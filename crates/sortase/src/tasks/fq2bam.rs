@@ -1,0 +1,1187 @@
+//! `sortase fq2bam` as serialisable tasks whose finished output is byte-identical to
+//! [`Fq2BamJob::run`] with the same options, samblaster's marking or none (issue 29).
+//!
+//! The stages:
+//!
+//! 1. [`FqSplitTask`] (one task): reads R1 (and R2) once, with the one-machine job's reader and
+//!    pairing (so a truncated or unpaired input fails with its message), and writes the
+//!    fragments (templates) into one reads file, cut into chunks of `chunk_templates` fragments
+//!    (the last may be smaller). Returns each chunk's byte range in the file.
+//! 2. [`FqAlignTask`] (one per chunk): minimap2 on the chunk through the one-machine job's work
+//!    queue (all the task's threads), the index loaded once per worker process (a per-process
+//!    cache keyed by the index file, its size and mtime, and the options that build the index:
+//!    [`index_loads`] counts the loads). Writes the records (raw BAM, minimap2's order) and the
+//!    number of records of each fragment, and each fragment's samblaster signature with its
+//!    ordinal (its number in the chunk), partitioned by the signature's hash as the distributed
+//!    markdup's map stage writes them.
+//! 3. `dedup`: the distributed markdup's reduce tasks ([`MdReduceTask`]), one per hash
+//!    partition: every chunk's signatures of the partition in chunk order, so the first
+//!    occurrence in input order wins, as on one machine; writes the duplicates' ordinals per chunk.
+//! 4. [`FqSortMapTask`] (one per chunk): reads the chunk's records, sets 0x400 on every record of a
+//!    duplicate fragment, and sorts them into one run as the sort's map task does, its records
+//!    numbered from the chunk's first record's number in the whole input.
+//! 5. The sort's reduce tasks, then the sort's parallel finish ([`crate::tasks::assemble`]).
+//!
+//! Why the bytes match: minimap2 maps every fragment on its own (the one-machine job already maps
+//! ~64 KiB chunks on many threads, with the output of `minimap2 -ax` that maps 500 Mbases per
+//! batch; minimap2 estimates no paired-end statistics per batch), so the records and their order
+//! do not depend on the chunks. The marking decides by the first occurrence in input order, which
+//! the chunk order and the ordinals give. A sort's output depends only on the record sequence
+//! (see [`crate::tasks::sort`]), which is the one-machine job's: chunk after chunk, minimap2's
+//! order within. The header is minimap2's with the job's `@PG` lines, as on one machine; its
+//! `CL:` names the job's reads and the plan's threads as `-t`.
+
+use super::markdup::{partition, FileSlice, MdReduceOutput, MdReduceTask};
+use super::registry::{AnyTask, Task};
+use super::sort::map::{hold, sort_into_run};
+use super::sort::{MapOutput, MapTask, ReduceOutput};
+use super::{Layout, PlanOptions, SortPlan};
+use crate::error::{bail_argument, Error, ErrorKind, Result};
+use crate::fq2bam::stream_marking::{self, set_duplicate};
+use crate::fq2bam::{self as one, DuplicateMarking, Fq2BamJob};
+use crate::options::Order;
+use crate::output::temp_prefix;
+use crate::parts::{complete, create_work_dir, remove_work_dir};
+use crate::runtime::Runtime;
+use crate::sort::SortJob;
+use crate::wire::WorkFile;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sortase_align::pipeline::{self, PipelineOptions, CHUNK_BASES};
+use sortase_align::reads::{ChunkFileSource, FastqSource, ReadChunk};
+use sortase_align::Aligner;
+use sortase_bam::RecordBatch;
+use sortase_sort::SortOrder;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of record data a sort map task reads into one batch.
+const BATCH_BYTES: usize = 32 << 20;
+/// Memory a chunk's template takes in a sort map task, for the default chunk size: two ~150-base
+/// records of ~400 bytes with their sort entries.
+const TEMPLATE_MEMORY: usize = 1000;
+
+/// The job as a driver plans it: the one-machine job and how to cut it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fq2BamTasksJob {
+    /// The one-machine job (its `index` and reads as every worker sees them).
+    pub job: Fq2BamJob,
+    /// Templates per chunk (default: `task_memory` / 1000 bytes, ~770 000 at the default).
+    #[serde(default)]
+    pub chunk_templates: Option<u64>,
+}
+
+/// A distributed fq2bam, planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fq2BamPlan {
+    job: Fq2BamJob,
+    /// minimap2's `-t` in `@PG CL:` (the plan's threads, as `-@` on one machine).
+    threads: usize,
+    chunk_templates: u64,
+    /// Whether the preset maps a template's reads together.
+    fragment_mode: bool,
+    options: PlanOptions,
+    work_dir: PathBuf,
+}
+
+/// A task of a distributed fq2bam (its own kinds; the dedup stage's are markdup's reduce tasks,
+/// the last stage's the sort's reduce tasks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fq2BamTask {
+    /// Stage 1.
+    Split(FqSplitTask),
+    /// Stage 2.
+    Align(FqAlignTask),
+    /// Stage 4.
+    SortMap(FqSortMapTask),
+}
+
+impl Fq2BamTask {
+    /// As a task of any kind.
+    pub fn into_task(self) -> AnyTask {
+        match self {
+            Fq2BamTask::Split(t) => t.into(),
+            Fq2BamTask::Align(t) => t.into(),
+            Fq2BamTask::SortMap(t) => t.into(),
+        }
+    }
+}
+
+impl Fq2BamTasksJob {
+    /// Plans the job (reads no input: the split task does): checks the options and the output,
+    /// creates the work directory. `rt`'s threads are minimap2's `-t` in the header.
+    pub fn plan(&self, rt: &Runtime, options: &PlanOptions) -> Result<Fq2BamPlan> {
+        plan(self, rt, options).map_err(Error::from)
+    }
+}
+
+fn sort_job(job: &Fq2BamJob) -> SortJob {
+    let mut sort = SortJob::new("", job.output.clone());
+    sort.order = Order::Coordinate;
+    sort.temp_prefix = job.temp_prefix.clone();
+    sort.max_fan_in = job.max_fan_in;
+    // The header carries the job's @PG already.
+    sort.program = None;
+    sort
+}
+
+fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<Fq2BamPlan> {
+    let job = &t.job;
+    if job.markdup == DuplicateMarking::Picard {
+        bail_argument!(
+            "distributed fq2bam marks duplicates with samblaster's algorithm or not at all \
+             (markdup samblaster|none); run `sortase fq2bam --markdup picard` on one machine"
+        );
+    }
+    let fragment_mode =
+        sortase_align::index::preset_fragment_mode(&job.preset).map_err(one::kinded)?;
+    one::check_pairing(job, fragment_mode)?;
+    if let Some(rg) = &job.read_group {
+        sortase_align::index::parse_read_group(rg).map_err(one::kinded)?;
+    }
+    let sort = sort_job(job);
+    // The output checked as the sort's tasks check it (BAM to a file).
+    SortPlan::of_records(
+        &sort,
+        options,
+        &sortase_bam::Header::default(),
+        PathBuf::new(),
+    )?;
+    let data = crate::output::resolve_output(
+        &job.output,
+        crate::sort::DEFAULT_LEVEL,
+        true,
+        &mut Vec::new(),
+    )?
+    .data
+    .context("no output file")?;
+    let chunk_templates = t
+        .chunk_templates
+        .unwrap_or((options.task_memory / TEMPLATE_MEMORY) as u64)
+        .max(1);
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
+    let work_dir = create_work_dir(&prefix)?;
+    Ok(Fq2BamPlan {
+        job: job.clone(),
+        threads: rt.threads(),
+        chunk_templates,
+        fragment_mode,
+        options: options.clone(),
+        work_dir,
+    })
+}
+
+// ------------------------------------------------------------------------------ stage 1: split
+
+/// Stage 1: the reads cut into chunks of whole templates, written to one reads file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqSplitTask {
+    /// R1 (or the only reads file), as the job names it.
+    pub reads1: PathBuf,
+    /// R2.
+    pub reads2: Option<PathBuf>,
+    /// One file in fragment mode: consecutive reads of one name are a template.
+    pub fragment_mode: bool,
+    /// Templates per chunk.
+    pub chunk_templates: u64,
+    /// The reads file it writes.
+    pub path: PathBuf,
+}
+
+/// One chunk of the reads file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqChunk {
+    /// First byte.
+    pub start: u64,
+    /// Past the last byte.
+    pub end: u64,
+    /// Templates.
+    pub fragments: u64,
+    /// Reads.
+    pub reads: u64,
+    /// Bases.
+    pub bases: u64,
+}
+
+/// What a [`FqSplitTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqSplitOutput {
+    /// The reads file.
+    pub path: PathBuf,
+    /// Its chunks, in input order (at least one; an empty input has one empty chunk).
+    pub chunks: Vec<FqChunk>,
+}
+
+impl FqSplitTask {
+    /// Reads the input and writes the chunks. Errors are the one-machine job's.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<FqSplitOutput> {
+        let hidden = sortase_exec::progress::Progress::hidden();
+        let r1 = one::open_reads(&self.reads1, &hidden)?;
+        let r2 = self
+            .reads2
+            .as_deref()
+            .map(|p| one::open_reads(p, &hidden))
+            .transpose()?;
+        let mut source = FastqSource::new(r1, r2, self.fragment_mode);
+        let file = WorkFile::new(&self.path)?;
+        let at = || self.path.display().to_string();
+        let mut out = BufWriter::new(
+            crate::files::create_private(file.path())
+                .with_context(|| format!("{}: cannot create", at()))?,
+        );
+        let mut chunks = Vec::new();
+        let mut cur = FqChunk {
+            start: 0,
+            end: 0,
+            fragments: 0,
+            reads: 0,
+            bases: 0,
+        };
+        let mut offset = 0u64;
+        let mut buf = ReadChunk::default();
+        let mut counter = CountingWriter {
+            inner: &mut out,
+            bytes: 0,
+        };
+        loop {
+            rt.check_cancelled()?;
+            // Work-queue chunks of whole templates, written template by template: a chunk of
+            // the file holds `chunk_templates` of them (the last one fewer).
+            source.fill(&mut buf, CHUNK_BASES).map_err(one::kinded)?;
+            if buf.is_empty() {
+                break;
+            }
+            for f in 0..buf.fragments() {
+                cur.bases += buf.write_fragment(f, &mut counter).with_context(at)? as u64;
+                cur.fragments += 1;
+                cur.reads += buf.fragment(f).len() as u64;
+                if cur.fragments == self.chunk_templates {
+                    cur.end = offset + counter.bytes;
+                    offset = cur.end;
+                    counter.bytes = 0;
+                    chunks.push(cur.clone());
+                    cur = FqChunk {
+                        start: offset,
+                        end: offset,
+                        fragments: 0,
+                        reads: 0,
+                        bases: 0,
+                    };
+                }
+            }
+        }
+        cur.end = offset + counter.bytes;
+        if cur.fragments > 0 || chunks.is_empty() {
+            chunks.push(cur);
+        }
+        out.flush().with_context(at)?;
+        drop(out);
+        file.commit()?;
+        Ok(FqSplitOutput {
+            path: self.path.clone(),
+            chunks,
+        })
+    }
+}
+
+struct CountingWriter<'a, W> {
+    inner: &'a mut W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for CountingWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+// ------------------------------------------------------------------------------ stage 2: align
+
+/// What identifies a loaded index: its file and the options it was built or loaded with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct IndexKey {
+    path: PathBuf,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    preset: String,
+    md: bool,
+    cs: bool,
+    read_group: Option<String>,
+}
+
+/// The worker process's index: loaded by its first align task, kept for the next ones.
+static INDEX: Mutex<Option<(IndexKey, Arc<Aligner>)>> = Mutex::new(None);
+/// Indexes this process has loaded (built or read).
+static INDEX_LOADS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process has loaded a minimap2 index for align tasks.
+pub fn index_loads() -> u64 {
+    INDEX_LOADS.load(Ordering::Relaxed)
+}
+
+/// The index of `job`, from the process's cache or loaded (then cached, replacing another);
+/// whether it was loaded now.
+fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Aligner>, bool)> {
+    let meta = std::fs::metadata(&job.index).map_err(|e| {
+        one::kinded(sortase_align::AlignError::Io {
+            path: job.index.clone(),
+            source: e,
+        })
+    })?;
+    let key = IndexKey {
+        path: job.index.clone(),
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        preset: job.preset.clone(),
+        md: job.md,
+        cs: job.cs,
+        read_group: job.read_group.clone(),
+    };
+    // Held while loading: a second task of this process waits instead of loading it again.
+    let mut slot = INDEX.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((k, a)) = slot.as_ref() {
+        if *k == key {
+            return Ok((a.clone(), false));
+        }
+    }
+    // The old index first: two need not fit at once.
+    *slot = None;
+    let aligner =
+        Aligner::load(&job.index, &one::aligner_options(job, threads)).map_err(one::kinded)?;
+    INDEX_LOADS.fetch_add(1, Ordering::Relaxed);
+    let aligner = Arc::new(aligner);
+    *slot = Some((key, aligner.clone()));
+    Ok((aligner, true))
+}
+
+/// Stage 2: minimap2 on one chunk; its records, its templates' record counts and its signatures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqAlignTask {
+    /// The job (index, preset, options).
+    pub job: Box<Fq2BamJob>,
+    /// minimap2's `-t` in the header's `CL:`.
+    pub threads: usize,
+    /// This chunk.
+    pub chunk: usize,
+    /// Chunks.
+    pub chunks: usize,
+    /// The reads file and the chunk's bytes in it.
+    pub reads: FileSlice,
+    /// Templates in the chunk.
+    pub fragments: u64,
+    /// Signature partitions (0: no marking).
+    pub partitions: usize,
+    /// Where the records go (raw BAM records back to back).
+    pub records_path: PathBuf,
+    /// Where each template's number of records goes (u32 little-endian each).
+    pub counts_path: PathBuf,
+    /// Where the signatures go (16-byte signature, 4-byte ordinal; partition after partition).
+    pub sigs_path: PathBuf,
+}
+
+/// What a [`FqAlignTask`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqAlignOutput {
+    /// The chunk.
+    pub chunk: usize,
+    /// Chunks.
+    pub chunks: usize,
+    /// Templates.
+    pub fragments: u64,
+    /// Reads.
+    pub reads: u64,
+    /// Bases.
+    pub bases: u64,
+    /// Records.
+    pub records: u64,
+    /// Their bytes.
+    pub record_bytes: u64,
+    /// The records.
+    pub records_path: PathBuf,
+    /// The templates' record counts.
+    pub counts_path: PathBuf,
+    /// The signatures.
+    pub sigs_path: PathBuf,
+    /// Byte offset of each partition's signatures, and the end.
+    pub offsets: Vec<u64>,
+    /// minimap2's SAM header (the same for every chunk).
+    pub sam_header: String,
+    /// Whether this task loaded the index (else the worker process had it).
+    pub index_loaded: bool,
+    /// Indexes the worker process has loaded so far.
+    pub index_loads: u64,
+    /// The worker process.
+    pub pid: u32,
+}
+
+impl FqAlignTask {
+    /// Maps the chunk.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<FqAlignOutput> {
+        let job = &*self.job;
+        let (aligner, index_loaded) = cached_aligner(job, rt.threads())?;
+        rt.check_cancelled()?;
+        let layout = match job.markdup {
+            DuplicateMarking::Samblaster => Some(one::sig_layout(&aligner, &job.index)?),
+            _ => None,
+        };
+        let sam_header = aligner.sam_header(&one::command_line(&aligner, job, self.threads));
+        let at = |p: &Path| p.display().to_string();
+        let mut input = std::fs::File::open(&self.reads.path)
+            .with_context(|| format!("{}: cannot open", at(&self.reads.path)))?;
+        input
+            .seek(SeekFrom::Start(self.reads.start))
+            .with_context(|| at(&self.reads.path))?;
+        let input = BufReader::new(input.take(self.reads.end - self.reads.start));
+        let source = ChunkFileSource::new(input, &self.reads.path, self.fragments);
+        let create = |p: &Path| -> anyhow::Result<(WorkFile, BufWriter<std::fs::File>)> {
+            let f = WorkFile::new(p)?;
+            let w = BufWriter::new(
+                crate::files::create_private(f.path())
+                    .with_context(|| format!("{}: cannot create", at(p)))?,
+            );
+            Ok((f, w))
+        };
+        let (records_file, mut records) = create(&self.records_path)?;
+        let (counts_file, mut counts) = create(&self.counts_path)?;
+        let mut parts: Vec<Vec<u8>> = vec![Vec::new(); self.partitions];
+        let mut ordinal = 0u32;
+        let mut record_bytes = 0u64;
+        let stop = rt.cancel_flag().shared();
+        let stats = pipeline::run(
+            &aligner,
+            source,
+            &PipelineOptions::new(rt.threads()),
+            &stop,
+            |batch| stream_marking::verdicts(batch, layout.as_ref()),
+            |batch, verdicts| -> anyhow::Result<()> {
+                records
+                    .write_all(batch.records.bytes())
+                    .with_context(|| at(&self.records_path))?;
+                record_bytes += batch.records.bytes().len() as u64;
+                for f in 0..batch.fragments.len() {
+                    let n = batch.fragment(f).len() as u32;
+                    counts
+                        .write_all(&n.to_le_bytes())
+                        .with_context(|| at(&self.counts_path))?;
+                }
+                for v in &verdicts {
+                    if let Some(sig) = stream_marking::signature(v)? {
+                        let p = &mut parts[partition(sig, self.partitions)];
+                        p.extend_from_slice(&sig.to_le_bytes());
+                        p.extend_from_slice(&ordinal.to_le_bytes());
+                    }
+                    ordinal += 1;
+                }
+                Ok(())
+            },
+        )
+        .map_err(one::classify)?;
+        rt.check_cancelled()?;
+        if stats.fragments != self.fragments {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{}: chunk {} holds {} templates, the split wrote {}",
+                    at(&self.reads.path),
+                    self.chunk,
+                    stats.fragments,
+                    self.fragments
+                ),
+            )
+            .into());
+        }
+        records.flush().with_context(|| at(&self.records_path))?;
+        counts.flush().with_context(|| at(&self.counts_path))?;
+        drop((records, counts));
+        let (sigs_file, mut sigs) = create(&self.sigs_path)?;
+        let mut offsets = vec![0u64];
+        for p in &parts {
+            sigs.write_all(p).with_context(|| at(&self.sigs_path))?;
+            offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
+        }
+        sigs.flush().with_context(|| at(&self.sigs_path))?;
+        drop(sigs);
+        records_file.commit()?;
+        counts_file.commit()?;
+        sigs_file.commit()?;
+        Ok(FqAlignOutput {
+            chunk: self.chunk,
+            chunks: self.chunks,
+            fragments: stats.fragments,
+            reads: stats.reads,
+            bases: stats.bases,
+            records: stats.records,
+            record_bytes,
+            records_path: self.records_path.clone(),
+            counts_path: self.counts_path.clone(),
+            sigs_path: self.sigs_path.clone(),
+            offsets,
+            sam_header,
+            index_loaded,
+            index_loads: index_loads(),
+            pid: std::process::id(),
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ stage 4: sort map
+
+/// Stage 4: one chunk's records, duplicates flagged, sorted into one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqSortMapTask {
+    /// This chunk.
+    pub chunk: usize,
+    /// Chunks.
+    pub chunks: usize,
+    /// Its records.
+    pub records_path: PathBuf,
+    /// Their number (checked).
+    pub records: u64,
+    /// Their bytes (checked).
+    pub record_bytes: u64,
+    /// Its templates' record counts.
+    pub counts_path: PathBuf,
+    /// Templates.
+    pub fragments: u64,
+    /// The number of its first record in the whole input.
+    pub first_seq: u64,
+    /// The ordinals of its duplicate templates, one slice per dedup task.
+    pub duplicates: Vec<FileSlice>,
+    /// Where the run goes.
+    pub run_path: PathBuf,
+}
+
+impl FqSortMapTask {
+    /// Flags and sorts the chunk.
+    pub fn run(&self, rt: &Runtime) -> anyhow::Result<MapOutput> {
+        let at = |p: &Path| p.display().to_string();
+        let mut dup = vec![false; self.fragments as usize];
+        for s in &self.duplicates {
+            for o in s.read()?.chunks_exact(4) {
+                let o = u32::from_le_bytes(o.try_into().expect("4 bytes")) as usize;
+                *dup.get_mut(o).with_context(|| {
+                    format!(
+                        "{}: ordinal {o} of {} templates",
+                        at(&s.path),
+                        self.fragments
+                    )
+                })? = true;
+            }
+        }
+        let counts = std::fs::read(&self.counts_path).with_context(|| at(&self.counts_path))?;
+        if counts.len() as u64 != self.fragments * 4 {
+            bail_argument!(
+                "{}: {} bytes for {} templates",
+                at(&self.counts_path),
+                counts.len(),
+                self.fragments
+            );
+        }
+        let mut counts = counts
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
+        let mut input = BufReader::new(
+            std::fs::File::open(&self.records_path)
+                .with_context(|| format!("{}: cannot open", at(&self.records_path)))?,
+        );
+        let mut memory = rt.memory().reservation("fq2bam sort task: records");
+        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
+        let (mut seq, mut bytes) = (self.first_seq, 0u64);
+        let (mut fragment, mut left) = (0usize, 0u32);
+        let (mut buf, mut offsets) = (Vec::new(), Vec::new());
+        let short = || {
+            Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{}: fewer records than the {} the align task wrote",
+                    at(&self.records_path),
+                    self.records
+                ),
+            )
+        };
+        let mut flush = |buf: &mut Vec<u8>,
+                         offsets: &mut Vec<u32>,
+                         batches: &mut Vec<RecordBatch>,
+                         first_seqs: &mut Vec<u64>,
+                         seq: &mut u64|
+         -> anyhow::Result<()> {
+            if offsets.is_empty() {
+                return Ok(());
+            }
+            let end = buf.len();
+            let batch =
+                RecordBatch::from_parts(std::mem::take(buf), std::mem::take(offsets), end, 0);
+            hold(rt, &mut memory, &batch, || {
+                format!("the chunk of {} records", self.records)
+            })?;
+            first_seqs.push(*seq);
+            *seq += batch.len() as u64;
+            batches.push(batch);
+            Ok(())
+        };
+        for _ in 0..self.records {
+            rt.check_cancelled()?;
+            while left == 0 {
+                left = counts.next().ok_or_else(short)?;
+                fragment += 1;
+            }
+            let start = buf.len();
+            let mut size = [0u8; 4];
+            input.read_exact(&mut size).map_err(|_| short())?;
+            let n = u32::from_le_bytes(size) as usize;
+            buf.extend_from_slice(&size);
+            buf.resize(start + 4 + n, 0);
+            input
+                .read_exact(&mut buf[start + 4..])
+                .map_err(|_| short())?;
+            if dup[fragment - 1] {
+                set_duplicate(&mut buf[start..]);
+            }
+            offsets.push(start as u32);
+            bytes += 4 + n as u64;
+            left -= 1;
+            if buf.len() >= BATCH_BYTES {
+                flush(
+                    &mut buf,
+                    &mut offsets,
+                    &mut batches,
+                    &mut first_seqs,
+                    &mut seq,
+                )?;
+            }
+        }
+        flush(
+            &mut buf,
+            &mut offsets,
+            &mut batches,
+            &mut first_seqs,
+            &mut seq,
+        )?;
+        if bytes != self.record_bytes || input.read(&mut [0u8])? != 0 || counts.next().is_some() {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{}: not the {} records ({} bytes) the align task wrote",
+                    at(&self.records_path),
+                    self.records,
+                    self.record_bytes
+                ),
+            )
+            .into());
+        }
+        let (run, samples) = sort_into_run(
+            rt,
+            SortOrder::Coordinate,
+            &batches,
+            &first_seqs,
+            &self.run_path,
+        )?;
+        Ok(MapOutput {
+            part: self.chunk,
+            parts: self.chunks,
+            run,
+            samples,
+            records: self.records,
+            record_bytes: bytes,
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ the driver's side
+
+impl Fq2BamPlan {
+    /// The work directory.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Stage 1: the split task.
+    pub fn split_tasks(&self) -> Vec<Fq2BamTask> {
+        vec![Fq2BamTask::Split(FqSplitTask {
+            reads1: self.job.reads1.clone(),
+            reads2: self.job.reads2.clone(),
+            fragment_mode: self.fragment_mode,
+            chunk_templates: self.chunk_templates,
+            path: self.work_dir.join("reads.chunks"),
+        })]
+    }
+
+    /// Stage 2 from the split's output: one align task per chunk.
+    pub fn align_tasks(&self, splits: &[FqSplitOutput]) -> Result<Vec<Fq2BamTask>> {
+        let split = splits
+            .first()
+            .ok_or_else(|| Error::argument("no split output"))?;
+        let chunks = split.chunks.len();
+        let partitions = match self.job.markdup {
+            DuplicateMarking::Samblaster => self.options.reduce_tasks.unwrap_or(chunks).max(1),
+            _ => 0,
+        };
+        Ok(split
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                Fq2BamTask::Align(FqAlignTask {
+                    job: Box::new(self.job.clone()),
+                    threads: self.threads,
+                    chunk: k,
+                    chunks,
+                    reads: FileSlice {
+                        path: split.path.clone(),
+                        start: c.start,
+                        end: c.end,
+                    },
+                    fragments: c.fragments,
+                    partitions,
+                    records_path: self.work_dir.join(format!("align-{k:06}.records")),
+                    counts_path: self.work_dir.join(format!("align-{k:06}.counts")),
+                    sigs_path: self.work_dir.join(format!("align-{k:06}.sigs")),
+                })
+            })
+            .collect())
+    }
+
+    /// Stage 3 from the align outputs: one markdup reduce task per signature partition (none
+    /// without marking).
+    pub fn dedup_tasks(&self, aligns: &[FqAlignOutput]) -> Result<Vec<MdReduceTask>> {
+        let aligns = complete(aligns, "align", |a| (a.chunk, a.chunks))?;
+        let partitions = aligns[0].offsets.len().saturating_sub(1);
+        if aligns.iter().any(|a| a.offsets.len() != partitions + 1) {
+            return Err(Error::argument("align outputs disagree on the partitions"));
+        }
+        Ok((0..partitions)
+            .map(|p| MdReduceTask {
+                part: p,
+                parts: partitions,
+                inputs: aligns
+                    .iter()
+                    .map(|a| FileSlice {
+                        path: a.sigs_path.clone(),
+                        start: a.offsets[p],
+                        end: a.offsets[p + 1],
+                    })
+                    .collect(),
+                path: self.work_dir.join(format!("dedup-{p:06}.dups")),
+            })
+            .collect())
+    }
+
+    /// Stage 4 from the align and the dedup outputs: one sort map task per chunk.
+    pub fn sort_map_tasks(
+        &self,
+        aligns: &[FqAlignOutput],
+        dedups: &[MdReduceOutput],
+    ) -> Result<Vec<Fq2BamTask>> {
+        let aligns = complete(aligns, "align", |a| (a.chunk, a.chunks))?;
+        let partitions = aligns[0].offsets.len().saturating_sub(1);
+        let dedups = if partitions == 0 {
+            Vec::new()
+        } else {
+            complete(dedups, "dedup", |r| (r.part, r.parts))?
+        };
+        if dedups.len() != partitions || dedups.iter().any(|d| d.offsets.len() != aligns.len() + 1)
+        {
+            return Err(Error::argument(
+                "dedup outputs do not cover the align tasks' chunks",
+            ));
+        }
+        let mut first_seq = 0;
+        Ok(aligns
+            .iter()
+            .enumerate()
+            .map(|(k, a)| {
+                let task = FqSortMapTask {
+                    chunk: k,
+                    chunks: aligns.len(),
+                    records_path: a.records_path.clone(),
+                    records: a.records,
+                    record_bytes: a.record_bytes,
+                    counts_path: a.counts_path.clone(),
+                    fragments: a.fragments,
+                    first_seq,
+                    duplicates: dedups
+                        .iter()
+                        .map(|d| FileSlice {
+                            path: d.path.clone(),
+                            start: d.offsets[k],
+                            end: d.offsets[k + 1],
+                        })
+                        .collect(),
+                    run_path: self.work_dir.join(format!("map-{k:06}.run")),
+                };
+                first_seq += a.records;
+                Fq2BamTask::SortMap(task)
+            })
+            .collect())
+    }
+
+    /// The sort of the chunks' records: its header from the align outputs (they must agree).
+    pub(crate) fn sort_plan(&self, aligns: &[FqAlignOutput]) -> Result<SortPlan> {
+        let aligns = complete(aligns, "align", |a| (a.chunk, a.chunks))?;
+        let sam = &aligns[0].sam_header;
+        if aligns.iter().any(|a| a.sam_header != *sam) {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{}: the align tasks' minimap2 headers differ (the index changed during the job?)",
+                    self.job.index.display()
+                ),
+            ));
+        }
+        let header = one::sorted_header(sam.clone(), self.job.program.as_ref())?;
+        Ok(SortPlan::of_records(
+            &sort_job(&self.job),
+            &self.options,
+            &header,
+            self.work_dir.clone(),
+        )?)
+    }
+
+    /// Stage 5 from the align and the sort map outputs: the sort's reduce tasks.
+    pub fn reduce_tasks(
+        &self,
+        aligns: &[FqAlignOutput],
+        maps: &[MapOutput],
+        rt: &Runtime,
+    ) -> Result<Vec<AnyTask>> {
+        Ok(self
+            .sort_plan(aligns)?
+            .reduce_tasks(maps, rt)?
+            .into_iter()
+            .map(super::SortTask::into_task)
+            .collect())
+    }
+
+    /// The parallel finish's first step (as a sort's), from the align and the reduce outputs; the
+    /// report is fq2bam's.
+    pub fn layout(
+        &self,
+        aligns: &[FqAlignOutput],
+        dedups: &[MdReduceOutput],
+        reduces: &[ReduceOutput],
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> Result<Layout> {
+        let mut lay = self.sort_plan(aligns)?.layout(reduces, preallocate, rt)?;
+        let sorted: crate::sort::SortReport = serde_json::from_value(lay.report.clone())
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("sort report JSON: {e}")))?;
+        let aligns = complete(aligns, "align", |a| (a.chunk, a.chunks))?;
+        let report = one::Fq2BamReport {
+            reads: aligns.iter().map(|a| a.reads).sum(),
+            fragments: aligns.iter().map(|a| a.fragments).sum(),
+            bases: aligns.iter().map(|a| a.bases).sum(),
+            records: sorted.records,
+            duplicate_templates: dedups.iter().map(|d| d.duplicates).sum(),
+            chunks: aligns.len() as u64,
+            threads: rt.threads(),
+            phases: sorted.phases,
+            outputs: sorted.outputs,
+            warnings: sorted.warnings,
+            ..Default::default()
+        };
+        lay.report = serde_json::to_value(&report)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("fq2bam report JSON: {e}")))?;
+        Ok(lay)
+    }
+
+    /// Gives the job up: removes the work directory and the finish's temporary files.
+    pub fn abort(&self) -> Result<()> {
+        let plan = SortPlan::of_records(
+            &sort_job(&self.job),
+            &self.options,
+            &sortase_bam::Header::default(),
+            self.work_dir.clone(),
+        );
+        match plan {
+            Ok(p) => p.abort(),
+            Err(_) => remove_work_dir(&self.work_dir),
+        }
+    }
+}
+
+impl Task for FqSplitTask {
+    const KIND: &'static str = "fq2bam.split";
+    type Output = FqSplitOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<FqSplitOutput> {
+        FqSplitTask::run(self, rt).map_err(Error::from)
+    }
+
+    fn reads(&self) -> Result<Vec<super::Span>> {
+        let mut v = vec![super::Span::whole(&self.reads1)];
+        v.extend(self.reads2.iter().map(super::Span::whole));
+        Ok(v)
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+}
+
+impl Task for FqAlignTask {
+    const KIND: &'static str = "fq2bam.align";
+    type Output = FqAlignOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<FqAlignOutput> {
+        FqAlignTask::run(self, rt).map_err(Error::from)
+    }
+
+    /// The index (whole) and its chunk of the reads file.
+    fn reads(&self) -> Result<Vec<super::Span>> {
+        Ok(vec![
+            super::Span::whole(&self.job.index),
+            super::Span::ranges(&self.reads.path, vec![(self.reads.start, self.reads.end)]),
+        ])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![
+            self.records_path.clone(),
+            self.counts_path.clone(),
+            self.sigs_path.clone(),
+        ]
+    }
+
+    /// The chunk's bytes and the files written: the index is read once per worker process (and
+    /// a driver on object storage does not fetch it: it is a path every worker sees).
+    fn local_bytes(&self) -> (u64, u64) {
+        let (_, written) = super::registry::measured(Ok(Vec::new()), &self.writes());
+        (self.reads.end - self.reads.start, written)
+    }
+}
+
+impl Task for FqSortMapTask {
+    const KIND: &'static str = "fq2bam.sort_map";
+    const OUTPUT_KIND: &'static str = MapTask::KIND;
+    type Output = MapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        FqSortMapTask::run(self, rt)
+            .with_context(|| format!("fq2bam sort map task {}", self.chunk))
+            .map_err(Error::from)
+    }
+
+    fn reads(&self) -> Result<Vec<super::Span>> {
+        let mut v = vec![
+            super::Span::whole(&self.records_path),
+            super::Span::whole(&self.counts_path),
+        ];
+        v.extend(super::registry::by_file(
+            self.duplicates
+                .iter()
+                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
+        ));
+        Ok(v)
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.run_path.clone()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::OutputSpec;
+    use crate::tasks::{plan_json, run_task_json, stage_tasks_json};
+    use serde_json::Value;
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    fn bases(seed: &mut u64, n: usize) -> Vec<u8> {
+        (0..n).map(|_| b"ACGT"[(lcg(seed) % 4) as usize]).collect()
+    }
+
+    fn revcomp(s: &[u8]) -> Vec<u8> {
+        s.iter()
+            .rev()
+            .map(|&c| match c {
+                b'A' => b'T',
+                b'C' => b'G',
+                b'G' => b'C',
+                _ => b'A',
+            })
+            .collect()
+    }
+
+    /// ref.fa of two contigs and `pairs` FR pairs of 100 bases, a tenth exact copies of the pair
+    /// before (duplicates), as r1.fq and r2.fq.
+    fn simulate(dir: &Path, pairs: usize) -> (PathBuf, PathBuf, PathBuf) {
+        let mut seed = 29;
+        let contigs = [bases(&mut seed, 30_000), bases(&mut seed, 12_000)];
+        let mut fa = String::new();
+        for (i, c) in contigs.iter().enumerate() {
+            fa += &format!(">c{}\n{}\n", i + 1, String::from_utf8_lossy(c));
+        }
+        let (mut r1, mut r2) = (String::new(), String::new());
+        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+        for i in 0..pairs {
+            let (a, b) = match last.take() {
+                Some(prev) if lcg(&mut seed).is_multiple_of(10) => prev,
+                _ => {
+                    let c = &contigs[(lcg(&mut seed) % 2) as usize];
+                    let ins = 200 + (lcg(&mut seed) % 300) as usize;
+                    let s = (lcg(&mut seed) as usize) % (c.len() - ins);
+                    let frag = &c[s..s + ins];
+                    let mut a = frag[..100].to_vec();
+                    if lcg(&mut seed).is_multiple_of(7) {
+                        a[50] = b"ACGT"[(lcg(&mut seed) % 4) as usize];
+                    }
+                    (a, revcomp(frag)[..100].to_vec())
+                }
+            };
+            let q = "I".repeat(100);
+            r1 += &format!("@p{i}/1\n{}\n+\n{q}\n", String::from_utf8_lossy(&a));
+            r2 += &format!("@p{i}/2\n{}\n+\n{q}\n", String::from_utf8_lossy(&b));
+            last = Some((a, b));
+        }
+        let paths = (dir.join("ref.fa"), dir.join("r1.fq"), dir.join("r2.fq"));
+        std::fs::write(&paths.0, fa).unwrap();
+        std::fs::write(&paths.1, r1).unwrap();
+        std::fs::write(&paths.2, r2).unwrap();
+        paths
+    }
+
+    /// Runs every task of a stage (in reverse order: any order goes), through JSON.
+    fn stage(plan: &str, name: &str, inputs: &[Value], rt: &Runtime) -> Vec<Value> {
+        let inputs = serde_json::to_string(inputs).unwrap();
+        let tasks: Vec<Value> =
+            serde_json::from_str(&stage_tasks_json(plan, name, &inputs, rt).unwrap()).unwrap();
+        tasks
+            .iter()
+            .rev()
+            .map(|t| {
+                let out = run_task_json(&t.to_string(), rt).unwrap();
+                serde_json::from_str(&out).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tasks_write_the_bytes_of_one_machine_and_load_the_index_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, r1, r2) = simulate(dir.path(), 2_000);
+        let rt = Runtime::with_threads(2).unwrap();
+        let one = dir.path().join("one.bam");
+        let mut output = OutputSpec::to_path(&one);
+        output.write_index = true;
+        let mut job = Fq2BamJob::new(&fa, &r1, output);
+        job.reads2 = Some(r2.clone());
+        let report = job.run(&rt).unwrap();
+        assert!(report.duplicate_templates > 100, "{report:?}");
+        let loads = index_loads();
+        for markdup in [DuplicateMarking::Samblaster, DuplicateMarking::None] {
+            let many = dir.path().join("many.bam");
+            job.output.path = Some(many.clone());
+            job.markdup = markdup;
+            let mut reference = job.clone();
+            reference.output.path = Some(one.clone());
+            reference.run(&rt).unwrap();
+            let spec = Fq2BamTasksJob {
+                job: job.clone(),
+                chunk_templates: Some(450),
+            };
+            let plan = plan_json(
+                "fq2bam",
+                &serde_json::to_string(&spec).unwrap(),
+                r#"{"reduce_tasks": 3}"#,
+                &rt,
+            )
+            .unwrap();
+            let splits = stage(&plan, "split", &[], &rt);
+            let aligns = stage(&plan, "align", &splits, &rt);
+            assert_eq!(aligns.len(), 5);
+            let dedups = stage(&plan, "dedup", &aligns, &rt);
+            assert_eq!(
+                dedups.len(),
+                if markdup == DuplicateMarking::None {
+                    0
+                } else {
+                    3
+                }
+            );
+            let maps = stage(
+                &plan,
+                "map",
+                &[aligns.clone(), dedups.clone()].concat(),
+                &rt,
+            );
+            let reduces = stage(&plan, "reduce", &[aligns.clone(), maps].concat(), &rt);
+            let all = [aligns, dedups, reduces].concat();
+            let p: crate::tasks::Plan = serde_json::from_str(&plan).unwrap();
+            let crate::tasks::Plan::Fq2Bam(fq) = &p else {
+                panic!("not an fq2bam plan")
+            };
+            let work_dir = fq.work_dir().to_path_buf();
+            let layout = p.layout(&all, true, &rt).unwrap();
+            for t in layout.place_tasks() {
+                t.run(&rt).unwrap();
+            }
+            let value = layout.commit().unwrap();
+            assert_eq!(value["fragments"], 2_000);
+            assert!(
+                std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+                "{markdup:?}: the bytes differ"
+            );
+            // The index, as --write-index names it (CSI by default, as samtools).
+            let index = |p: &Path| std::fs::read(format!("{}.csi", p.display())).unwrap();
+            assert_eq!(index(&one), index(&many));
+            assert!(!work_dir.exists());
+        }
+        // The same index and options: loaded by the first align task of this process only.
+        assert_eq!(index_loads(), loads + 1);
+    }
+
+    #[test]
+    fn bad_input_fails_as_on_one_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, r1, r2) = simulate(dir.path(), 50);
+        let short = dir.path().join("short.fq");
+        let text = std::fs::read_to_string(&r2).unwrap();
+        std::fs::write(
+            &short,
+            text.lines().take(4 * 30).collect::<Vec<_>>().join("\n") + "\n",
+        )
+        .unwrap();
+        let rt = Runtime::with_threads(1).unwrap();
+        let mut job = Fq2BamJob::new(&fa, &r1, OutputSpec::to_path(dir.path().join("o.bam")));
+        job.reads2 = Some(short);
+        let want = job.run(&rt).unwrap_err().to_string();
+        let plan = Fq2BamTasksJob {
+            job: job.clone(),
+            chunk_templates: Some(10),
+        }
+        .plan(&rt, &PlanOptions::default())
+        .unwrap();
+        let Fq2BamTask::Split(split) = plan.split_tasks().remove(0) else {
+            unreachable!()
+        };
+        let got = Task::run(&split, &rt).unwrap_err().to_string();
+        assert_eq!(got, want);
+        plan.abort().unwrap();
+        assert!(!plan.work_dir().exists());
+        job.reads2 = Some(r2);
+        job.markdup = DuplicateMarking::Picard;
+        let e = Fq2BamTasksJob {
+            job,
+            chunk_templates: None,
+        }
+        .plan(&rt, &PlanOptions::default())
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Argument);
+    }
+}
