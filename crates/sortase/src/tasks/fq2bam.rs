@@ -764,11 +764,7 @@ impl Fq2BamPlan {
                 parts: partitions,
                 inputs: aligns
                     .iter()
-                    .map(|a| FileSlice {
-                        path: a.sigs_path.clone(),
-                        start: a.offsets[p],
-                        end: a.offsets[p + 1],
-                    })
+                    .map(|a| FileSlice::nth(&a.sigs_path, &a.offsets, p))
                     .collect(),
                 path: self.work_dir.join(format!("dedup-{p:06}.dups")),
             })
@@ -810,11 +806,7 @@ impl Fq2BamPlan {
                     first_seq,
                     duplicates: dedups
                         .iter()
-                        .map(|d| FileSlice {
-                            path: d.path.clone(),
-                            start: d.offsets[k],
-                            end: d.offsets[k + 1],
-                        })
+                        .map(|d| FileSlice::nth(&d.path, &d.offsets, k))
                         .collect(),
                     run_path: self.work_dir.join(format!("map-{k:06}.run")),
                 };

@@ -725,6 +725,16 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
+    /// Slice `i` of a file cut at `offsets` (partition `i` of a partitioned task file: bytes
+    /// `offsets[i]..offsets[i + 1]`).
+    pub(super) fn nth(path: &Path, offsets: &[u64], i: usize) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            start: offsets[i],
+            end: offsets[i + 1],
+        }
+    }
+
     pub(super) fn read(&self) -> anyhow::Result<Vec<u8>> {
         let at = || self.path.display().to_string();
         let mut f =
@@ -1179,11 +1189,7 @@ impl MarkdupPlan {
                     parts: partitions,
                     inputs: maps
                         .iter()
-                        .map(|m| FileSlice {
-                            path: m.path.clone(),
-                            start: m.offsets[p],
-                            end: m.offsets[p + 1],
-                        })
+                        .map(|m| FileSlice::nth(&m.path, &m.offsets, p))
                         .collect(),
                     path: self.work_dir.join(format!("reduce-{p:06}.dups")),
                 })
@@ -1218,11 +1224,7 @@ impl MarkdupPlan {
                 base: 0,
                 duplicates: reduces
                     .iter()
-                    .map(|d| FileSlice {
-                        path: d.path.clone(),
-                        start: d.offsets[r],
-                        end: d.offsets[r + 1],
-                    })
+                    .map(|d| FileSlice::nth(&d.path, &d.offsets, r))
                     .collect(),
             })
             .collect();

@@ -328,13 +328,7 @@ fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>>
 }
 
 fn slices(path: &Path, offsets: &[u64], range: std::ops::Range<usize>) -> Vec<FileSlice> {
-    range
-        .map(|i| FileSlice {
-            path: path.to_path_buf(),
-            start: offsets[i],
-            end: offsets[i + 1],
-        })
-        .collect()
+    range.map(|i| FileSlice::nth(path, offsets, i)).collect()
 }
 
 // --------------------------------------------------------------------------------- stage 2: map
