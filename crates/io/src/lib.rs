@@ -827,6 +827,28 @@ mod tests {
     }
 
     #[test]
+    fn aliases_and_secrets_follow_the_options_until_cleared() {
+        let local = "/scratch/in/0/x.bam";
+        assert!(!is_remote(local));
+        set_s3_options(Some(S3Options {
+            access_key_id: Some("AKIDEXAMPLE".into()),
+            secret_access_key: Some("very-secret-value".into()),
+            aliases: vec![(local.into(), "s3://bkt/x.bam".into())],
+            ..Default::default()
+        }));
+        assert!(is_remote(local));
+        assert_eq!(alias(local).as_deref(), Some("s3://bkt/x.bam"));
+        assert!(!is_remote("/scratch/in/0/y.bam"));
+        assert_eq!(
+            scrub("denied for very-secret-value".into()),
+            "denied for ***"
+        );
+        set_s3_options(None);
+        assert!(!is_remote(local));
+        assert_eq!(alias(local), None);
+    }
+
+    #[test]
     fn ini_sections() {
         let dir = std::env::temp_dir().join(format!("sortase-io-ini-{}", std::process::id()));
         std::fs::write(
