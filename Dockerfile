@@ -6,7 +6,7 @@
 # a virtual environment with the package (and pyarrow), nothing else.
 FROM rust:1-bookworm AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends cmake curl python3-venv \
+ && apt-get install -y --no-install-recommends cmake curl nasm autoconf automake libtool python3-venv \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -9,6 +9,7 @@
 #   time          GNU time (peak RSS in the benchmarks)
 #   samblaster, picard-tools   the oracles of `sortase markdup`
 #   cmake         libz-sys builds zlib-ng with it for the CRAM codec (crates/htslib)
+#   nasm, autoconf, automake, libtool   isal-sys builds ISA-L (crates/bgzf's DEFLATE at levels 1-2)
 #   curl          crates/htslib's build.rs downloads the htslib 1.24 sources with it (the pysam 0.24.1
 #                 sdist from PyPI) unless SORTASE_HTSLIB_SRC names a local copy
 #   python3-venv  `python3 -m venv` with pip (Debian splits it from python3)
@@ -26,7 +27,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 apt_packages=(htslib-test tabix minimap2 art-nextgen-simulation-tools samtools time samblaster picard-tools
-              cmake curl python3-venv)
+              cmake curl nasm autoconf automake libtool python3-venv)
 bench_packages=(sambamba biobambam2 linux-perf libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev)
 [ "${1:-}" = "--bench" ] && apt_packages+=("${bench_packages[@]}")
 missing=()

@@ -25,6 +25,8 @@ mod common;
 mod cram_idxstats;
 #[path = "e2e/cram_jobs.rs"]
 mod cram_jobs;
+#[path = "e2e/deflate_levels.rs"]
+mod deflate_levels;
 #[path = "e2e/disk_full.rs"]
 mod disk_full;
 #[path = "e2e/edge_cases.rs"]

@@ -389,8 +389,9 @@ fn bgzip_identical_to_htslib() {
         std::fs::write(&plain, &data).unwrap();
         let theirs = dir.path().join(format!("theirs{i}.gz"));
         let their_gzi = with_suffix(&theirs, ".gzi");
-        // Levels 0-8 match htslib byte for byte; at 9 (libdeflate 12) libdeflate 1.14 (Debian's, under
-        // bgzip) and 1.2x (ours) compress differently, so only the block boundaries can agree.
+        // Levels 0 and 3-8 match htslib byte for byte; at 9 (libdeflate 12) libdeflate 1.14 (Debian's,
+        // under bgzip) and 1.2x (ours) compress differently, and at 1-2 sortase deflates with ISA-L
+        // (crates/bgzf `deflate`), so there only the block boundaries can agree.
         for level in ["-1", "1", "6", "9"] {
             // htslib's file and index at this level (compressed offsets depend on the level).
             let t = run(
@@ -425,7 +426,8 @@ fn bgzip_identical_to_htslib() {
                         .flat_map(|(_, c)| c.to_vec())
                         .collect()
                 };
-                if (level != "9" && a != b) || uncompressed(&a) != uncompressed(&b) {
+                let same_library = !matches!(level, "1" | "9");
+                if (same_library && a != b) || uncompressed(&a) != uncompressed(&b) {
                     failures.push(format!("{n} bytes -@{threads} -l{level}: .gzi differs"));
                 }
                 let back = sortase(&["bgzip", "-d", "-c", p(&ours)]).expect_ok();

@@ -71,6 +71,10 @@ fn version_names_the_libraries() {
     let deflate = locked("libdeflate-sys");
     let major_minor: Vec<&str> = deflate.split('.').take(2).collect();
     assert_eq!(using(&text, "libdeflate"), major_minor.join("."), "{text}");
+    // isal-sys "0.5.3+496255c" builds ISA-L 2.31.0 (its configure.ac); the pin in crates/bgzf keeps
+    // the two together.
+    assert_eq!(locked("isal-sys"), "0.5.3+496255c");
+    assert_eq!(using(&text, "ISA-L"), "2.31.0", "{text}");
     // zstd-sys "2.1.3+zstd.1.5.7" bundles zstd 1.5.7.
     let zstd = locked("zstd-sys");
     assert_eq!(

@@ -1,7 +1,8 @@
 //! One BGZF block: header parsing, inflate with CRC32/ISIZE checks, deflate (SAM spec §4.1).
 
+use crate::deflate::Deflater;
 use crate::{BgzfError, CompressionLevel};
-use libdeflater::{Compressor, Decompressor};
+use libdeflater::Decompressor;
 
 /// Largest uncompressed payload we put in a block: htslib `BGZF_BLOCK_SIZE`, so a block of incompressible
 /// data still fits the 64 KiB limit and block boundaries fall where samtools puts them.
@@ -164,7 +165,7 @@ pub fn inflate_block_prefix(
 /// Level 0 writes a stored DEFLATE block as htslib does for `-u`; data that does not shrink enough to fit
 /// a block is stored too.
 pub fn deflate_block(
-    compressor: Option<&mut Compressor>,
+    compressor: Option<&mut Deflater>,
     data: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), BgzfError> {
@@ -178,7 +179,7 @@ pub fn deflate_block(
     let mut compressed = false;
     if let Some(c) = compressor {
         out.resize(start + BLOCK_MAX - FOOTER_LEN, 0);
-        if let Ok(n) = c.deflate_compress(data, &mut out[payload_start..]) {
+        if let Some(n) = c.compress(data, &mut out[payload_start..]) {
             out.truncate(payload_start + n);
             compressed = true;
         } else {
@@ -200,13 +201,8 @@ pub fn deflate_block(
 }
 
 /// A compressor for `level`, or `None` for stored blocks.
-pub(crate) fn compressor_for(level: CompressionLevel) -> Option<Compressor> {
-    match level.libdeflate() {
-        0 => None,
-        l => Some(Compressor::new(
-            libdeflater::CompressionLvl::new(i32::from(l)).expect("levels 1-12 are valid"),
-        )),
-    }
+pub(crate) fn compressor_for(level: CompressionLevel) -> Option<Deflater> {
+    Deflater::for_level(level)
 }
 
 #[cfg(test)]

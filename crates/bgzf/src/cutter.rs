@@ -5,8 +5,8 @@
 //! the same records into the same blocks.
 
 use crate::block::{deflate_block, BLOCK_DATA_MAX};
+use crate::deflate::Deflater;
 use crate::BgzfError;
-use libdeflater::Compressor;
 
 /// Complete blocks not yet handed on, then the open block, in one buffer.
 #[derive(Debug, Default)]
@@ -60,7 +60,7 @@ impl BlockCutter {
 /// Deflates the blocks of `data` that end at `cuts` into `out`, appending `(compressed size,
 /// uncompressed size)` of each to `sizes`.
 pub(crate) fn deflate_blocks(
-    mut compressor: Option<&mut Compressor>,
+    mut compressor: Option<&mut Deflater>,
     data: &[u8],
     cuts: &[u32],
     out: &mut Vec<u8>,

@@ -18,8 +18,8 @@
 
 use crate::block::{compressor_for, BLOCK_DATA_MAX};
 use crate::cutter::{deflate_blocks, BlockCutter};
+use crate::deflate::Deflater;
 use crate::{BgzfError, CompressionLevel};
-use libdeflater::Compressor;
 
 /// Complete blocks gathered before they are deflated.
 pub const BLOCKS_PER_DEFLATE: usize = 16;
@@ -35,7 +35,7 @@ pub struct EncodedBlocks {
 
 /// Cuts written bytes into BGZF blocks and deflates them (see the module documentation).
 pub struct BlockEncoder {
-    compressor: Option<Compressor>,
+    compressor: Option<Deflater>,
     /// Complete blocks not yet deflated, then the open block.
     cutter: BlockCutter,
     out: EncodedBlocks,

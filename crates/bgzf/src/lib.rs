@@ -13,6 +13,7 @@
 
 mod block;
 mod cutter;
+pub mod deflate;
 pub mod direct_io;
 mod encoder;
 mod error;
@@ -28,6 +29,7 @@ pub use block::{
     deflate_block, inflate_block, inflate_block_prefix, parse_header, BlockHeader, BLOCK_DATA_MAX,
     BLOCK_HEADER_LEN, BLOCK_MAX, EOF_MARKER,
 };
+pub use deflate::{Deflater, ISAL_VERSION};
 pub use encoder::{BlockEncoder, EncodedBlocks, BLOCKS_PER_DEFLATE};
 pub use error::BgzfError;
 pub use level::CompressionLevel;

@@ -219,7 +219,7 @@ impl<W: Write + Send + 'static> Drop for ParallelWriter<W> {
     }
 }
 
-fn compress_job(compressor: Option<&mut libdeflater::Compressor>, job: Job) -> Compressed {
+fn compress_job(compressor: Option<&mut crate::deflate::Deflater>, job: Job) -> Compressed {
     let mut out = Vec::with_capacity(job.data.len() / 2 + 1024);
     let mut sizes = Vec::with_capacity(job.cuts.len());
     deflate_blocks(compressor, &job.data, &job.cuts, &mut out, &mut sizes)?;

@@ -1,5 +1,5 @@
 //! The versions of the libraries compiled into sortase, for `sortase --version` (as `samtools
-//! --version` names its htslib): the CRAM codec (htslib, asked at run time), libdeflate (BGZF),
+//! --version` names its htslib): the CRAM codec (htslib, asked at run time), libdeflate and ISA-L (BGZF),
 //! minimap2 (fq2bam), zstd, parquet and arrow (AGD datasets).
 
 /// One library compiled into sortase and its version.
@@ -39,7 +39,12 @@ pub fn components() -> Vec<Component> {
                 sortase_cram::htslib_source()
             ),
         ),
-        component("libdeflate", sortase_bgzf::LIBDEFLATE_VERSION, "BGZF"),
+        component(
+            "libdeflate",
+            sortase_bgzf::LIBDEFLATE_VERSION,
+            "BGZF levels 3-9",
+        ),
+        component("ISA-L", sortase_bgzf::ISAL_VERSION, "BGZF levels 1-2"),
         component("minimap2", sortase_align::minimap2_version(), "fq2bam"),
         component("zstd", zstd_safe::version_string(), "AGD Parquet chunks"),
         component("parquet", parquet, "AGD datasets; Rust crate"),
