@@ -2,6 +2,19 @@
 """Generate reproducible benchmark BAMs for sortase (synthetic, human-like).
 
     python3 bench/generate.py --size tiny|small|large [--out /work/bench-data]
+    python3 bench/generate.py --size xl --from DIR_OF_LARGE [--copies 4] [--out DIR]
+
+`xl` (>= 50M records, genome-like scale) is derived from an existing `large` data
+set instead of simulated anew (ART and minimap2 at 4x the large coverage would take
+most of a day on 2 cores): the large sample N times over on a reference of N copies
+(a 1.26 Gbp genome for N = 4: 40% of GRCh38).  Copy k (k >= 2) renames every contig
+C to C_k (RNAME, RNEXT, SA tags, @SQ) and the flowcell of every read name
+(HSIMFCXX -> HSIMFC0k), so names stay unique and Illumina-like and duplicates stay
+inside their copy: markdup finds N times the large data's duplicates.  xl.bam holds
+the copies one after the other (aligner order within each); xl.sorted.bam is the
+coordinate-sorted copies concatenated, mapped records first and the unplaced ones
+(RNAME *) of every copy at the end, which is the order samtools sort gives
+(checked with `samtools view -c` and sortase's `sort --verify` in the log).
 
 Pipeline (every step is skipped when its output already exists, so a rerun
 resumes where an interrupted one stopped; outputs are written under a temporary
@@ -103,6 +116,8 @@ SIZES = {
     # A second sample of the same donor (other ART seed): the "normal" of a
     # tumour/normal pair for snp-pileup (bench/snp_pileup.py).
     "normal": dict(ref="ref", contigs=None, coverage=1.0, art_seed=4004),
+    # Derived from `large` (see the module docstring): no simulation of its own.
+    "xl": dict(derived_from="large", copies=4),
 }
 
 BASES = b"ACGT"
@@ -842,6 +857,144 @@ def step_cleanup(args, cfg, paths, state):
 
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# xl: the large data N times over (derived, not simulated)
+# --------------------------------------------------------------------------
+
+def tile_header(header, copies):
+    """The header of N copies: every @SQ N times (copy k >= 2 as NAME_k), the rest once."""
+    sq = [line for line in header if line.startswith(b"@SQ")]
+    out = []
+    for line in header:
+        out.append(line)
+        if sq and line is sq[-1]:
+            for k in range(2, copies + 1):
+                for q in sq:
+                    f = q.rstrip(b"\n").split(b"\t")
+                    f = [x + b"_%d" % k if x.startswith(b"SN:") else x for x in f]
+                    out.append(b"\t".join(f) + b"\n")
+    out.append(b"@CO\txl: bench/generate.py --size xl, the large data %d times over "
+               b"(copy k >= 2: contigs NAME_k, flowcell HSIMFC0k)\n" % copies)
+    return out
+
+
+def tile_record(line, k):
+    """SAM line of copy k (k >= 2): contigs and flowcell renamed, SA tags included."""
+    f = line.split(b"\t", 9)
+    suffix = b"_%d" % k
+    f[0] = f[0].replace(b":HSIMFCXX:", b":HSIMFC%02d:" % k, 1)
+    if f[2] != b"*":
+        f[2] += suffix
+    if f[6] not in (b"=", b"*"):
+        f[6] += suffix
+    rest = f[9]
+    i = rest.find(b"\tSA:Z:")
+    if i >= 0:
+        j = rest.find(b"\t", i + 1)
+        j = len(rest) - 1 if j < 0 else j  # the tag ends the line (before its newline)
+        entries = rest[i + 6:j].split(b";")
+        entries = [e.replace(b",", suffix + b",", 1) if e else e for e in entries]
+        rest = rest[:i + 6] + b";".join(entries) + rest[j:]
+        f[9] = rest
+    return b"\t".join(f)
+
+
+def write_tiled(src, dst, copies, threads, unplaced_last):
+    """dst = `copies` copies of src (SAM text through samtools); with unplaced_last (a sorted
+    src) the RNAME-* records of every copy go after all the placed ones."""
+    tmp = tmp_name(dst)
+    header = subprocess.run(["samtools", "view", "-H", "--no-PG", src], check=True,
+                            stdout=subprocess.PIPE).stdout.splitlines(keepends=True)
+    w = subprocess.Popen(["samtools", "view", "-b", "--no-PG", "-@", str(threads), "-o", tmp, "-"],
+                         stdin=subprocess.PIPE)
+    n = 0
+
+    def copy(k, region):
+        nonlocal n
+        r = subprocess.Popen(["samtools", "view", src] + region, stdout=subprocess.PIPE,
+                             bufsize=1 << 20)
+        out = w.stdin
+        for line in r.stdout:
+            if unplaced_last and not region and line.split(b"\t", 3)[2] == b"*":
+                r.kill()  # the unplaced tail of a sorted copy: written at the end
+                break
+            out.write(line if k == 1 else tile_record(line, k))
+            n += 1
+        r.stdout.close()
+        r.wait()
+
+    w.stdin.writelines(tile_header(header, copies))
+    for k in range(1, copies + 1):
+        log(f"xl: copy {k} of {copies} of {os.path.basename(src)}")
+        copy(k, [])
+    if unplaced_last:
+        for k in range(1, copies + 1):
+            copy(k, ["*"])
+    w.stdin.close()
+    if w.wait() != 0:
+        sys.exit(f"samtools view -b failed writing {tmp}")
+    os.replace(tmp, dst)
+    return n
+
+
+def derive_xl(args, cfg, out):
+    src_dir = os.path.abspath(args.source)
+    base = cfg["derived_from"]
+    copies = args.copies or cfg["copies"]
+    with open(os.path.join(src_dir, f"{base}.json")) as f:
+        src_info = json.load(f)
+    src_bam = os.path.join(src_dir, f"{base}.bam")
+    src_sorted = os.path.join(src_dir, f"{base}.sorted.bam")
+    bam = os.path.join(out, "xl.bam")
+    sbam = os.path.join(out, "xl.sorted.bam")
+    os.makedirs(out, exist_ok=True)
+    t = time.time()
+    records = {}
+    for src, dst, last in ((src_bam, bam, False), (src_sorted, sbam, True)):
+        if exists(dst):
+            log(f"xl: exists ({dst})")
+            continue
+        records[dst] = write_tiled(src, dst, copies, args.threads, last)
+    if not exists(sbam + ".bai"):
+        run(["samtools", "index", "-@", str(args.threads), sbam])
+    want = src_info["records"] * copies
+    for f in (bam, sbam):
+        got = records.get(f)
+        if got is None:
+            got = int(subprocess.run(["samtools", "view", "-c", "-@", str(args.threads), f],
+                                     check=True, stdout=subprocess.PIPE, text=True).stdout)
+        if got != want:
+            sys.exit(f"{f}: {got} records, expected {want}")
+    sortase = os.path.join(os.path.dirname(BENCH_DIR), "target", "release", "sortase")
+    if os.path.exists(sortase):
+        run([sortase, "sort", "--verify", sbam])
+    info = {
+        "size": "xl",
+        "description": f"the {base} data {copies} times over on a reference of {copies} copies "
+                       f"(bench/generate.py --size xl; {src_info['description']})",
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "generator": "bench/generate.py --size xl",
+        "derived_from": os.path.join(src_dir, f"{base}.json"),
+        "copies": copies,
+        "files": {
+            "bam": {"path": bam, "bytes": os.path.getsize(bam), "records": want,
+                    "order": "aligner within each copy, copies one after the other"},
+            "sorted_bam": {"path": sbam, "bytes": os.path.getsize(sbam), "records": want,
+                           "order": "coordinate (copies of the samtools-sorted large data)"},
+            "bai": {"path": sbam + ".bai"},
+        },
+        "records": want,
+        "bytes": os.path.getsize(bam),
+        "bytes_per_record": round(os.path.getsize(bam) / want, 1),
+        "timings_s": {"derive": round(time.time() - t, 1)},
+    }
+    with open(os.path.join(out, "xl.json.tmp"), "w") as f:
+        json.dump(info, f, indent=2)
+        f.write("\n")
+    os.replace(os.path.join(out, "xl.json.tmp"), os.path.join(out, "xl.json"))
+    log(f"xl: {want:,} records, {human(info['bytes'])} -> {out}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -853,12 +1006,21 @@ def main():
     ap.add_argument("--coverage", type=float, default=None,
                     help="override the nuclear ART coverage of the size")
     ap.add_argument("--keep-fastq", action="store_true", help="keep DIR/work-SIZE/R1.fq, R2.fq")
+    ap.add_argument("--from", dest="source", metavar="DIR",
+                    help="xl: the directory of the large data it is derived from")
+    ap.add_argument("--copies", type=int, default=None, help="xl: copies of the large data (4)")
     args = ap.parse_args()
 
     out = os.path.abspath(args.out)
     repo = os.path.dirname(BENCH_DIR)
     if out == repo or out.startswith(repo + os.sep):
         sys.exit(f"--out {out} is inside the repository; use a directory outside it")
+    if "derived_from" in SIZES[args.size]:
+        if not args.source:
+            sys.exit(f"--size {args.size} needs --from DIR (the {SIZES[args.size]['derived_from']} data)")
+        if shutil.which("samtools") is None:
+            sys.exit("required tool not found: samtools")
+        return derive_xl(args, SIZES[args.size], out)
     for tool in ("art_illumina", "minimap2", "samtools"):
         if shutil.which(tool) is None:
             sys.exit(f"required tool not found: {tool}")
