@@ -57,7 +57,12 @@ pub struct Fq2BamArgs {
     /// Do not add sortase's @PG line (minimap2's is always written).
     #[arg(long = "no-PG")]
     no_pg: bool,
-    /// Report phases and counts on stderr.
+    /// Prove that no read was lost or changed: sum the reads as samtools import makes them records
+    /// and the primary records written (samtools checksum's defaults: the duplicate flag, mapping
+    /// and mates outside the sums) and fail, removing the output, if they differ; -v prints them.
+    #[arg(long = "checksums")]
+    checksums: bool,
+    /// Report phases and counts (and the checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
     /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair).
@@ -110,6 +115,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     job.cs = args.cs;
     job.temp_prefix = args.temp_prefix.clone();
     job.program = common::program(args.no_pg);
+    job.checksums = args.checksums;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {
@@ -139,4 +145,7 @@ fn print_report(r: &Fq2BamReport) {
         r.record_memory >> 20,
         r.runs_spilled
     );
+    if let Some(c) = &r.checksums {
+        eprint!("[sortase fq2bam] {}", c.to_text());
+    }
 }
