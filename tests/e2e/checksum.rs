@@ -1,10 +1,12 @@
 //! `sortase checksum` against `samtools checksum`: every SAM file of the htslib-test corpus with
 //! three sets of options (the defaults; every record and field with QC rows and empty rows; tabs,
 //! no reverse complement, all flag bits and other tags). Files samtools cannot read are counted, not
-//! compared. Then the sums that sort, merge (both engines) and markdup (both modes) print with
-//! `--checksums -v` equal `samtools checksum -F 0 -P -C -M` of their input and output, on a generated
-//! file and on the corpus; and each of them, with a record corrupted between reading and writing
-//! (the test fault `SORTASE_TEST_CORRUPT_READ`), fails with one line and leaves no output.
+//! compared. Then the sums that sort, merge (both engines), markdup (both modes) and agd
+//! import/export print with `--checksums -v` equal `samtools checksum -F 0 -P -C -M` of their input
+//! and output, on generated files and on the corpus; fq2bam's equal `samtools checksum` of
+//! `samtools import` of its reads and of its output; and each of them, with a record corrupted
+//! between reading and writing (the test fault `SORTASE_TEST_CORRUPT_READ`), fails with one line
+//! and leaves no output.
 
 use crate::common::{assert_no_failures, check_same, p, sortase, tempdir};
 use crate::oracle::oracle;
@@ -234,6 +236,47 @@ fn every_job_prints_the_sums_samtools_computes_of_its_input_and_output_on_the_co
             let _ = std::fs::remove_file(&out);
         }
         let _ = std::fs::remove_file(&sorted);
+        // agd import into a dataset, and its export back to BAM.
+        let ds = tmp.path().join(format!("{n}.ds"));
+        let out = tmp.path().join(format!("{n}.back.bam"));
+        let runs = [
+            (
+                "agd import",
+                vec!["agd", "import", "--checksums", "-v", "-o", p(&ds), p(sam)],
+            ),
+            (
+                "agd export",
+                vec!["agd", "export", "--checksums", "-v", "-o", p(&out), p(&ds)],
+            ),
+        ];
+        for (label, a) in runs {
+            let run = sortase(&a);
+            let what = format!("{} {label}", sam.display());
+            if !run.ok() {
+                if run.stderr.contains("do not match the records read") {
+                    failures.push(format!("{what}: {}", run.failure()));
+                } else {
+                    refused += 1;
+                }
+                break;
+            }
+            let Some((_, got)) = printed_sums(&run.stderr) else {
+                failures.push(format!("{what}: no checksum line in {}", run.stderr));
+                break;
+            };
+            check_same(&mut failures, &format!("{what} (input)"), &got, &want);
+            if label == "agd export" {
+                match samtools_sums(st, &out) {
+                    Some(of_out) => {
+                        check_same(&mut failures, &format!("{what} (output)"), &got, &of_out)
+                    }
+                    None => failures.push(format!("{what}: samtools cannot read the output")),
+                }
+            }
+            compared += 1;
+        }
+        let _ = std::fs::remove_dir_all(&ds);
+        let _ = std::fs::remove_file(&out);
     }
     eprintln!("job checksums on the corpus: {compared} job runs compared, {refused} refused");
     assert!(compared > 100, "only {compared} comparisons");
