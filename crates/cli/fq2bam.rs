@@ -71,27 +71,6 @@ pub struct Fq2BamArgs {
     reads2: Option<PathBuf>,
 }
 
-/// The budget when neither `-m` nor `--max-memory` is given: samtools sort's 768 MiB per thread for
-/// the read batches and the sort, plus the index, which minimap2 holds whole whatever the thread
-/// count (an `.mmi` takes about its file size in memory; an index built from a FASTA about 3x the
-/// FASTA: 927 MiB for the bench's 319 MB reference with `-x sr`). Without it, `-@1` on the bench
-/// reference was refused for a budget smaller than the index alone. `None` if the index cannot be
-/// read: the job then reports the missing file.
-fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> {
-    let bytes = usize::try_from(std::fs::metadata(index).ok()?.len()).ok()?;
-    let is_mmi = index.extension().is_some_and(|e| e == "mmi");
-    let index_memory = if is_mmi {
-        bytes
-    } else {
-        bytes.saturating_mul(3)
-    };
-    Some(
-        sortase::runtime::DEFAULT_MEMORY_PER_THREAD
-            .saturating_mul(threads)
-            .saturating_add(index_memory),
-    )
-}
-
 /// Runs `sortase fq2bam`.
 pub fn run(args: Fq2BamArgs) -> Result<()> {
     let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
@@ -100,7 +79,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
         args.mem_per_thread.as_deref(),
         args.max_memory.as_deref(),
     )?
-    .or_else(|| default_memory(threads, &args.index));
+    .or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
     let rt = common::runtime(Some(threads), memory)?;
     let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
     job.reads2 = args.reads2.clone();

@@ -165,6 +165,28 @@ impl Fq2BamJob {
     }
 }
 
+/// The memory budget of a job with `threads` threads when none is given (`sortase fq2bam` without
+/// `-m` or `--max-memory`, `sortase.fq2bam` without `max_memory`): samtools sort's 768 MiB per thread for
+/// the read batches and the sort, plus the index, which minimap2 holds whole whatever the thread
+/// count (an `.mmi` takes about its file size in memory; an index built from a FASTA about 3x the
+/// FASTA: 927 MiB for the bench's 319 MB reference with `-x sr`). Without it, `-@1` on the bench
+/// reference was refused for a budget smaller than the index alone. `None` if the index cannot be
+/// read: the job then reports the missing file.
+pub fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> {
+    let bytes = usize::try_from(std::fs::metadata(index).ok()?.len()).ok()?;
+    let is_mmi = index.extension().is_some_and(|e| e == "mmi");
+    let index_memory = if is_mmi {
+        bytes
+    } else {
+        bytes.saturating_mul(3)
+    };
+    Some(
+        sortase_exec::runtime::DEFAULT_MEMORY_PER_THREAD
+            .saturating_mul(threads)
+            .saturating_add(index_memory),
+    )
+}
+
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
 pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
     let kind = match &e {
