@@ -52,9 +52,14 @@ pub struct ImportArgs {
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
-    /// Print records, chunks and bytes per column group on stderr.
+    /// Print records, chunks and bytes per column group (and the checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
+    /// Prove that no record was lost or changed: sum the records read and the records each chunk's
+    /// encoded columns decode to (samtools checksum -F 0 -P -C -M) and fail, leaving no dataset, if
+    /// they differ; -v prints them.
+    #[arg(long = "checksums")]
+    checksums: bool,
     /// FASTQ: single-ended reads (samtools import -0).
     #[arg(short = '0', value_name = "FILE")]
     unpaired: Option<String>,
@@ -137,6 +142,14 @@ pub struct ExportArgs {
     /// Threads in total [all cores].
     #[arg(short = '@', long = "threads", value_name = "INT")]
     threads: Option<usize>,
+    /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
+    /// records written (samtools checksum -F 0 -P -C -M) and fail, removing the output, if they
+    /// differ; -v prints them (SAM, BAM and CRAM output).
+    #[arg(long = "checksums")]
+    checksums: bool,
+    /// Print the checksums (with --checksums) on stderr.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
     /// The dataset directory.
     input: PathBuf,
 }
@@ -259,6 +272,7 @@ fn import(args: ImportArgs) -> Result<()> {
         zstd_level: args.level,
         reference: args.reference,
         command_line: common::command_line(),
+        checksums: args.checksums,
     };
     let report = job.run(&rt)?;
     if args.verbose {
@@ -268,6 +282,9 @@ fn import(args: ImportArgs) -> Result<()> {
         );
         for (group, bytes) in &report.group_bytes {
             eprintln!("[sortase agd import] {group:<8} {bytes:>12} bytes");
+        }
+        if let Some(c) = &report.checksums {
+            eprint!("[sortase agd import] {}", c.to_text());
         }
     }
     Ok(())
@@ -283,7 +300,14 @@ fn export(args: ExportArgs) -> Result<()> {
         reference: args.reference,
         ..OutputSpec::default()
     };
-    AgdExportJob::new(args.input, output).run(&rt)?;
+    let job = AgdExportJob {
+        checksums: args.checksums,
+        ..AgdExportJob::new(args.input, output)
+    };
+    let report = job.run(&rt)?;
+    if let Some(c) = report.checksums.as_ref().filter(|_| args.verbose) {
+        eprint!("[sortase agd export] {}", c.to_text());
+    }
     Ok(())
 }
 

@@ -57,34 +57,18 @@ pub struct Fq2BamArgs {
     /// Do not add sortase's @PG line (minimap2's is always written).
     #[arg(long = "no-PG")]
     no_pg: bool,
-    /// Report phases and counts on stderr.
+    /// Prove that no read was lost or changed: sum the reads as samtools import makes them records
+    /// and the primary records written (samtools checksum's defaults: the duplicate flag, mapping
+    /// and mates outside the sums) and fail, removing the output, if they differ; -v prints them.
+    #[arg(long = "checksums")]
+    checksums: bool,
+    /// Report phases and counts (and the checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
     /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair).
     reads1: PathBuf,
     /// R2 of a pair.
     reads2: Option<PathBuf>,
-}
-
-/// The budget when neither `-m` nor `--max-memory` is given: samtools sort's 768 MiB per thread for
-/// the read batches and the sort, plus the index, which minimap2 holds whole whatever the thread
-/// count (an `.mmi` takes about its file size in memory; an index built from a FASTA about 3x the
-/// FASTA: 927 MiB for the bench's 319 MB reference with `-x sr`). Without it, `-@1` on the bench
-/// reference was refused for a budget smaller than the index alone. `None` if the index cannot be
-/// read: the job then reports the missing file.
-fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> {
-    let bytes = usize::try_from(std::fs::metadata(index).ok()?.len()).ok()?;
-    let is_mmi = index.extension().is_some_and(|e| e == "mmi");
-    let index_memory = if is_mmi {
-        bytes
-    } else {
-        bytes.saturating_mul(3)
-    };
-    Some(
-        sortase::runtime::DEFAULT_MEMORY_PER_THREAD
-            .saturating_mul(threads)
-            .saturating_add(index_memory),
-    )
 }
 
 /// Runs `sortase fq2bam`.
@@ -95,7 +79,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
         args.mem_per_thread.as_deref(),
         args.max_memory.as_deref(),
     )?
-    .or_else(|| default_memory(threads, &args.index));
+    .or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
     let rt = common::runtime(Some(threads), memory)?;
     let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
     job.reads2 = args.reads2.clone();
@@ -110,6 +94,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     job.cs = args.cs;
     job.temp_prefix = args.temp_prefix.clone();
     job.program = common::program(args.no_pg);
+    job.checksums = args.checksums;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {
@@ -139,4 +124,7 @@ fn print_report(r: &Fq2BamReport) {
         r.record_memory >> 20,
         r.runs_spilled
     );
+    if let Some(c) = &r.checksums {
+        eprint!("[sortase fq2bam] {}", c.to_text());
+    }
 }

@@ -86,7 +86,10 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
     ),
     (
         "fq2bam",
-        &["sortase fq2bam -x ref.fa -o sample.bam --write-index r1.fq.gz r2.fq.gz"],
+        &[
+            "sortase fq2bam -x ref.fa -o sample.bam --write-index r1.fq.gz r2.fq.gz",
+            "sortase fq2bam --checksums -v -x ref.fa -o sample.bam r1.fq.gz r2.fq.gz",
+        ],
     ),
     (
         "agd",
@@ -94,6 +97,8 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
             "sortase agd import -o dataset in.bam",
             "sortase agd flagstat dataset",
             "sortase agd export -o back.bam dataset",
+            "sortase agd import --checksums -v -o dataset in.bam",
+            "sortase agd export --checksums -v -o back.bam dataset",
         ],
     ),
     ("stats", &["sortase stats --plot summary.html in.bam"]),

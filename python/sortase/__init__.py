@@ -57,6 +57,7 @@ __all__ = [
     "faidx",
     "fetch",
     "flagstat",
+    "fq2bam",
     "idxstats",
     "index",
     "lazy_bam",
@@ -525,6 +526,53 @@ def markdup(
         optical_distance=optical_distance, level=level, uncompressed=uncompressed,
         write_index=write_index, output_fmt=output_fmt, index_format=index_format,
         reference=reference, output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
+        checksums=checksums,
+    ))
+
+
+def fq2bam(
+    index: PathLike,
+    reads1: PathLike,
+    reads2: Optional[PathLike] = None,
+    output: Optional[PathLike] = None,
+    *,
+    preset: str = "sr",
+    read_group: Optional[str] = None,
+    markdup: str = "samblaster",
+    md: bool = False,
+    cs: bool = False,
+    threads: Optional[int] = None,
+    max_memory: Union[int, str, None] = None,
+    temp_prefix: Optional[PathLike] = None,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    output_fmt: Optional[str] = None,
+    index_format: Optional[str] = None,
+    reference: Optional[PathLike] = None,
+    output_fmt_options: Optional[Sequence[str]] = None,
+    no_pg: bool = False,
+    max_fan_in: int = 64,
+    checksums: bool = False,
+) -> Report:
+    """FASTQ to a sorted, duplicate-marked BAM on this machine, as ``sortase fq2bam``: ``index``
+    (``-x``, a minimap2 ``.mmi`` or the reference FASTA), ``reads1`` and ``reads2`` of a pair (or
+    one file), ``output`` (``-o``, required). ``preset`` (``--preset``), ``read_group`` (``-R``),
+    ``markdup`` (``"samblaster"``, ``"picard"`` or ``"none"``), ``md`` (``--MD``), ``cs``
+    (``--cs``), ``max_memory`` (default: 768 MiB per thread plus the index), ``checksums``
+    (``--checksums``: the reads summed as ``samtools import`` makes them records and the primary
+    records written, with ``samtools checksum``'s defaults; different sums fail the job and leave
+    no output), and the output options of :func:`sort`. Reports ``reads``, ``fragments``,
+    ``records``, ``duplicate_records``, ``phases``, ``outputs``, ``checksums``, ... The Dask
+    version is :func:`sortase.distributed.fq2bam`."""
+    if output is None:
+        raise ArgumentError("fq2bam needs an output (output=, -o)")
+    return _report(_sortase.fq2bam(
+        index, reads1, reads2, output, preset=preset, read_group=read_group, markdup=markdup,
+        md=md, cs=cs, threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
+        level=level, uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
+        index_format=index_format, reference=reference,
+        output_fmt_options=_list(output_fmt_options), no_pg=no_pg, max_fan_in=max_fan_in,
         checksums=checksums,
     ))
 

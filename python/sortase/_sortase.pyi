@@ -149,6 +149,31 @@ def markdup(
     no_pg: bool = False,
     checksums: bool = False,
 ) -> str: ...
+def fq2bam(
+    index: _Path,
+    reads1: _Path,
+    reads2: Optional[_Path] = None,
+    output: Optional[_Path] = None,
+    *,
+    preset: str = "sr",
+    read_group: Optional[str] = None,
+    markdup: str = "samblaster",
+    md: bool = False,
+    cs: bool = False,
+    threads: Optional[int] = None,
+    max_memory: Union[int, str, None] = None,
+    temp_prefix: Optional[_Path] = None,
+    level: Optional[int] = None,
+    uncompressed: bool = False,
+    write_index: bool = False,
+    output_fmt: Optional[str] = None,
+    index_format: Optional[str] = None,
+    reference: Optional[_Path] = None,
+    output_fmt_options: Optional[List[str]] = None,
+    no_pg: bool = False,
+    max_fan_in: int = 64,
+    checksums: bool = False,
+) -> str: ...
 def bgzip(
     files: List[_Path],
     *,
@@ -221,6 +246,7 @@ def agd_import(
     level: Optional[int] = None,
     reference: Optional[_Path] = None,
     threads: Optional[int] = None,
+    checksums: bool = False,
 ) -> str: ...
 def agd_export(
     input: _Path,
@@ -230,6 +256,7 @@ def agd_export(
     level: Optional[int] = None,
     reference: Optional[_Path] = None,
     threads: Optional[int] = None,
+    checksums: bool = False,
 ) -> str: ...
 def agd_flagstat(input: _Path, *, threads: Optional[int] = None) -> Tuple[str, str]: ...
 def agd_idxstats(input: _Path, *, threads: Optional[int] = None) -> str: ...

@@ -173,11 +173,15 @@ def import_(
     level: Optional[int] = None,
     reference: Optional[PathLike] = None,
     threads: Optional[int] = None,
+    checksums: bool = False,
 ) -> Dict[str, Any]:
     """``sortase agd import``: a SAM/BAM/CRAM or FASTQ file, or ``[R1, R2]`` FASTQ files, into the new
     dataset directory ``output``. FASTQ is read as ``samtools import`` reads it; ``unpaired``,
     ``read1``, ``read2``, ``interleaved``, ``rg``, ``rg_line`` are its ``-0 -1 -2 -s -R -r`` (then
-    ``input`` is ``None``). Returns the report (``records``, ``chunks``, ``bytes``, ...)."""
+    ``input`` is ``None``). ``checksums`` (``--checksums``): the records read and those the chunks'
+    encoded columns decode to are summed (``samtools checksum -F 0 -P -C -M``); different sums fail
+    the import and leave no dataset. Returns the report (``records``, ``chunks``, ``bytes``,
+    ``checksums``, ...)."""
     from . import _report
 
     if input is None:
@@ -194,7 +198,7 @@ def import_(
         first, os.fspath(output), second, unpaired=fs(unpaired), read1=fs(read1),
         read2=fs(read2), interleaved=fs(interleaved), rg=rg,
         rg_line=list(rg_line) if rg_line is not None else None, chunk_size=chunk_size,
-        level=level, reference=fs(reference), threads=threads,
+        level=level, reference=fs(reference), threads=threads, checksums=checksums,
     ))
 
 
@@ -206,16 +210,19 @@ def export(
     level: Optional[int] = None,
     reference: Optional[PathLike] = None,
     threads: Optional[int] = None,
+    checksums: bool = False,
 ) -> Dict[str, Any]:
     """``sortase agd export``: dataset ``input`` back into BAM/SAM/CRAM (record for record as
     imported) or FASTQ (``output_fmt="fastq"``, as samtools fastq), format from ``output_fmt`` or
-    the extension of ``output``."""
+    the extension of ``output``. ``checksums`` (``--checksums``, BAM/SAM/CRAM only): the records
+    decoded from the chunks and those written are summed; different sums fail the export and
+    leave no output (the report's ``checksums``)."""
     from . import _report
 
     return _report(_sortase.agd_export(
         os.fspath(input), None if output is None else os.fspath(output), output_fmt=output_fmt,
         level=level, reference=None if reference is None else os.fspath(reference),
-        threads=threads,
+        threads=threads, checksums=checksums,
     ))
 
 

@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Tuple
 
 
 import pyarrow as pa
@@ -313,3 +314,59 @@ def test_checksums_keyword_proves_sort_merge_and_markdup(tmp_path: Path, sortase
         line = cli(sortase_bin, "markdup", "--checksums", "-v", *(["-r"] if remove else []),
                    "-@", 1, "-o", tmp_path / "cli.bam", srt).stderr.decode()
         assert f"combined {m.combined:08x}: equal" in line
+
+
+def _fq2bam_data(directory: Path, pairs: int) -> Tuple[Path, Path, Path]:
+    """ref.fa (two contigs) and ``pairs`` FR read pairs of 100 bases from it as r1.fq and r2.fq."""
+    rng = random.Random(7)
+    contigs = ["".join(rng.choice("ACGT") for _ in range(n)) for n in (20_000, 8_000)]
+    ref = directory / "ref.fa"
+    ref.write_text("".join(f">c{i}\n{c}\n" for i, c in enumerate(contigs)))
+    comp = {"A": "T", "C": "G", "G": "C", "T": "A"}
+    r1, r2 = [], []
+    for i in range(pairs):
+        c = contigs[rng.randrange(2)]
+        start = rng.randrange(len(c) - 400)
+        frag = c[start:start + 300 + rng.randrange(100)]
+        a, b = frag[:100], "".join(comp[x] for x in reversed(frag))[:100]
+        q = "".join(chr(35 + rng.randrange(38)) for _ in range(100))
+        r1.append(f"@q{i}/1\n{a}\n+\n{q}\n")
+        r2.append(f"@q{i}/2\n{b}\n+\n{q}\n")
+    (directory / "r1.fq").write_text("".join(r1))
+    (directory / "r2.fq").write_text("".join(r2))
+    return ref, directory / "r1.fq", directory / "r2.fq"
+
+
+def test_checksums_keyword_proves_fq2bam_and_agd_import_export(tmp_path: Path,
+                                                                sortase_bin: Path) -> None:
+    """``checksums=True`` on ``sortase.fq2bam`` (``--checksums``): the report carries the sums of
+    the reads and of the primary records written, equal to each other and to the CLI's ``-v``
+    line, and the samtools commands that print them; on ``sortase.agd.import_`` and ``export``
+    the sums of the records read and written. Off by default; a record corrupted in flight (the
+    test fault) raises and leaves no output."""
+    ref, r1, r2 = _fq2bam_data(tmp_path, 200)
+    out = tmp_path / "out.bam"
+    report = sortase.fq2bam(ref, r1, r2, out, threads=2, checksums=True)
+    c = report.checksums
+    assert c.read == c.written and c.read.count == 400 == report.reads
+    assert c.command == (f"samtools import -1 {r1} -2 {r2} | samtools checksum; "
+                         f"samtools checksum {out}")
+    line = cli(sortase_bin, "fq2bam", "--checksums", "-v", "-@", 2, "-x", ref, "-o",
+               tmp_path / "cli.bam", r1, r2).stderr.decode()
+    assert f"combined {c.combined:08x}: equal" in line
+    assert sortase.fq2bam(ref, r1, r2, tmp_path / "plain.bam", threads=2).checksums is None
+
+    ds = tmp_path / "ds"
+    imported = sortase.agd.import_(out, ds, chunk_size=64, threads=2, checksums=True)
+    i = imported["checksums"]
+    assert i["read"] == i["written"] and i["read"]["count"] == report.records
+    assert i["command"] == "samtools checksum -F 0x0 -P -C -M"
+    back = sortase.agd.export(ds, tmp_path / "back.bam", threads=2, checksums=True)
+    assert back["checksums"]["read"] == i["read"] == back["checksums"]["written"]
+
+    env = {**os.environ, "SORTASE_TEST_CORRUPT_READ": "q7"}
+    code = ("import sortase, sys; sortase.fq2bam(*sys.argv[1:5], threads=2, checksums=True)")
+    failed = subprocess.run([sys.executable, "-c", code, str(ref), str(r1), str(r2),
+                             str(tmp_path / "bad.bam")], env=env, capture_output=True, text=True)
+    assert failed.returncode != 0 and "do not match the records read" in failed.stderr
+    assert not (tmp_path / "bad.bam").exists()

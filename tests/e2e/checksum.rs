@@ -1,10 +1,12 @@
 //! `sortase checksum` against `samtools checksum`: every SAM file of the htslib-test corpus with
 //! three sets of options (the defaults; every record and field with QC rows and empty rows; tabs,
 //! no reverse complement, all flag bits and other tags). Files samtools cannot read are counted, not
-//! compared. Then the sums that sort, merge (both engines) and markdup (both modes) print with
-//! `--checksums -v` equal `samtools checksum -F 0 -P -C -M` of their input and output, on a generated
-//! file and on the corpus; and each of them, with a record corrupted between reading and writing
-//! (the test fault `SORTASE_TEST_CORRUPT_READ`), fails with one line and leaves no output.
+//! compared. Then the sums that sort, merge (both engines), markdup (both modes) and agd
+//! import/export print with `--checksums -v` equal `samtools checksum -F 0 -P -C -M` of their input
+//! and output, on generated files and on the corpus; fq2bam's equal `samtools checksum` of
+//! `samtools import` of its reads and of its output; and each of them, with a record corrupted
+//! between reading and writing (the test fault `SORTASE_TEST_CORRUPT_READ`), fails with one line
+//! and leaves no output.
 
 use crate::common::{assert_no_failures, check_same, p, sortase, tempdir};
 use crate::oracle::oracle;
@@ -234,6 +236,47 @@ fn every_job_prints_the_sums_samtools_computes_of_its_input_and_output_on_the_co
             let _ = std::fs::remove_file(&out);
         }
         let _ = std::fs::remove_file(&sorted);
+        // agd import into a dataset, and its export back to BAM.
+        let ds = tmp.path().join(format!("{n}.ds"));
+        let out = tmp.path().join(format!("{n}.back.bam"));
+        let runs = [
+            (
+                "agd import",
+                vec!["agd", "import", "--checksums", "-v", "-o", p(&ds), p(sam)],
+            ),
+            (
+                "agd export",
+                vec!["agd", "export", "--checksums", "-v", "-o", p(&out), p(&ds)],
+            ),
+        ];
+        for (label, a) in runs {
+            let run = sortase(&a);
+            let what = format!("{} {label}", sam.display());
+            if !run.ok() {
+                if run.stderr.contains("do not match the records read") {
+                    failures.push(format!("{what}: {}", run.failure()));
+                } else {
+                    refused += 1;
+                }
+                break;
+            }
+            let Some((_, got)) = printed_sums(&run.stderr) else {
+                failures.push(format!("{what}: no checksum line in {}", run.stderr));
+                break;
+            };
+            check_same(&mut failures, &format!("{what} (input)"), &got, &want);
+            if label == "agd export" {
+                match samtools_sums(st, &out) {
+                    Some(of_out) => {
+                        check_same(&mut failures, &format!("{what} (output)"), &got, &of_out)
+                    }
+                    None => failures.push(format!("{what}: samtools cannot read the output")),
+                }
+            }
+            compared += 1;
+        }
+        let _ = std::fs::remove_dir_all(&ds);
+        let _ = std::fs::remove_file(&out);
     }
     eprintln!("job checksums on the corpus: {compared} job runs compared, {refused} refused");
     assert!(compared > 100, "only {compared} comparisons");
@@ -330,5 +373,335 @@ fn a_record_corrupted_in_flight_fails_every_job_and_leaves_no_output() {
         let plain: Vec<&str> = a.iter().copied().filter(|x| *x != "--checksums").collect();
         sortase_with_fault("p0123", &plain).expect_ok();
         std::fs::remove_file(&out).unwrap();
+    }
+}
+
+/// `samtools checksum [OPTS] FILE`'s "all" row as `-v` prints it (`flag+seq … combined …`), for the
+/// default columns (`every` false) or those of `-F 0 -P -C -M`.
+fn samtools_row(st: &crate::oracle::Oracle, file: &std::path::Path, every: bool) -> String {
+    let mut args = vec!["checksum"];
+    if every {
+        args.extend(["-F", "0", "-P", "-C", "-M"]);
+    }
+    args.push(p(file));
+    let text = st.run(&args).expect_ok().text();
+    let all = text
+        .lines()
+        .find(|l| l.starts_with("all "))
+        .unwrap_or_else(|| panic!("no all row in {text}"))
+        .to_string();
+    let c: Vec<&str> = all.split_whitespace().collect();
+    // all all COUNT SEQ NAME QUAL AUX [POS CIGAR MATE] COMBINED
+    format!(
+        "flag+seq {} +name {} +qual {} +aux {} combined {}",
+        c[3],
+        c[4],
+        c[5],
+        c[6],
+        c[c.len() - 1]
+    )
+}
+
+/// The `-v` line of a run, its record count and its sums (`None`: no line).
+fn checksum_line(stderr: &str) -> Option<(String, String, String)> {
+    let line = stderr.lines().find(|l| l.contains("checksums ("))?;
+    let (_, rest) = line.split_once("): read ")?;
+    let count = rest.split(' ').next()?.to_string();
+    let (_, sums) = rest.split_once("; ")?;
+    Some((
+        line.to_string(),
+        count,
+        sums.trim_end_matches(": equal").to_string(),
+    ))
+}
+
+#[test]
+fn fq2bam_prints_the_sums_samtools_computes_of_the_imported_reads_and_of_its_output() {
+    let Some(st) = oracle() else {
+        return;
+    };
+    let dir = tempdir();
+    let d = dir.path();
+    crate::fq2bam::dataset(d, 300);
+    let (fa, r1, r2, se, long) = (
+        d.join("ref.fa"),
+        d.join("r1.fq"),
+        d.join("r2.fq"),
+        d.join("se.fq"),
+        d.join("long.fq"),
+    );
+    // (label, fq2bam options, reads, samtools import's options for them, reads in the input)
+    type Case<'a> = (&'a str, &'a [&'a str], Vec<&'a str>, Vec<&'a str>, &'a str);
+    let cases: [Case; 5] = [
+        (
+            "pairs",
+            &[],
+            vec![p(&r1), p(&r2)],
+            vec!["-1", p(&r1), "-2", p(&r2)],
+            "600",
+        ),
+        (
+            "pairs, Picard",
+            &["--markdup", "picard"],
+            vec![p(&r1), p(&r2)],
+            vec!["-1", p(&r1), "-2", p(&r2)],
+            "600",
+        ),
+        (
+            "pairs to CRAM",
+            &["--markdup", "none", "-O", "cram"],
+            vec![p(&r1), p(&r2)],
+            vec!["-1", p(&r1), "-2", p(&r2)],
+            "600",
+        ),
+        // Single reads without a suffix and interleaved pairs with /1 /2 (minimap2's fragments).
+        ("interleaved", &[], vec![p(&se)], vec!["-s", p(&se)], "306"),
+        // Long reads: supplementary records with hard clips are left out of the sums.
+        (
+            "long reads",
+            &["--preset", "map-ont", "--markdup", "none"],
+            vec![p(&long)],
+            vec!["-0", p(&long)],
+            "40",
+        ),
+    ];
+    let imported = d.join("imported.bam");
+    for (label, opts, reads, import, count) in cases {
+        let out = d.join(if label.contains("CRAM") {
+            "out.cram"
+        } else {
+            "out.bam"
+        });
+        let mut args = vec!["fq2bam", "--checksums", "-v", "-@", "2", "-x", p(&fa)];
+        args.extend_from_slice(opts);
+        args.extend(["-o", p(&out)]);
+        args.extend(&reads);
+        let run = sortase(&args);
+        assert!(run.ok(), "{label}: {}", run.failure());
+        let (line, got_count, got) = checksum_line(&run.stderr)
+            .unwrap_or_else(|| panic!("{label}: no checksum line in {}", run.stderr));
+        assert_eq!(got_count, count, "{label}: {line}");
+        let want_command = format!(
+            "samtools import {} | samtools checksum; samtools checksum {}",
+            import.join(" "),
+            p(&out)
+        );
+        assert!(line.contains(&want_command), "{label}: {line}");
+        let mut a = vec!["import"];
+        a.extend(&import);
+        a.extend(["-o", p(&imported)]);
+        st.run(&a).expect_ok();
+        assert_eq!(
+            got,
+            samtools_row(st, &imported, false),
+            "{label}: the reads"
+        );
+        let of_out = if label.contains("CRAM") {
+            // samtools checksum reads the CRAM with the reference.
+            let bam = d.join("from-cram.bam");
+            st.run(&["view", "-b", "-T", p(&fa), "-o", p(&bam), p(&out)])
+                .expect_ok();
+            samtools_row(st, &bam, false)
+        } else {
+            samtools_row(st, &out, false)
+        };
+        assert_eq!(got, of_out, "{label}: the output");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
+fn agd_import_and_export_print_the_sums_samtools_computes_of_their_input_and_output() {
+    let Some(st) = oracle() else {
+        return;
+    };
+    let dir = tempdir();
+    let d = dir.path();
+    let sam = d.join("in.sam");
+    let mut text = String::from("@SQ\tSN:chr1\tLN:100000\n@RG\tID:g1\n");
+    for i in 0..700u32 {
+        let flag = [0, 16, 99, 147, 4, 256, 2048, 1024 + 99][i as usize % 8];
+        text += &format!(
+            "r{}\t{flag}\tchr1\t{}\t{}\t6M\t=\t{}\t{}\tACGTTG\tIIJJ#A\tRG:Z:g1\tBC:Z:AC{}\tXi:i:{}\n",
+            i / 2,
+            (i * 7919) % 90000 + 1,
+            i % 61,
+            (i * 13) % 90000 + 1,
+            i as i32 - 350,
+            i % 5,
+            i * 1000
+        );
+    }
+    std::fs::write(&sam, text).unwrap();
+    crate::fq2bam::dataset(d, 100);
+    let (r1, r2) = (d.join("r1.fq"), d.join("r2.fq"));
+    let imported = d.join("imported.bam");
+    st.run(&["import", "-1", p(&r1), "-2", p(&r2), "-o", p(&imported)])
+        .expect_ok();
+    // (label, import's inputs, the file samtools sums for them, records)
+    let cases: [(&str, Vec<&str>, &std::path::Path, &str); 2] = [
+        ("SAM", vec![p(&sam)], &sam, "700"),
+        ("FASTQ pairs", vec![p(&r1), p(&r2)], &imported, "200"),
+    ];
+    for (label, inputs, summed, count) in cases {
+        let want = samtools_row(st, summed, true);
+        let ds = d.join("ds");
+        let mut a = vec!["agd", "import", "--checksums", "-v", "--chunk-size", "64"];
+        a.extend(["-@", "2", "-o", p(&ds)]);
+        a.extend(&inputs);
+        let run = sortase(&a);
+        assert!(run.ok(), "{label}: {}", run.failure());
+        let (line, n, got) = checksum_line(&run.stderr)
+            .unwrap_or_else(|| panic!("{label}: no checksum line in {}", run.stderr));
+        assert_eq!(
+            (n.as_str(), got.as_str()),
+            (count, want.as_str()),
+            "{label}: {line}"
+        );
+        if label.starts_with("FASTQ") {
+            assert!(line.contains("(samtools import -1 "), "{label}: {line}");
+        }
+        for fmt in ["bam", "sam"] {
+            let out = d.join(format!("back.{fmt}"));
+            let run = sortase(&[
+                "agd",
+                "export",
+                "--checksums",
+                "-v",
+                "-@",
+                "2",
+                "-o",
+                p(&out),
+                p(&ds),
+            ]);
+            assert!(run.ok(), "{label} {fmt}: {}", run.failure());
+            let (line, n, got) = checksum_line(&run.stderr)
+                .unwrap_or_else(|| panic!("{label}: no checksum line in {}", run.stderr));
+            assert_eq!(
+                (n.as_str(), got.as_str()),
+                (count, want.as_str()),
+                "{label} {fmt}: {line}"
+            );
+            assert_eq!(
+                got,
+                samtools_row(st, &out, true),
+                "{label} {fmt}: the output"
+            );
+        }
+        let fq = sortase(&[
+            "agd",
+            "export",
+            "--checksums",
+            "-o",
+            p(&d.join("x.fq")),
+            p(&ds),
+        ]);
+        assert!(
+            !fq.ok() && fq.stderr.contains("FASTQ output is not summed"),
+            "{}",
+            fq.stderr
+        );
+        std::fs::remove_dir_all(&ds).unwrap();
+    }
+}
+
+#[test]
+fn a_record_corrupted_in_flight_fails_fq2bam_and_agd_jobs_and_leaves_no_output() {
+    let dir = tempdir();
+    let d = dir.path();
+    crate::fq2bam::dataset(d, 150);
+    let sam = d.join("in.sam");
+    let mut text = String::from("@SQ\tSN:chr1\tLN:100000\n");
+    for i in 0..300u32 {
+        text += &format!(
+            "p{i:04}\t0\tchr1\t{}\t60\t8M\t*\t0\t0\tACGTTGCA\tIIJJ#AII\n",
+            (i * 7919) % 90000 + 1
+        );
+    }
+    std::fs::write(&sam, text).unwrap();
+    let ds = d.join("ds");
+    sortase(&["agd", "import", "--chunk-size", "50", "-o", p(&ds), p(&sam)]).expect_ok();
+    // The name of the 10th pair (as the output records carry it: no /1).
+    let r1 = std::fs::read_to_string(d.join("r1.fq")).unwrap();
+    let pair = r1.lines().nth(36).unwrap()[1..]
+        .trim_end_matches("/1")
+        .to_string();
+    let outs = d.join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    let (fa, fq1, fq2) = (d.join("ref.fa"), d.join("r1.fq"), d.join("r2.fq"));
+    let out_bam = outs.join("out.bam");
+    let out_ds = outs.join("ds");
+    let jobs: [(&str, &str, Vec<&str>, &std::path::Path); 5] = [
+        ("fq2bam", &pair, vec!["fq2bam", "-x", p(&fa)], &out_bam),
+        (
+            "fq2bam picard",
+            &pair,
+            vec!["fq2bam", "--markdup", "picard", "-x", p(&fa)],
+            &out_bam,
+        ),
+        (
+            "agd import",
+            "p0123",
+            vec!["agd", "import", "--chunk-size", "50"],
+            &out_ds,
+        ),
+        ("agd import FASTQ", &pair, vec!["agd", "import"], &out_ds),
+        ("agd export", "p0123", vec!["agd", "export"], &out_bam),
+    ];
+    for (label, name, head, out) in jobs {
+        let mut a = head.clone();
+        a.extend(["--checksums", "-v", "-o", p(out)]);
+        match label {
+            "agd import" => a.push(p(&sam)),
+            "agd export" => a.push(p(&ds)),
+            _ => a.extend([p(&fq1), p(&fq2)]),
+        }
+        let clean = sortase(&a);
+        assert!(clean.ok(), "{label}: {}", clean.failure());
+        assert!(
+            checksum_line(&clean.stderr).is_some(),
+            "{label}: no checksum line in {}",
+            clean.stderr
+        );
+        if out.is_dir() {
+            std::fs::remove_dir_all(out).unwrap();
+        } else {
+            std::fs::remove_file(out).unwrap();
+        }
+
+        let bad = sortase_with_fault(name, &a);
+        assert!(!bad.ok(), "{label}: the corrupted run succeeded");
+        assert!(
+            bad.stderr.contains("do not match the records read")
+                && bad.stderr.contains("flag+seq column differs"),
+            "{label}: {}",
+            bad.stderr
+        );
+        assert_eq!(
+            bad.stderr.trim().lines().count(),
+            1,
+            "{label}: not one line: {}",
+            bad.stderr
+        );
+        let left: Vec<_> = std::fs::read_dir(&outs).unwrap().collect();
+        assert!(left.is_empty(), "{label}: output left behind: {left:?}");
+        // Nothing hidden next to it either (agd import stages its dataset beside the output).
+        let hidden: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".ds"))
+            .collect();
+        assert!(
+            hidden.is_empty(),
+            "{label}: staging left behind: {hidden:?}"
+        );
+        // Without --checksums the fault is never read: the job succeeds.
+        let plain: Vec<&str> = a.iter().copied().filter(|x| *x != "--checksums").collect();
+        sortase_with_fault(name, &plain).expect_ok();
+        if out.is_dir() {
+            std::fs::remove_dir_all(out).unwrap();
+        } else {
+            std::fs::remove_file(out).unwrap();
+        }
     }
 }

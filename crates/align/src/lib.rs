@@ -19,7 +19,7 @@
 //! let source = FastqSource::new(r1, Some(r2), true);
 //! let stop = std::sync::atomic::AtomicBool::new(false);
 //! let mut records = 0;
-//! pipeline::run(&aligner, source, &pipeline::PipelineOptions::new(2), &stop, |_| (), |batch, ()| {
+//! pipeline::run(&aligner, source, &pipeline::PipelineOptions::new(2), &stop, |_, _| (), |batch, ()| {
 //!     records += batch.records.len();
 //!     Ok::<_, sortase_align::AlignError>(())
 //! })?;

@@ -63,7 +63,8 @@ pub struct PipelineStats {
 type Mapped<T> = Result<(AlignedBatch, T), AlignError>;
 
 /// Maps all of `source` on `opts.threads` threads. `prepare` runs on the mapping thread right after
-/// a chunk is mapped (work that needs no order, e.g. duplicate signatures); `consume` gets every
+/// a chunk is mapped, with the chunk's reads and its records (work that needs no order, e.g.
+/// duplicate signatures, or the checksums of the reads); `consume` gets every
 /// chunk with what `prepare` made of it, in input order, on the calling thread. `stop` (checked
 /// between chunks) cancels the run; it then ends with the error `consume` or the reader gave, or
 /// `AlignError::Stopped`.
@@ -72,7 +73,7 @@ pub fn run<T, E>(
     mut source: impl ChunkSource,
     opts: &PipelineOptions,
     stop: &AtomicBool,
-    prepare: impl Fn(&AlignedBatch) -> T + Sync,
+    prepare: impl Fn(&ReadChunk, &AlignedBatch) -> T + Sync,
     mut consume: impl FnMut(AlignedBatch, T) -> Result<(), E>,
 ) -> Result<PipelineStats, E>
 where
@@ -113,7 +114,7 @@ where
                         break;
                     }
                     let mapped = mapper.map_chunk(&chunk).map(|b| {
-                        let t = prepare(&b);
+                        let t = prepare(&chunk, &b);
                         (b, t)
                     });
                     let _ = free_tx.send(chunk);

@@ -9,6 +9,7 @@
 
 use crate::error::AlignError;
 use crate::fastq::{base_name, FastqReader, Record};
+use sortase_bam::checksum::Checksummer;
 
 /// minimap2's `MM_MAX_SEG`: most segments in one fragment.
 pub const MAX_SEGMENTS: usize = 255;
@@ -146,6 +147,38 @@ impl ReadChunk {
 
     fn last_name(&self) -> Option<&[u8]> {
         (!self.spans.is_empty()).then(|| self.read(self.spans.len() - 1).name)
+    }
+}
+
+impl ReadChunk {
+    /// Adds the chunk's reads to `sums` as the records `samtools import` makes of them and the
+    /// aligner's primary records hold: per fragment of more than one read, the name without its
+    /// `/1` `/2` suffix and PAIRED with READ1 on the first read, READ2 on the last (and the `FI`
+    /// tag past two reads, as minimap2 writes it); a lone read keeps its name, unpaired. Allocates
+    /// nothing.
+    pub fn add_to_sums(&self, sums: &mut Checksummer) {
+        use sortase_bam::flags::{MATE_UNMAPPED, PAIRED, READ1, READ2, UNMAPPED};
+        for f in 0..self.fragments() {
+            let reads = self.fragment(f);
+            let n_seg = reads.len();
+            for (j, i) in reads.enumerate() {
+                let r = self.read(i);
+                let (name, mut flag) = if n_seg > 1 {
+                    (base_name(r.name), UNMAPPED | PAIRED | MATE_UNMAPPED)
+                } else {
+                    (r.name, UNMAPPED)
+                };
+                if n_seg > 1 && j == 0 {
+                    flag |= READ1;
+                } else if n_seg > 1 && j == n_seg - 1 {
+                    flag |= READ2;
+                }
+                // INVARIANT: a fragment holds at most MAX_SEGMENTS (255) reads.
+                let fi = [b'F', b'I', b'C', j as u8];
+                let aux: &[u8] = if n_seg > 2 { &fi } else { &[] };
+                sums.add_read(name, flag, r.seq, r.qual, aux);
+            }
+        }
     }
 }
 
@@ -514,6 +547,29 @@ mod tests {
             e.to_string().contains("ends after 2 of its 3 fragments"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn chunk_sums_name_and_flag_reads_by_their_fragment() {
+        use sortase_bam::checksum::ChecksumOptions;
+        // A pair (suffixes dropped, READ1/READ2), a lone read keeping its suffix, a triple (FI).
+        let text = "@a/1\nAC\n+\nII\n@a/2\nGT\n+\nI#\n@b/1\nA\n+\nI\n\
+                    @c\nA\n+\nI\n@c\nC\n+\nI\n@c\nG\n+\nI\n";
+        let mut chunk = ReadChunk::default();
+        source(text, None, true).fill(&mut chunk, 1000).unwrap();
+        assert_eq!(chunk.fragments(), 3);
+        let opts = ChecksumOptions::default();
+        let mut got = Checksummer::new(opts.clone());
+        chunk.add_to_sums(&mut got);
+        let mut want = Checksummer::new(opts);
+        want.add_read(b"a", 0x41, b"AC", Some(b"II"), b"");
+        want.add_read(b"a", 0x81, b"GT", Some(b"I#"), b"");
+        want.add_read(b"b/1", 0, b"A", Some(b"I"), b"");
+        want.add_read(b"c", 0x41, b"A", Some(b"I"), b"FIC\x00");
+        want.add_read(b"c", 0x01, b"C", Some(b"I"), b"FIC\x01");
+        want.add_read(b"c", 0x81, b"G", Some(b"I"), b"FIC\x02");
+        assert_eq!(got.sums, want.sums);
+        assert_eq!(got.sums.count, 6);
     }
 
     #[test]

@@ -311,20 +311,36 @@ impl Fault {
         Self(Some(name.into()))
     }
 
+    /// Whether the fault names a read (a job's test run).
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// `raw` (a record with its `block_size`), or a copy in `scratch` with the first base changed
     /// when the fault names the record.
     #[inline]
     pub fn apply<'a>(&self, raw: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
         match &self.0 {
             None => raw,
-            Some(name) => corrupt(raw, name, scratch),
+            Some(name) => corrupt(raw, 4, name, scratch),
+        }
+    }
+
+    /// [`Fault::apply`] for a record without its `block_size`.
+    #[inline]
+    pub fn apply_record<'a>(&self, rec: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        match &self.0 {
+            None => rec,
+            Some(name) => corrupt(rec, 0, name, scratch),
         }
     }
 }
 
+/// `raw` (a record after `skip` bytes of `block_size`), or its copy with the first base changed when
+/// it is named `name`.
 #[cold]
-fn corrupt<'a>(raw: &'a [u8], name: &[u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
-    let r = crate::RecordRef::new_unchecked(&raw[4..]);
+fn corrupt<'a>(raw: &'a [u8], skip: usize, name: &[u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    let r = crate::RecordRef::new_unchecked(&raw[skip..]);
     if r.read_name() != name || r.l_seq() == 0 {
         return raw;
     }
@@ -387,6 +403,20 @@ const fn pair_table(reverse: bool) -> [[u8; 2]; 256] {
     }
     t
 }
+/// A base letter as htslib stores it and samtools checksum decodes it (`seq_nt16_table`, then
+/// `seq_nt16_str`): upper case, `U` as `T`, any byte that is no IUPAC code as `N`.
+static STORED_BASE: [u8; 256] = {
+    let mut t = [b'N'; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[NT16[i] as usize] = NT16[i];
+        t[NT16[i].to_ascii_lowercase() as usize] = NT16[i];
+        i += 1;
+    }
+    t[b'U' as usize] = b'T';
+    t[b'u' as usize] = b'T';
+    t
+};
 static FWD_PAIRS: [[u8; 2]; 256] = pair_table(false);
 static REV_PAIRS: [[u8; 2]; 256] = pair_table(true);
 
@@ -431,6 +461,63 @@ impl Checksummer {
         if let Some(c) = self.crcs(&raw[4..]) {
             self.sums.add(&c);
         }
+    }
+
+    /// Adds a read that is not yet a record, as the record `samtools import` makes of it: `name`
+    /// (without its NUL), `flag`, the bases as read (summed as htslib stores them: upper case, IUPAC
+    /// codes kept, any other byte `N`), the qualities as read (FASTQ's phred+33 text; `None`: none,
+    /// summed as BAM's 0xff) and the record's aux fields `aux` (BAM bytes). No reverse complement:
+    /// such a record is never on the reverse strand.
+    // HOT: once per read in `fq2bam --checksums`; the same stack pieces as [`Checksummer::crcs`].
+    pub fn add_read(
+        &mut self,
+        name: &[u8],
+        flag: u16,
+        bases: &[u8],
+        quals: Option<&[u8]>,
+        aux: &[u8],
+    ) {
+        if !self.opts.selects(flag) {
+            return;
+        }
+        let flags = [(flag & self.opts.flag_mask) as u8];
+        let mut seq_crc = Crc::new();
+        seq_crc.update(&flags);
+        let mut name_crc = Crc::new();
+        name_crc.update(name);
+        name_crc.update(&[0]);
+        name_crc.update(&flags);
+        let mut buf = [0u8; PIECE];
+        for piece in bases.chunks(PIECE) {
+            let out = &mut buf[..piece.len()];
+            for (o, &b) in out.iter_mut().zip(piece) {
+                *o = STORED_BASE[usize::from(b)];
+            }
+            seq_crc.update(out);
+            name_crc.update(out);
+        }
+        let mut c = Crcs {
+            seq: seq_crc.sum(),
+            name: name_crc.sum(),
+            ..Crcs::default()
+        };
+        let mut qual_crc = Crc::with_initial(c.seq);
+        match quals {
+            // (q - 33) + 33, wrapping: the text itself.
+            Some(q) => qual_crc.update(q),
+            None => {
+                let blank = [0xffu8.wrapping_add(33); PIECE];
+                let mut left = bases.len();
+                while left > 0 {
+                    let n = left.min(PIECE);
+                    qual_crc.update(&blank[..n]);
+                    left -= n;
+                }
+            }
+        }
+        c.qual = qual_crc.sum();
+        c.aux = self.hash_aux(aux, c.seq);
+        self.sums.add(&c);
     }
 
     /// The CRCs of one record (bytes after `block_size`, whole and valid), or `None` when the
@@ -744,6 +831,47 @@ mod tests {
         assert_ne!(a.seq, base.seq);
         assert_eq!(a.seq, qual.seq);
         assert_ne!(a.qual, qual.qual);
+    }
+
+    #[test]
+    fn a_read_sums_as_the_record_made_of_it() {
+        // Lower case, IUPAC, U and a stray byte are stored as htslib stores them; no qualities
+        // are 0xff; the FI tag canonical.
+        let opts = ChecksumOptions::default();
+        let mut as_read = Checksummer::new(opts.clone());
+        let mut as_record = Checksummer::new(opts.clone());
+        let bases = b"ACgtRyuN.x=acgtacgtacgt";
+        let stored = b"ACGTRYTNNN=ACGTACGTACGT";
+        let quals: Vec<u8> = (0..bases.len()).map(|i| b'!' + i as u8).collect();
+        let raw_quals: Vec<u8> = quals.iter().map(|q| q - 33).collect();
+        as_read.add_read(b"p1", 0x41 | 0x4, bases, Some(&quals), b"FIC\x02");
+        as_record.add(&record(b"p1", 0x41 | 0x4, stored, &raw_quals, b"FIc\x02"));
+        as_read.add_read(b"s", 0, b"ACG", None, b"");
+        as_record.add(&record(b"s", 0, b"ACG", &[0xff; 3], b""));
+        assert_eq!(as_read.sums, as_record.sums);
+        as_read.add_read(b"x", 0x100, b"A", None, b"");
+        assert_eq!(as_read.sums.count, 2, "secondary left out");
+        let long: Vec<u8> = (0..1000).map(|i| b"acgtn"[i % 5]).collect();
+        let upper = long.to_ascii_uppercase();
+        let (mut a, mut b) = (Checksummer::new(opts.clone()), Checksummer::new(opts));
+        a.add_read(b"l", 0, &long, None, b"");
+        b.add(&record(b"l", 0, &upper, &vec![0xff; 1000], b""));
+        assert_eq!(a.sums, b.sums);
+    }
+
+    #[test]
+    fn the_fault_changes_records_with_or_without_block_size() {
+        let rec = record(b"bad", 0, b"ACGT", b"IIII", b"");
+        let fault = Fault::named(b"bad");
+        let mut scratch = Vec::new();
+        let with = fault.apply(&rec, &mut scratch).to_vec();
+        let mut scratch2 = Vec::new();
+        let without = fault.apply_record(&rec[4..], &mut scratch2).to_vec();
+        assert_ne!(with, rec);
+        assert_eq!(&with[4..], &without[..]);
+        assert!(fault.is_set() && !Fault::default().is_set());
+        let other = record(b"good", 0, b"ACGT", b"IIII", b"");
+        assert_eq!(fault.apply_record(&other[4..], &mut scratch2), &other[4..]);
     }
 
     #[test]

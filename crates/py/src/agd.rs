@@ -29,7 +29,7 @@ fn run_to_json<R: serde::Serialize + Send + 'static>(
 #[pyfunction]
 #[pyo3(signature = (input=None, output=None, input2=None, *, unpaired=None, read1=None,
     read2=None, interleaved=None, rg=None, rg_line=None, chunk_size=None, level=None,
-    reference=None, threads=None))]
+    reference=None, threads=None, checksums=false))]
 #[allow(clippy::too_many_arguments)]
 fn agd_import(
     py: Python<'_>,
@@ -46,6 +46,7 @@ fn agd_import(
     level: Option<i32>,
     reference: Option<PathBuf>,
     threads: Option<usize>,
+    checksums: bool,
 ) -> PyResult<String> {
     let Some(output) = output else {
         return Err(error::raise(
@@ -92,6 +93,7 @@ fn agd_import(
         job.zstd_level = l;
     }
     job.reference = reference;
+    job.checksums = checksums;
     job.command_line = "sortase.agd.import_".into();
     run_to_json(py, threads, move |rt| job.run(rt))
 }
@@ -99,7 +101,8 @@ fn agd_import(
 /// `sortase agd export`; the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (input, output=None, *, output_fmt=None, level=None, reference=None,
-    threads=None))]
+    threads=None, checksums=false))]
+#[allow(clippy::too_many_arguments)]
 fn agd_export(
     py: Python<'_>,
     input: PathBuf,
@@ -108,6 +111,7 @@ fn agd_export(
     level: Option<i32>,
     reference: Option<PathBuf>,
     threads: Option<usize>,
+    checksums: bool,
 ) -> PyResult<String> {
     let spec = OutputSpec {
         path: output,
@@ -116,7 +120,10 @@ fn agd_export(
         reference,
         ..OutputSpec::default()
     };
-    let job = AgdExportJob::new(input, spec);
+    let job = AgdExportJob {
+        checksums,
+        ..AgdExportJob::new(input, spec)
+    };
     run_to_json(py, threads, move |rt| job.run(rt))
 }
 

@@ -9,8 +9,9 @@ use pyo3::prelude::*;
 use sortase::markdup::Mode;
 use sortase::view::{parse_flags, FilterSpec};
 use sortase::{
-    BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, IdxstatsJob, IndexJob,
-    MarkdupJob, MergeJob, Order, OutputSpec, Program, Runtime, SnpPileupJob, ViewJob,
+    BgzipJob, BgzipMode, DuplicateMarking, FaidxJob, FetchJob, FetchRequest, FlagstatJob,
+    Fq2BamJob, IdxstatsJob, IndexJob, MarkdupJob, MergeJob, Order, OutputSpec, Program, Runtime,
+    SnpPileupJob, ViewJob,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -287,6 +288,91 @@ fn markdup(
     run_to_json(py, threads, Some(memory), move |rt| job.run(rt))
 }
 
+/// `sortase fq2bam`; the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (index, reads1, reads2=None, output=None, *, preset="sr", read_group=None,
+    markdup="samblaster", md=false, cs=false, threads=None, max_memory=None, temp_prefix=None,
+    level=None, uncompressed=false, write_index=false, output_fmt=None, index_format=None,
+    reference=None, output_fmt_options=None, no_pg=false, max_fan_in=64, checksums=false))]
+#[allow(clippy::too_many_arguments)]
+fn fq2bam(
+    py: Python<'_>,
+    index: PathBuf,
+    reads1: PathBuf,
+    reads2: Option<PathBuf>,
+    output: Option<PathBuf>,
+    preset: &str,
+    read_group: Option<String>,
+    markdup: &str,
+    md: bool,
+    cs: bool,
+    threads: Option<usize>,
+    max_memory: Option<&Bound<'_, PyAny>>,
+    temp_prefix: Option<PathBuf>,
+    level: Option<i32>,
+    uncompressed: bool,
+    write_index: bool,
+    output_fmt: Option<String>,
+    index_format: Option<String>,
+    reference: Option<PathBuf>,
+    output_fmt_options: Option<Vec<String>>,
+    no_pg: bool,
+    max_fan_in: usize,
+    checksums: bool,
+) -> PyResult<String> {
+    let Some(output) = output else {
+        return Err(error::raise(
+            py,
+            "ArgumentError",
+            "fq2bam: output is required",
+        ));
+    };
+    let markdup = match markdup {
+        "samblaster" => DuplicateMarking::Samblaster,
+        "picard" => DuplicateMarking::Picard,
+        "none" => DuplicateMarking::None,
+        other => {
+            return Err(error::raise(
+                py,
+                "ArgumentError",
+                &format!("markdup {other:?} is not one of samblaster, picard, none"),
+            ))
+        }
+    };
+    // The CLI's default budget (the index's memory on top of 768 MiB per thread).
+    let all =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let memory = memory_bytes(max_memory, "max_memory")?
+        .or_else(|| sortase::fq2bam::default_memory(all.max(1), &index));
+    let job = Fq2BamJob {
+        reads2,
+        preset: preset.into(),
+        read_group,
+        markdup,
+        md,
+        cs,
+        temp_prefix,
+        max_fan_in,
+        program: program(no_pg, "fq2bam"),
+        checksums,
+        ..Fq2BamJob::new(
+            index,
+            reads1,
+            OutputSpec {
+                path: Some(output),
+                format: output_fmt,
+                level,
+                uncompressed,
+                write_index,
+                index_format,
+                reference,
+                format_options: output_fmt_options.unwrap_or_default(),
+            },
+        )
+    };
+    run_to_json(py, threads, memory, move |rt| job.run(rt))
+}
+
 /// `sortase bgzip`; the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (files, *, decompress=false, reindex=false, test=false, offset=None,
@@ -435,6 +521,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(markdup, m)?)?;
+    m.add_function(wrap_pyfunction!(fq2bam, m)?)?;
     m.add_function(wrap_pyfunction!(bgzip, m)?)?;
     m.add_function(wrap_pyfunction!(faidx, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;

@@ -27,6 +27,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::proof::{self, Checksums, SumsCell};
 use crate::stats::FlagstatReport;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
@@ -35,6 +36,7 @@ use arrow_array::Array;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance, ReferenceEntry};
+use sortase_bam::checksum::{ChecksumOptions, Checksummer, Fault, Sums, Tally};
 use sortase_bam::{Header, RecordBatch, Reference};
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
@@ -93,6 +95,11 @@ pub struct AgdImportJob {
     /// (`-s`).
     #[serde(default)]
     pub fastq: Option<FastqInput>,
+    /// Prove that no record was lost or changed: sum the records read and the records rebuilt from
+    /// each chunk's encoded columns (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and fail,
+    /// leaving no dataset, if they differ (`--checksums`).
+    #[serde(default)]
+    pub checksums: bool,
 }
 
 /// What an import did.
@@ -108,6 +115,8 @@ pub struct AgdImportReport {
     pub bytes: u64,
     /// Bytes of each group's files, in [`Group::ALL`] order.
     pub group_bytes: Vec<(String, u64)>,
+    /// With [`AgdImportJob::checksums`]: the sums of the records read and encoded.
+    pub checksums: Option<Checksums>,
 }
 
 impl AgdImportJob {
@@ -121,6 +130,7 @@ impl AgdImportJob {
             reference: None,
             command_line: String::new(),
             fastq: None,
+            checksums: false,
         }
     }
 
@@ -156,20 +166,52 @@ struct Written {
     raw: u64,
     bytes: [u64; 4],
     positions: agd::ChunkPositions,
+    /// With `--checksums`: the sums of the records rebuilt from the chunk's columns.
+    sums: Option<Sums>,
 }
 
-/// Encodes one chunk and writes its group files into `dir`.
+/// The sums of the records `groups` (a chunk's encoded columns, in [`Group::ALL`] order) decode
+/// to, rebuilt as `agd export` rebuilds them.
+fn encoded_sums(
+    dir: &Path,
+    index: usize,
+    groups: &[(Group, arrow_array::RecordBatch)],
+    opts: &ChecksumOptions,
+) -> anyhow::Result<Sums> {
+    let files: Vec<agd::ChunkFile> = groups
+        .iter()
+        .map(|(g, batch)| agd::ChunkFile {
+            path: agd::chunk_path(dir, *g, index),
+            batch: batch.clone(),
+        })
+        .collect();
+    let (mut buf, mut offsets) = (Vec::new(), Vec::new());
+    agd::append_records(&files, &mut buf, &mut offsets)?;
+    let end = buf.len();
+    Ok(proof::batch_sums_here(
+        opts,
+        &RecordBatch::from_parts(buf, offsets, end, 0),
+    ))
+}
+
+/// Encodes one chunk and writes its group files into `dir`; with `sums`, also sums the records
+/// its columns decode to.
 fn write_chunk(
     dir: &Path,
     index: usize,
     mut chunk: ChunkBuilder,
     options: &agd::WriteOptions,
+    sums: Option<&ChecksumOptions>,
 ) -> anyhow::Result<Written> {
     let records = chunk.len() as u64;
     let raw = chunk.raw_records() as u64;
     let positions = chunk.take_positions();
     let mut bytes = [0u64; 4];
-    for (group, batch) in chunk.finish()? {
+    let groups = chunk.finish()?;
+    let sums = sums
+        .map(|opts| encoded_sums(dir, index, &groups, opts))
+        .transpose()?;
+    for (group, batch) in groups {
         let path = agd::chunk_path(dir, group, index);
         let file = std::fs::File::create(&path)
             .with_context(|| format!("{}: cannot create", path.display()))?;
@@ -189,6 +231,7 @@ fn write_chunk(
         raw,
         bytes,
         positions,
+        sums,
     })
 }
 
@@ -253,13 +296,24 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
             .with_context(|| format!("{}: cannot create", dir.display()))?;
     }
 
+    // With --checksums: every record and field (an import changes nothing), the records read
+    // summed as read and those encoded as their chunk's columns decode; the test fault between.
+    let opts = ChecksumOptions::every_record();
+    let sum_opts = job.checksums.then_some(&opts);
+    let fault = if job.checksums {
+        Fault::from_env()
+    } else {
+        Fault::default()
+    };
+    let mut read_sums = Sums::EMPTY;
+    let mut scratch = Vec::new();
     let written = Mutex::new(Vec::new());
     let (tx, rx) = crossbeam_channel::bounded::<(usize, ChunkBuilder)>(threads);
     let read_result = std::thread::scope(|s| {
         let encoder = s.spawn(|| {
             rt.install(|| {
                 rx.into_iter().par_bridge().try_for_each(|(index, chunk)| {
-                    let w = write_chunk(&dir, index, chunk, &options)?;
+                    let w = write_chunk(&dir, index, chunk, &options, sum_opts)?;
                     written.lock().unwrap_or_else(|p| p.into_inner()).push(w);
                     anyhow::Ok(())
                 })
@@ -267,7 +321,9 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         });
         let mut chunk = ChunkBuilder::default();
         let mut index = 0;
-        let read = input.for_each_record(rt.cancel_flag(), |bytes| {
+        let sums = sum_opts.map(|o| (o, &mut read_sums));
+        let read = input.for_each_record(rt.cancel_flag(), sums, |bytes| {
+            let bytes = fault.apply_record(bytes, &mut scratch);
             if chunk.len() as u64 == job.chunk_size || chunk.bytes() + bytes.len() > CHUNK_BYTES {
                 let full = std::mem::take(&mut chunk);
                 if tx.send((index, full)).is_err() {
@@ -323,6 +379,20 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     let manifest_path = dir.join(agd::MANIFEST_FILE);
     std::fs::write(&manifest_path, manifest.to_json())
         .with_context(|| format!("{}: cannot write", manifest_path.display()))?;
+    let checksums = if job.checksums {
+        let mut encoded = Sums::EMPTY;
+        written
+            .iter()
+            .filter_map(|w| w.sums.as_ref())
+            .for_each(|s| encoded.merge(s));
+        let mut c = Checksums::check("checksums", &opts, &read_sums, &encoded)?;
+        if let Some(f) = &fastq_input {
+            c.command = format!("{} | {}", import_command(f), c.command);
+        }
+        Some(c)
+    } else {
+        None
+    };
     std::fs::rename(&dir, &job.output).with_context(|| {
         format!(
             "{}: cannot rename from {}",
@@ -336,6 +406,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         records: manifest.records,
         chunks: written.len(),
         raw_records: written.iter().map(|w| w.raw).sum(),
+        checksums,
         ..Default::default()
     };
     for g in Group::ALL {
@@ -344,6 +415,28 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         report.bytes += b;
     }
     Ok(report)
+}
+
+/// The `samtools import` command line that makes the records a FASTQ import reads.
+fn import_command(f: &FastqInput) -> String {
+    let mut s = String::from("samtools import");
+    for (flag, value) in [
+        ("-0", &f.unpaired),
+        ("-1", &f.read1),
+        ("-2", &f.read2),
+        ("-s", &f.interleaved),
+        ("-R", &f.read_group),
+    ] {
+        if let Some(v) = value {
+            s += &format!(" {flag} {v}");
+        }
+    }
+    if let Some(line) = &f.read_group_line {
+        for field in line.split('\t').filter(|f| *f != "@RG") {
+            s += &format!(" -r {field}");
+        }
+    }
+    s
 }
 
 /// Where an import's records come from.
@@ -355,20 +448,40 @@ enum Source {
 }
 
 impl Source {
-    /// Calls `f` on every record's BAM bytes (without `block_size`), in input order.
+    /// Calls `f` on every record's BAM bytes (without `block_size`), in input order; with `sums`,
+    /// adds the records to them first, on the calling thread (the pool's threads are the chunk
+    /// encoders', which may all be waiting for this thread's next chunk).
     fn for_each_record(
         &mut self,
         cancel: &sortase_exec::runtime::CancelFlag,
+        sums: Option<(&ChecksumOptions, &mut Sums)>,
         mut f: impl FnMut(&[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
-        match self {
-            Source::Alignments(input) => input.for_each_batch(|batch| {
-                for r in batch.iter() {
-                    f(r.as_bytes())?;
-                }
-                Ok(())
-            }),
-            Source::Fastq(records, _) => records.for_each_record(cancel, f),
+        match (self, sums) {
+            (Source::Alignments(input), sums) => {
+                let mut sums = sums;
+                input.for_each_batch(|batch| {
+                    if let Some((opts, read)) = sums.as_mut() {
+                        read.merge(&proof::batch_sums_here(opts, &batch));
+                    }
+                    for r in batch.iter() {
+                        f(r.as_bytes())?;
+                    }
+                    Ok(())
+                })
+            }
+            (Source::Fastq(records, _), None) => records.for_each_record(cancel, f),
+            (Source::Fastq(records, _), Some((opts, read))) => {
+                let mut c = Checksummer::new(opts.clone());
+                let done = records.for_each_record(cancel, |bytes| {
+                    if let Some(crcs) = c.crcs(bytes) {
+                        c.sums.add(&crcs);
+                    }
+                    f(bytes)
+                });
+                read.merge(&c.sums);
+                done
+            }
         }
     }
 
@@ -381,13 +494,15 @@ impl Source {
 }
 
 /// Decodes `items` into record batches on `rt`, a window of one item per thread at a time, and
-/// writes them to `out` in order on a writer thread (one window in flight: bounded memory); finishes
-/// `out` and returns the records written. Shared by `agd export` and `agd view`.
+/// writes them to `out` in order on a writer thread (one window in flight: bounded memory); runs
+/// `check` once all is written, then finishes `out` (a failed check leaves no output) and returns
+/// the records written. Shared by `agd export` and `agd view`.
 pub(crate) fn write_in_order<T: Sync>(
     rt: &Runtime,
     items: &[T],
     out: SortedOutput,
     decode: impl Fn(&T) -> anyhow::Result<RecordBatch> + Sync,
+    check: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
     let name = out.name.clone();
     let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
@@ -421,7 +536,9 @@ pub(crate) fn write_in_order<T: Sync>(
         .join()
         .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
     decoded?;
-    written?.finish()?;
+    let written = written?;
+    check()?;
+    written.finish()?;
     Ok(records)
 }
 
@@ -468,6 +585,11 @@ pub struct AgdExportJob {
     pub input: PathBuf,
     /// The output (format from `-O` (`sam`, `bam`, `cram`, `fastq`) or the extension; default BAM).
     pub output: OutputSpec,
+    /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
+    /// records handed to the writer (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and
+    /// fail, leaving no output, if they differ (`--checksums`; SAM, BAM and CRAM output).
+    #[serde(default)]
+    pub checksums: bool,
 }
 
 /// What an export did.
@@ -477,6 +599,8 @@ pub struct AgdExportReport {
     pub records: u64,
     /// Chunks read.
     pub chunks: usize,
+    /// With [`AgdExportJob::checksums`]: the sums of the records decoded and written.
+    pub checksums: Option<Checksums>,
 }
 
 impl AgdExportJob {
@@ -485,6 +609,7 @@ impl AgdExportJob {
         Self {
             input: input.into(),
             output,
+            checksums: false,
         }
     }
 
@@ -706,12 +831,20 @@ fn export_fastq(
     Ok(AgdExportReport {
         records: manifest.records,
         chunks: manifest.chunks.len(),
+        checksums: None,
     })
 }
 
 fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     let manifest = open_manifest(&job.input)?;
     if is_fastq(&job.output) {
+        if job.checksums {
+            return Err(Error::argument(
+                "--checksums: FASTQ output is not summed (samtools fastq drops secondary and \
+                 supplementary records); export SAM, BAM or CRAM",
+            )
+            .into());
+        }
         return export_fastq(job, &manifest, rt);
     }
     let header = dataset_header(&manifest);
@@ -726,16 +859,68 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     )?;
     let out = SortedOutput::open(path, None, format, &header, threads, &job.output.cram())?;
     let progress = rt.progress("agd export records", manifest.records);
-    let records = write_in_order(rt, &manifest.chunks, out, |c| {
-        let batch = chunk_batch(&job.input, &manifest, c)?;
-        progress.add(batch.len() as u64);
-        Ok(batch)
-    })?;
+    // With --checksums: every record and field, summed as decoded from each chunk and as handed
+    // to the writer (the test fault between), on the threads that decode.
+    let opts = ChecksumOptions::every_record();
+    let fault = if job.checksums {
+        Fault::from_env()
+    } else {
+        Fault::default()
+    };
+    let (read, wrote) = (SumsCell::default(), SumsCell::default());
+    let mut checksums = None;
+    let records = write_in_order(
+        rt,
+        &manifest.chunks,
+        out,
+        |c| {
+            let batch = chunk_batch(&job.input, &manifest, c)?;
+            progress.add(batch.len() as u64);
+            if !job.checksums {
+                return Ok(batch);
+            }
+            read.merge(&proof::batch_sums_here(&opts, &batch));
+            let mut tally = Tally::new(&opts, &fault);
+            let batch = pass_batch(batch, &mut tally, fault.is_set());
+            wrote.merge(&tally.sums());
+            Ok(batch)
+        },
+        || {
+            if job.checksums {
+                checksums = Some(Checksums::check(
+                    "checksums",
+                    &opts,
+                    &read.get(),
+                    &wrote.get(),
+                )?);
+            }
+            Ok(())
+        },
+    )?;
     progress.finish();
     Ok(AgdExportReport {
         records,
         chunks: manifest.chunks.len(),
+        checksums,
     })
+}
+
+/// `batch`'s records passed through `tally` (summed as written); when the test fault is set
+/// (`faulty`), the batch rebuilt from what the tally gives (a named record changed).
+fn pass_batch(batch: RecordBatch, tally: &mut Tally, faulty: bool) -> RecordBatch {
+    if !faulty {
+        batch.iter_raw().for_each(|raw| {
+            tally.pass(raw);
+        });
+        return batch;
+    }
+    let (mut buf, mut offsets) = (Vec::with_capacity(batch.bytes().len()), Vec::new());
+    for raw in batch.iter_raw() {
+        offsets.push(buf.len() as u32);
+        buf.extend_from_slice(tally.pass(raw));
+    }
+    let end = buf.len();
+    RecordBatch::from_parts(buf, offsets, end, 0)
 }
 
 /// `sortase agd flagstat`: samtools flagstat's counters from the `results` group (flag, ref_id,

@@ -565,21 +565,27 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let threads = rt.threads();
     let out = SortedOutput::open(path, None, format, &shown, threads, &job.output.cram())?;
     let pieces = if job.header_only { Vec::new() } else { pieces };
-    let records = write_in_order(rt, &pieces, out, |p| {
-        Ok(
-            match run_piece(
-                dir,
-                Some(&manifest),
-                duplicate_group(&manifest),
-                p,
-                filter,
-                false,
-            )? {
-                PieceOut::Records(b) => b,
-                PieceOut::Count(_) => RecordBatch::default(),
-            },
-        )
-    })?;
+    let records = write_in_order(
+        rt,
+        &pieces,
+        out,
+        |p| {
+            Ok(
+                match run_piece(
+                    dir,
+                    Some(&manifest),
+                    duplicate_group(&manifest),
+                    p,
+                    filter,
+                    false,
+                )? {
+                    PieceOut::Records(b) => b,
+                    PieceOut::Count(_) => RecordBatch::default(),
+                },
+            )
+        },
+        || Ok(()),
+    )?;
     Ok(ViewReport {
         records,
         count: None,

@@ -23,6 +23,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::proof::Checksums;
 use crate::range_output;
 use crate::sort::release_free_memory;
 use anyhow::Context;
@@ -31,6 +32,7 @@ use sortase_align::fastq::FastqReader;
 use sortase_align::pipeline;
 use sortase_align::reads::FastqSource;
 use sortase_align::{AlignError, Aligner, AlignerOptions};
+use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::Header;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::files::TempDir;
@@ -89,6 +91,12 @@ pub struct Fq2BamJob {
     pub max_fan_in: usize,
     /// The sortase `@PG` line (`None`: none; minimap2's is always written, as minimap2 does).
     pub program: Option<Program>,
+    /// Prove that no read was lost or changed: sum the reads as `samtools import` makes them
+    /// records and the primary records written (`samtools checksum`'s defaults: secondary and
+    /// supplementary records left out, the duplicate flag outside the flag sum) and fail, leaving
+    /// no output, if the sums differ (`--checksums`; [`crate::proof`]).
+    #[serde(default)]
+    pub checksums: bool,
 }
 
 /// What an fq2bam run did.
@@ -126,6 +134,8 @@ pub struct Fq2BamReport {
     pub outputs: Vec<PathBuf>,
     /// Warnings.
     pub warnings: Vec<String>,
+    /// With [`Fq2BamJob::checksums`]: the sums of the reads and of the primary records written.
+    pub checksums: Option<Checksums>,
 }
 
 impl Fq2BamJob {
@@ -145,6 +155,7 @@ impl Fq2BamJob {
             temp_prefix: None,
             max_fan_in: 64,
             program: None,
+            checksums: false,
         }
     }
 
@@ -152,6 +163,28 @@ impl Fq2BamJob {
     pub fn run(&self, rt: &Runtime) -> Result<Fq2BamReport> {
         run(self, rt).map_err(Error::from)
     }
+}
+
+/// The memory budget of a job with `threads` threads when none is given (`sortase fq2bam` without
+/// `-m` or `--max-memory`, `sortase.fq2bam` without `max_memory`): samtools sort's 768 MiB per thread for
+/// the read batches and the sort, plus the index, which minimap2 holds whole whatever the thread
+/// count (an `.mmi` takes about its file size in memory; an index built from a FASTA about 3x the
+/// FASTA: 927 MiB for the bench's 319 MB reference with `-x sr`). Without it, `-@1` on the bench
+/// reference was refused for a budget smaller than the index alone. `None` if the index cannot be
+/// read: the job then reports the missing file.
+pub fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> {
+    let bytes = usize::try_from(std::fs::metadata(index).ok()?.len()).ok()?;
+    let is_mmi = index.extension().is_some_and(|e| e == "mmi");
+    let index_memory = if is_mmi {
+        bytes
+    } else {
+        bytes.saturating_mul(3)
+    };
+    Some(
+        sortase_exec::runtime::DEFAULT_MEMORY_PER_THREAD
+            .saturating_mul(threads)
+            .saturating_add(index_memory),
+    )
 }
 
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
@@ -192,8 +225,52 @@ pub(crate) fn open_reads(
     FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(|e| kinded(e.into()))
 }
 
+/// With `--checksums`: the sums of the reads, compared with those of the records written before
+/// the output is renamed into place.
+pub(crate) struct Proof<'a> {
+    job: &'a Fq2BamJob,
+    fragment_mode: bool,
+    read: Sums,
+}
+
+impl Proof<'_> {
+    /// What is summed: `samtools checksum`'s defaults (primary records; the flag sum's
+    /// PAIRED/READ1/READ2 only, so duplicate marking, mapping and mates are outside it).
+    fn options() -> ChecksumOptions {
+        ChecksumOptions::default()
+    }
+
+    /// The sums of the records encoded (`written`) against the reads' (fails when they differ).
+    pub(crate) fn check(
+        &self,
+        written: Option<Sums>,
+        out: &ResolvedOutput,
+    ) -> anyhow::Result<Checksums> {
+        let written = written.context("fq2bam: the records written were not summed")?;
+        let mut c = Checksums::check("fq2bam", &Self::options(), &self.read, &written)?;
+        c.command = self.command_line(out);
+        Ok(c)
+    }
+
+    /// The samtools commands that print the same sums for the reads and for the output.
+    fn command_line(&self, out: &ResolvedOutput) -> String {
+        let checksum = Self::options().command_line();
+        let reads = match &self.job.reads2 {
+            Some(r2) => format!("-1 {} -2 {}", self.job.reads1.display(), r2.display()),
+            None if self.fragment_mode => format!("-s {}", self.job.reads1.display()),
+            None => format!("-0 {}", self.job.reads1.display()),
+        };
+        let output = out
+            .data
+            .as_deref()
+            .map_or_else(|| "-".to_string(), |p| p.display().to_string());
+        format!("samtools import {reads} | {checksum}; {checksum} {output}")
+    }
+}
+
 /// The sorter's final phase into the output (key ranges encoded on all threads, the on-the-fly
-/// index), as `sortase sort` writes.
+/// index), as `sortase sort` writes; with `proof`, the records encoded are summed and checked
+/// before the output is renamed into place.
 fn write_sorted(
     sorter: Sorter,
     header: &Header,
@@ -201,9 +278,10 @@ fn write_sorted(
     cram: &sortase_exec::writer::CramOut,
     rt: &Runtime,
     clock: &mut PhaseClock,
-) -> anyhow::Result<SortStats> {
+    proof: Option<&Proof<'_>>,
+) -> anyhow::Result<(SortStats, Option<Checksums>)> {
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (encoder, mut writer) = range_output::open(
+    let (mut encoder, mut writer) = range_output::open(
         out.data.as_deref(),
         index,
         out.format,
@@ -211,6 +289,9 @@ fn write_sorted(
         cram,
         rt.threads(),
     )?;
+    if proof.is_some() {
+        encoder.sum_records(Proof::options());
+    }
     let name = writer.name.clone();
     let sorted = sorter
         .finish_ranges(
@@ -226,8 +307,11 @@ fn write_sorted(
         )
         .with_context(|| name.clone())?;
     rt.check_cancelled()?;
+    let checksums = proof
+        .map(|p| p.check(encoder.written_sums(), out))
+        .transpose()?;
     writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
-    Ok(sorted)
+    Ok((sorted, checksums))
 }
 
 /// Paired input needs a preset that maps a template's reads together.
@@ -361,13 +445,25 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let mut marker = Marker::default();
     let source = FastqSource::new(r1, r2, aligner.fragment_mode());
     let stop = rt.cancel_flag().shared();
+    // With --checksums: the reads' sums, each chunk's on the thread that maps it.
+    let mut read = Sums::EMPTY;
     let stats = pipeline::run(
         &aligner,
         source,
         &plan.pipeline,
         &stop,
-        |batch| stream_marking::verdicts(batch, layout.as_ref()),
-        |mut batch, verdicts| -> anyhow::Result<()> {
+        |chunk, batch| {
+            let sums = job.checksums.then(|| {
+                let mut c = Checksummer::new(Proof::options());
+                chunk.add_to_sums(&mut c);
+                c.sums
+            });
+            (stream_marking::verdicts(batch, layout.as_ref()), sums)
+        },
+        |mut batch, (verdicts, sums)| -> anyhow::Result<()> {
+            if let Some(s) = sums {
+                read.merge(&s);
+            }
             marker.mark(&mut batch, &verdicts)?;
             progress.add(batch.reads as u64);
             sorter.push(batch.records)?;
@@ -377,6 +473,11 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     .map_err(classify)?;
     rt.check_cancelled()?;
     progress.finish();
+    let proof = job.checksums.then(|| Proof {
+        job,
+        fragment_mode: aligner.fragment_mode(),
+        read,
+    });
     let index_memory = aligner.memory();
     drop(aligner);
     fixed_reserve.shrink(index_memory + plan.batches);
@@ -391,11 +492,23 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
             plan.ends_budget,
             rt,
             &mut clock,
+            proof.as_ref(),
         )?;
         marker.records = m.duplicate_records;
+        report.checksums = m.checksums;
         m.stats
     } else {
-        write_sorted(sorter, &header, &out, &job.output.cram(), rt, &mut clock)?
+        let (stats, checksums) = write_sorted(
+            sorter,
+            &header,
+            &out,
+            &job.output.cram(),
+            rt,
+            &mut clock,
+            proof.as_ref(),
+        )?;
+        report.checksums = checksums;
+        stats
     };
     drop(temp);
     drop(fixed_reserve);

@@ -233,8 +233,8 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         let mut chunk = ChunkBuilder::default();
         let mut flush = |chunk: &mut ChunkBuilder| -> std::result::Result<(), SortError> {
             let i = staged.fetch_add(1, Ordering::Relaxed);
-            let w =
-                write_chunk(&staging, i, std::mem::take(chunk), &options).map_err(sort_error)?;
+            let w = write_chunk(&staging, i, std::mem::take(chunk), &options, None)
+                .map_err(sort_error)?;
             out.push((i, w.records));
             Ok(())
         };

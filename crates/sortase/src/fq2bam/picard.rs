@@ -42,6 +42,8 @@ pub(super) struct Marked {
     pub stats: SortStats,
     /// Records flagged 0x400.
     pub duplicate_records: u64,
+    /// With `--checksums`: the sums of the reads and of the records written.
+    pub checksums: Option<crate::proof::Checksums>,
 }
 
 /// Sorts, marks with Picard's algorithm and writes `out` (pass 1 through the sorter's final phase,
@@ -56,6 +58,7 @@ pub(super) fn sort_mark_write(
     ends_budget: usize,
     rt: &Runtime,
     clock: &mut PhaseClock,
+    proof: Option<&super::Proof<'_>>,
 ) -> anyhow::Result<Marked> {
     let threads = rt.threads();
     let names = NameParser::new(None).context("Picard's read name parser")?;
@@ -120,6 +123,9 @@ pub(super) fn sort_mark_write(
         rt.threads(),
     )?;
     encoder.expect_range_bytes(BATCH_BYTES);
+    if proof.is_some() {
+        encoder.sum_records(super::Proof::options());
+    }
     let name = writer.name.clone();
     let mut reader = RunReader::open(&run_path)?;
     let (mut next_dup, mut index_in_file, mut marked) = (0usize, 0u64, 0u64);
@@ -171,9 +177,13 @@ pub(super) fn sort_mark_write(
         );
     }
     rt.check_cancelled()?;
+    let checksums = proof
+        .map(|p| p.check(encoder.written_sums(), out))
+        .transpose()?;
     writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
     Ok(Marked {
         stats,
         duplicate_records: marked,
+        checksums,
     })
 }

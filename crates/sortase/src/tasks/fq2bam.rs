@@ -136,6 +136,12 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
              (markdup samblaster|none); run `sortase fq2bam --markdup picard` on one machine"
         );
     }
+    if job.checksums {
+        bail_argument!(
+            "distributed fq2bam does not sum its reads and records (checksums); run \
+             `sortase fq2bam --checksums` on one machine"
+        );
+    }
     let fragment_mode =
         sortase_align::index::preset_fragment_mode(&job.preset).map_err(one::kinded)?;
     one::check_pairing(job, fragment_mode)?;
@@ -461,7 +467,7 @@ impl FqAlignTask {
             source,
             &PipelineOptions::new(rt.threads()),
             &stop,
-            |batch| stream_marking::verdicts(batch, layout.as_ref()),
+            |_, batch| stream_marking::verdicts(batch, layout.as_ref()),
             |batch, verdicts| -> anyhow::Result<()> {
                 records
                     .write_all(batch.records.bytes())
@@ -1139,6 +1145,33 @@ mod tests {
     }
 
     #[test]
+    fn one_machine_checksums_prove_reads_and_records_with_either_marking() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, r1, r2) = simulate(dir.path(), 300);
+        let rt = Runtime::with_threads(2).unwrap();
+        let out = dir.path().join("c.bam");
+        let mut job = Fq2BamJob::new(&fa, &r1, OutputSpec::to_path(&out));
+        job.reads2 = Some(r2);
+        job.checksums = true;
+        for markdup in [DuplicateMarking::Samblaster, DuplicateMarking::Picard] {
+            job.markdup = markdup;
+            let report = job.run(&rt).unwrap();
+            let c = report.checksums.expect("fq2bam reports its sums");
+            assert_eq!((c.read, c.read.count), (c.written, 600), "{markdup:?}");
+            assert!(report.duplicate_records > 0, "{markdup:?}");
+            assert!(
+                c.command.starts_with("samtools import -1 ")
+                    && c.command
+                        .ends_with(&format!("; samtools checksum {}", out.display())),
+                "{}",
+                c.command
+            );
+        }
+        job.checksums = false;
+        assert!(job.run(&rt).unwrap().checksums.is_none());
+    }
+
+    #[test]
     fn bad_input_fails_as_on_one_machine() {
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 50);
@@ -1169,11 +1202,21 @@ mod tests {
         job.reads2 = Some(r2);
         job.markdup = DuplicateMarking::Picard;
         let e = Fq2BamTasksJob {
+            job: job.clone(),
+            chunk_templates: None,
+        }
+        .plan(&rt, &PlanOptions::default())
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Argument);
+        job.markdup = DuplicateMarking::Samblaster;
+        job.checksums = true;
+        let e = Fq2BamTasksJob {
             job,
             chunk_templates: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Argument);
+        assert!(e.to_string().contains("checksums"), "{e}");
     }
 }
