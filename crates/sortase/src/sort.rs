@@ -336,3 +336,35 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     report.outputs.extend(out.index.map(|(p, _)| p));
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sort_reports_equal_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.sam");
+        let mut sam = String::from("@SQ\tSN:chr1\tLN:100000\n");
+        for i in 0..500 {
+            sam += &format!(
+                "r{i}\t0\tchr1\t{}\t60\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII\n",
+                (i * 7919) % 90000 + 1
+            );
+        }
+        std::fs::write(&input, sam).unwrap();
+        let out = dir.path().join("out.bam");
+        let rt = Runtime::with_threads(2).unwrap();
+        let job = SortJob {
+            checksums: true,
+            ..SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(&out))
+        };
+        let report = job.run(&rt).unwrap();
+        let sums = report.checksums.expect("sort reports its sums");
+        assert_eq!(sums.read, sums.written);
+        assert_eq!(sums.read.count, 500);
+        let opts = ChecksumOptions::every_record();
+        assert_eq!(sums.combined, sums.read.combined(&opts));
+        assert!(sums.to_text().contains("read 500 records, wrote 500;"));
+    }
+}
