@@ -9,7 +9,6 @@
 use super::marking::{Carry, State};
 use super::side_out::Side;
 use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
-use crate::proof::{self, Checksums};
 use anyhow::Result;
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
@@ -18,6 +17,7 @@ use sortase_exec::input::Input;
 use sortase_exec::options::add_program;
 use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::progress::Progress;
+use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 use sortase_markdup::samblaster::side::SideOptions;
