@@ -8,7 +8,9 @@
 //! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
 //! output made range by range on many threads, [`range_output`]. Range tasks write their ranges into
 //! part files ([`parts`]) with their serialised forms ([`wire`]), which [`assemble`] lays out into
-//! the output; [`proof`] sums the records read and written (`--checksums`).
+//! the output; [`proof`] sums the records read and written (`--checksums`). [`stream`] holds the
+//! byte streams of the bgzip, faidx, loc and fetch jobs (cancellable readers and writers, small
+//! files written through a temporary name, `.gzi` files, FASTA errors as kinds).
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
@@ -26,6 +28,7 @@ pub mod progress;
 pub mod proof;
 pub mod range_output;
 pub mod runtime;
+pub mod stream;
 pub mod wire;
 pub mod writer;
 

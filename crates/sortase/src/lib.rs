@@ -51,7 +51,6 @@ pub mod remote {
 pub mod snp_pileup;
 pub mod sort;
 pub mod stats;
-mod stream;
 pub mod summary;
 pub mod tasks;
 #[cfg(test)]
