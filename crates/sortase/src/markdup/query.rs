@@ -6,7 +6,7 @@
 //! 0x400 flags in input order ([`super::marking`]). The input stops between batches once the job is
 //! cancelled, and nothing is renamed into place after that.
 
-use super::marking::{Carry, State};
+use super::marking::State;
 use super::side_out::Side;
 use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
 use anyhow::Result;
@@ -21,7 +21,7 @@ use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 use sortase_markdup::samblaster::side::SideOptions;
-use sortase_markdup::samblaster::{Layout, Options};
+use sortase_markdup::samblaster::{Carry, Layout, Options};
 
 impl SamblasterOptions {
     /// The side-output options, checked as samblaster checks them.
