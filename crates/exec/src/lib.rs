@@ -5,10 +5,16 @@
 //! records from (any alignment input opened as one stream of batches, [`input`], or cut into byte
 //! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`]) and the
 //! sink it writes them to: the output options ([`OutputSpec`]), their resolution as samtools does it
-//! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]).
+//! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
+//! output made range by range on many threads, [`range_output`]. Range tasks write their ranges into
+//! part files ([`parts`]) with their serialised forms ([`wire`]), which [`assemble`] lays out into
+//! the output; [`proof`] sums the records read and written (`--checksums`). [`stream`] holds the
+//! byte streams of the bgzip, faidx, loc and fetch jobs (cancellable readers and writers, small
+//! files written through a temporary name, `.gzi` files, FASTA errors as kinds).
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
+pub mod assemble;
 pub mod bam_ranges;
 pub mod cram_ranges;
 pub mod error;
@@ -17,8 +23,13 @@ pub mod input;
 pub mod memory;
 pub mod options;
 pub mod output;
+pub mod parts;
 pub mod progress;
+pub mod proof;
+pub mod range_output;
 pub mod runtime;
+pub mod stream;
+pub mod wire;
 pub mod writer;
 
 pub use bam_ranges::InputSpan;

@@ -12,11 +12,13 @@
 //! [`analyze`] works on one group independently of all others (so groups run in parallel); only
 //! [`SigSet::insert`] must see the groups in input order.
 
+mod carry;
 pub mod layout;
 pub mod mate_tags;
 pub mod side;
 pub mod sigset;
 
+pub use carry::Carry;
 pub use layout::Layout;
 pub use sigset::{SigSet, Signature};
 

@@ -25,7 +25,6 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::stream::{fasta_error, finish, parse_gzi, with_suffix, write_file, Cancellable};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::gzi::GziIndex;
@@ -35,6 +34,7 @@ use sortase_bgzf::{
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::files::Destination;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::stream::{fasta_error, finish, parse_gzi, with_suffix, write_file, Cancellable};
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::scan::Compression;
 use std::fs::File;

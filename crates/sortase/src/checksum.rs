@@ -1,6 +1,6 @@
 //! [`ChecksumJob`]: `samtools checksum` (order-independent sums of flag, sequence, name, qualities,
 //! selected aux tags, and optionally position, CIGAR and mate, per read group), with the same text.
-//! The sums are those every job that writes records checks (crate::proof); batches are summed on
+//! The sums are those every job that writes records checks (sortase_exec::proof); batches are summed on
 //! the runtime's threads.
 //!
 //! ```

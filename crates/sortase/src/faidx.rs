@@ -26,15 +26,15 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::stream::{
-    fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
-};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::files::Destination;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::stream::{
+    fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
+};
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::fai::{Fai, FaiBuilder, Format};
 use sortase_fasta::faidx::{write_regions, FaidxOptions};

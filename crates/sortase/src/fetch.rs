@@ -16,14 +16,14 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::stream::{
-    fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
-};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::files::Destination;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::stream::{
+    fasta_error, finish, read_gzi, sniff_path, with_suffix, write_file, Cancellable,
+};
 use sortase_fasta::access::{RandomAccess, DEFAULT_WINDOW};
 use sortase_fasta::loc::{self, LocBuilder};
 use sortase_fasta::scan::{scan, Compression};

@@ -43,9 +43,6 @@ pub mod fq2bam;
 pub mod index;
 pub mod markdup;
 pub mod merge;
-mod parts;
-pub mod proof;
-pub mod range_output;
 /// Inputs given as `s3://` or `http(s)://` URLs (crates/io): every job opens its inputs through
 /// [`sortase_io::Source`], so a URL works wherever a BAM path does.
 pub mod remote {
@@ -54,7 +51,6 @@ pub mod remote {
 pub mod snp_pileup;
 pub mod sort;
 pub mod stats;
-mod stream;
 pub mod summary;
 pub mod tasks;
 #[cfg(test)]
@@ -62,13 +58,13 @@ mod test_data;
 pub mod verify;
 pub mod versions;
 pub mod view;
-mod wire;
 
 // The execution layer lives in `sortase-exec`; its modules keep their old paths here.
 pub use sortase_exec::{
-    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, runtime,
-    writer,
+    bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, proof,
+    range_output, runtime, writer,
 };
+use sortase_exec::{parts, wire};
 
 pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,

@@ -8,8 +8,6 @@
 mod one_thread;
 mod tasks;
 
-use crate::proof::{self, Checksums, SumsCell};
-use crate::range_output;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::ChecksumOptions;
@@ -21,6 +19,8 @@ use sortase_exec::input::{Format, Input};
 use sortase_exec::options::{add_program, Order, OutputSpec, Program};
 use sortase_exec::output::{index_target, resolve_format, split_index_name, OutFormat};
 use sortase_exec::progress::Progress;
+use sortase_exec::proof::{self, Checksums, SumsCell};
+use sortase_exec::range_output;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 pub use sortase_sort::merge_files::RangeOptions as MergeRangeOptions;

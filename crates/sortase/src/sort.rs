@@ -13,8 +13,6 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::proof::{self, Checksums};
-use crate::range_output;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
@@ -25,6 +23,8 @@ use sortase_exec::input::Input;
 use sortase_exec::memory::Reservation;
 use sortase_exec::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
 use sortase_exec::output::{resolve_output, temp_prefix, OutFormat};
+use sortase_exec::proof::{self, Checksums};
+use sortase_exec::range_output;
 use sortase_exec::runtime::{CancelFlag, Runtime};
 use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
@@ -52,7 +52,7 @@ pub struct SortJob {
     pub max_fan_in: usize,
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
-    /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and
+    /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
     /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~15%
     /// more CPU (every record is summed once as read and once as written).
     #[serde(default)]
@@ -243,7 +243,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let memory = rt.memory().limit();
 
     let input_name = job.input.clone();
-    let size = crate::input::input_size(&input_name);
+    let size = sortase_exec::input::input_size(&input_name);
     let progress = rt.progress("sort", size);
     let mut clock = PhaseClock::new("read");
     let mut input = Input::open(
@@ -335,4 +335,36 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     report.outputs = out.data.into_iter().collect();
     report.outputs.extend(out.index.map(|(p, _)| p));
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sort_reports_equal_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.sam");
+        let mut sam = String::from("@SQ\tSN:chr1\tLN:100000\n");
+        for i in 0..500 {
+            sam += &format!(
+                "r{i}\t0\tchr1\t{}\t60\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII\n",
+                (i * 7919) % 90000 + 1
+            );
+        }
+        std::fs::write(&input, sam).unwrap();
+        let out = dir.path().join("out.bam");
+        let rt = Runtime::with_threads(2).unwrap();
+        let job = SortJob {
+            checksums: true,
+            ..SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(&out))
+        };
+        let report = job.run(&rt).unwrap();
+        let sums = report.checksums.expect("sort reports its sums");
+        assert_eq!(sums.read, sums.written);
+        assert_eq!(sums.read.count, 500);
+        let opts = ChecksumOptions::every_record();
+        assert_eq!(sums.combined, sums.read.combined(&opts));
+        assert!(sums.to_text().contains("read 500 records, wrote 500;"));
+    }
 }

@@ -227,7 +227,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             return counted(job, parts.iter().sum());
         }
     }
-    let size = crate::input::input_size(&job.input);
+    let size = sortase_exec::input::input_size(&job.input);
     let progress = rt.progress("view", size);
     // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
     let fields = if job.count && job.filter.only_flags_and_mapq() {

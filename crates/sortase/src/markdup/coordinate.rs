@@ -8,7 +8,6 @@
 //! output, index and metrics file are renamed into place only at the end.
 
 use super::{MarkdupJob, MarkdupReport};
-use crate::proof::{self, Checksums};
 use anyhow::{bail, Context, Result};
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, Header, RecordBuf, RecordRef};
@@ -22,6 +21,7 @@ use sortase_exec::output::{
     index_target, resolve_format, split_index_name, temp_prefix, OutFormat,
 };
 use sortase_exec::progress::Progress;
+use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::{CramOut, RecordSink, SortedOutput};
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options, OrderError};

@@ -15,6 +15,8 @@ use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
 use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use std::path::PathBuf;
 
+pub(crate) use sortase_markdup::samblaster::Carry;
+
 /// The marking state: signatures seen, options, side outputs, reused buffers, counts.
 pub(super) struct State {
     layout: Layout,
@@ -251,43 +253,5 @@ impl State {
         report.read_names = self.groups;
         report.duplicate_groups = self.dups;
         self.side.finish()
-    }
-}
-
-/// Records of a group that continues past the end of a batch.
-#[derive(Default)]
-pub(crate) struct Carry {
-    buf: Vec<u8>,
-    offsets: Vec<u32>,
-    name: Vec<u8>,
-}
-
-impl Carry {
-    /// Whether no group is carried.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
-
-    /// Whether a record named `name` belongs to the carried group.
-    pub(crate) fn continues(&self, name: &[u8]) -> bool {
-        self.name == name
-    }
-
-    /// Adds record `raw` (with its `block_size`) to the carried group.
-    pub(crate) fn push(&mut self, raw: &[u8]) {
-        if self.offsets.is_empty() {
-            self.name.clear();
-            let r = sortase_bam::RecordRef::new_unchecked(&raw[4..]);
-            self.name.extend_from_slice(r.read_name());
-        }
-        self.offsets.push(self.buf.len() as u32);
-        self.buf.extend_from_slice(raw);
-    }
-
-    /// The carried group as a batch; the carry is empty after.
-    pub(crate) fn take(&mut self) -> RecordBatch {
-        let buf = std::mem::take(&mut self.buf);
-        let end = buf.len();
-        RecordBatch::from_parts(buf, std::mem::take(&mut self.offsets), end, 0)
     }
 }

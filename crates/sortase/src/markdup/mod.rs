@@ -21,13 +21,13 @@ pub(crate) mod marking;
 pub mod query;
 mod side_out;
 
-use crate::proof::Checksums;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::input::Input;
 use sortase_exec::options::{OutputSpec, Program};
+use sortase_exec::proof::Checksums;
 use sortase_exec::runtime::Runtime;
 use std::path::PathBuf;
 

@@ -6,10 +6,9 @@
 //! 0x400 flags in input order ([`super::marking`]). The input stops between batches once the job is
 //! cancelled, and nothing is renamed into place after that.
 
-use super::marking::{Carry, State};
+use super::marking::State;
 use super::side_out::Side;
 use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
-use crate::proof::{self, Checksums};
 use anyhow::Result;
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bgzf::CompressionLevel;
@@ -18,10 +17,11 @@ use sortase_exec::input::Input;
 use sortase_exec::options::add_program;
 use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::progress::Progress;
+use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 use sortase_markdup::samblaster::side::SideOptions;
-use sortase_markdup::samblaster::{Layout, Options};
+use sortase_markdup::samblaster::{Carry, Layout, Options};
 
 impl SamblasterOptions {
     /// The side-output options, checked as samblaster checks them.

@@ -2,12 +2,12 @@
 //! the output header, and the calling thread merges the batches and writes them. This reproduces
 //! samtools' interleaving exactly, unsorted inputs included, for any input (stdin, SAM, CRAM).
 
-use crate::proof::{self, SumsCell};
 use anyhow::Result;
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::header_merge::Translation;
 use sortase_bam::RecordBatch;
 use sortase_exec::input::Input;
+use sortase_exec::proof::{self, SumsCell};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::RecordSink;
 use sortase_sort::merge::{merge as heap_merge, Source};

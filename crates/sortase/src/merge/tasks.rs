@@ -8,7 +8,7 @@
 //! inputs' headers (the plan fixes `-s`'s seed), merges a stretch of consecutive key ranges and
 //! writes their blocks into one part file and sidecar exactly as a sort's reduce task does
 //! (`parts.rs`); [`MergeTaskPlan::finish`] writes them through the same
-//! [`crate::range_output::RangeWriter`] as `MergeJob::run`, the index replayed from the ranges'
+//! [`sortase_exec::range_output::RangeWriter`] as `MergeJob::run`, the index replayed from the ranges'
 //! summaries.
 //!
 //! Unlike `MergeJob::run`, tasks do not fall back to the one-thread merge: a task that finds an
@@ -39,21 +39,21 @@
 //! ```
 
 use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
-use crate::parts::{complete, create_work_dir, remove_work_dir, write_part, write_parts};
-use crate::range_output::{self, RangeEncoder};
-use crate::tasks::assemble::{self, Layout};
-use crate::wire::{hex, HeaderData};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::assemble::{self, Layout};
 use sortase_exec::bam_ranges::InputSpan;
 use sortase_exec::error::bail_argument;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::input::read_bam_header;
 use sortase_exec::input::Format;
 use sortase_exec::output::{temp_prefix, OutFormat};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part, write_parts};
+use sortase_exec::range_output::{self, RangeEncoder};
 use sortase_exec::runtime::Runtime;
+use sortase_exec::wire::{hex, HeaderData};
 use sortase_exec::writer::OnTheFlyIndex;
 use sortase_index::IndexBuilder;
 use sortase_sort::merge_files::{MergeInput, MergePlan, RangeOptions};
@@ -356,7 +356,7 @@ impl MergeTaskPlan {
         self.finish_inner(outputs, rt).map_err(Error::from)
     }
 
-    /// The parallel finish's first step ([`crate::tasks::assemble`]): checks every task's output
+    /// The parallel finish's first step ([`sortase_exec::assemble`]): checks every task's output
     /// (in any order, repeats ignored) as [`MergeTaskPlan::finish`] does, lays the output out from
     /// the parts' sidecars and writes the index (with `--write-index`) under a temporary name next
     /// to it; with `preallocate` creates the output's temporary file for the

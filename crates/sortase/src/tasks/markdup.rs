@@ -31,7 +31,7 @@
 use super::{assemble, AnyTask, ByteRange, Layout, TaskError};
 use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
-use crate::markdup::marking::{is_duplicate, Carry};
+use crate::markdup::marking::is_duplicate;
 use crate::markdup::{detect_mode, MarkdupJob, MarkdupReport, Mode};
 use crate::options::add_program;
 use crate::output::{resolve_format, temp_prefix, OutFormat};
@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use sortase_bam::{flags, BamError, RecordBatch, RecordBuf};
 use sortase_bgzf::{BlockEncoder, CompressionLevel, BLOCK_DATA_MAX};
 use sortase_index::range::{plan_ranges, RangeStream, RecordRange};
-use sortase_markdup::samblaster::{self, Layout as SigLayout, Options, SigSet, Verdict};
+use sortase_markdup::samblaster::{self, Carry, Layout as SigLayout, Options, SigSet, Verdict};
 use std::collections::HashMap;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};

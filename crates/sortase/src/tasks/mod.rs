@@ -25,7 +25,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-pub mod assemble;
+pub use sortase_exec::assemble;
 pub mod fq2bam;
 pub mod markdup;
 pub mod plans;

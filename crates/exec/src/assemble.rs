@@ -1,6 +1,6 @@
 //! The finish of a sort or a merge run as tasks, with no serial data path (issue 29).
 //!
-//! [`crate::tasks::SortPlan::finish`] copies every part through one process. Here the driver only
+//! `sortase::tasks::SortPlan::finish` copies every part through one process. Here the driver only
 //! lays the output out: from the parts' sidecars (block sizes and index summaries, a few bytes
 //! per 64 KiB block) it computes where every part goes, the header's BGZF blocks and the index,
 //! exactly as [`crate::range_output::RangeWriter`] would have written them ([`Layout`]). The bytes
@@ -15,9 +15,9 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::parts::remove_work_dir;
+use crate::parts::PartIndex;
 use crate::range_output::{header_blocks, BamLayout};
 use crate::runtime::Runtime;
-use crate::tasks::sort::PartIndex;
 use crate::wire::hex;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -115,7 +115,7 @@ pub struct PlaceOutput {
 
 /// `.NAME.WORK` next to `target`: the temporary name of an output assembled from the parts of the
 /// job whose work directory is `work_dir` (unique per plan, so [`remove_temps`] finds it).
-pub(crate) fn temp_name(target: &Path, work_dir: &Path) -> PathBuf {
+pub fn temp_name(target: &Path, work_dir: &Path) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
     name.push(target.file_name().unwrap_or_default());
     name.push(".");
@@ -124,7 +124,7 @@ pub(crate) fn temp_name(target: &Path, work_dir: &Path) -> PathBuf {
 }
 
 /// Removes the temporary files [`layout`] creates for `data` and `index` (gone already is fine).
-pub(crate) fn remove_temps(data: Option<&Path>, index: Option<&Path>, work_dir: &Path) {
+pub fn remove_temps(data: Option<&Path>, index: Option<&Path>, work_dir: &Path) {
     for target in data.into_iter().chain(index) {
         let _ = std::fs::remove_file(temp_name(target, work_dir));
     }
@@ -135,7 +135,7 @@ pub(crate) fn remove_temps(data: Option<&Path>, index: Option<&Path>, work_dir: 
 /// index from the sidecars' summaries and writes it under its temporary name. With `preallocate`
 /// creates the output's temporary file at its full size for [`PlaceTask`]s.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn layout(
+pub fn layout(
     header: &Header,
     level: CompressionLevel,
     data: &Path,
@@ -234,7 +234,9 @@ fn create_fresh(path: &Path) -> std::io::Result<File> {
     crate::files::create_exclusive(path)
 }
 
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to a fresh file at `path` (an old file or link there is removed first) and
+/// syncs it.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = create_fresh(path)?;
     f.write_all(bytes)?;
     f.sync_all()

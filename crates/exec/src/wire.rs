@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Byte strings as lowercase hex in JSON (a number array costs about twice as much).
-pub(crate) mod hex {
+pub mod hex {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
     /// Serialises bytes as hex.
@@ -129,7 +129,7 @@ impl RunIndex {
 
 /// A reference of the header: name bytes and length.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ReferenceData {
+pub struct ReferenceData {
     #[serde(with = "hex")]
     name: Vec<u8>,
     length: u32,
@@ -137,12 +137,13 @@ pub(crate) struct ReferenceData {
 
 /// A header kept exactly: its text and its binary reference list (rebuilt without reparsing).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct HeaderData {
+pub struct HeaderData {
     text: String,
     references: Vec<ReferenceData>,
 }
 
 impl HeaderData {
+    /// `header`'s text and references.
     pub fn of(header: &Header) -> Self {
         Self {
             text: header.text().to_string(),
@@ -157,6 +158,7 @@ impl HeaderData {
         }
     }
 
+    /// The header again, exactly as it was.
     pub fn to_header(&self) -> Header {
         let refs = self
             .references
@@ -173,13 +175,14 @@ impl HeaderData {
 /// A task's output file, written under `.NAME.PID-N.tmp` next to its final name and renamed by
 /// [`WorkFile::commit`]; removed if dropped uncommitted (error, cancellation). The name is unique
 /// per attempt, so two attempts of one task (a retry, a speculative copy) never write one file.
-pub(crate) struct WorkFile {
+pub struct WorkFile {
     target: PathBuf,
     temp: PathBuf,
     committed: bool,
 }
 
 impl WorkFile {
+    /// A work file for `target` (not created yet: write to [`WorkFile::path`]).
     pub fn new(target: &Path) -> anyhow::Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = target

@@ -3,12 +3,12 @@
 //! job stops within one buffer), small files written through a temporary name, sibling names such as
 //! `FILE.gzi`, and the translation of the FASTA layer's errors into kinds.
 
+use crate::error::{Error, ErrorKind};
+use crate::files::OutputFile;
+use crate::runtime::{CancelFlag, Runtime};
 use anyhow::{Context, Result};
 use sortase_bgzf::gzi::GziEntry;
 use sortase_bgzf::BgzfError;
-use sortase_exec::error::{Error, ErrorKind};
-use sortase_exec::files::OutputFile;
-use sortase_exec::runtime::{CancelFlag, Runtime};
 use sortase_fasta::scan::Compression;
 use sortase_fasta::FastaError;
 use std::fs::File;
@@ -16,17 +16,14 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// `path` with `suffix` appended (`a.fa` + `.fai`).
-pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
 }
 
 /// Writes a small file (an index) through a temporary name, renamed into place once complete.
-pub(crate) fn write_file(
-    path: &Path,
-    f: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> Result<()> {
+pub fn write_file(path: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
     let (pending, file) = OutputFile::create(path)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
     f(&mut w)
@@ -43,14 +40,14 @@ fn cancelled() -> io::Error {
 }
 
 /// A reader or writer that fails once the job's cancellation flag is set.
-pub(crate) struct Cancellable<T> {
+pub struct Cancellable<T> {
     inner: T,
     flag: CancelFlag,
 }
 
 impl<T> Cancellable<T> {
     /// Wraps `inner`; it stops when `rt` is cancelled.
-    pub(crate) fn new(inner: T, rt: &Runtime) -> Self {
+    pub fn new(inner: T, rt: &Runtime) -> Self {
         Self {
             inner,
             flag: rt.cancel_flag().clone(),
@@ -82,7 +79,7 @@ impl<W: Write> Write for Cancellable<W> {
 
 /// The job's result at its edge: any failure after cancellation is reported as
 /// [`ErrorKind::Cancelled`] (what a stopping job ran into is not the news).
-pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> sortase_exec::error::Result<T> {
+pub fn finish<T>(rt: &Runtime, result: Result<T>) -> crate::error::Result<T> {
     match result {
         Err(_) if rt.cancel_flag().is_cancelled() => Err(Error::cancelled()),
         Err(e) => Err(Error::from(e)),
@@ -93,7 +90,7 @@ pub(crate) fn finish<T>(rt: &Runtime, result: Result<T>) -> sortase_exec::error:
 /// A FASTA-layer error as an `anyhow` chain the facade classifies: I/O errors stay `io::Error`
 /// (so a closed pipe is recognised), BGZF errors stay typed, the rest are [`ErrorKind::Format`].
 /// The message is unchanged (the wrapped variants are `#[error(transparent)]`).
-pub(crate) fn fasta_error(e: FastaError) -> anyhow::Error {
+pub fn fasta_error(e: FastaError) -> anyhow::Error {
     match e {
         FastaError::Io(io) | FastaError::Bgzf(BgzfError::Io(io)) => io.into(),
         FastaError::Bgzf(b) => b.into(),
@@ -102,7 +99,7 @@ pub(crate) fn fasta_error(e: FastaError) -> anyhow::Error {
 }
 
 /// How the file at `path` is stored (plain, BGZF, plain gzip), from its first bytes.
-pub(crate) fn sniff_path(path: &Path) -> Result<Compression> {
+pub fn sniff_path(path: &Path) -> Result<Compression> {
     let what = path.display().to_string();
     let f = File::open(path).with_context(|| format!("{what}: cannot open"))?;
     let (compression, _) = sortase_fasta::scan::sniff(f)
@@ -112,13 +109,13 @@ pub(crate) fn sniff_path(path: &Path) -> Result<Compression> {
 }
 
 /// Reads a `.gzi` file's entries.
-pub(crate) fn read_gzi(path: &Path) -> Result<Vec<GziEntry>> {
+pub fn read_gzi(path: &Path) -> Result<Vec<GziEntry>> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot open", path.display()))?;
     parse_gzi(&bytes, &path.display().to_string())
 }
 
 /// The entries of `.gzi` bytes (`what` names the file in errors).
-pub(crate) fn parse_gzi(bytes: &[u8], what: &str) -> Result<Vec<GziEntry>> {
+pub fn parse_gzi(bytes: &[u8], what: &str) -> Result<Vec<GziEntry>> {
     sortase_bgzf::gzi::read(bytes)
         .map_err(|e| fasta_error(FastaError::BadIndex(format!("{what}: {e}"))))
 }

@@ -4,13 +4,13 @@
 //! driver checks that every task's output is there ([`complete`]) and appends the parts in order
 //! ([`write_parts`]). Shared by `tasks::sort` and `merge::tasks`, below both.
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::range_output::{EncodedRange, RangeWriter};
+use crate::runtime::Runtime;
 use crate::wire::WorkFile;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bgzf::EncodedBlocks;
-use sortase_exec::error::{Error, ErrorKind, Result};
-use sortase_exec::runtime::Runtime;
 use sortase_index::RangeSummary;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -37,7 +37,7 @@ pub struct EncodedRangeIndex {
 /// Writes `ranges` encoded key ranges (`encode(k)` encodes the `k`-th, as BAM) into one part
 /// file at `part_path` and their sizes and index summaries into its sidecar ([`PartIndex`]),
 /// each under a temporary name renamed when complete: a sort's [`ReduceTask`] and a merge task.
-pub(crate) fn write_part(
+pub fn write_part(
     rt: &Runtime,
     part_path: &Path,
     sidecar_path: &Path,
@@ -45,7 +45,7 @@ pub(crate) fn write_part(
     mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
 ) -> anyhow::Result<()> {
     let part = WorkFile::new(part_path)?;
-    let file = sortase_exec::files::create_private(part.path())
+    let file = crate::files::create_private(part.path())
         .with_context(|| format!("{}: cannot create", part.path().display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut sidecar = PartIndex::default();
@@ -69,7 +69,7 @@ pub(crate) fn write_part(
     drop(out);
     let side = WorkFile::new(sidecar_path)?;
     let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
-    sortase_exec::files::create_private(side.path())
+    crate::files::create_private(side.path())
         .and_then(|mut f| f.write_all(&json))
         .with_context(|| format!("{}: cannot write", side.path().display()))?;
     part.commit()?;
@@ -79,7 +79,7 @@ pub(crate) fn write_part(
 
 /// The outputs of one stage by task number, each once (repeats of a task, e.g. a retry that also
 /// finished, are ignored), checked complete.
-pub(crate) fn complete<'a, T>(
+pub fn complete<'a, T>(
     outputs: &'a [T],
     stage: &str,
     number: impl Fn(&T) -> (usize, usize),
@@ -106,7 +106,7 @@ pub(crate) fn complete<'a, T>(
 
 /// Appends the key ranges of part files (`(part, sidecar, key ranges)`, in output order) to
 /// `writer`: a sort's and a merge's finish.
-pub(crate) fn write_parts(
+pub fn write_parts(
     writer: &mut RangeWriter,
     parts: &[(&Path, &Path, usize)],
     rt: &Runtime,
@@ -142,7 +142,7 @@ pub(crate) fn write_parts(
 }
 
 /// Removes a work directory and every task file in it (gone already is fine).
-pub(crate) fn remove_work_dir(dir: &Path) -> Result<()> {
+pub fn remove_work_dir(dir: &Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from(
             anyhow::Error::new(e).context(format!("{}: cannot remove", dir.display())),
@@ -153,13 +153,13 @@ pub(crate) fn remove_work_dir(dir: &Path) -> Result<()> {
 
 /// Creates the private (0700) `PREFIX.sortase-tasks-PID-N.tmp/` (inside `PREFIX` if it is a
 /// directory); absolute. A shared directory without the sticky bit is refused.
-pub(crate) fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
+pub fn create_work_dir(prefix: &Path) -> anyhow::Result<PathBuf> {
     let base = if prefix.is_dir() {
         prefix.join("sortase")
     } else {
         prefix.to_path_buf()
     };
-    sortase_exec::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
+    crate::files::check_shared_directory(base.parent().unwrap_or(Path::new(".")))?;
     let mut builder = std::fs::DirBuilder::new();
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     for n in 0..1000 {

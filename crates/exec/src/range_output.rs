@@ -1,4 +1,4 @@
-//! The output writer ([`sortase_exec::writer`]) for output produced key range by key range on many threads
+//! The output writer ([`crate::writer`]) for output produced key range by key range on many threads
 //! (crates/sort `Sorter::finish_ranges`; sort and merge).
 //!
 //! [`RangeEncoder`] runs on the sort's worker threads: for BAM it fills BGZF blocks by htslib's rules
@@ -9,14 +9,14 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
+use crate::output::OutFormat;
 use crate::proof::SumsCell;
+use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{BlockEncoder, BlockLog, CompressionLevel, EncodedBlocks, EOF_MARKER};
 use sortase_cram::CramWriter;
-use sortase_exec::output::OutFormat;
-use sortase_exec::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
@@ -32,16 +32,16 @@ pub enum EncodedRange {
     Records(RecordBatch),
 }
 
-/// A range's records passed through while adding their number to a [`sortase_exec::Progress`] (every
+/// A range's records passed through while adding their number to a [`crate::Progress`] (every
 /// 4096 records, so threads rarely touch the shared counter).
 pub struct Counted<'a, R> {
     inner: &'a mut R,
-    progress: &'a sortase_exec::Progress,
+    progress: &'a crate::Progress,
 }
 
 impl<'a, R> Counted<'a, R> {
     /// Counts `inner`'s records into `progress`.
-    pub fn new(inner: &'a mut R, progress: &'a sortase_exec::Progress) -> Self {
+    pub fn new(inner: &'a mut R, progress: &'a crate::Progress) -> Self {
         Self { inner, progress }
     }
 }
