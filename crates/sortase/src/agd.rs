@@ -27,7 +27,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::proof::{self, Checksums, SumsCell};
 use crate::stats::FlagstatReport;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
@@ -43,6 +42,7 @@ use sortase_exec::files::TempDir;
 use sortase_exec::input::Input;
 use sortase_exec::options::OutputSpec;
 use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::proof::{self, Checksums, SumsCell};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 use sortase_ops::flagstat::FlagStat;
@@ -96,7 +96,7 @@ pub struct AgdImportJob {
     #[serde(default)]
     pub fastq: Option<FastqInput>,
     /// Prove that no record was lost or changed: sum the records read and the records rebuilt from
-    /// each chunk's encoded columns (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and fail,
+    /// each chunk's encoded columns (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and fail,
     /// leaving no dataset, if they differ (`--checksums`).
     #[serde(default)]
     pub checksums: bool,
@@ -586,7 +586,7 @@ pub struct AgdExportJob {
     /// The output (format from `-O` (`sam`, `bam`, `cram`, `fastq`) or the extension; default BAM).
     pub output: OutputSpec,
     /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
-    /// records handed to the writer (`samtools checksum -F 0 -P -C -M`, [`crate::proof`]) and
+    /// records handed to the writer (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
     /// fail, leaving no output, if they differ (`--checksums`; SAM, BAM and CRAM output).
     #[serde(default)]
     pub checksums: bool,

@@ -23,8 +23,6 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::proof::Checksums;
-use crate::range_output;
 use crate::sort::release_free_memory;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -38,6 +36,8 @@ use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
 use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
+use sortase_exec::proof::Checksums;
+use sortase_exec::range_output;
 use sortase_exec::runtime::Runtime;
 use sortase_markdup::samblaster::Layout;
 use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
@@ -94,7 +94,7 @@ pub struct Fq2BamJob {
     /// Prove that no read was lost or changed: sum the reads as `samtools import` makes them
     /// records and the primary records written (`samtools checksum`'s defaults: secondary and
     /// supplementary records left out, the duplicate flag outside the flag sum) and fail, leaving
-    /// no output, if the sums differ (`--checksums`; [`crate::proof`]).
+    /// no output, if the sums differ (`--checksums`; [`sortase_exec::proof`]).
     #[serde(default)]
     pub checksums: bool,
 }

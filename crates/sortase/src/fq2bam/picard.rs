@@ -5,13 +5,13 @@
 //! the data besides the sorter's own runs); pass 2 reads the run back, sets 0x400 on Picard's
 //! duplicates, and deflates and indexes batches of records on all threads.
 
-use crate::range_output::{self, EncodedRange};
 use crate::sort::release_free_memory;
 use anyhow::Context;
 use rayon::prelude::*;
 use sortase_bam::{flags, Header, RecordBatch};
 use sortase_exec::options::PhaseClock;
 use sortase_exec::output::{OutFormat, ResolvedOutput};
+use sortase_exec::range_output::{self, EncodedRange};
 use sortase_exec::runtime::Runtime;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options};
 use sortase_sort::run::{RunReader, StreamingRunWriter};
@@ -43,7 +43,7 @@ pub(super) struct Marked {
     /// Records flagged 0x400.
     pub duplicate_records: u64,
     /// With `--checksums`: the sums of the reads and of the records written.
-    pub checksums: Option<crate::proof::Checksums>,
+    pub checksums: Option<sortase_exec::proof::Checksums>,
 }
 
 /// Sorts, marks with Picard's algorithm and writes `out` (pass 1 through the sorter's final phase,
