@@ -27,6 +27,7 @@ import argparse
 import csv
 import datetime
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -179,7 +180,6 @@ def run_jobs(a):
     new = not os.path.exists(a.csv)
     for spec in a.data:
         label, d = spec.split("=", 1)
-        import json
         with open(os.path.join(d, f"{label}.json")) as f:
             info = json.load(f)
         data = {"bam": os.path.join(d, f"{label}.bam"),
@@ -194,8 +194,9 @@ def run_jobs(a):
                 continue
             scratch = tempfile.mkdtemp(prefix=f"cost-{label}-{job}-", dir=a.scratch)
             results, outputs = {}, {}
+            budget, tools = commands(job, a, data, "TMP", "OUT", unc)
             for r in range(a.rounds):
-                for tool, cmd in commands(job, a, data, "TMP", "OUT", unc)[1]:
+                for tool, cmd in tools:
                     tmp = os.path.join(scratch, f"{tool}.tmp")
                     out = os.path.join(scratch, f"{tool}.out" + (".bam" if job != "read" else ""))
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -214,7 +215,6 @@ def run_jobs(a):
                           f"{rss:.0f} MiB, temp peak {watch.peak_bytes >> 20} MiB in "
                           f"{watch.peak_files} files ({len(watch.seen)} seen)", file=sys.stderr)
             check = check_outputs(a, job, outputs, data, os.path.join(scratch, "metrics"))
-            budget = commands(job, a, data, "TMP", "OUT", unc)[0]
             rows = []
             date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             for tool, rs in results.items():
@@ -252,7 +252,10 @@ def check_outputs(a, job, outputs, data, metrics):
             return f"duplicate counts equal ({own[0]:,} pairs, {own[1]:,} single; outputs to /dev/null)"
         return f"DUPLICATE COUNTS DIFFER {own} {peer}"
     if job == "read":
-        rows = {t: open(o).read().strip() for t, o in outputs.items()}
+        rows = {}
+        for t, o in outputs.items():
+            with open(o) as f:
+                rows[t] = f.read().strip()
         ok = len(set(rows.values())) == 1 and int(next(iter(rows.values()))) == data["records"]
         return "rows equal" if ok else f"ROWS DIFFER {rows}"
     f = records_md5 if job.startswith("sort") else dup_flags
