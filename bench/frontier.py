@@ -22,6 +22,8 @@ JOBS = [
     ("sort-mako-ooc", "sort 1/20 memory -l 6", "sortase", [("mako", "mako"), ("samtools-1.24", "samtools")]),
     ("sort-mako-l1", "sort in memory -l 1", "sortase", [("mako", "mako"), ("samtools-1.24", "samtools")]),
     ("sort-n-mako", "sort -n in memory -l 6", "sortase", [("mako", "mako"), ("samtools-1.24", "samtools")]),
+    ("sort-tc-mako", "sort --template-coordinate in memory -l 6", "sortase",
+     [("mako", "mako"), ("samtools-1.24", "samtools")]),
     ("markdup-dupblaster-u", "markdup query-grouped -u", "sortase", [("dupblaster", "dupblaster")]),
     ("markdup-dupblaster", "markdup query-grouped -l 6", "sortase", [("dupblaster", "dupblaster")]),
     ("python-read", "read_bam 5 columns", "sortase-proj", [("pb-proj", "polars-bio")]),

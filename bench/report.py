@@ -16,8 +16,10 @@ Steps:
      bench/samtools-1.24-libdeflate --debian-samtools`: alternating rounds, outputs checked. Each run's
      section goes to bench/RESULTS-archive.md and its rows to bench/results.csv; the summary JSON to
      bench/report/CASE.json.
-  3. thread scaling: the sortase variant of every case again at 1 thread (alternating with nothing else:
+  3. thread scaling: the sortase variant of every case again at 1 thread, pinned to one CPU (taskset;
      one command, --pairs rounds); Karp-Flatt serial fraction from the 1- and 2-thread medians.
+     `--scaling-only` runs just this step for every stored case, with sortase's own N-thread runs
+     beside the 1-thread ones, so both come from one run at one commit (the 64-core table).
   4. compression levels 1-9: `sortase view -O bam,level=L` and `samtools view -O bam,level=L` of the sorted BAM,
      wall time and output size.
   5. profiles (unless --no-profiles): `perf record -g` of sortase in each job where it is behind
@@ -128,8 +130,15 @@ def setup(args):
            f"{shlex.quote(args.data)}", check=True)
 
 
+# The 1-thread runs of the scaling table are pinned to one CPU: unpinned, a `-@ 1` run's reader
+# and writer threads used a second core beside the worker (110-145% CPU), so T1 understated the
+# serial time (issue 33).
+PIN_ONE_CPU = "taskset -c 0"
+
+
 def run_case(args, case, threads, only_sortase):
-    """compare.py for one case; returns its JSON summary or None when it failed."""
+    """compare.py for one case; returns its JSON summary or None when it failed. The sortase-only
+    runs of the scaling table (`only_sortase`) at 1 thread are pinned to one CPU."""
     tag = f"{case}.t{threads}" + (".sortase" if only_sortase else "")
     out = os.path.join(OUT_DIR, tag + ".json")
     if args.from_json:
@@ -137,7 +146,8 @@ def run_case(args, case, threads, only_sortase):
         return json.load(open(path)) if os.path.exists(path) else None
     cmd = [sys.executable, os.path.join(BENCH, "compare.py"), case, "--size", args.size, "--data",
            args.data, "--threads", str(threads), "--pairs", str(args.pairs), "--samtools", PEER,
-           "--sortase", SORTASE, "--json", out, "--results-md", ARCHIVE_MD]
+           "--sortase", (f"{PIN_ONE_CPU} {SORTASE}" if only_sortase and threads == 1 else SORTASE),
+           "--json", out, "--results-md", ARCHIVE_MD]
     if only_sortase:
         cmd += ["--only", "sortase", "--no-floor", "--no-check", "--no-record"]
     elif case not in FASTA_CASES and case != "fq2bam":
@@ -172,6 +182,11 @@ def stored_results(json_dir, threads, cases=None):
         if threads > 1 and os.path.exists(path1):
             with open(path1) as f:
                 s1 = json.load(f)
+            # the scaling run's own N-thread runs (--scaling-only) when there are some
+            pathn = os.path.join(json_dir, f"{case}.t{threads}.sortase.json")
+            if os.path.exists(pathn):
+                with open(pathn) as f:
+                    s = json.load(f)
             scaling[case] = (s1, s)
             stderr[case] = {1: s1.get("stderr_round1", {}).get("sortase", ""),
                             threads: s.get("stderr_round1", {}).get("sortase", "")}
@@ -211,6 +226,9 @@ def karp_flatt(s1, s2, n):
     hours = abs((started[1] - started[0]).total_seconds()) / 3600
     noise = max(MIN_NOISE, spread(v1) + spread(v2))
     speedup = t1 / t2
+    commits = [x.get("commit") for x in (s1, s2)]
+    if None not in commits and commits[0] != commits[1]:
+        return t1, t2, None, f"1- and {n}-thread runs at different commits ({commits[0]}, {commits[1]})"
     if hours > SAME_RUN_HOURS:
         return t1, t2, None, f"1- and {n}-thread runs {hours:.0f} h apart (different runs)"
     if speedup - 1 <= noise:
@@ -218,6 +236,12 @@ def karp_flatt(s1, s2, n):
     if speedup > n * (1 + noise):
         return t1, t2, None, f"speed-up {speedup:.2f}x above {n}x"
     return t1, t2, max(0.0, min(1.0, (n * t2 / t1 - 1) / (n - 1))), ""
+
+
+def scaling_commit(scaling):
+    """The commit every scaling pair was run at, or None when they differ or are not recorded."""
+    commits = {x.get("commit") for pair in scaling.values() for x in pair}
+    return commits.pop() if len(commits) == 1 and None not in commits else None
 
 
 def save_plot(fig, out_dir, key, jobs, pngs):
@@ -543,9 +567,12 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes,
           f"whose {args.threads}-thread speed-up is within the noise of its rounds (at least "
           f"{MIN_NOISE:.0%}), above {args.threads}x, or whose 1- and {args.threads}-thread runs come "
           f"from different report runs (more than {SAME_RUN_HOURS:.0f} h apart: the build may "
-          "differ) does not fit the model and gets no projection. The 1-thread runs are "
-          "`-@ 1` without CPU pinning: where their CPU use is above 100%, helper threads ran beside "
-          "the worker and T1 understates the serial time.", "",
+          "differ) or at different commits does not fit the model and gets no projection. The "
+          f"1-thread runs are `-@ 1` pinned to one CPU (`{PIN_ONE_CPU}`), so the reader and "
+          "writer threads share the worker's core and T1 is the serial time."
+          + (f" T1 and T{args.threads} are sortase alone, from one scaling run "
+             f"(`report.py --scaling-only`) at commit {scaling_commit(scaling)}."
+             if scaling_commit(scaling) else ""), "",
           "| job | T1 (s) | T1 CPU % | T2 (s) | serial fraction e | projected T64 (s) | "
           "speed-up on 64 | saturates first |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for case, (s1, s2) in scaling.items():
@@ -613,11 +640,16 @@ def main():
     ap.add_argument("--no-setup", action="store_true")
     ap.add_argument("--no-profiles", action="store_true")
     ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--scaling-only", action="store_true",
+                    help="only the scaling table's runs: sortase alone at 1 thread (pinned) and at "
+                         "--threads for every stored case, then the report rebuilt from the JSON")
     ap.add_argument("--no-levels", action="store_true")
     ap.add_argument("--from-json", metavar="DIR",
                     help="rebuild the report from an earlier run's bench/report/*.json (no runs)")
     args = ap.parse_args()
     args.data = os.path.abspath(args.data)
+    if args.scaling_only:
+        args.no_setup = args.no_levels = args.no_profiles = True
     args.cases = list(compare.CASES) if args.cases == "all" else args.cases.split(",")
     for c in args.cases:
         if c not in compare.CASES:
@@ -639,6 +671,14 @@ def main():
     if not args.no_setup and not args.from_json:
         setup(args)
     ran, profiles = {}, {}
+    if args.scaling_only:
+        # T1 and TN from one run at one commit, each case's two runs back to back
+        stored = [c for c in args.cases
+                  if os.path.exists(os.path.join(OUT_DIR, f"{c}.t{args.threads}.json"))]
+        for case in stored:
+            run_case(args, case, 1, True)
+            run_case(args, case, args.threads, True)
+        args.cases = []
     for case in args.cases:
         ran[case] = run_case(args, case, args.threads, False)
     if not args.no_scaling and not args.from_json:

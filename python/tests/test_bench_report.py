@@ -117,6 +117,9 @@ def test_karp_flatt_refuses_noise_and_mixed_runs(report):
     late = summary(0.05, started="2026-11-25T02:44:00+00:00")
     assert "different runs" in report.karp_flatt(summary(0.11), late, 2)[3]
     assert "above 2x" in report.karp_flatt(summary(3.0), summary(1.0), 2)[3]
+    at = lambda s, c: dict(s, commit=c)  # noqa: E731
+    assert "different commits" in report.karp_flatt(at(summary(4.0), "a"), at(summary(2.2), "b"), 2)[3]
+    assert report.karp_flatt(at(summary(4.0), "a"), at(summary(2.2), "a"), 2)[3] == ""
 
 
 def frontier_rows(md):
@@ -146,3 +149,34 @@ def test_frontier_plot_rebuilt_from_stored_rows(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| ") and not ln.startswith("| job")]
     assert png_jobs(str(png)) == [f"{r.split('|')[1].strip()} vs {r.split('|')[4].strip()}" for r in rows]
+
+
+def cost_rows(md):
+    """job/data/tool of each row of the cost-curve table in RESULTS.md (issue 33)."""
+    rows = table(md, next(h for h in (ln[3:] for ln in md.splitlines() if ln.startswith("## "))
+                          if h.startswith("Issue 33: genome-like scale")))
+    return [f"{r[0]}/{r[1]}/{r[3]}" for r in rows if len(r) == 13 and r[0] != "job"]
+
+
+def test_cost_curve_plot_shows_every_row_of_its_table():
+    with open(os.path.join(BENCH, "RESULTS.md")) as f:
+        want = cost_rows(f.read())
+    assert len(want) >= 20, "the cost-curve table lost rows"
+    got = png_jobs(os.path.join(BENCH, "report", "cost_curve.png"))
+    assert got is not None, "cost_curve.png does not say what it draws: run cost_curve.py plot"
+    assert got == want, f"cost_curve.png draws {got}, its table {want}"
+
+
+def test_cost_curve_plot_rebuilt_from_stored_rows(tmp_path):
+    """bench/cost_curve.py plot draws the newest row of every job, size and tool in its CSV, and
+    prints the same rows as its table (no benchmark runs)."""
+    import subprocess
+    png = tmp_path / "c.png"
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "cost_curve.py"), "plot",
+                          "--png", str(png)], capture_output=True, text=True)
+    if out.returncode != 0 and "No module named 'matplotlib'" in out.stderr:
+        pytest.skip("matplotlib is not installed")
+    assert out.returncode == 0, out.stderr
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in out.stdout.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| job")]
+    assert png_jobs(str(png)) == [f"{r[0]}/{r[1]}/{r[3]}" for r in rows]
