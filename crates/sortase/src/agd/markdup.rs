@@ -77,7 +77,7 @@ impl AgdMarkdupJob {
 }
 
 /// Refuses options whose effect is not a duplicate flag.
-fn check_options(job: &AgdMarkdupJob) -> Result<()> {
+pub(crate) fn check_options(job: &AgdMarkdupJob) -> Result<()> {
     let q = &job.samblaster;
     let refused = [
         (q.add_mate_tags, "--addMateTags (rewrites records)"),

@@ -70,6 +70,7 @@ pub(crate) mod reduce;
 
 pub use crate::parts::{EncodedRangeIndex, PartIndex};
 pub use agd_map::AgdMapTask;
+pub(crate) use agd_map::estimate_record_bytes;
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
 pub use reduce::{ReduceOutput, ReduceTask, RunStart};
