@@ -39,8 +39,7 @@
 //! one partition, and there are enough partitions for `task_memory` to hold one.
 
 use super::markdup::{
-    map_groups, Batches, FileSlice, MdMapOutput, MdReduceOutput, MdReduceTask,
-    REDUCE_BYTES_PER_SIG,
+    map_groups, Batches, FileSlice, MdMapOutput, MdReduceOutput, MdReduceTask, REDUCE_BYTES_PER_SIG,
 };
 use super::pmarkdup::{
     map_ends, EndsMap, PicardPlan, PicardTask, PmJoinOutput, PmJoinTask, PmMapOutput,
@@ -161,8 +160,9 @@ fn create_staging(prefix: &Path) -> anyhow::Result<PathBuf> {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context(format!("{}: cannot create", path.display())))
+                return Err(
+                    anyhow::Error::new(e).context(format!("{}: cannot create", path.display()))
+                )
             }
         }
     }
@@ -718,7 +718,11 @@ impl Task for AgdMdWriteTask {
                 ));
                 for c in &self.chunks {
                     for g in [Group::Names, Group::Results] {
-                        out.push(Span::whole(sortase_agd::chunk_path(&self.input, g, c.index)));
+                        out.push(Span::whole(sortase_agd::chunk_path(
+                            &self.input,
+                            g,
+                            c.index,
+                        )));
                     }
                     if let Some(d) = &self.duplicate {
                         out.push(Span::whole(extra::extra_path(&self.input, d, c.index)));
@@ -1081,8 +1085,16 @@ mod tests {
             };
             let pos = 1 + lcg(&mut seed) % 60;
             let mpos = pos + 20 + lcg(&mut seed) % 10;
-            let rg = if lcg(&mut seed).is_multiple_of(2) { "a" } else { "b" };
-            let dup = if lcg(&mut seed).is_multiple_of(17) { 1024 } else { 0 };
+            let rg = if lcg(&mut seed).is_multiple_of(2) {
+                "a"
+            } else {
+                "b"
+            };
+            let dup = if lcg(&mut seed).is_multiple_of(17) {
+                1024
+            } else {
+                0
+            };
             let name = format!("x:1:2:{}:{}:{}", i % 5, 100 + i % 37, 200 + i % 41);
             let t = format!("RG:Z:{rg}");
             match lcg(&mut seed) % 8 {
@@ -1216,7 +1228,11 @@ mod tests {
                     "{mode:?} round {round}"
                 );
                 for (x, y) in a.iter().zip(&b) {
-                    assert!(x.1 == y.1, "{mode:?} round {round}: {} differs", x.0.display());
+                    assert!(
+                        x.1 == y.1,
+                        "{mode:?} round {round}: {} differs",
+                        x.0.display()
+                    );
                 }
             }
         }

@@ -291,7 +291,10 @@ fn level_of(job: &MarkdupJob) -> CompressionLevel {
 }
 
 /// samblaster's layout of the references (with `-a` and no references, one of length 0).
-pub(super) fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigLayout, String> {
+pub(super) fn sig_layout(
+    lengths: &[u64],
+    job: &MarkdupJob,
+) -> std::result::Result<SigLayout, String> {
     let q = &job.samblaster;
     let lengths = if q.accept_dups && lengths.is_empty() {
         vec![0]

@@ -412,9 +412,10 @@ impl Plan {
             Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
             // Chunks are whole files: no guessed boundary to fall back from.
-            Plan::AgdFlagstat(_) | Plan::AgdCount(_) | Plan::AgdIdxstats(_) | Plan::AgdMarkdup(_) => {
-                None
-            }
+            Plan::AgdFlagstat(_)
+            | Plan::AgdCount(_)
+            | Plan::AgdIdxstats(_)
+            | Plan::AgdMarkdup(_) => None,
         }
     }
 

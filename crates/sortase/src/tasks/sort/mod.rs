@@ -69,8 +69,8 @@ pub(crate) mod plan;
 pub(crate) mod reduce;
 
 pub use crate::parts::{EncodedRangeIndex, PartIndex};
-pub use agd_map::AgdMapTask;
 pub(crate) use agd_map::estimate_record_bytes;
+pub use agd_map::AgdMapTask;
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
 pub use reduce::{ReduceOutput, ReduceTask, RunStart};
