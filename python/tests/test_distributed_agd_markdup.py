@@ -56,7 +56,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
 def one_machine(ds: Path, work: Path) -> tuple:
     """``sortase agd markdup`` on a copy of ``ds`` (as ``work/ds``); its files and command line."""
     one = work / "one"
-    one.mkdir()
+    one.mkdir(parents=True)
     shutil.copytree(ds, one / "ds")
     cli("agd", "markdup", "ds", cwd=one)
     return files(one / "ds"), f"{CLI} agd markdup ds"
@@ -71,7 +71,7 @@ def test_agd_markdup_is_byte_identical(datasets, mode: str, client, tmp_path: Pa
                                      progress=False)
     assert files(ds) == expected
     assert any(name.startswith("duplicate/") for name in expected)
-    assert report["mode"] == mode and report["duplicate_records"] > 200
+    assert report["mode"] == mode and report["duplicate_records"] > 100
     phases = {p["name"]: p for p in report["distributed"]["phases"]}
     assert phases["map"]["tasks"] > 2 and phases["reduce"]["tasks"] > 1
     assert phases["write"]["tasks"] == phases["map"]["tasks"]
