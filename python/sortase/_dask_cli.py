@@ -17,7 +17,8 @@
     sortase-dask index [-c] [-m N] [-o OUT] IN
     sortase-dask snp-pileup [-g] [-q N] [-Q N] [-P N] [-r N,...] [-A] [-x] [-d N] VCF OUT BAM...
 
-``IN`` of sort, flagstat and idxstats may be an AGD dataset directory (``sortase agd import``).
+``IN`` of sort, flagstat and idxstats may be an AGD dataset directory (``sortase agd import``);
+``agd-markdup`` adds a dataset's ``duplicate`` group, as ``sortase agd markdup``.
 
 Common options: ``--scheduler tcp://host:8786`` (default: a LocalCluster with one worker process
 per core), ``--storage-option KEY=VALUE`` (repeatable; fsspec options for ``s3://`` paths),
@@ -236,7 +237,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 ignore_unmated=args.ignore_unmated, max_read_length=args.max_read_length,
                 optical_distance=args.optical_distance, read_name_regex=args.read_name_regex,
                 max_optical_set=args.max_optical_set, level=args.level,
-                command_line=" ".join(["sortase-dask", *(argv if argv is not None else sys.argv[1:])]),
+                command_line=" ".join(["sortase-dask",
+                                       *(argv if argv is not None else sys.argv[1:])]),
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
                 threads=args.threads, storage_options=options, **common)
             for line in report.get("summary", []):

@@ -5,8 +5,10 @@ one machine.
 AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
 :func:`flagstat`, :func:`idxstats` and :func:`count` accept a dataset where they accept a BAM,
 its chunks being the tasks' inputs (a sort: byte-identical to ``sortase sort`` of the dataset's
-``sortase agd export``). :func:`merge`, :func:`index` and :func:`snp_pileup` take BAMs only (a
-dataset has no BAM index; export it first) and refuse a dataset with :class:`sortase.ArgumentError`.
+``sortase agd export``). :func:`agd_markdup` is ``sortase agd markdup`` (the dataset's
+``duplicate`` group, byte-identical to the one-machine job's). :func:`merge`, :func:`markdup`,
+:func:`index` and :func:`snp_pileup` take BAMs only (a dataset has no BAM index; export it first)
+and refuse a dataset with :class:`sortase.ArgumentError`.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
