@@ -1266,9 +1266,10 @@ def agd_markdup(
                 group = f"{dataset}/{commit['dir']}"
                 start = time.perf_counter()
                 fs.invalidate_cache()
-                staged = sorted(fs.ls(staging, detail=False))
                 with open(os.path.join(local, "manifest.json")) as f:
                     chunks = len(json.load(f)["chunks"])
+                # A dataset without records has an empty group: no objects.
+                staged = sorted(fs.ls(staging, detail=False)) if chunks else []
                 if len(staged) != chunks:
                     raise RuntimeError(f"{staging}: {len(staged)} objects for {chunks} chunks")
                 for url in staged:

@@ -836,6 +836,9 @@ impl AgdMarkdupPlan {
     pub fn stage_tasks(&self, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
         let picard_tasks =
             |t: Vec<PicardTask>| t.into_iter().map(PicardTask::into_task).collect::<Vec<_>>();
+        if self.runs.is_empty() && self.stages().contains(&stage) {
+            return Ok(Vec::new()); // no records: the finish writes an empty group
+        }
         Ok(match stage {
             "map" => self.map_tasks(),
             "join" => picard_tasks(
@@ -970,8 +973,20 @@ impl AgdMarkdupPlan {
     }
 
     fn finish_inner(&self, outputs: &[Value]) -> anyhow::Result<String> {
+        // Every task's output (none of a dataset without records).
+        fn all<'a, T>(
+            plan: &AgdMarkdupPlan,
+            outputs: &'a [T],
+            stage: &str,
+            number: impl Fn(&T) -> (usize, usize),
+        ) -> Result<Vec<&'a T>> {
+            if plan.runs.is_empty() && outputs.is_empty() {
+                return Ok(Vec::new());
+            }
+            complete(outputs, stage, number)
+        }
         let writes: Vec<AgdMdWriteOutput> = outputs_of(outputs, AgdMdWriteTask::KIND)?;
-        let writes = complete(&writes, "write", |w| (w.part, w.parts))?;
+        let writes = all(self, &writes, "write", |w| (w.part, w.parts))?;
         let manifest = open_manifest(&self.dataset)?;
         if manifest.chunks != self.chunks {
             bail!(
@@ -988,22 +1003,22 @@ impl AgdMarkdupPlan {
         if self.picard.is_some() {
             let maps: Vec<PmMapOutput> = outputs_of(outputs, "markdup.coordinate_map")?;
             let joins: Vec<PmJoinOutput> = outputs_of(outputs, PmJoinTask::KIND)?;
-            report.pairs = complete(&maps, "map", |m| (m.part, m.parts))?
+            report.pairs = all(self, &maps, "map", |m| (m.part, m.parts))?
                 .iter()
                 .map(|m| m.pairs_formed)
                 .sum::<u64>()
-                + complete(&joins, "join", |j| (j.part, j.parts))?
+                + all(self, &joins, "join", |j| (j.part, j.parts))?
                     .iter()
                     .map(|j| j.pairs_formed)
                     .sum::<u64>();
         } else {
             let maps: Vec<MdMapOutput> = outputs_of(outputs, "markdup.map")?;
             let reduces: Vec<MdReduceOutput> = outputs_of(outputs, MdReduceTask::KIND)?;
-            report.read_names = complete(&maps, "map", |m| (m.part, m.parts))?
+            report.read_names = all(self, &maps, "map", |m| (m.part, m.parts))?
                 .iter()
                 .map(|m| m.groups)
                 .sum();
-            report.duplicate_groups = complete(&reduces, "reduce", |r| (r.part, r.parts))?
+            report.duplicate_groups = all(self, &reduces, "reduce", |r| (r.part, r.parts))?
                 .iter()
                 .map(|r| r.duplicates)
                 .sum();
@@ -1165,7 +1180,6 @@ mod tests {
         let run = (|| {
             for stage in plan.stages() {
                 let tasks = plan.stage_tasks(stage, &outputs, rt)?;
-                assert!(!tasks.is_empty(), "{stage}");
                 for t in tasks.iter().rev() {
                     let t = AnyTask::parse(&serde_json::to_string(t).unwrap())?;
                     outputs.push(t.run(rt)?);
@@ -1235,6 +1249,32 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_dataset_without_records_gets_an_empty_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::with_threads(1).unwrap();
+        let sam = dir.path().join("empty.sam");
+        std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:c\tLN:100\n").unwrap();
+        for mode in [Mode::Query, Mode::Coordinate] {
+            let (one, many) = (dir.path().join("one"), dir.path().join("many"));
+            for ds in [&one, &many] {
+                let _ = std::fs::remove_dir_all(ds);
+                AgdImportJob::new(sam.to_str().unwrap(), ds)
+                    .run(&rt)
+                    .unwrap();
+            }
+            let job = |ds: &Path| AgdMarkdupJob {
+                mode,
+                ..AgdMarkdupJob::new(ds)
+            };
+            job(&one).run(&rt).unwrap();
+            let got = run_tasks(&job(&many), 16 << 10, &rt).unwrap();
+            assert_eq!(got["records"], 0);
+            assert_eq!(files(&one), files(&many), "{mode:?}");
+            assert!(many.join(DUPLICATE_GROUP).is_dir());
         }
     }
 
