@@ -579,11 +579,11 @@ def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
     if kind == "agd_markdup":
         # The map stage reads the chunks; the reduce stage (and Picard's join) the map outputs;
         # the write stage the map and reduce outputs; the finish all of them.
-        outputs: List[Any] = []
+        done: List[Any] = []
         picard = json.loads(plan)["agd_markdup"]["picard"] is not None
         for stage in ["map", "join", "reduce", "write"] if picard else ["map", "reduce", "write"]:
-            outputs += d.stage(plan, stage, outputs)
-        return outputs
+            done += d.stage(plan, stage, done)
+        return done
     if kind == "markdup" and "markdup_coordinate" in json.loads(plan):
         # Picard's mode: the join stage pairs the ends whose mates are in other ranges; the
         # reduce stage takes the map outputs (fragments, pairs) and the join outputs (pairs);

@@ -109,6 +109,15 @@ def test_agd_markdup_options_and_refusals(datasets, client, tmp_path: Path) -> N
                             task_memory=TASK_MEMORY, command_line=f"{CLI} agd markdup "
                             "--maxReadLength 300 --level 9 ds", progress=False)
     assert files(ds) == files(one / "ds")
+    # task_memory cuts the runs: one map task when the dataset fits, the same dataset.
+    again = tmp_path / "again"
+    shutil.copytree(datasets["query"], again)
+    report = distributed.agd_markdup(again, client=client, max_read_length=300, level=9,
+                                     task_memory="64M", command_line=f"{CLI} agd markdup "
+                                     "--maxReadLength 300 --level 9 ds", progress=False)
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases["map"]["tasks"] == 1 and phases["write"]["tasks"] == 1
+    assert files(again) == files(one / "ds")
 
 
 def test_failing_agd_markdup_leaves_the_dataset_as_it_was(datasets, client, tmp_path: Path) -> None:
@@ -178,6 +187,19 @@ def test_s3_agd_markdup_byte_identical_and_failure_leaves_nothing(datasets, clie
         phases = {p["name"]: p for p in report["distributed"]["phases"]}
         assert phases["commit"]["objects_copied_server_side"] == len(
             [k for k in expected if k.startswith("duplicate/")])
+
+    # A dataset without records: an empty group (no objects), the manifest as the one machine's.
+    sam = tmp_path / "empty.sam"
+    sam.write_text("@HD\tVN:1.6\tSO:queryname\n@SQ\tSN:c\tLN:100\n")
+    empty = tmp_path / "empty"
+    cli("agd", "import", str(sam), "-o", str(empty))
+    expected, command = one_machine(empty, tmp_path / "empty-one")
+    fs.put(str(empty), "sortase-test/agdmd-empty/ds", recursive=True)
+    distributed.agd_markdup("s3://sortase-test/agdmd-empty/ds", client=client,
+                            command_line=command, storage_options=options, progress=False)
+    fs.invalidate_cache()
+    fs.get("sortase-test/agdmd-empty/ds", str(tmp_path / "empty-got"), recursive=True)
+    assert files(tmp_path / "empty-got") == expected
 
     bad = tmp_path / "bad"
     shutil.copytree(datasets["query"], bad)
