@@ -6,6 +6,9 @@
     sortase-dask markdup [--mode auto|query|coordinate] [-a] [--ignoreUnmated] [--maxReadLength N]
                          [--metrics FILE] [--optical-distance N] [--read-name-regex RE]
                          [--max-optical-set N] [-l N] [-u] [--no-PG] -o OUT IN
+    sortase-dask agd-markdup [--mode auto|query|coordinate] [-a] [--ignoreUnmated]
+                             [--maxReadLength N] [--optical-distance N] [--read-name-regex RE]
+                             [--max-optical-set N] [--level N] DATASET
     sortase-dask fq2bam -x REF.mmi|REF.fa [--preset PRESET] [-R RG] [--markdup samblaster|none]
                         [--MD] [--cs] [-@ N] [--chunk-templates N] [-l N] [--write-index]
                         [--no-PG] -o OUT R1.fq [R2.fq]
@@ -14,7 +17,8 @@
     sortase-dask index [-c] [-m N] [-o OUT] IN
     sortase-dask snp-pileup [-g] [-q N] [-Q N] [-P N] [-r N,...] [-A] [-x] [-d N] VCF OUT BAM...
 
-``IN`` of sort, flagstat and idxstats may be an AGD dataset directory (``sortase agd import``).
+``IN`` of sort, flagstat and idxstats may be an AGD dataset directory (``sortase agd import``);
+``agd-markdup`` adds a dataset's ``duplicate`` group, as ``sortase agd markdup``.
 
 Common options: ``--scheduler tcp://host:8786`` (default: a LocalCluster with one worker process
 per core), ``--storage-option KEY=VALUE`` (repeatable; fsspec options for ``s3://`` paths),
@@ -117,6 +121,23 @@ def _parser() -> argparse.ArgumentParser:
     md.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(md)
 
+    am = sub.add_parser("agd-markdup", help="mark the duplicates of an AGD dataset as its "
+                                             "duplicate group (byte-identical to sortase agd "
+                                             "markdup)")
+    am.add_argument("dataset")
+    am.add_argument("--mode", choices=["auto", "query", "coordinate"], default="auto")
+    am.add_argument("-a", "--acceptDupMarks", dest="accept_dup_marks", action="store_true")
+    am.add_argument("--ignoreUnmated", dest="ignore_unmated", action="store_true")
+    am.add_argument("--maxReadLength", dest="max_read_length", type=int, default=500)
+    am.add_argument("--optical-distance", dest="optical_distance", type=int, default=100)
+    am.add_argument("--read-name-regex", dest="read_name_regex")
+    am.add_argument("--max-optical-set", dest="max_optical_set", type=int, default=300000)
+    am.add_argument("--level", type=int, help="zstd level of the group's files (1-22) [3]")
+    am.add_argument("--task-memory", default=None, help="memory of one task [768M]")
+    am.add_argument("--reduce-tasks", type=int)
+    am.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    common(am)
+
     m = sub.add_parser("merge", help="merge sorted BAMs (byte-identical to sortase merge)",
                        add_help=False)
     m.add_argument("--help", action="help", help="show this help message and exit")
@@ -206,6 +227,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                 metrics=args.metrics, optical_distance=args.optical_distance,
                 read_name_regex=args.read_name_regex, max_optical_set=args.max_optical_set,
                 level=args.level, uncompressed=args.uncompressed, no_pg=args.no_pg,
+                task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
+                threads=args.threads, storage_options=options, **common)
+            for line in report.get("summary", []):
+                print(line, file=sys.stderr)
+        elif args.command == "agd-markdup":
+            report = distributed.agd_markdup(
+                args.dataset, mode=args.mode, accept_dup_marks=args.accept_dup_marks,
+                ignore_unmated=args.ignore_unmated, max_read_length=args.max_read_length,
+                optical_distance=args.optical_distance, read_name_regex=args.read_name_regex,
+                max_optical_set=args.max_optical_set, level=args.level,
+                command_line=" ".join(["sortase-dask",
+                                       *(argv if argv is not None else sys.argv[1:])]),
                 task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
                 threads=args.threads, storage_options=options, **common)
             for line in report.get("summary", []):

@@ -5,8 +5,10 @@ one machine.
 AGD datasets (``sortase agd import``; a directory, local or ``s3://``): :func:`sort`,
 :func:`flagstat`, :func:`idxstats` and :func:`count` accept a dataset where they accept a BAM,
 its chunks being the tasks' inputs (a sort: byte-identical to ``sortase sort`` of the dataset's
-``sortase agd export``). :func:`merge`, :func:`index` and :func:`snp_pileup` take BAMs only (a
-dataset has no BAM index; export it first) and refuse a dataset with :class:`sortase.ArgumentError`.
+``sortase agd export``). :func:`agd_markdup` is ``sortase agd markdup`` (the dataset's
+``duplicate`` group, byte-identical to the one-machine job's). :func:`merge`, :func:`markdup`,
+:func:`index` and :func:`snp_pileup` take BAMs only (a dataset has no BAM index; export it first)
+and refuse a dataset with :class:`sortase.ArgumentError`.
 
 Every job is planned on the driver by the Rust library (``sortase::tasks``), cut into tasks that
 are plain JSON, and each stage's tasks run as Dask tasks (``pure=False``, ``retries=2``) that call
@@ -45,8 +47,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import Report, _sortase
 
-__all__ = ["WorkerDiskFull", "count", "flagstat", "idxstats", "idxstats_text", "index", "markdup",
-           "merge", "snp_pileup", "sort"]
+__all__ = ["WorkerDiskFull", "agd_markdup", "count", "flagstat", "idxstats", "idxstats_text",
+           "index", "markdup", "merge", "snp_pileup", "sort"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -574,6 +576,14 @@ def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
         maps = d.stage(plan, "map", aligns + dedups)
         reduces = d.stage(plan, "reduce", aligns + maps)
         return aligns + dedups + reduces
+    if kind == "agd_markdup":
+        # The map stage reads the chunks; the reduce stage (and Picard's join) the map outputs;
+        # the write stage the map and reduce outputs; the finish all of them.
+        done: List[Any] = []
+        picard = json.loads(plan)["agd_markdup"]["picard"] is not None
+        for stage in ["map", "join", "reduce", "write"] if picard else ["map", "reduce", "write"]:
+            done += d.stage(plan, stage, done)
+        return done
     if kind == "markdup" and "markdup_coordinate" in json.loads(plan):
         # Picard's mode: the join stage pairs the ends whose mates are in other ranges; the
         # reduce stage takes the map outputs (fragments, pairs) and the join outputs (pairs);
@@ -1105,6 +1115,8 @@ def markdup(
     metrics_target = None if metrics is None else os.fspath(metrics)
     if mode not in ("auto", "query", "coordinate"):
         raise ArgumentError(f"mode {mode!r}: auto, query or coordinate")
+    _refuse_datasets("markdup", [input], storage_options,
+                     "mark its duplicates with distributed.agd_markdup (the duplicate group)")
     memory = _size(task_memory)
     with _storage([input], [output], storage_options) as (remote, (local_input,), _):
         _check_remote_output(remote, output)
@@ -1150,6 +1162,144 @@ def markdup(
             report["outputs"] = [p if os.fspath(p) != local_metrics else metrics_target
                                  for p in report["outputs"]]
         return report
+
+
+#: The staging directory of an agd markdup's group inside the dataset (``.duplicate.`` and the
+#: library's ``sortase-tasks-PID-N.tmp``).
+STAGING = ".duplicate.sortase-tasks-"
+
+
+def agd_markdup(
+    dataset: PathLike,
+    *,
+    client: Any = None,
+    scheduler: Optional[str] = None,
+    mode: str = "auto",
+    accept_dup_marks: bool = False,
+    ignore_unmated: bool = False,
+    max_read_length: int = 500,
+    optical_distance: int = 100,
+    read_name_regex: Optional[str] = None,
+    max_optical_set: int = 300_000,
+    level: Optional[int] = None,
+    command_line: Optional[str] = None,
+    task_memory: Union[int, str, None] = None,
+    reduce_tasks: Optional[int] = None,
+    threads: int = 1,
+    storage_options: Optional[Dict[str, Any]] = None,
+    progress: Optional[bool] = None,
+) -> Report:
+    """``sortase agd markdup`` on a Dask cluster: marks the duplicates of an AGD dataset (a
+    directory every worker sees, or ``s3://``) and adds them to it as its ``duplicate`` group,
+    leaving the dataset byte-identical to the one-machine job's with the same options (every
+    file, the manifest included when ``command_line`` is the one-machine run's; default: this
+    call's ``sortase-dask agd-markdup ...``).
+
+    Stages: ``map`` (one task per run of consecutive chunks of about ``task_memory`` of
+    records: in samblaster's mode each read-name group's signature with its order, the run's
+    leading records of the chunk before's last read name left to the run before and its last
+    group followed into the next chunks; in Picard's mode the read ends with their ordinals in
+    the dataset), ``join`` (Picard's mode: the ends whose mates lie in other runs, paired by read
+    name), ``reduce`` (one partition each: samblaster's first occurrence in dataset order, or
+    Picard's duplicate sets, optical duplicates included), ``write`` (one task per run: each
+    chunk's ``duplicate`` file, into a staging directory inside the dataset). The driver then
+    renames the staging directory to the group's and replaces ``manifest.json`` last, as the
+    one-machine job; on object storage it copies the staged objects to the group's prefix
+    (server-side), uploads the manifest last and removes the staging prefix and a replaced
+    group's objects.
+
+    A job that fails leaves the dataset as it was: no group, no staging or work files (locally
+    and in the bucket). ``mode``, ``accept_dup_marks`` (``-a``), ``ignore_unmated``,
+    ``max_read_length``, ``optical_distance``, ``read_name_regex`` and ``max_optical_set`` as
+    :func:`markdup`; ``level``: the zstd level of the group's files (default 3, as the CLI's
+    ``--level``). Picard's metrics file is not written (``sortase agd markdup`` refuses it too).
+    ``task_memory``, ``reduce_tasks``, ``threads``, ``client``, ``scheduler``,
+    ``storage_options`` and ``progress`` as :func:`markdup`."""
+    from . import ArgumentError
+
+    dataset = os.fspath(dataset).rstrip("/")
+    if mode not in ("auto", "query", "coordinate"):
+        raise ArgumentError(f"mode {mode!r}: auto, query or coordinate")
+    if not _is_dataset(dataset, storage_options):
+        raise ArgumentError(f"{dataset}: not an AGD dataset (no manifest.json)")
+    memory = _size(task_memory)
+    if command_line is None:
+        command_line = " ".join(["sortase-dask", "agd-markdup", dataset])
+    with _dataset(dataset, storage_options, False, footers=True) as (remote, local):
+        fs = remote.fs() if remote is not None else None
+        existing: List[str] = []
+        if fs is not None:
+            existing = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(dataset, detail=False)]
+            # The group goes to a directory the dataset does not have: the finish picks it on the
+            # driver's copy, so the copy gets (empty) stand-ins for the bucket's directories.
+            for entry in fs.ls(dataset, detail=True):
+                if entry["type"] == "directory":
+                    os.makedirs(os.path.join(local, entry["name"].rstrip("/").rsplit("/", 1)[-1]),
+                                exist_ok=True)
+        job = {
+            "job": {
+                "dataset": local,
+                "mode": mode,
+                "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+                "samblaster": {"accept_dups": accept_dup_marks, "ignore_unmated": ignore_unmated,
+                               "max_read_length": max_read_length},
+                "picard": {"optical_distance": optical_distance,
+                           "read_name_regex": read_name_regex, "max_optical_set": max_optical_set},
+                "command_line": command_line,
+            },
+            "remote": remote is not None,
+        }
+        if level is not None:
+            job["job"]["zstd_level"] = level
+        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
+        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        staging: Optional[str] = None
+        group: Optional[str] = None
+        try:
+            report = _run("agd_markdup", job, cut, client=client, scheduler=scheduler,
+                          progress=progress, threads=threads, max_memory=max_memory,
+                          remote=remote)
+            commit = report.pop("commit", None)
+            if fs is not None:
+                assert commit is not None, "a remote agd markdup's finish names its directories"
+                staging = f"{dataset}/{commit['staging']}"
+                group = f"{dataset}/{commit['dir']}"
+                start = time.perf_counter()
+                fs.invalidate_cache()
+                with open(os.path.join(local, "manifest.json")) as f:
+                    chunks = len(json.load(f)["chunks"])
+                # A dataset without records has an empty group: no objects.
+                staged = sorted(fs.ls(staging, detail=False)) if chunks else []
+                if len(staged) != chunks:
+                    raise RuntimeError(f"{staging}: {len(staged)} objects for {chunks} chunks")
+                for url in staged:
+                    name = url.rsplit("/", 1)[-1]
+                    _retry(url, lambda: fs.copy(url, f"{group}/{name}"))
+                # The manifest last: until it is replaced the dataset is what it was.
+                _upload(remote, os.path.join(local, "manifest.json"), f"{dataset}/manifest.json")
+                group = None
+                with contextlib.suppress(Exception):
+                    fs.rm(staging, recursive=True)
+                if commit["replaced"] is not None:
+                    with contextlib.suppress(Exception):
+                        fs.rm(f"{dataset}/{commit['replaced']}", recursive=True)
+                report["distributed"]["phases"].append({
+                    "name": "commit", "seconds": time.perf_counter() - start,
+                    "objects_copied_server_side": len(staged)})
+            return report
+        except BaseException:
+            if fs is not None:
+                with contextlib.suppress(Exception):
+                    fs.invalidate_cache()
+                    for url in (group, staging):
+                        if url is not None and fs.exists(url):
+                            fs.rm(url, recursive=True)
+                    # A failure before the finish: the staging prefix the write tasks uploaded to.
+                    for entry in fs.ls(dataset, detail=False):
+                        name = entry.rstrip("/").rsplit("/", 1)[-1]
+                        if name.startswith(STAGING) and name not in existing:
+                            fs.rm(entry, recursive=True)
+            raise
 
 
 def fq2bam(

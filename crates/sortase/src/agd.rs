@@ -53,7 +53,7 @@ use std::sync::Mutex;
 pub(crate) mod columns;
 pub mod fastq;
 pub(crate) mod idxstats;
-mod markdup;
+pub(crate) mod markdup;
 mod sort;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};

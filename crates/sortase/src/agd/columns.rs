@@ -197,45 +197,83 @@ impl PendingGroup {
     pub(crate) fn commit(
         self,
         dir: &Path,
-        mut manifest: Manifest,
+        manifest: Manifest,
         provenance: Provenance,
     ) -> anyhow::Result<bool> {
+        let staged = GroupCommit::new(dir, manifest, &self.name, self.columns, provenance);
+        staged.commit_dir(dir, self.temp.path())
+    }
+}
+
+/// A group ready to enter a dataset: the directory it gets (unused by the manifest and absent
+/// from the dataset) and the manifest that lists it (replacing a group of the same name).
+#[derive(Debug, Clone)]
+pub(crate) struct GroupCommit {
+    /// The group's directory, relative to the dataset.
+    pub(crate) dir: String,
+    /// The new manifest.
+    pub(crate) manifest: Manifest,
+    /// The directory of the group it replaces.
+    pub(crate) replaced: Option<String>,
+}
+
+impl GroupCommit {
+    /// The entry of group `name` (`columns`) in dataset `dir` of `manifest`.
+    pub(crate) fn new(
+        dir: &Path,
+        mut manifest: Manifest,
+        name: &str,
+        columns: Vec<String>,
+        provenance: Provenance,
+    ) -> Self {
         let fresh = (0..)
             .map(|n| {
                 if n == 0 {
-                    self.name.clone()
+                    name.to_string()
                 } else {
-                    format!("{}.{n}", self.name)
+                    format!("{name}.{n}")
                 }
             })
             .find(|d| !manifest.extra.iter().any(|g| &g.dir == d) && !dir.join(d).exists())
             .expect("an unused name");
-        std::fs::rename(self.temp.path(), dir.join(&fresh)).with_context(|| {
-            format!(
-                "{}: cannot rename from {}",
-                dir.join(&fresh).display(),
-                self.temp.path().display()
-            )
-        })?;
         let group = ExtraGroup {
-            name: self.name.clone(),
+            name: name.to_string(),
             dir: fresh.clone(),
-            columns: self.columns,
+            columns,
             provenance,
         };
-        let old = manifest.extra.iter().position(|g| g.name == self.name);
-        let old_dir = old.map(|i| std::mem::replace(&mut manifest.extra[i], group.clone()).dir);
+        let old = manifest.extra.iter().position(|g| g.name == name);
+        let replaced = old.map(|i| std::mem::replace(&mut manifest.extra[i], group.clone()).dir);
         if old.is_none() {
             manifest.extra.push(group);
         }
-        if let Err(e) = write_manifest(dir, &manifest) {
-            let _ = std::fs::remove_dir_all(dir.join(&fresh));
+        Self {
+            dir: fresh,
+            manifest,
+            replaced,
+        }
+    }
+
+    /// Moves the group's files from `staged` into dataset `dir` under [`GroupCommit::dir`] and
+    /// replaces the manifest (the replaced group's directory is then removed). Returns whether a
+    /// group was replaced.
+    pub(crate) fn commit_dir(self, dir: &Path, staged: &Path) -> anyhow::Result<bool> {
+        let target = dir.join(&self.dir);
+        std::fs::rename(staged, &target).with_context(|| {
+            format!(
+                "{}: cannot rename from {}",
+                target.display(),
+                staged.display()
+            )
+        })?;
+        if let Err(e) = write_manifest(dir, &self.manifest) {
+            let _ = std::fs::remove_dir_all(&target);
             return Err(e);
         }
-        if let Some(d) = &old_dir {
+        if let Some(d) = &self.replaced {
             let _ = std::fs::remove_dir_all(dir.join(d));
         }
-        Ok(old_dir.is_some())
+        Ok(self.replaced.is_some())
     }
 }
 

@@ -48,10 +48,16 @@ pub struct AgdMarkdupJob {
     pub samblaster: SamblasterOptions,
     /// Picard's options (only those that decide the marks).
     pub picard: PicardOptions,
-    /// zstd level of the group's files.
+    /// zstd level of the group's files (default [`super::DEFAULT_ZSTD_LEVEL`]).
+    #[serde(default = "default_level")]
     pub zstd_level: i32,
     /// The command line recorded as the group's provenance.
+    #[serde(default)]
     pub command_line: String,
+}
+
+fn default_level() -> i32 {
+    super::DEFAULT_ZSTD_LEVEL
 }
 
 impl AgdMarkdupJob {
@@ -77,7 +83,7 @@ impl AgdMarkdupJob {
 }
 
 /// Refuses options whose effect is not a duplicate flag.
-fn check_options(job: &AgdMarkdupJob) -> Result<()> {
+pub(crate) fn check_options(job: &AgdMarkdupJob) -> Result<()> {
     let q = &job.samblaster;
     let refused = [
         (q.add_mate_tags, "--addMateTags (rewrites records)"),

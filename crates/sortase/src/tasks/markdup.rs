@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 /// Bytes of one signature entry of a map file: the signature (16) and the group's ordinal (4).
 const SIG_ENTRY: usize = 20;
 /// Memory a reduce task needs per signature (the entry read and its set slot with slack).
-const REDUCE_BYTES_PER_SIG: u64 = 48;
+pub(super) const REDUCE_BYTES_PER_SIG: u64 = 48;
 /// The open block's capacity (a block holds at most this many uncompressed bytes).
 const MAX: u64 = BLOCK_DATA_MAX as u64;
 
@@ -291,7 +291,10 @@ fn level_of(job: &MarkdupJob) -> CompressionLevel {
 }
 
 /// samblaster's layout of the references (with `-a` and no references, one of length 0).
-fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigLayout, String> {
+pub(super) fn sig_layout(
+    lengths: &[u64],
+    job: &MarkdupJob,
+) -> std::result::Result<SigLayout, String> {
     let q = &job.samblaster;
     let lengths = if q.accept_dups && lengths.is_empty() {
         vec![0]
@@ -557,7 +560,8 @@ impl Cutting {
 
 /// The state of a map task between groups.
 struct MapState<'a> {
-    task: &'a MdMapTask,
+    input_name: &'a str,
+    partitions: usize,
     layout: SigLayout,
     opts: Options,
     parts: Vec<Vec<u8>>,
@@ -575,7 +579,7 @@ impl MapState<'_> {
         match g.verdict {
             Verdict::Pass => {}
             Verdict::Sig(sig) => {
-                let p = &mut self.parts[partition(sig, self.task.partitions)];
+                let p = &mut self.parts[partition(sig, self.partitions)];
                 p.extend_from_slice(&sig.to_le_bytes());
                 let ordinal = u32::try_from(self.groups)
                     .map_err(|_| anyhow::anyhow!("a range of more than 2^32 groups"))?;
@@ -587,7 +591,7 @@ impl MapState<'_> {
                 is_duplicate(
                     &mut SigSet::default(),
                     &g,
-                    &self.task.input_name,
+                    self.input_name,
                     batch,
                     range.start,
                 )?;
@@ -598,115 +602,184 @@ impl MapState<'_> {
     }
 }
 
+/// A source of record batches in file order (`None`: no more).
+pub(super) type Batches<'a> = dyn FnMut() -> anyhow::Result<Option<RecordBatch>> + 'a;
+
+/// What a map task over some records found: its signature file written.
+pub(super) struct GroupsMapped {
+    /// Leading records skipped (the group of the range before).
+    pub(super) skipped: u64,
+    pub(super) groups: u64,
+    pub(super) signatures: u64,
+    /// The records' lengths (their block cutting).
+    pub(super) lengths: Vec<u32>,
+    /// Byte offset of each partition in the file, and its end.
+    pub(super) offsets: Vec<u64>,
+}
+
+/// The map stage of samblaster's mode over any record source: the records of `range` (in file
+/// order) grouped by read name, leading records named `skip_name` skipped (they belong to the
+/// range before), the last group followed into `rest` (the records after the range, opened only
+/// when needed) while its name continues; every group's signature with its ordinal written to
+/// `path` partitioned by hash. `lengths` keeps the records' lengths (a BAM's block cutting).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn map_groups(
+    rt: &Runtime,
+    job: &MarkdupJob,
+    input_name: &str,
+    ref_lengths: &[u64],
+    skip_name: &[u8],
+    partitions: usize,
+    path: &Path,
+    lengths: bool,
+    range: &mut Batches<'_>,
+    rest: &mut dyn FnMut() -> anyhow::Result<Box<Batches<'static>>>,
+) -> anyhow::Result<GroupsMapped> {
+    let q = &job.samblaster;
+    let layout = sig_layout(ref_lengths, job)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{input_name}: {e}")))?;
+    let mut st = MapState {
+        input_name,
+        partitions,
+        layout,
+        opts: Options {
+            ignore_unmated: q.ignore_unmated,
+            accept_dups: q.accept_dups,
+        },
+        parts: vec![Vec::new(); partitions.max(1)],
+        lengths: Vec::new(),
+        groups: 0,
+        signatures: 0,
+    };
+    let mut skipping = !skip_name.is_empty();
+    let mut skipped = 0u64;
+    let mut carry = Carry::default();
+    while let Some(batch) = range()? {
+        rt.check_cancelled()?;
+        let mut start = 0;
+        if skipping {
+            while start < batch.len() && batch.record(start).read_name() == skip_name {
+                start += 1;
+            }
+            skipped += start as u64;
+            if start == batch.len() {
+                continue;
+            }
+            skipping = false;
+        }
+        if !carry.is_empty() {
+            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
+                carry.push(batch.raw(start));
+                start += 1;
+            }
+            if start == batch.len() {
+                continue;
+            }
+            let group = carry.take();
+            st.group(&group, 0..group.len())?;
+        }
+        let mut g = start;
+        for i in start + 1..batch.len() {
+            if batch.record(i).read_name() != batch.record(i - 1).read_name() {
+                st.group(&batch, g..i)?;
+                g = i;
+            }
+        }
+        for i in g..batch.len() {
+            carry.push(batch.raw(i));
+        }
+    }
+    // The last group continues past the range's end while its name does.
+    if !carry.is_empty() {
+        let mut more = rest()?;
+        'read: while let Some(batch) = more()? {
+            for i in 0..batch.len() {
+                if !carry.continues(batch.record(i).read_name()) {
+                    break 'read;
+                }
+                carry.push(batch.raw(i));
+            }
+        }
+    }
+    if !carry.is_empty() {
+        let group = carry.take();
+        st.group(&group, 0..group.len())?;
+    }
+    rt.check_cancelled()?;
+    let file = WorkFile::new(path)?;
+    let at = || path.display().to_string();
+    let mut out = BufWriter::new(
+        crate::files::create_private(file.path())
+            .with_context(|| format!("{}: cannot create", at()))?,
+    );
+    let mut offsets = vec![0u64];
+    for p in &st.parts {
+        out.write_all(p).with_context(at)?;
+        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
+    }
+    out.flush().with_context(at)?;
+    drop(out);
+    file.commit()?;
+    if !lengths {
+        st.lengths = Vec::new();
+    }
+    Ok(GroupsMapped {
+        skipped,
+        groups: st.groups,
+        signatures: st.signatures,
+        lengths: st.lengths,
+        offsets,
+    })
+}
+
 impl MdMapTask {
     /// Reads the range's groups and writes its signature file.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdMapOutput> {
-        let q = &self.job.samblaster;
-        let layout = sig_layout(&self.lengths, &self.job)
-            .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", self.input_name)))?;
-        let mut st = MapState {
-            task: self,
-            layout,
-            opts: Options {
-                ignore_unmated: q.ignore_unmated,
-                accept_dups: q.accept_dups,
-            },
-            parts: vec![Vec::new(); self.partitions.max(1)],
-            lengths: Vec::new(),
-            groups: 0,
-            signatures: 0,
-        };
         let name = || self.input_name.clone();
         let range = RecordRange {
             start: self.start,
             end: self.end.unwrap_or(u64::MAX),
         };
         let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
-        let mut skipping = !self.skip_name.is_empty();
-        let mut skipped = 0u64;
-        let mut carry = Carry::default();
-        while let Some(batch) = stream.next_batch().with_context(name)? {
-            rt.check_cancelled()?;
-            let mut start = 0;
-            if skipping {
-                while start < batch.len() && batch.record(start).read_name() == self.skip_name {
-                    start += 1;
-                }
-                skipped += start as u64;
-                if start == batch.len() {
-                    continue;
-                }
-                skipping = false;
-            }
-            if !carry.is_empty() {
-                while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                    carry.push(batch.raw(start));
-                    start += 1;
-                }
-                if start == batch.len() {
-                    continue;
-                }
-                let group = carry.take();
-                st.group(&group, 0..group.len())?;
-            }
-            let mut g = start;
-            for i in start + 1..batch.len() {
-                if batch.record(i).read_name() != batch.record(i - 1).read_name() {
-                    st.group(&batch, g..i)?;
-                    g = i;
-                }
-            }
-            for i in g..batch.len() {
-                carry.push(batch.raw(i));
-            }
-        }
-        // The last group continues past the range's end while its name does.
-        if let (false, Some(end)) = (carry.is_empty(), self.end) {
+        let mut in_range = || stream.next_batch().with_context(name);
+        let mut rest = || -> anyhow::Result<Box<Batches<'static>>> {
+            let Some(end) = self.end else {
+                return Ok(Box::new(|| Ok(None)));
+            };
             let rest = RecordRange {
                 start: end,
                 end: u64::MAX,
             };
+            let input_name = self.input_name.clone();
             let mut stream =
                 RangeStream::open(&self.input, &rest, self.n_ref).with_context(name)?;
-            'read: while let Some(batch) = stream.next_batch().with_context(name)? {
-                for i in 0..batch.len() {
-                    if !carry.continues(batch.record(i).read_name()) {
-                        break 'read;
-                    }
-                    carry.push(batch.raw(i));
-                }
-            }
-        }
-        if !carry.is_empty() {
-            let group = carry.take();
-            st.group(&group, 0..group.len())?;
-        }
-        rt.check_cancelled()?;
-        let file = WorkFile::new(&self.path)?;
-        let at = || self.path.display().to_string();
-        let mut out = BufWriter::new(
-            crate::files::create_private(file.path())
-                .with_context(|| format!("{}: cannot create", at()))?,
-        );
-        let mut offsets = vec![0u64];
-        for p in &st.parts {
-            out.write_all(p).with_context(at)?;
-            offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
-        }
-        out.flush().with_context(at)?;
-        drop(out);
-        file.commit()?;
+            Ok(Box::new(move || {
+                stream.next_batch().with_context(|| input_name.clone())
+            }))
+        };
+        let m = map_groups(
+            rt,
+            &self.job,
+            &self.input_name,
+            &self.lengths,
+            &self.skip_name,
+            self.partitions,
+            &self.path,
+            true,
+            &mut in_range,
+            &mut rest,
+        )?;
         Ok(MdMapOutput {
             part: self.part,
             parts: self.parts,
-            skipped,
-            groups: st.groups,
-            signatures: st.signatures,
-            cutting: Cutting::of(&st.lengths),
+            skipped: m.skipped,
+            groups: m.groups,
+            signatures: m.signatures,
+            cutting: Cutting::of(&m.lengths),
             start: self.start,
             end: self.end,
             path: self.path.clone(),
-            offsets,
+            offsets: m.offsets,
         })
     }
 }

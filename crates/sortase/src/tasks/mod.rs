@@ -26,6 +26,7 @@
 //! ```
 
 pub use sortase_exec::assemble;
+pub mod agd_markdup;
 pub mod fq2bam;
 pub mod markdup;
 pub mod plans;
@@ -33,6 +34,7 @@ pub mod pmarkdup;
 pub mod sort;
 
 pub use crate::wire::{RunIndex, Sample};
+pub use agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob};
 pub use plans::{

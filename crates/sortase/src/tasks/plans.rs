@@ -8,6 +8,7 @@
 //! idxstats, index, snp-pileup and merge have one stage, `tasks`. Task outputs are the JSON that
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
+use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqSplitTask};
 use super::markdup::{
     MarkdupPlan, MarkdupTask, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
@@ -68,6 +69,8 @@ pub enum Plan {
     MarkdupCoordinate(Box<PicardPlan>),
     /// `sortase fq2bam` (five stages).
     Fq2Bam(Box<Fq2BamPlan>),
+    /// `sortase agd markdup` (three stages, four in Picard's mode).
+    AgdMarkdup(Box<AgdMarkdupPlan>),
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -136,6 +139,18 @@ impl Plan {
                     Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
                 }
             }
+            "agd_markdup" => {
+                let spec: AgdMarkdupTasksJob = parse("agd_markdup job", job_json)?;
+                let memory = cut
+                    .task_memory
+                    .unwrap_or(PlanOptions::default().task_memory);
+                Plan::AgdMarkdup(Box::new(AgdMarkdupPlan::new(
+                    &spec,
+                    rt,
+                    memory,
+                    cut.reduce_tasks,
+                )?))
+            }
             "fq2bam" => {
                 let job: Fq2BamTasksJob = parse("fq2bam job", job_json)?;
                 let defaults = PlanOptions::default();
@@ -183,7 +198,7 @@ impl Plan {
             other => {
                 return Err(Error::argument(format!(
                     "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
-                     agd_flagstat, agd_count, agd_idxstats, agd_sort, markdup, fq2bam)"
+                     agd_flagstat, agd_count, agd_idxstats, agd_sort, agd_markdup, markdup, fq2bam)"
                 )))
             }
         })
@@ -196,6 +211,7 @@ impl Plan {
             Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
             Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
             Plan::Fq2Bam(_) => &["split", "align", "dedup", "map", "reduce"],
+            Plan::AgdMarkdup(p) => p.stages(),
             _ => &["tasks"],
         }
     }
@@ -278,6 +294,7 @@ impl Plan {
                     _ => return Err(wrong()),
                 }
             }
+            Plan::AgdMarkdup(p) => p.stage_tasks(stage, outputs)?,
             _ if stage != "tasks" => return Err(wrong()),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),
@@ -317,6 +334,7 @@ impl Plan {
             Plan::AgdIdxstats(p) => {
                 to_json(&p.finish(outputs_of(outputs, AgdIdxstatsTask::KIND)?)?)
             }
+            Plan::AgdMarkdup(p) => p.finish(outputs),
         }
     }
 
@@ -394,7 +412,10 @@ impl Plan {
             Plan::Idxstats(p) => p.fallback().map(Plan::Idxstats),
             Plan::SnpPileup(_) | Plan::Merge { .. } => None,
             // Chunks are whole files: no guessed boundary to fall back from.
-            Plan::AgdFlagstat(_) | Plan::AgdCount(_) | Plan::AgdIdxstats(_) => None,
+            Plan::AgdFlagstat(_)
+            | Plan::AgdCount(_)
+            | Plan::AgdIdxstats(_)
+            | Plan::AgdMarkdup(_) => None,
         }
     }
 
@@ -406,6 +427,7 @@ impl Plan {
             Plan::Markdup(p) => p.abort(),
             Plan::MarkdupCoordinate(p) => p.abort(),
             Plan::Fq2Bam(p) => p.abort(),
+            Plan::AgdMarkdup(p) => p.abort(),
             _ => Ok(()),
         }
     }

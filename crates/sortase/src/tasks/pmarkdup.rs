@@ -405,108 +405,161 @@ fn options(regex: Option<&str>, job: Option<&MarkdupJob>) -> anyhow::Result<Opti
     })
 }
 
+/// Where a map task's records are and what it writes (for [`map_ends`]).
+pub(super) struct EndsMap<'a> {
+    pub(super) input_name: &'a str,
+    pub(super) rg_lines: &'a str,
+    pub(super) read_name_regex: Option<&'a str>,
+    pub(super) part: usize,
+    pub(super) parts: usize,
+    pub(super) base: u64,
+    pub(super) records: u64,
+    pub(super) partitions: usize,
+    pub(super) path: &'a Path,
+    /// Whether to give the records' block cutting (a BAM's), else their count only.
+    pub(super) cutting: bool,
+}
+
+/// The map stage of Picard's mode over any record source (`next`: the records in file order,
+/// the first with file index `m.base`): the read ends collected and written partitioned.
+pub(super) fn map_ends(
+    rt: &Runtime,
+    m: &EndsMap<'_>,
+    next: &mut super::markdup::Batches<'_>,
+) -> anyhow::Result<PmMapOutput> {
+    let libs = Libraries::from_header(m.rg_lines);
+    let n_libs = libs.names.len();
+    let opts = options(m.read_name_regex, None)?;
+    let mut collector = Collector::starting_at(libs, opts, m.base);
+    let mut lengths: Vec<u32> = Vec::with_capacity(if m.cutting { m.records as usize } else { 0 });
+    let (mut first, mut last, mut order) = (None, None, None);
+    while let Some(batch) = next()? {
+        rt.check_cancelled()?;
+        if batch.is_empty() {
+            continue;
+        }
+        if first.is_none() {
+            let r = batch.record(0);
+            let name = String::from_utf8_lossy(r.read_name()).into_owned();
+            first = Some((order_key(&r), name));
+        }
+        last = Some(order_key(&batch.record(batch.len() - 1)));
+        if m.cutting {
+            lengths.extend((0..batch.len()).map(|i| batch.raw(i).len() as u32));
+        }
+        if let Err(e) = rt.install(|| collector.push(&batch)) {
+            let OrderError {
+                record,
+                name,
+                at,
+                after,
+            } = e;
+            order = Some(OrderFault {
+                record,
+                name,
+                at,
+                after,
+            });
+            break;
+        }
+    }
+    rt.check_cancelled()?;
+    let p = m.partitions.max(1);
+    let mut sections = vec![Vec::new(); 4 * p];
+    let mut pairs_formed = 0;
+    let mut counts = vec![LibCounts::default(); n_libs];
+    if order.is_none() {
+        if collector.records() != m.base + m.records {
+            bail!(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "{}: map task {} read {} records, its count task {}",
+                    m.input_name,
+                    m.part,
+                    collector.records() - m.base,
+                    m.records
+                )
+            ));
+        }
+        let stretch = collector.into_stretch();
+        let (frags, rest) = sections.split_at_mut(p);
+        let (pairs, rest) = rest.split_at_mut(p);
+        let (waiting, settled) = rest.split_at_mut(p);
+        encode_all(&stretch.fragments, frags, |f| fragment_partition(f, p));
+        drop(stretch.fragments);
+        encode_all(&stretch.pairs, pairs, |q| pair_partition(q, p));
+        drop(stretch.pairs);
+        for (n, e, i) in &stretch.waiting {
+            let key = name_key(picard::name_hash(n));
+            encode_waiting(n, e, *i, &mut waiting[partition(key, p)]);
+        }
+        for h in &stretch.settled {
+            settled[partition(name_key(*h), p)].extend_from_slice(&h.to_le_bytes());
+        }
+        pairs_formed = stretch.pairs_formed;
+        for (c, (seen, l)) in counts.iter_mut().zip(&stretch.counts) {
+            c.seen = *seen;
+            c.reads = [
+                l.unpaired_examined,
+                l.pair_ends_examined,
+                l.secondary_or_supplementary,
+                l.unmapped,
+            ];
+        }
+    }
+    let offsets = write_sections(m.path, &sections)?;
+    let cutting = if m.cutting {
+        Cutting::of(&lengths)
+    } else {
+        Cutting {
+            records: m.records,
+            ..Cutting::default()
+        }
+    };
+    Ok(PmMapOutput {
+        part: m.part,
+        parts: m.parts,
+        base: m.base,
+        start: 0,
+        end: None,
+        cutting,
+        counts,
+        first,
+        last,
+        order,
+        pairs_formed,
+        path: m.path.to_path_buf(),
+        offsets,
+    })
+}
+
 impl PmMapTask {
     /// Collects the range's read ends and writes them partitioned.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<PmMapOutput> {
         let name = || self.input.display().to_string();
-        let libs = Libraries::from_header(&self.rg_lines);
-        let n_libs = libs.names.len();
-        let opts = options(self.read_name_regex.as_deref(), None)?;
-        let mut collector = Collector::starting_at(libs, opts, self.base);
         let range = RecordRange {
             start: self.start,
             end: self.end.unwrap_or(u64::MAX),
         };
         let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
-        let mut lengths: Vec<u32> = Vec::with_capacity(self.records as usize);
-        let (mut first, mut last, mut order) = (None, None, None);
-        while let Some(batch) = stream.next_batch().with_context(name)? {
-            rt.check_cancelled()?;
-            if batch.is_empty() {
-                continue;
-            }
-            if first.is_none() {
-                let r = batch.record(0);
-                let name = String::from_utf8_lossy(r.read_name()).into_owned();
-                first = Some((order_key(&r), name));
-            }
-            last = Some(order_key(&batch.record(batch.len() - 1)));
-            lengths.extend((0..batch.len()).map(|i| batch.raw(i).len() as u32));
-            if let Err(e) = rt.install(|| collector.push(&batch)) {
-                let OrderError {
-                    record,
-                    name,
-                    at,
-                    after,
-                } = e;
-                order = Some(OrderFault {
-                    record,
-                    name,
-                    at,
-                    after,
-                });
-                break;
-            }
-        }
-        rt.check_cancelled()?;
-        let p = self.partitions.max(1);
-        let mut sections = vec![Vec::new(); 4 * p];
-        let mut pairs_formed = 0;
-        let mut counts = vec![LibCounts::default(); n_libs];
-        if order.is_none() {
-            if collector.records() != self.base + self.records {
-                bail!(Error::new(
-                    ErrorKind::Internal,
-                    format!(
-                        "{}: map task {} read {} records, its count task {}",
-                        name(),
-                        self.part,
-                        collector.records() - self.base,
-                        self.records
-                    )
-                ));
-            }
-            let stretch = collector.into_stretch();
-            let (frags, rest) = sections.split_at_mut(p);
-            let (pairs, rest) = rest.split_at_mut(p);
-            let (waiting, settled) = rest.split_at_mut(p);
-            encode_all(&stretch.fragments, frags, |f| fragment_partition(f, p));
-            drop(stretch.fragments);
-            encode_all(&stretch.pairs, pairs, |q| pair_partition(q, p));
-            drop(stretch.pairs);
-            for (n, e, i) in &stretch.waiting {
-                let key = name_key(picard::name_hash(n));
-                encode_waiting(n, e, *i, &mut waiting[partition(key, p)]);
-            }
-            for h in &stretch.settled {
-                settled[partition(name_key(*h), p)].extend_from_slice(&h.to_le_bytes());
-            }
-            pairs_formed = stretch.pairs_formed;
-            for (c, (seen, l)) in counts.iter_mut().zip(&stretch.counts) {
-                c.seen = *seen;
-                c.reads = [
-                    l.unpaired_examined,
-                    l.pair_ends_examined,
-                    l.secondary_or_supplementary,
-                    l.unmapped,
-                ];
-            }
-        }
-        let offsets = write_sections(&self.path, &sections)?;
-        Ok(PmMapOutput {
+        let input_name = name();
+        let m = EndsMap {
+            input_name: &input_name,
+            rg_lines: &self.rg_lines,
+            read_name_regex: self.read_name_regex.as_deref(),
             part: self.part,
             parts: self.parts,
             base: self.base,
+            records: self.records,
+            partitions: self.partitions,
+            path: &self.path,
+            cutting: true,
+        };
+        let out = map_ends(rt, &m, &mut || stream.next_batch().with_context(name))?;
+        Ok(PmMapOutput {
             start: self.start,
             end: self.end,
-            cutting: Cutting::of(&lengths),
-            counts,
-            first,
-            last,
-            order,
-            pairs_formed,
-            path: self.path.clone(),
-            offsets,
+            ..out
         })
     }
 }
@@ -783,6 +836,48 @@ impl PmReduceTask {
 }
 
 // ---------------------------------------------------------------------------------- the driver
+
+impl PicardPlan {
+    /// The plan whose join and reduce stages serve the map tasks of a dataset (`agd markdup`,
+    /// [`super::agd_markdup`]): `job.input` names the dataset in messages, `header` is its header.
+    pub(super) fn for_dataset(
+        job: MarkdupJob,
+        input: PathBuf,
+        header: &sortase_bam::Header,
+        work_dir: PathBuf,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Self {
+        let rg_lines: String = header
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("@RG\t"))
+            .flat_map(|l| [l, "\n"])
+            .collect();
+        Self {
+            job,
+            input,
+            header: HeaderData::of(header),
+            rg_lines,
+            n_ref: header.references().len(),
+            ranges: Vec::new(),
+            work_dir,
+            level: 0,
+            task_memory,
+            reduce_tasks,
+        }
+    }
+
+    /// The header's `@RG` lines.
+    pub(super) fn rg_lines(&self) -> &str {
+        &self.rg_lines
+    }
+
+    /// The map outputs in range order, checked ([`PicardPlan::join_tasks`]'s check).
+    pub(super) fn checked_maps<'a>(&self, maps: &'a [PmMapOutput]) -> Result<Vec<&'a PmMapOutput>> {
+        self.maps(maps)
+    }
+}
 
 impl PicardPlan {
     /// The planned byte ranges.

@@ -317,6 +317,9 @@ registry!(
     crate::agd_tasks::AgdFlagstatTask,
     crate::agd_tasks::AgdCountTask,
     crate::agd_tasks::AgdIdxstatsTask,
+    super::agd_markdup::AgdMdMapTask,
+    super::agd_markdup::AgdPmMapTask,
+    super::agd_markdup::AgdMdWriteTask,
 );
 
 /// The outputs of `kind` (an output kind: [`Task::OUTPUT_KIND`]) among `outputs` (any kinds, any

@@ -239,7 +239,7 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
 
 /// The dataset's record bytes, estimated from the uncompressed size of the first chunk's column
 /// data (its four Parquet footers) per record; `None` when a footer cannot be read.
-fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
+pub(crate) fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
     let first = manifest.chunks.first()?;
     let mut bytes = 0u64;
     for g in Group::ALL {

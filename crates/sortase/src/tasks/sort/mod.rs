@@ -69,6 +69,7 @@ pub(crate) mod plan;
 pub(crate) mod reduce;
 
 pub use crate::parts::{EncodedRangeIndex, PartIndex};
+pub(crate) use agd_map::estimate_record_bytes;
 pub use agd_map::AgdMapTask;
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
