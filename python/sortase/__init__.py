@@ -563,14 +563,7 @@ def fq2bam(
     version is :func:`sortase.distributed.fq2bam`."""
     if output is None:
         raise ArgumentError("fq2bam needs an output (output=, -o)")
-    return _report(_sortase.fq2bam(
-        index, reads1, reads2, output, preset=preset, read_group=read_group, markdup=markdup,
-        md=md, cs=cs, threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
-        level=level, uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
-        index_format=index_format, reference=reference,
-        output_fmt_options=_list(output_fmt_options), no_pg=no_pg, max_fan_in=max_fan_in,
-        checksums=checksums,
-    ))
+    return _job("fq2bam", locals())
 
 
 def bgzip(

@@ -18,7 +18,7 @@ import sortase
 
 _sortase = pytest.importorskip("sortase._sortase")
 
-KINDS = ["sort", "merge", "markdup", "view"]
+KINDS = ["sort", "merge", "markdup", "view", "fq2bam"]
 
 #: Spec fields the Python wrapper does not take, per job (the CLI's flags set them).
 NOT_IN_PYTHON: Dict[str, Set[str]] = {
@@ -34,6 +34,7 @@ NOT_IN_PYTHON: Dict[str, Set[str]] = {
     },
     # view's --write-index writes samtools' default index format.
     "view": {"index_format"},
+    "fq2bam": set(),
 }
 
 

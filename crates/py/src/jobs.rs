@@ -9,9 +9,8 @@ use crate::spec;
 use pyo3::prelude::*;
 use sortase::view::parse_flags;
 use sortase::{
-    BgzipJob, BgzipMode, DuplicateMarking, FaidxJob, FetchJob, FetchRequest, FlagstatJob,
-    Fq2BamJob, IdxstatsJob, IndexJob, MarkdupJob, MergeJob, OutputSpec, Program, Runtime,
-    SnpPileupJob, SortJob, ViewJob,
+    BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob, IdxstatsJob,
+    IndexJob, MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,11 +27,6 @@ fn run_to_json<R: serde::Serialize + Send + 'static>(
     let job_rt = rt.clone();
     let report = run_job_on(py, &rt, None, move || job(&job_rt))?;
     serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
-}
-
-/// The `@PG` line of a call (`None` under `no_pg`), its command line the Python call.
-fn program(no_pg: bool, call: &str) -> Option<Program> {
-    (!no_pg).then(|| Program::new(format!("sortase.{call}")))
 }
 
 /// `-f/-F`: an int, or samtools' text (`"0x4"`, `"UNMAP,SECONDARY"`).
@@ -87,7 +81,7 @@ fn index(
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// Runs the job `kind` (`sort`, `merge`, `markdup`, `view`) from the Python wrapper's keywords
+/// Runs the job `kind` (`sort`, `merge`, `markdup`, `view`, `fq2bam`) from the Python wrapper's keywords
 /// (`spec`: a JSON object, placed into the job's spec by [`spec::place`]) on a runtime of
 /// `threads` threads and `max_memory` bytes; the report as JSON.
 #[pyfunction]
@@ -133,6 +127,14 @@ fn run_job(
                 MarkdupJob::run,
             )
         }
+        "fq2bam" => {
+            let job = spec::typed::<Fq2BamJob>(kind, placed).map_err(spec_err)?;
+            // The CLI's default budget (the index's memory on top of 768 MiB per thread).
+            let all = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            memory = memory.or_else(|| sortase::fq2bam::default_memory(all.max(1), &job.index));
+            json_of(job, Fq2BamJob::run)
+        }
         _ => {
             let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
             job.output = job.output.with_format_options().map_err(err)?;
@@ -173,91 +175,6 @@ fn json_of<J: Send + 'static, R: serde::Serialize + 'static>(
 fn spec_keywords(py: Python<'_>, kind: &str) -> PyResult<String> {
     let keywords = spec::keywords(kind).map_err(|e| error::to_py_err(py, e))?;
     Ok(serde_json::Value::Object(keywords).to_string())
-}
-
-/// `sortase fq2bam`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (index, reads1, reads2=None, output=None, *, preset="sr", read_group=None,
-    markdup="samblaster", md=false, cs=false, threads=None, max_memory=None, temp_prefix=None,
-    level=None, uncompressed=false, write_index=false, output_fmt=None, index_format=None,
-    reference=None, output_fmt_options=None, no_pg=false, max_fan_in=64, checksums=false))]
-#[allow(clippy::too_many_arguments)]
-fn fq2bam(
-    py: Python<'_>,
-    index: PathBuf,
-    reads1: PathBuf,
-    reads2: Option<PathBuf>,
-    output: Option<PathBuf>,
-    preset: &str,
-    read_group: Option<String>,
-    markdup: &str,
-    md: bool,
-    cs: bool,
-    threads: Option<usize>,
-    max_memory: Option<&Bound<'_, PyAny>>,
-    temp_prefix: Option<PathBuf>,
-    level: Option<i32>,
-    uncompressed: bool,
-    write_index: bool,
-    output_fmt: Option<String>,
-    index_format: Option<String>,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    no_pg: bool,
-    max_fan_in: usize,
-    checksums: bool,
-) -> PyResult<String> {
-    let Some(output) = output else {
-        return Err(error::raise(
-            py,
-            "ArgumentError",
-            "fq2bam: output is required",
-        ));
-    };
-    let markdup = match markdup {
-        "samblaster" => DuplicateMarking::Samblaster,
-        "picard" => DuplicateMarking::Picard,
-        "none" => DuplicateMarking::None,
-        other => {
-            return Err(error::raise(
-                py,
-                "ArgumentError",
-                &format!("markdup {other:?} is not one of samblaster, picard, none"),
-            ))
-        }
-    };
-    // The CLI's default budget (the index's memory on top of 768 MiB per thread).
-    let all =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let memory = memory_bytes(max_memory, "max_memory")?
-        .or_else(|| sortase::fq2bam::default_memory(all.max(1), &index));
-    let job = Fq2BamJob {
-        reads2,
-        preset: preset.into(),
-        read_group,
-        markdup,
-        md,
-        cs,
-        temp_prefix,
-        max_fan_in,
-        program: program(no_pg, "fq2bam"),
-        checksums,
-        ..Fq2BamJob::new(
-            index,
-            reads1,
-            OutputSpec {
-                path: Some(output),
-                format: output_fmt,
-                level,
-                uncompressed,
-                write_index,
-                index_format,
-                reference,
-                format_options: output_fmt_options.unwrap_or_default(),
-            },
-        )
-    };
-    run_to_json(py, threads, memory, move |rt| job.run(rt))
 }
 
 /// `sortase bgzip`; the report as JSON.
@@ -407,7 +324,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index, m)?)?;
     m.add_function(wrap_pyfunction!(run_job, m)?)?;
     m.add_function(wrap_pyfunction!(spec_keywords, m)?)?;
-    m.add_function(wrap_pyfunction!(fq2bam, m)?)?;
     m.add_function(wrap_pyfunction!(bgzip, m)?)?;
     m.add_function(wrap_pyfunction!(faidx, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;

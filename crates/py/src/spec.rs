@@ -13,11 +13,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sortase::view::parse_flags;
 use sortase::{
-    Error, ErrorKind, MarkdupJob, MergeJob, Order, OutputSpec, Program, Result, SortJob, ViewJob,
+    Error, ErrorKind, Fq2BamJob, MarkdupJob, MergeJob, Order, OutputSpec, Program, Result, SortJob,
+    ViewJob,
 };
 
 /// The jobs whose Python face passes its spec as data.
-pub const KINDS: &[&str] = &["sort", "merge", "markdup", "view"];
+pub const KINDS: &[&str] = &["sort", "merge", "markdup", "view", "fq2bam"];
 
 /// The keywords of the face group `order` (samtools' `-n -N -t --template-coordinate`).
 const ORDER_KEYWORDS: &[&str] = &["by_name", "by_name_lex", "tag", "template_coordinate"];
@@ -59,6 +60,7 @@ pub fn default_spec(kind: &str) -> Result<Value> {
         "merge" => to_value(&MergeJob::new(Vec::new(), out())),
         "markdup" => to_value(&MarkdupJob::new("", out())),
         "view" => to_value(&ViewJob::new("", out())),
+        "fq2bam" => to_value(&Fq2BamJob::new("", "", out())),
         other => Err(Error::argument(format!(
             "no job {other:?} takes a spec (one of {})",
             KINDS.join(", ")
@@ -212,6 +214,7 @@ fn culprit(kind: &str, spec: &Value) -> Option<String> {
         "sort" => serde_json::from_value::<SortJob>(patched).is_err(),
         "merge" => serde_json::from_value::<MergeJob>(patched).is_err(),
         "markdup" => serde_json::from_value::<MarkdupJob>(patched).is_err(),
+        "fq2bam" => serde_json::from_value::<Fq2BamJob>(patched).is_err(),
         _ => serde_json::from_value::<ViewJob>(patched).is_err(),
     };
     for (group, field) in leaves(obj) {
