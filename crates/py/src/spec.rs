@@ -23,33 +23,32 @@ pub const KINDS: &[&str] = &["sort", "merge", "markdup", "view", "fq2bam"];
 /// The keywords of the face group `order` (samtools' `-n -N -t --template-coordinate`).
 const ORDER_KEYWORDS: &[&str] = &["by_name", "by_name_lex", "tag", "template_coordinate"];
 
-/// The spec field a keyword names where the two differ (samtools' long option against the spec's
-/// name).
+/// The keywords that name their spec field otherwise (samtools' long option against the spec's
+/// name): `(job, or "" for all, keyword, field)`.
+const RENAMES: &[(&str, &str, &str)] = &[
+    ("", "output", "path"),
+    ("", "output_fmt", "format"),
+    ("", "output_fmt_options", "format_options"),
+    ("merge", "header", "header_file"),
+    ("view", "expr", "expression"),
+    ("view", "target_file", "targets_file"),
+    ("view", "tag", "tags"),
+];
+
+/// The spec field `keyword` names in job `kind`.
 fn renamed<'a>(kind: &str, keyword: &'a str) -> &'a str {
-    match (kind, keyword) {
-        (_, "output") => "path",
-        (_, "output_fmt") => "format",
-        (_, "output_fmt_options") => "format_options",
-        ("merge", "header") => "header_file",
-        ("view", "expr") => "expression",
-        ("view", "target_file") => "targets_file",
-        ("view", "tag") => "tags",
-        _ => keyword,
-    }
+    RENAMES
+        .iter()
+        .find(|(k, from, _)| (k.is_empty() || *k == kind) && *from == keyword)
+        .map_or(keyword, |(_, _, to)| to)
 }
 
-/// The keyword of a spec field (the inverse of [`renamed`]).
+/// The keyword of spec field `field` in job `kind` (the inverse of [`renamed`]).
 fn keyword_of<'a>(kind: &str, field: &'a str) -> &'a str {
-    match (kind, field) {
-        (_, "path") => "output",
-        (_, "format") => "output_fmt",
-        (_, "format_options") => "output_fmt_options",
-        ("merge", "header_file") => "header",
-        ("view", "expression") => "expr",
-        ("view", "targets_file") => "target_file",
-        ("view", "tags") => "tag",
-        _ => field,
-    }
+    RENAMES
+        .iter()
+        .find(|(k, _, to)| (k.is_empty() || *k == kind) && *to == field)
+        .map_or(field, |(_, from, _)| from)
 }
 
 /// The default spec of `kind` as JSON.
