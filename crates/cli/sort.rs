@@ -37,6 +37,10 @@ pub struct SortArgs {
     /// them. Costs ~15% more CPU.
     #[arg(long = "checksums")]
     checksums: bool,
+    /// Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records for which
+    /// the htslib filter expression is true (repeatable; the last filter wins).
+    #[arg(long = "input-fmt-option", value_name = "OPT=VAL")]
+    input_fmt_option: Vec<String>,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -88,6 +92,7 @@ pub fn run(args: SortArgs) -> Result<()> {
         temp_prefix: args.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,
         program: common::program(args.no_pg),
+        input_fmt_options: args.input_fmt_option.clone(),
         checksums: args.checksums,
     };
     let report = job.run(&rt)?;

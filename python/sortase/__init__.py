@@ -200,6 +200,7 @@ def sort(
     index_format: Optional[str] = None,
     reference: Optional[PathLike] = None,
     output_fmt_options: Optional[Sequence[str]] = None,
+    input_fmt_options: Optional[Sequence[str]] = None,
     temp_prefix: Optional[PathLike] = None,
     no_pg: bool = False,
     max_fan_in: int = 64,
@@ -214,7 +215,9 @@ def sort(
     (``--template-coordinate``; paired records need ``MC`` tags), ``level`` (``-l``), ``uncompressed``
     (``-u``), ``write_index`` (CRAM: a ``.crai``), ``output_fmt`` (``-O``), ``index_format``,
     ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
-    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``), ``temp_prefix``
+    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``),
+    ``input_fmt_options`` (``--input-fmt-option``: ``["filter=mapq >= 30"]`` sorts only the records
+    the htslib filter expression passes, as samtools), ``temp_prefix``
     (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
     (default: when stderr is a terminal and tqdm is installed). ``checksums`` (``--checksums``):
     prove that no record was lost or changed (``samtools checksum``'s sums of the records read and
