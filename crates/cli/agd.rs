@@ -46,9 +46,8 @@ pub struct ImportArgs {
     /// zstd level of the column files (1-22).
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
     level: i32,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
@@ -139,9 +138,8 @@ pub struct ExportArgs {
     /// Reference FASTA (CRAM output).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
     /// records written (samtools checksum -F 0 -P -C -M) and fail, removing the output, if they
     /// differ; -v prints them (SAM, BAM and CRAM output).
@@ -157,9 +155,8 @@ pub struct ExportArgs {
 /// Arguments of `sortase agd flagstat`.
 #[derive(clap::Args, Debug)]
 pub struct FlagstatArgs {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Output format: default, json or tsv.
     #[arg(
         short = 'O',
@@ -175,9 +172,8 @@ pub struct FlagstatArgs {
 /// Arguments of `sortase agd idxstats`.
 #[derive(clap::Args, Debug)]
 pub struct IdxstatsArgs {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// The dataset directory.
     input: PathBuf,
 }
@@ -213,9 +209,8 @@ pub struct ViewArgs {
     /// The regions as one union: each record once, in file order.
     #[arg(short = 'M', long = "use-index")]
     multi_region: bool,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Compression level 0-9 (samtools' meaning) [6].
     #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
     level: Option<i32>,
@@ -259,7 +254,7 @@ pub fn run(command: AgdCommand) -> Result<()> {
 }
 
 fn import(args: ImportArgs) -> Result<()> {
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     let fastq = args.fastq()?;
     let job = AgdImportJob {
         input: match &fastq {
@@ -291,7 +286,7 @@ fn import(args: ImportArgs) -> Result<()> {
 }
 
 fn export(args: ExportArgs) -> Result<()> {
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     let output = OutputSpec {
         path: args.output,
         format: args.output_fmt,
@@ -312,7 +307,7 @@ fn export(args: ExportArgs) -> Result<()> {
 }
 
 fn flagstat(args: FlagstatArgs) -> Result<()> {
-    let report = AgdFlagstatJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
+    let report = AgdFlagstatJob::new(args.input).run(&args.threads.runtime(None)?)?;
     let mut out = std::io::stdout().lock();
     out.write_all(report.format(&args.format).as_bytes())?;
     out.flush()?;
@@ -320,7 +315,7 @@ fn flagstat(args: FlagstatArgs) -> Result<()> {
 }
 
 fn idxstats(args: IdxstatsArgs) -> Result<()> {
-    let report = AgdIdxstatsJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
+    let report = AgdIdxstatsJob::new(args.input).run(&args.threads.runtime(None)?)?;
     let mut out = std::io::stdout().lock();
     out.write_all(report.to_text().as_bytes())?;
     out.flush()?;
@@ -355,7 +350,7 @@ fn view(args: ViewArgs) -> Result<()> {
         multi_region: args.multi_region,
         program: common::program(args.no_pg),
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     if let (Some(n), true) = (report.count, report.outputs.is_empty()) {
         writeln!(std::io::stdout().lock(), "{n}")?;

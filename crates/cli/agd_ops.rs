@@ -5,7 +5,7 @@ use crate::common;
 use crate::markdup::Mode;
 use anyhow::Result;
 use sortase::agd::ColumnType;
-use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, Order};
+use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob};
 use std::path::PathBuf;
 
 /// Arguments of `sortase agd sort` (samtools sort's orders and memory flags).
@@ -14,27 +14,15 @@ pub struct SortArgs {
     /// The dataset directory to create (must not exist, or be empty).
     #[arg(short = 'o', value_name = "DIR")]
     output: PathBuf,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
-    /// Memory per thread, with K/M/G suffix, as samtools [768M].
-    #[arg(short = 'm', value_name = "INT[KMG]")]
-    mem_per_thread: Option<String>,
-    /// Memory for all threads together (overrides -m).
-    #[arg(long = "max-memory", value_name = "INT[KMG]")]
-    max_memory: Option<String>,
+    #[command(flatten)]
+    threads: common::Threads,
+    #[command(flatten)]
+    memory: common::Memory,
     /// Temporary runs go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [next to -o].
     #[arg(short = 'T', value_name = "PREFIX")]
     temp_prefix: Option<PathBuf>,
-    /// Sort by read name (natural order, samtools -n).
-    #[arg(short = 'n')]
-    by_name: bool,
-    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
-    #[arg(short = 'N')]
-    by_name_lex: bool,
-    /// Sort by the value of TAG, then by position (or name with -n/-N).
-    #[arg(short = 't', value_name = "TAG")]
-    tag: Option<String>,
+    #[command(flatten)]
+    order: common::OrderFlags,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -57,9 +45,8 @@ pub struct SortArgs {
 /// Arguments of `sortase agd markdup` (`sortase markdup`'s marking options).
 #[derive(clap::Args, Debug)]
 pub struct MarkdupArgs {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Algorithm: auto (from @HD SO), query (samblaster) or coordinate (Picard).
     #[arg(long = "mode", value_enum, default_value_t = Mode::Auto)]
     mode: Mode,
@@ -95,9 +82,8 @@ pub struct AddColumnArgs {
     /// zstd level of the group's files (1-22).
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
     level: i32,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// The dataset directory.
     input: PathBuf,
 }
@@ -114,17 +100,13 @@ pub struct DropColumnArgs {
 
 /// Runs `sortase agd sort`.
 pub fn sort(args: SortArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
-    let memory = crate::sort::memory_budget(
-        threads,
-        args.mem_per_thread.as_deref(),
-        args.max_memory.as_deref(),
-    )?;
+    let threads = args.threads.count();
+    let memory = args.memory.budget(threads)?;
     let rt = common::runtime(Some(threads), memory)?;
     let job = AgdSortJob {
         input: args.input,
         output: args.output,
-        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref()),
+        order: args.order.order(),
         temp_prefix: args.temp_prefix,
         max_fan_in: args.max_fan_in,
         chunk_size: args.chunk_size,
@@ -157,7 +139,7 @@ pub fn sort(args: SortArgs) -> Result<()> {
 
 /// Runs `sortase agd markdup`.
 pub fn markdup(args: MarkdupArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    let threads = args.threads.count();
     let memory = sortase::options::parse_size(&args.coord.max_memory, "--max-memory")?;
     let rt = common::runtime(Some(threads), Some(memory))?;
     let job = AgdMarkdupJob {
@@ -181,7 +163,7 @@ pub fn markdup(args: MarkdupArgs) -> Result<()> {
 
 /// Runs `sortase agd add-column`.
 pub fn add_column(args: AddColumnArgs) -> Result<()> {
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     let job = AgdAddColumnJob {
         dataset: args.input,
         name: args.name,

@@ -50,9 +50,8 @@ pub struct BgzipArgs {
     /// Test the integrity of compressed files.
     #[arg(short = 't', long = "test")]
     test: bool,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Input files [stdin].
     files: Vec<PathBuf>,
 }
@@ -84,7 +83,7 @@ pub fn run(args: BgzipArgs) -> Result<()> {
         index_name: args.index_name,
         level: args.level,
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     Ok(())
 }

@@ -69,16 +69,15 @@ pub struct ChecksumArgs {
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Input SAM/BAM/CRAM files [stdin].
     inputs: Vec<String>,
 }
 
 /// Runs `sortase checksum`: one report per input, as samtools prints them.
 pub fn run(args: ChecksumArgs) -> Result<()> {
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     let inputs = if args.inputs.is_empty() {
         vec!["-".to_string()]
     } else {

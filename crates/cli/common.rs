@@ -189,6 +189,69 @@ pub fn uncompressed_into_pipe(spec: &mut OutputSpec) {
     }
 }
 
+/// `-@`, declared once for every command.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Threads {
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    pub threads: Option<usize>,
+}
+
+impl Threads {
+    /// The threads `-@` asks for (default all cores), at least 1.
+    pub fn count(&self) -> usize {
+        self.threads.unwrap_or_else(default_threads).max(1)
+    }
+
+    /// The runtime on these threads with `memory` bytes of budget ([`runtime`]).
+    pub fn runtime(&self, memory: Option<usize>) -> anyhow::Result<Runtime> {
+        runtime(self.threads, memory)
+    }
+}
+
+/// samtools sort's memory flags, declared once for `sort` and `agd sort`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Memory {
+    /// Memory per thread, with K/M/G suffix, as samtools [768M].
+    #[arg(short = 'm', value_name = "INT[KMG]")]
+    pub mem_per_thread: Option<String>,
+    /// Memory for all threads together (overrides -m).
+    #[arg(long = "max-memory", value_name = "INT[KMG]")]
+    pub max_memory: Option<String>,
+}
+
+impl Memory {
+    /// The budget for `threads` threads ([`crate::sort::memory_budget`]; `None`: the default).
+    pub fn budget(&self, threads: usize) -> anyhow::Result<Option<usize>> {
+        crate::sort::memory_budget(
+            threads,
+            self.mem_per_thread.as_deref(),
+            self.max_memory.as_deref(),
+        )
+    }
+}
+
+/// samtools sort's order flags, declared once for `sort` and `agd sort`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OrderFlags {
+    /// Sort by read name (natural order, samtools -n).
+    #[arg(short = 'n')]
+    pub by_name: bool,
+    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
+    #[arg(short = 'N')]
+    pub by_name_lex: bool,
+    /// Sort by the value of TAG, then by position (or name with -n/-N).
+    #[arg(short = 't', value_name = "TAG")]
+    pub tag: Option<String>,
+}
+
+impl OrderFlags {
+    /// The order the flags give.
+    pub fn order(&self) -> sortase::Order {
+        sortase::Order::from_flags(self.by_name, self.by_name_lex, self.tag.as_deref())
+    }
+}
+
 /// samtools' output flags, declared once for every command that writes records.
 #[derive(clap::Args, Debug, Clone)]
 pub struct OutputArgs {

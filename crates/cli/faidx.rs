@@ -40,9 +40,8 @@ pub struct FaidxArgs {
     /// Name of the .gzi index [FILE.gzi].
     #[arg(long = "gzi-idx", value_name = "FILE")]
     gzi_idx: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// FASTA/FASTQ file, plain or bgzipped.
     input: PathBuf,
     /// Regions: NAME, NAME:BEG-END, {NAME}:BEG-END.
@@ -64,7 +63,7 @@ pub fn run(args: FaidxArgs) -> Result<()> {
         fai_index: args.fai_idx,
         gzi_index: args.gzi_idx,
     };
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     job.run_with_warnings(&rt, &mut |w| eprintln!("{w}"))?;
     Ok(())
 }

@@ -12,9 +12,8 @@ pub struct LocArgs {
     /// Index file name [FILE.loc].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// FASTA/FASTQ file, plain or bgzipped.
     input: PathBuf,
 }
@@ -42,9 +41,8 @@ pub struct FetchArgs {
     /// Write to FILE [stdout].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Inflate every block read to its end and check its CRC32 (by default a block is inflated only up
     /// to the last byte wanted from it, about half the work; its CRC32 is then not checked).
     #[arg(long = "verify")]
@@ -59,7 +57,7 @@ pub fn loc(args: LocArgs) -> Result<()> {
         input: args.input,
         output: args.output,
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     Ok(())
 }
@@ -78,7 +76,7 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
         output: args.output,
         verify: args.verify,
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     Ok(())
 }

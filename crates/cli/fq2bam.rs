@@ -41,9 +41,8 @@ pub struct Fq2BamArgs {
     /// Write short cs tags (minimap2 --cs).
     #[arg(long = "cs")]
     cs: bool,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Memory per thread for the index, the read batches and the sort, with K/M/G suffix [768M per
     /// thread for the batches and the sort, plus the index's own size].
     #[arg(short = 'm', value_name = "INT[KMG]")]
@@ -73,7 +72,7 @@ pub struct Fq2BamArgs {
 
 /// Runs `sortase fq2bam`.
 pub fn run(args: Fq2BamArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    let threads = args.threads.count();
     let memory = crate::sort::memory_budget(
         threads,
         args.mem_per_thread.as_deref(),

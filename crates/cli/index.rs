@@ -16,9 +16,8 @@ pub struct IndexArgs {
     /// min_shift for CSI (implies -c).
     #[arg(short = 'm', long = "min-shift", value_name = "INT")]
     min_shift: Option<u32>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: crate::common::Threads,
     /// Index file name [in.bam.bai or in.bam.csi].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -36,7 +35,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
         csi: args.csi || args.min_shift.is_some(),
         min_shift: args.min_shift.unwrap_or(14),
     };
-    let report = job.run(&crate::common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     crate::common::print_warnings(&report.warnings);
     Ok(())
 }

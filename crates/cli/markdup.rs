@@ -29,9 +29,8 @@ pub struct MarkdupArgs {
     /// Output format: sam, bam or cram [bam, or from the -o extension].
     #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
     pub output_fmt: Option<String>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub threads: common::Threads,
     /// Compression level 0-9 with samtools' meaning.
     #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
     pub level: Option<i32>,
@@ -98,7 +97,7 @@ impl From<Mode> for JobMode {
 
 /// Runs `sortase markdup`.
 pub fn run(args: MarkdupArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
+    let threads = args.threads.count();
     // --max-memory is the runtime's memory pool, from which Picard's read ends are reserved.
     let memory = parse_size(&args.coord.max_memory, "--max-memory")?;
     let rt = common::runtime(Some(threads), Some(memory))?;

@@ -11,9 +11,8 @@ use std::path::PathBuf;
 pub struct MergeArgs {
     #[command(flatten)]
     out: OutputArgs,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Compression level 1.
     #[arg(short = '1')]
     fast: bool,
@@ -91,7 +90,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         program: common::program(args.no_pg),
         checksums: args.checksums,
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     if args.verbose {
         print_report(&report);

@@ -63,9 +63,8 @@ pub struct SnpPileupArgs {
     /// Print a summary on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Compressed bytes per batch (for tests; default from input size and threads).
     #[arg(long = "batch-bytes", hide = true)]
     batch_bytes: Option<u64>,
@@ -98,7 +97,7 @@ pub fn run(args: SnpPileupArgs) -> Result<()> {
         batch_bytes: args.batch_bytes,
         reference: args.reference,
     };
-    let r = job.run(&common::runtime(args.threads, None)?)?;
+    let r = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&r.warnings);
     if args.verbose {
         eprintln!(

@@ -3,7 +3,7 @@
 use crate::common::{self, OutputArgs};
 use anyhow::{bail, Result};
 use sortase::options::parse_size;
-use sortase::{Order, SortJob, SortReport, VerifyJob};
+use sortase::{SortJob, SortReport, VerifyJob};
 use std::path::PathBuf;
 
 /// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
@@ -14,27 +14,15 @@ const MIN_MEM_PER_THREAD: usize = 1 << 20;
 pub struct SortArgs {
     #[command(flatten)]
     out: OutputArgs,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
-    /// Memory per thread, with K/M/G suffix, as samtools [768M].
-    #[arg(short = 'm', value_name = "INT[KMG]")]
-    mem_per_thread: Option<String>,
-    /// Memory for all threads together (overrides -m).
-    #[arg(long = "max-memory", value_name = "INT[KMG]")]
-    max_memory: Option<String>,
+    #[command(flatten)]
+    threads: common::Threads,
+    #[command(flatten)]
+    memory: common::Memory,
     /// Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp or TMPDIR].
     #[arg(short = 'T', value_name = "PREFIX")]
     temp_prefix: Option<PathBuf>,
-    /// Sort by read name (natural order, samtools -n).
-    #[arg(short = 'n')]
-    by_name: bool,
-    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
-    #[arg(short = 'N')]
-    by_name_lex: bool,
-    /// Sort by the value of TAG, then by position (or name with -n/-N).
-    #[arg(short = 't', value_name = "TAG")]
-    tag: Option<String>,
+    #[command(flatten)]
+    order: common::OrderFlags,
     /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
     /// together, by its unclipped 5' ends; paired records need MC tags (samtools fixmate -m).
     #[arg(long = "template-coordinate")]
@@ -49,6 +37,10 @@ pub struct SortArgs {
     /// them. Costs ~15% more CPU.
     #[arg(long = "checksums")]
     checksums: bool,
+    /// Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records for which
+    /// the htslib filter expression is true (repeatable; the last filter wins).
+    #[arg(long = "input-fmt-option", value_name = "OPT=VAL")]
+    input_fmt_option: Vec<String>,
     /// Do not add a @PG line to the header.
     #[arg(long = "no-PG")]
     no_pg: bool,
@@ -82,12 +74,8 @@ pub fn memory_budget(
 
 /// Runs `sortase sort`.
 pub fn run(args: SortArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(common::default_threads).max(1);
-    let memory = memory_budget(
-        threads,
-        args.mem_per_thread.as_deref(),
-        args.max_memory.as_deref(),
-    )?;
+    let threads = args.threads.count();
+    let memory = args.memory.budget(threads)?;
     let rt = common::runtime(Some(threads), memory)?;
     if args.verify {
         return verify(&args, &rt);
@@ -97,11 +85,14 @@ pub fn run(args: SortArgs) -> Result<()> {
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
         output,
-        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+        order: args
+            .order
+            .order()
             .with_template_coordinate(args.template_coordinate)?,
         temp_prefix: args.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,
         program: common::program(args.no_pg),
+        input_fmt_options: args.input_fmt_option.clone(),
         checksums: args.checksums,
     };
     let report = job.run(&rt)?;
@@ -118,7 +109,9 @@ fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
     let input = args.input.clone().unwrap_or_else(|| "-".into());
     let job = VerifyJob {
         input: input.clone(),
-        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref())
+        order: args
+            .order
+            .order()
             .with_template_coordinate(args.template_coordinate)?,
         reference: args.out.spec()?.reference,
     };

@@ -10,9 +10,8 @@ use std::path::PathBuf;
 /// Arguments of `sortase flagstat`.
 #[derive(clap::Args, Debug)]
 pub struct FlagstatArgs {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Output format: default, json or tsv.
     #[arg(
         short = 'O',
@@ -28,16 +27,15 @@ pub struct FlagstatArgs {
 /// Arguments of `sortase idxstats`.
 #[derive(clap::Args, Debug)]
 pub struct IdxstatsArgs {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Input BAM.
     input: PathBuf,
 }
 
 /// Runs `sortase flagstat`.
 pub fn flagstat(args: FlagstatArgs) -> Result<()> {
-    let report = FlagstatJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
+    let report = FlagstatJob::new(args.input).run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     std::io::stdout()
         .lock()
@@ -47,7 +45,7 @@ pub fn flagstat(args: FlagstatArgs) -> Result<()> {
 
 /// Runs `sortase idxstats`.
 pub fn idxstats(args: IdxstatsArgs) -> Result<()> {
-    let report = IdxstatsJob::new(args.input).run(&common::runtime(args.threads, None)?)?;
+    let report = IdxstatsJob::new(args.input).run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     std::io::stdout()
         .lock()
@@ -62,9 +60,8 @@ pub struct StatsArgs {
     /// MAPQ histogram; a table of every reference).
     #[arg(long = "plot", value_name = "FILE.html")]
     plot: Option<PathBuf>,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
@@ -80,7 +77,7 @@ pub fn stats(args: StatsArgs) -> Result<()> {
         plot: args.plot,
         reference: args.reference,
     };
-    let report = job.run(&common::runtime(args.threads, None)?)?;
+    let report = job.run(&args.threads.runtime(None)?)?;
     std::io::stdout()
         .lock()
         .write_all(report.to_tsv().as_bytes())?;

@@ -39,9 +39,8 @@ pub struct ViewArgs {
     /// Print only the count of matching records.
     #[arg(short = 'c', long = "count")]
     count: bool,
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: common::Threads,
     /// Only records in read group STR.
     #[arg(short = 'r', long = "read-group", value_name = "STR")]
     read_group: Option<String>,
@@ -162,7 +161,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
         regions: args.regions,
         program: common::program(args.no_pg),
     };
-    let rt = common::runtime(args.threads, None)?;
+    let rt = args.threads.runtime(None)?;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if let (Some(n), true) = (report.count, report.outputs.is_empty()) {

@@ -107,12 +107,12 @@ class Report(dict):
         return value
 
 
-def _report(json_text: str) -> Report:
+def _report(json_text: str, stacklevel: int = 3) -> Report:
     import json
 
     report = Report._from(json.loads(json_text))
     for w in report.get("warnings", []):
-        warnings.warn(w, SortaseWarning, stacklevel=3)
+        warnings.warn(w, SortaseWarning, stacklevel=stacklevel)
     return report
 
 
@@ -151,6 +151,38 @@ def _closing(callback: Optional[Callable[..., None]]) -> None:
         callback.close()  # type: ignore[attr-defined]
 
 
+#: The keywords of a wrapper that belong to its face, not to the job's spec: the runtime's
+#: (``threads``, ``max_memory``) and the progress bar. The others go to the spec as they are.
+_FACE_KEYWORDS = ("threads", "max_memory", "progress")
+
+
+def _plain(value: Any) -> Any:
+    """A keyword's value as JSON data: paths as text, sequences as lists."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _job(kind: str, keywords: Dict[str, Any]) -> Report:
+    """Runs job ``kind`` with a wrapper's keywords (its ``locals()``): the spec's keywords as a
+    JSON object, which ``_sortase.run_job`` places into the Rust job spec (a keyword the spec
+    does not have is an :class:`ArgumentError`); ``_FACE_KEYWORDS`` go to the runtime."""
+    import json
+
+    spec = {k: _plain(v) for k, v in keywords.items() if k not in _FACE_KEYWORDS}
+    callback = _progress(keywords["progress"], kind) if "progress" in keywords else None
+    try:
+        text = _sortase.run_job(
+            kind, json.dumps(spec), threads=keywords.get("threads"),
+            max_memory=keywords.get("max_memory"), progress=callback,
+        )
+    finally:
+        _closing(callback)
+    return _report(text, stacklevel=4)
+
+
 def sort(
     input: PathLike,
     output: PathLike,
@@ -168,6 +200,7 @@ def sort(
     index_format: Optional[str] = None,
     reference: Optional[PathLike] = None,
     output_fmt_options: Optional[Sequence[str]] = None,
+    input_fmt_options: Optional[Sequence[str]] = None,
     temp_prefix: Optional[PathLike] = None,
     no_pg: bool = False,
     max_fan_in: int = 64,
@@ -182,7 +215,9 @@ def sort(
     (``--template-coordinate``; paired records need ``MC`` tags), ``level`` (``-l``), ``uncompressed``
     (``-u``), ``write_index`` (CRAM: a ``.crai``), ``output_fmt`` (``-O``), ``index_format``,
     ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
-    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``), ``temp_prefix``
+    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``),
+    ``input_fmt_options`` (``--input-fmt-option``: ``["filter=mapq >= 30"]`` sorts only the records
+    the htslib filter expression passes, as samtools), ``temp_prefix``
     (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
     (default: when stderr is a terminal and tqdm is installed). ``checksums`` (``--checksums``):
     prove that no record was lost or changed (``samtools checksum``'s sums of the records read and
@@ -190,20 +225,7 @@ def sort(
 
     Returns a :class:`Report`; the output is byte-identical to the command's with the same options.
     """
-    callback = _progress(progress, "sort")
-    try:
-        text = _sortase.sort(
-            input, output, threads=threads, max_memory=max_memory, by_name=by_name,
-            by_name_lex=by_name_lex, tag=tag, template_coordinate=template_coordinate,
-            level=level, uncompressed=uncompressed,
-            write_index=write_index, output_fmt=output_fmt, index_format=index_format,
-            reference=reference, output_fmt_options=_list(output_fmt_options),
-            temp_prefix=temp_prefix, no_pg=no_pg, max_fan_in=max_fan_in, progress=callback,
-            checksums=checksums,
-        )
-    finally:
-        _closing(callback)
-    return _report(text)
+    return _job("sort", locals())
 
 
 Tags = Union[Sequence[str], Mapping[str, Optional[str]], None]
@@ -422,14 +444,7 @@ def merge(
     (``-h FILE``), ``force`` (``-f``), ``checksums`` (``--checksums``, as :func:`sort`), and the
     output options of :func:`sort`. Reports ``inputs``, ``threads``, ``method``, ``ranges``,
     ``outputs``, ``warnings``, ``checksums``."""
-    return _report(_sortase.merge(
-        [os.fspath(p) for p in inputs], output, threads=threads, by_name=by_name,
-        by_name_lex=by_name_lex, tag=tag, attach_rg=attach_rg, combine_rg=combine_rg,
-        combine_pg=combine_pg, seed=seed, header=header, force=force, level=level,
-        uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
-        index_format=index_format, reference=reference,
-        output_fmt_options=_list(output_fmt_options), no_pg=no_pg, checksums=checksums,
-    ))
+    return _job("merge", locals())
 
 
 def view(
@@ -477,17 +492,8 @@ def view(
     values of one tag), ``tag_file`` (``-D TAG:FILE``), ``qname_file`` (``-N``, ``"^FILE"``
     excludes) and ``expr`` (``-e``: an htslib filter expression such as
     ``'mapq >= 30 && flag.paired && [NM] < 3'``)."""
-    return _report(_sortase.view(
-        input, output, regions=None if regions is None else list(regions), threads=threads,
-        output_fmt=output_fmt, count=count, require_flags=require_flags,
-        exclude_flags=exclude_flags, min_mapq=min_mapq, with_header=with_header,
-        header_only=header_only, level=level, uncompressed=uncompressed, reference=reference,
-        output_fmt_options=_list(output_fmt_options), write_index=write_index, no_pg=no_pg,
-        read_group=read_group, library=library, read_group_file=read_group_file,
-        exclude_no_read_group=exclude_no_read_group, target_file=target_file,
-        tag=[tag] if isinstance(tag, str) else _list(tag), tag_file=tag_file,
-        qname_file=qname_file, expr=expr,
-    ))
+    tag = [tag] if isinstance(tag, str) else tag  # one -d value or several
+    return _job("view", locals())
 
 
 def markdup(
@@ -520,14 +526,7 @@ def markdup(
     the duplicate flag is not summed, and with ``remove_duplicates`` the removed records are summed
     as ``left_out``). Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines
     the CLI prints), ``outputs``, ``warnings``, ``checksums``."""
-    return _report(_sortase.markdup(
-        input, output, mode=mode, remove_duplicates=remove_duplicates, metrics=metrics,
-        threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
-        optical_distance=optical_distance, level=level, uncompressed=uncompressed,
-        write_index=write_index, output_fmt=output_fmt, index_format=index_format,
-        reference=reference, output_fmt_options=_list(output_fmt_options), no_pg=no_pg,
-        checksums=checksums,
-    ))
+    return _job("markdup", locals())
 
 
 def fq2bam(
@@ -567,14 +566,7 @@ def fq2bam(
     version is :func:`sortase.distributed.fq2bam`."""
     if output is None:
         raise ArgumentError("fq2bam needs an output (output=, -o)")
-    return _report(_sortase.fq2bam(
-        index, reads1, reads2, output, preset=preset, read_group=read_group, markdup=markdup,
-        md=md, cs=cs, threads=threads, max_memory=max_memory, temp_prefix=temp_prefix,
-        level=level, uncompressed=uncompressed, write_index=write_index, output_fmt=output_fmt,
-        index_format=index_format, reference=reference,
-        output_fmt_options=_list(output_fmt_options), no_pg=no_pg, max_fan_in=max_fan_in,
-        checksums=checksums,
-    ))
+    return _job("fq2bam", locals())
 
 
 def bgzip(

@@ -106,6 +106,29 @@ impl RecordBatch {
         self
     }
 
+    /// Keeps only the records for which `keep` is true, in order, moving them to the front of the
+    /// buffer (no allocation); stops at `keep`'s first error.
+    pub fn retain<E>(
+        &mut self,
+        mut keep: impl FnMut(RecordRef<'_>) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        let (mut kept, mut write) = (0, self.offsets.first().map_or(0, |&o| o as usize));
+        for i in 0..self.offsets.len() {
+            let start = self.offsets[i] as usize;
+            let next = self.offsets.get(i + 1).map_or(self.end, |&o| o as usize);
+            if !keep(RecordRef::new_unchecked(&self.buf[start + 4..next]))? {
+                continue;
+            }
+            self.buf.copy_within(start..next, write);
+            self.offsets[kept] = write as u32;
+            kept += 1;
+            write += next - start;
+        }
+        self.offsets.truncate(kept);
+        self.end = write;
+        Ok(())
+    }
+
     /// Heap bytes the batch holds (buffer and offsets), for memory budgets.
     pub fn allocated(&self) -> usize {
         self.buf.capacity() + self.offsets.capacity() * 4
@@ -120,5 +143,31 @@ impl RecordBatch {
     /// Uncompressed stream offset of the first record.
     pub fn stream_offset(&self) -> u64 {
         self.stream_offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sam_read::SamReader;
+
+    #[test]
+    fn retain_keeps_the_chosen_records_in_order() {
+        let mut sam = String::from("@SQ\tSN:c\tLN:1000\n");
+        for i in 0..10 {
+            sam += &format!("r{i}\t0\tc\t{}\t{i}\t2M\t*\t0\t0\tAC\tII\n", i + 1);
+        }
+        let (header, mut reader) = SamReader::new(sam.as_bytes()).unwrap();
+        let mut batch = reader.next_batch(&header, 1 << 20).unwrap().unwrap();
+        let whole: Vec<Vec<u8>> = batch.iter_raw().map(<[u8]>::to_vec).collect();
+        batch
+            .retain(|r| Ok::<_, ()>(r.mapping_quality() % 3 == 1))
+            .unwrap();
+        let kept: Vec<&[u8]> = batch.iter_raw().collect();
+        let expected: Vec<&[u8]> = [1, 4, 7].iter().map(|&i| &whole[i][..]).collect();
+        assert_eq!(kept, expected);
+        assert_eq!(batch.bytes(), expected.concat());
+        assert_eq!(batch.retain(|_| Err("stop")), Err("stop"));
+        batch.retain(|_| Ok::<_, ()>(false)).unwrap();
+        assert!(batch.is_empty() && batch.bytes().is_empty());
     }
 }

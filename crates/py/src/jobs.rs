@@ -3,15 +3,14 @@
 //! report as JSON. `python/sortase/__init__.py` turns the JSON into `Report`s, tables and lists.
 
 use crate::error;
-use crate::run::{run_job, runtime, LatestProgress};
-use crate::{memory_bytes, path_text};
+use crate::memory_bytes;
+use crate::run::{run_job as run_job_on, runtime, LatestProgress};
+use crate::spec;
 use pyo3::prelude::*;
-use sortase::markdup::Mode;
-use sortase::view::{parse_flags, FilterSpec};
+use sortase::view::parse_flags;
 use sortase::{
-    BgzipJob, BgzipMode, DuplicateMarking, FaidxJob, FetchJob, FetchRequest, FlagstatJob,
-    Fq2BamJob, IdxstatsJob, IndexJob, MarkdupJob, MergeJob, Order, OutputSpec, Program, Runtime,
-    SnpPileupJob, ViewJob,
+    BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob, IdxstatsJob,
+    IndexJob, MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,13 +25,8 @@ fn run_to_json<R: serde::Serialize + Send + 'static>(
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, memory, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
-    let report = run_job(py, &rt, None, move || job(&job_rt))?;
+    let report = run_job_on(py, &rt, None, move || job(&job_rt))?;
     serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
-}
-
-/// The `@PG` line of a call (`None` under `no_pg`), its command line the Python call.
-fn program(no_pg: bool, call: &str) -> Option<Program> {
-    (!no_pg).then(|| Program::new(format!("sortase.{call}")))
 }
 
 /// `-f/-F`: an int, or samtools' text (`"0x4"`, `"UNMAP,SECONDARY"`).
@@ -53,7 +47,7 @@ fn flagstat(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<(
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
-    let report = run_job(py, &rt, None, move || job.run(&job_rt))?;
+    let report = run_job_on(py, &rt, None, move || job.run(&job_rt))?;
     let json = serde_json::to_string(&report)
         .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
     Ok((json, report.to_json()))
@@ -87,290 +81,100 @@ fn index(
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// `sortase merge`; the report as JSON.
+/// Runs the job `kind` (`sort`, `merge`, `markdup`, `view`, `fq2bam`) from the Python wrapper's keywords
+/// (`spec`: a JSON object, placed into the job's spec by [`spec::place`]) on a runtime of
+/// `threads` threads and `max_memory` bytes; the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (inputs, output, *, threads=None, by_name=false, by_name_lex=false,
-    tag=None, attach_rg=false, combine_rg=false, combine_pg=false, seed=None, header=None,
-    force=false, level=None, uncompressed=false, write_index=false, output_fmt=None,
-    index_format=None, reference=None, output_fmt_options=None, no_pg=false,
-    checksums=false))]
-#[allow(clippy::too_many_arguments)]
-fn merge(
+#[pyo3(signature = (kind, spec, *, threads=None, max_memory=None, progress=None))]
+fn run_job(
     py: Python<'_>,
-    inputs: Vec<PathBuf>,
-    output: PathBuf,
-    threads: Option<usize>,
-    by_name: bool,
-    by_name_lex: bool,
-    tag: Option<String>,
-    attach_rg: bool,
-    combine_rg: bool,
-    combine_pg: bool,
-    seed: Option<i64>,
-    header: Option<PathBuf>,
-    force: bool,
-    level: Option<i32>,
-    uncompressed: bool,
-    write_index: bool,
-    output_fmt: Option<String>,
-    index_format: Option<String>,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    no_pg: bool,
-    checksums: bool,
-) -> PyResult<String> {
-    let job = MergeJob {
-        inputs: inputs.into_iter().map(path_text).collect(),
-        output: OutputSpec {
-            path: Some(output),
-            format: output_fmt,
-            level,
-            uncompressed,
-            write_index,
-            index_format,
-            reference,
-            format_options: output_fmt_options.unwrap_or_default(),
-        },
-        order: Order::from_flags(by_name, by_name_lex, tag.as_deref()),
-        attach_rg,
-        combine_rg,
-        combine_pg,
-        seed,
-        header_file: header,
-        force,
-        program: program(no_pg, "merge"),
-        checksums,
-    };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
-/// `sortase view`; the report as JSON (`count` under `count=True`).
-#[pyfunction]
-#[pyo3(signature = (input, output=None, *, regions=None, threads=None, output_fmt=None,
-    count=false, require_flags=None, exclude_flags=None, min_mapq=0, with_header=false,
-    header_only=false, level=None, uncompressed=false, reference=None, output_fmt_options=None,
-    write_index=false, no_pg=false, read_group=None, library=None, read_group_file=None,
-    exclude_no_read_group=false, target_file=None, tag=None, tag_file=None, qname_file=None,
-    expr=None))]
-#[allow(clippy::too_many_arguments)]
-fn view(
-    py: Python<'_>,
-    input: PathBuf,
-    output: Option<PathBuf>,
-    regions: Option<Vec<String>>,
-    threads: Option<usize>,
-    output_fmt: Option<String>,
-    count: bool,
-    require_flags: Option<&Bound<'_, PyAny>>,
-    exclude_flags: Option<&Bound<'_, PyAny>>,
-    min_mapq: u8,
-    with_header: bool,
-    header_only: bool,
-    level: Option<i32>,
-    uncompressed: bool,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    write_index: bool,
-    no_pg: bool,
-    read_group: Option<String>,
-    library: Option<String>,
-    read_group_file: Option<String>,
-    exclude_no_read_group: bool,
-    target_file: Option<PathBuf>,
-    tag: Option<Vec<String>>,
-    tag_file: Option<String>,
-    qname_file: Option<String>,
-    expr: Option<String>,
-) -> PyResult<String> {
-    let job = ViewJob {
-        input: path_text(input),
-        output: OutputSpec {
-            path: output,
-            format: output_fmt,
-            level,
-            uncompressed,
-            reference,
-            format_options: output_fmt_options.unwrap_or_default(),
-            write_index,
-            ..OutputSpec::default()
-        }
-        .with_format_options()
-        .map_err(|e| error::to_py_err(py, e))?,
-        with_header,
-        header_only,
-        count,
-        filter: FilterSpec {
-            require_flags: flags(py, require_flags)?,
-            exclude_flags: flags(py, exclude_flags)?,
-            min_mapq,
-            read_group,
-            read_group_file,
-            exclude_no_read_group,
-            library,
-            targets_file: target_file,
-            tags: tag.unwrap_or_default(),
-            tag_file,
-            qname_file,
-            expression: expr,
-        },
-        regions: regions.unwrap_or_default(),
-        program: program(no_pg, "view"),
-    };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
-/// `sortase markdup`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (input, output, *, mode="auto", remove_duplicates=false, metrics=None,
-    threads=None, max_memory=None, temp_prefix=None, optical_distance=None, level=None,
-    uncompressed=false, write_index=false, output_fmt=None, index_format=None, reference=None,
-    output_fmt_options=None, no_pg=false, checksums=false))]
-#[allow(clippy::too_many_arguments)]
-fn markdup(
-    py: Python<'_>,
-    input: PathBuf,
-    output: PathBuf,
-    mode: &str,
-    remove_duplicates: bool,
-    metrics: Option<PathBuf>,
+    kind: &str,
+    spec: &str,
     threads: Option<usize>,
     max_memory: Option<&Bound<'_, PyAny>>,
-    temp_prefix: Option<PathBuf>,
-    optical_distance: Option<i32>,
-    level: Option<i32>,
-    uncompressed: bool,
-    write_index: bool,
-    output_fmt: Option<String>,
-    index_format: Option<String>,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    no_pg: bool,
-    checksums: bool,
+    progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<String> {
-    let mode = match mode {
-        "auto" => Mode::Auto,
-        "query" => Mode::Query,
-        "coordinate" => Mode::Coordinate,
-        other => {
-            return Err(error::raise(
-                py,
-                "ArgumentError",
-                &format!("mode {other:?} is not one of auto, query, coordinate"),
-            ))
+    let err = |e| error::to_py_err(py, e);
+    let spec_err = |e: spec::SpecError| match e.wrong_type {
+        true => pyo3::exceptions::PyTypeError::new_err(e.error.to_string()),
+        false => error::to_py_err(py, e.error),
+    };
+    let mut memory = memory_bytes(max_memory, "max_memory")?;
+    let placed = spec::place(kind, spec, |s| match kind {
+        "sort" => format!(
+            "sortase.sort({:?}, {:?})",
+            text(&s["input"]),
+            text(&s["output"]["path"])
+        ),
+        _ => format!("sortase.{kind}"),
+    })
+    .map_err(err)?;
+    let latest = Arc::new(LatestProgress::default());
+    let run: JsonJob = match kind {
+        "sort" => json_of(
+            spec::typed::<SortJob>(kind, placed).map_err(spec_err)?,
+            SortJob::run,
+        ),
+        "merge" => json_of(
+            spec::typed::<MergeJob>(kind, placed).map_err(spec_err)?,
+            MergeJob::run,
+        ),
+        "markdup" => {
+            // The CLI's --max-memory default (crates/cli/markdup_coord.rs).
+            memory = memory.or(Some(2 << 30));
+            json_of(
+                spec::typed::<MarkdupJob>(kind, placed).map_err(spec_err)?,
+                MarkdupJob::run,
+            )
+        }
+        "fq2bam" => {
+            let job = spec::typed::<Fq2BamJob>(kind, placed).map_err(spec_err)?;
+            // The CLI's default budget (the index's memory on top of 768 MiB per thread).
+            let all = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            memory = memory.or_else(|| sortase::fq2bam::default_memory(all.max(1), &job.index));
+            json_of(job, Fq2BamJob::run)
+        }
+        _ => {
+            let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
+            job.output = job.output.with_format_options().map_err(err)?;
+            json_of(job, ViewJob::run)
         }
     };
-    // The CLI's --max-memory default (crates/cli/markdup_coord.rs).
-    let memory = memory_bytes(max_memory, "max_memory")?.unwrap_or(2 << 30);
-    let mut job = MarkdupJob {
-        mode,
-        remove_duplicates,
-        temp_prefix,
-        program: program(no_pg, "markdup"),
-        checksums,
-        ..MarkdupJob::new(
-            path_text(input),
-            OutputSpec {
-                path: Some(output),
-                format: output_fmt,
-                level,
-                uncompressed,
-                write_index,
-                index_format,
-                reference,
-                format_options: output_fmt_options.unwrap_or_default(),
-            },
-        )
-    };
-    job.picard.metrics = metrics;
-    if let Some(d) = optical_distance {
-        job.picard.optical_distance = d;
-    }
-    run_to_json(py, threads, Some(memory), move |rt| job.run(rt))
+    let rt = runtime(threads, memory, &latest).map_err(err)?;
+    let job_rt = rt.clone();
+    run_job_on(py, &rt, progress.map(|p| (p, &*latest)), move || {
+        run(&job_rt)
+    })
 }
 
-/// `sortase fq2bam`; the report as JSON.
+/// A job to run on a runtime, its report as JSON.
+type JsonJob = Box<dyn FnOnce(&Runtime) -> sortase::Result<String> + Send>;
+
+/// A JSON string's text, or `-` for none.
+fn text(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or("-")
+}
+
+/// `job` run by `run`, its report as JSON.
+fn json_of<J: Send + 'static, R: serde::Serialize + 'static>(
+    job: J,
+    run: fn(&J, &Runtime) -> sortase::Result<R>,
+) -> JsonJob {
+    Box::new(move |rt| {
+        let report = run(&job, rt)?;
+        serde_json::to_string(&report)
+            .map_err(|e| sortase::Error::new(sortase::ErrorKind::Internal, e.to_string()))
+    })
+}
+
+/// The keywords the spec of `kind` takes, with their defaults, as a JSON object: one per spec
+/// field, plus the face groups' keywords (`by_name`, `by_name_lex`, `tag`, `template_coordinate`,
+/// `no_pg`). python/tests/test_spec.py checks each wrapper's keywords against it.
 #[pyfunction]
-#[pyo3(signature = (index, reads1, reads2=None, output=None, *, preset="sr", read_group=None,
-    markdup="samblaster", md=false, cs=false, threads=None, max_memory=None, temp_prefix=None,
-    level=None, uncompressed=false, write_index=false, output_fmt=None, index_format=None,
-    reference=None, output_fmt_options=None, no_pg=false, max_fan_in=64, checksums=false))]
-#[allow(clippy::too_many_arguments)]
-fn fq2bam(
-    py: Python<'_>,
-    index: PathBuf,
-    reads1: PathBuf,
-    reads2: Option<PathBuf>,
-    output: Option<PathBuf>,
-    preset: &str,
-    read_group: Option<String>,
-    markdup: &str,
-    md: bool,
-    cs: bool,
-    threads: Option<usize>,
-    max_memory: Option<&Bound<'_, PyAny>>,
-    temp_prefix: Option<PathBuf>,
-    level: Option<i32>,
-    uncompressed: bool,
-    write_index: bool,
-    output_fmt: Option<String>,
-    index_format: Option<String>,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    no_pg: bool,
-    max_fan_in: usize,
-    checksums: bool,
-) -> PyResult<String> {
-    let Some(output) = output else {
-        return Err(error::raise(
-            py,
-            "ArgumentError",
-            "fq2bam: output is required",
-        ));
-    };
-    let markdup = match markdup {
-        "samblaster" => DuplicateMarking::Samblaster,
-        "picard" => DuplicateMarking::Picard,
-        "none" => DuplicateMarking::None,
-        other => {
-            return Err(error::raise(
-                py,
-                "ArgumentError",
-                &format!("markdup {other:?} is not one of samblaster, picard, none"),
-            ))
-        }
-    };
-    // The CLI's default budget (the index's memory on top of 768 MiB per thread).
-    let all =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let memory = memory_bytes(max_memory, "max_memory")?
-        .or_else(|| sortase::fq2bam::default_memory(all.max(1), &index));
-    let job = Fq2BamJob {
-        reads2,
-        preset: preset.into(),
-        read_group,
-        markdup,
-        md,
-        cs,
-        temp_prefix,
-        max_fan_in,
-        program: program(no_pg, "fq2bam"),
-        checksums,
-        ..Fq2BamJob::new(
-            index,
-            reads1,
-            OutputSpec {
-                path: Some(output),
-                format: output_fmt,
-                level,
-                uncompressed,
-                write_index,
-                index_format,
-                reference,
-                format_options: output_fmt_options.unwrap_or_default(),
-            },
-        )
-    };
-    run_to_json(py, threads, memory, move |rt| job.run(rt))
+fn spec_keywords(py: Python<'_>, kind: &str) -> PyResult<String> {
+    let keywords = spec::keywords(kind).map_err(|e| error::to_py_err(py, e))?;
+    Ok(serde_json::Value::Object(keywords).to_string())
 }
 
 /// `sortase bgzip`; the report as JSON.
@@ -518,10 +322,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flagstat, m)?)?;
     m.add_function(wrap_pyfunction!(idxstats, m)?)?;
     m.add_function(wrap_pyfunction!(index, m)?)?;
-    m.add_function(wrap_pyfunction!(merge, m)?)?;
-    m.add_function(wrap_pyfunction!(view, m)?)?;
-    m.add_function(wrap_pyfunction!(markdup, m)?)?;
-    m.add_function(wrap_pyfunction!(fq2bam, m)?)?;
+    m.add_function(wrap_pyfunction!(run_job, m)?)?;
+    m.add_function(wrap_pyfunction!(spec_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(bgzip, m)?)?;
     m.add_function(wrap_pyfunction!(faidx, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;

@@ -7,6 +7,7 @@ mod agd;
 mod error;
 mod jobs;
 mod run;
+mod spec;
 mod tasks;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
@@ -16,7 +17,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyString};
 use run::{run_job, runtime, LatestProgress};
 use sortase::options::parse_size;
-use sortase::{Order, OutputSpec, Program, SortJob};
 use sortase_arrow::{ReadJob, TagColumn, TagKind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,72 +39,6 @@ pub(crate) fn memory_bytes(
 
 pub(crate) fn path_text(p: PathBuf) -> String {
     p.to_string_lossy().into_owned()
-}
-
-/// `sortase sort`; returns the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (input, output, *, threads=None, max_memory=None, by_name=false,
-    by_name_lex=false, tag=None, template_coordinate=false, level=None, uncompressed=false,
-    write_index=false, output_fmt=None, index_format=None, reference=None,
-    output_fmt_options=None, temp_prefix=None, no_pg=false, max_fan_in=64, progress=None,
-    checksums=false))]
-#[allow(clippy::too_many_arguments)]
-fn sort(
-    py: Python<'_>,
-    input: PathBuf,
-    output: PathBuf,
-    threads: Option<usize>,
-    max_memory: Option<&Bound<'_, PyAny>>,
-    by_name: bool,
-    by_name_lex: bool,
-    tag: Option<String>,
-    template_coordinate: bool,
-    level: Option<i32>,
-    uncompressed: bool,
-    write_index: bool,
-    output_fmt: Option<String>,
-    index_format: Option<String>,
-    reference: Option<PathBuf>,
-    output_fmt_options: Option<Vec<String>>,
-    temp_prefix: Option<PathBuf>,
-    no_pg: bool,
-    max_fan_in: usize,
-    progress: Option<&Bound<'_, PyAny>>,
-    checksums: bool,
-) -> PyResult<String> {
-    let memory = memory_bytes(max_memory, "max_memory")?;
-    let latest = Arc::new(LatestProgress::default());
-    let rt = runtime(threads, memory, &latest).map_err(|e| error::to_py_err(py, e))?;
-    let command_line = format!(
-        "sortase.sort({:?}, {:?})",
-        input.display().to_string(),
-        output.display().to_string()
-    );
-    let job = SortJob {
-        input: path_text(input),
-        output: OutputSpec {
-            path: Some(output),
-            format: output_fmt,
-            level,
-            uncompressed,
-            write_index,
-            index_format,
-            reference,
-            format_options: output_fmt_options.unwrap_or_default(),
-        },
-        order: Order::from_flags(by_name, by_name_lex, tag.as_deref())
-            .with_template_coordinate(template_coordinate)
-            .map_err(|e| error::to_py_err(py, e))?,
-        temp_prefix,
-        max_fan_in,
-        program: (!no_pg).then(|| Program::new(command_line)),
-        checksums,
-    };
-    let job_rt = rt.clone();
-    let report = run_job(py, &rt, progress.map(|p| (p, &*latest)), move || {
-        job.run(&job_rt)
-    })?;
-    serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
 }
 
 /// `tags=`: a list of names, or a dict of names to SAM type codes.
@@ -310,7 +244,6 @@ fn scan_bam(
 fn _sortase(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", sortase::options::VERSION)?;
     m.add_class::<ArrowStream>()?;
-    m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(read_bam, m)?)?;
     m.add_function(wrap_pyfunction!(scan_bam, m)?)?;
     tasks::register(m)?;

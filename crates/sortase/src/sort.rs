@@ -16,6 +16,7 @@
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
+use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
@@ -26,6 +27,8 @@ use sortase_exec::output::{resolve_output, temp_prefix, OutFormat};
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::range_output;
 use sortase_exec::runtime::{CancelFlag, Runtime};
+use sortase_ops::filter::expr::Scratch;
+use sortase_ops::filter::{FilterSpec, RecordFilter};
 use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
 use std::path::PathBuf;
 
@@ -52,6 +55,11 @@ pub struct SortJob {
     pub max_fan_in: usize,
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
+    /// samtools' `--input-fmt-option`: `filter=EXPR` reads only the records for which the htslib
+    /// filter expression is true (as `samtools sort --input-fmt-option filter=EXPR`); other input
+    /// options are refused.
+    #[serde(default)]
+    pub input_fmt_options: Vec<String>,
     /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
     /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~15%
     /// more CPU (every record is summed once as read and once as written).
@@ -108,6 +116,7 @@ impl SortJob {
             temp_prefix: None,
             max_fan_in: 64,
             program: None,
+            input_fmt_options: Vec::new(),
             checksums: false,
         }
     }
@@ -224,6 +233,32 @@ impl Budget for PoolBudget {
     }
 }
 
+/// samtools' `--input-fmt-option` list as a record filter: `filter=EXPR` (htslib's filter
+/// expression; the last one given wins, as in htslib); any other option is an argument error.
+pub(crate) fn input_filter(options: &[String], header: &Header) -> Result<Option<RecordFilter>> {
+    let mut expression = None;
+    for opt in options {
+        match opt.split_once('=') {
+            Some(("filter", e)) => expression = Some(e.to_string()),
+            _ => {
+                return Err(Error::argument(format!(
+                    "--input-fmt-option {opt}: sort takes filter=EXPR only"
+                )))
+            }
+        }
+    }
+    let Some(expression) = expression else {
+        return Ok(None);
+    };
+    let spec = FilterSpec {
+        expression: Some(expression),
+        ..FilterSpec::default()
+    };
+    RecordFilter::new(&spec, header)
+        .map(Some)
+        .map_err(|e| Error::argument(format!("--input-fmt-option filter: {e}")))
+}
+
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let threads = rt.threads();
     if job.max_fan_in < 2 {
@@ -255,6 +290,8 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     .with_context(|| input_name.clone())?;
     input.set_cancel(rt.cancel_flag().clone());
     let order = job.order.resolve_with(&input.header)?;
+    let filter = input_filter(&job.input_fmt_options, &input.header)?;
+    let mut scratch = Scratch::default();
 
     let temp = TempDir::create(&temp_prefix(
         job.temp_prefix.as_deref(),
@@ -269,7 +306,11 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let sums = ChecksumOptions::every_record();
     let mut read = Sums::EMPTY;
     input
-        .for_each_batch(|b| {
+        .for_each_batch(|mut b| {
+            if let Some(f) = &filter {
+                b.retain(|r| f.passes(&r, &mut scratch))
+                    .map_err(|e| Error::argument(e.to_string()))?;
+            }
             pushed += b.len() as u64;
             if job.checksums {
                 read.merge(&rt.install(|| proof::batch_sums(&sums, &b)));

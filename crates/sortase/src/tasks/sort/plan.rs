@@ -37,6 +37,9 @@ impl SortJob {
 
 fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<SortPlan> {
     let order = job.order.resolve()?;
+    if !job.input_fmt_options.is_empty() {
+        bail_argument!("sort tasks take no --input-fmt-option; use `sortase sort` on the file");
+    }
     if job.input == "-" {
         bail_argument!("sort tasks read a BAM file, not standard input");
     }

@@ -1,0 +1,124 @@
+"""One job spec, many faces (issue 28): ``sort``, ``merge``, ``markdup`` and ``view`` pass their
+keywords as data to ``_sortase.run_job``, which places them into the Rust job spec. Checked here:
+every keyword of a wrapper is a field of the Rust spec (or a face keyword, ``_FACE_KEYWORDS``), every
+spec field has a keyword (or is listed in :data:`NOT_IN_PYTHON` with the reason), and a wrapper's
+defaults are the spec's. A field added in Rust without its Python keyword, or a keyword without its
+field, fails here."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+import sortase
+
+_sortase = pytest.importorskip("sortase._sortase")
+
+KINDS = ["sort", "merge", "markdup", "view", "fq2bam"]
+
+#: Spec fields the Python wrapper does not take, per job (the CLI's flags set them).
+NOT_IN_PYTHON: Dict[str, Set[str]] = {
+    "sort": set(),
+    # samtools merge has no --template-coordinate.
+    "merge": {"template_coordinate"},
+    # samblaster's options (sortase markdup's samblaster flags) and Picard's rarer ones.
+    "markdup": {
+        "add_mate_tags", "accept_dups", "ignore_unmated", "max_read_length", "exclude_dups",
+        "discordant_file", "splitter_file", "unmapped_file", "compat", "max_split_count",
+        "min_non_overlap", "min_indel_size", "max_unmapped_bases", "min_clip",
+        "metrics_command_line", "read_name_regex", "max_optical_set",
+    },
+    # view's --write-index writes samtools' default index format.
+    "view": {"index_format"},
+    "fq2bam": set(),
+}
+
+
+def wrapper_keywords(kind: str) -> Dict[str, object]:
+    """The keywords of ``sortase.<kind>`` with their defaults (``None`` for required ones)."""
+    params = inspect.signature(getattr(sortase, kind)).parameters.values()
+    return {p.name: None if p.default is inspect.Parameter.empty else p.default for p in params}
+
+
+def drift(kind: str, python: Dict[str, object], spec: Dict[str, object]) -> List[str]:
+    """Every difference between a wrapper's keywords and the spec's, one line each."""
+    face = set(sortase._FACE_KEYWORDS)
+    mine = set(python) - face
+    problems = [f"{kind}: keyword {k!r} names no spec field" for k in sorted(mine - set(spec))]
+    problems += [f"{kind}: spec field {k!r} has no keyword (nor a NOT_IN_PYTHON entry)"
+                 for k in sorted(set(spec) - mine - NOT_IN_PYTHON[kind])]
+    problems += [f"{kind}: {k!r} is in NOT_IN_PYTHON but is a keyword"
+                 for k in sorted(NOT_IN_PYTHON[kind] & mine)]
+    for k in sorted(mine & set(spec)):
+        # None in Python: the spec's default.
+        if python[k] is not None and python[k] != spec[k]:
+            problems.append(f"{kind}: {k}={python[k]!r} in Python, {spec[k]!r} in the spec")
+    return problems
+
+
+def spec_keywords(kind: str) -> Dict[str, object]:
+    return json.loads(_sortase.spec_keywords(kind))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrapper_keywords_are_the_spec_fields(kind: str) -> None:
+    problems = drift(kind, wrapper_keywords(kind), spec_keywords(kind))
+    assert not problems, "\n".join(problems)
+
+
+def test_a_planted_drift_is_found() -> None:
+    """The check can fail: a keyword the spec lacks, a field without a keyword, a changed default."""
+    python, spec = wrapper_keywords("sort"), spec_keywords("sort")
+    planted = {
+        "extra keyword": ({**python, "no_such_option": False}, spec),
+        "missing keyword": ({k: v for k, v in python.items() if k != "max_fan_in"}, spec),
+        "new field": (python, {**spec, "new_field": 0}),
+        "default": ({**python, "max_fan_in": 32}, spec),
+    }
+    for what, (p, s) in planted.items():
+        problems = drift("sort", p, s)
+        assert len(problems) == 1, (what, problems)
+
+
+def test_face_keywords_are_no_spec_field() -> None:
+    for kind in KINDS:
+        assert not set(sortase._FACE_KEYWORDS) & set(spec_keywords(kind)), kind
+
+
+def test_unknown_keyword_is_refused_by_name(tmp_path: Path) -> None:
+    spec = {"input": str(tmp_path / "in.bam"), "output": str(tmp_path / "out.bam"),
+            "no_such_option": True}
+    with pytest.raises(sortase.ArgumentError, match="no_such_option"):
+        _sortase.run_job("sort", json.dumps(spec))
+    assert not (tmp_path / "out.bam").exists()
+    with pytest.raises(sortase.ArgumentError, match="no job"):
+        _sortase.run_job("sortt", json.dumps(spec))
+
+
+def test_wrong_type_names_its_keyword(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="max_fan_in"):
+        sortase.sort(tmp_path / "in.bam", tmp_path / "out.bam", max_fan_in="many")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="level"):
+        sortase.view(tmp_path / "in.bam", count=True, level="high")  # type: ignore[arg-type]
+    with pytest.raises(sortase.ArgumentError, match="mode"):
+        sortase.markdup(tmp_path / "in.bam", tmp_path / "d.bam", mode="fastest")
+
+
+def test_a_new_sort_option_reaches_the_spec(tmp_path: Path) -> None:
+    """The example of issue 28: ``input_fmt_options`` (``--input-fmt-option filter=EXPR``) is a
+    spec field, a flag and a keyword line; through the Python face the filter drops the records
+    the expression fails, as the CLI does."""
+    sam = tmp_path / "in.sam"
+    rows = [f"r{i}\t0\tchr1\t{1 + (i * 37) % 900}\t{i % 61}\t4M\t*\t0\t0\tACGT\tIIII" for i in range(300)]
+    sam.write_text("@SQ\tSN:chr1\tLN:1000\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out.bam"
+    report = sortase.sort(sam, out, threads=2, input_fmt_options=["filter=mapq >= 30"])
+    kept = sum(1 for i in range(300) if i % 61 >= 30)
+    assert report.records == kept
+    table = sortase.read_bam(out, columns=["mapq", "pos"])
+    assert table.num_rows == kept and min(table.column("mapq").to_pylist()) >= 30
+    assert table.column("pos").to_pylist() == sorted(table.column("pos").to_pylist())
