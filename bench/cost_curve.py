@@ -32,12 +32,14 @@ import os
 import shlex
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import bgzf_uncompressed_bytes  # noqa: E402
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
@@ -49,24 +51,6 @@ COLUMNS = ["date_utc", "commit", "job", "data", "records", "input_bytes", "uncom
            "temp_peak_files", "temp_files_total", "budget_mib", "check"]
 JOBS = ["sort-mem", "sort-ooc", "markdup", "read"]
 PEER = {"sort-mem": "mako", "sort-ooc": "mako", "markdup": "dupblaster", "read": "polars-bio"}
-
-
-def uncompressed_size(path):
-    """Sum of the ISIZE fields of a BGZF file (reads 18 + 4 bytes per block)."""
-    total = 0
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        at = 0
-        while at < size:
-            f.seek(at)
-            h = f.read(18)
-            if len(h) < 18 or h[:4] != b"\x1f\x8b\x08\x04":
-                raise SystemExit(f"{path}: not BGZF at byte {at}")
-            bsize = struct.unpack("<H", h[16:18])[0] + 1
-            f.seek(at + bsize - 4)
-            total += struct.unpack("<I", f.read(4))[0]
-            at += bsize
-    return total
 
 
 class TempWatch(threading.Thread):
@@ -184,7 +168,7 @@ def run_jobs(a):
             info = json.load(f)
         data = {"bam": os.path.join(d, f"{label}.bam"),
                 "sorted": os.path.join(d, f"{label}.sorted.bam"), "records": info["records"]}
-        unc = uncompressed_size(data["bam"])
+        unc = bgzf_uncompressed_bytes(data["bam"])
         free = shutil.disk_usage(a.scratch or tempfile.gettempdir()).free
         data["devnull"] = unc * 5 // 2 > free
         for job in a.jobs.split(","):

@@ -217,6 +217,11 @@ def spread(v):
     return (v["wall_max"] - v["wall_min"]) / v["wall_median"] if v["wall_median"] else 0.0
 
 
+def round_noise(s1, s2):
+    """The relative noise of a 1- and n-thread pair: their rounds' spreads, at least MIN_NOISE."""
+    return max(MIN_NOISE, spread(s1["variants"][0]) + spread(s2["variants"][0]))
+
+
 def karp_flatt(s1, s2, n):
     """(T1, T2, e or None, why not) for the 1- and n-thread summaries of one case: e is the
     Karp-Flatt serial fraction when the pair fits the model, else None and the reason."""
@@ -224,7 +229,7 @@ def karp_flatt(s1, s2, n):
     t1, t2 = v1["wall_median"], v2["wall_median"]
     started = [datetime.datetime.fromisoformat(x["started"]) for x in (s1, s2)]
     hours = abs((started[1] - started[0]).total_seconds()) / 3600
-    noise = max(MIN_NOISE, spread(v1) + spread(v2))
+    noise = round_noise(s1, s2)
     speedup = t1 / t2
     commits = [x.get("commit") for x in (s1, s2)]
     if None in commits:
@@ -245,8 +250,7 @@ def serial_floor(s1, s2, n):
     when T2/T1 moves by the rounds' noise. A smaller e is reported as below it, and the projection
     uses it (an upper bound on T64), not e: two cores cannot show a 64x speed-up."""
     v1, v2 = s1["variants"][0], s2["variants"][0]
-    noise = max(MIN_NOISE, spread(v1) + spread(v2))
-    return n * (v2["wall_median"] / v1["wall_median"]) * noise / (n - 1)
+    return n * (v2["wall_median"] / v1["wall_median"]) * round_noise(s1, s2) / (n - 1)
 
 
 def scaling_commit(scaling):
@@ -584,8 +588,8 @@ def write_report(args, results, scaling, level_rows, profiles, started, minutes,
           "rounds' noise can tell from zero (n·(T2/T1)·noise/(n-1)) is shown as `< floor` and the "
           "projection uses the floor: a bound, not a 64x claim."
           + (f" T1 and T{args.threads} are sortase alone, from one scaling run "
-             f"(`report.py --scaling-only`) at commit {scaling_commit(scaling)}."
-             if scaling_commit(scaling) else ""), "",
+             f"(`report.py --scaling-only`) at commit {commit}."
+             if (commit := scaling_commit(scaling)) else ""), "",
           "| job | T1 (s) | T1 CPU % | T2 (s) | serial fraction e | projected T64 (s) | "
           "speed-up on 64 | saturates first |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for case, (s1, s2) in scaling.items():
