@@ -14,9 +14,10 @@ use crate::name_key::NameKeys;
 use crate::order::{coordinate_key, tag_at, tag_offset, SortOrder};
 use crate::ranges::{choose_splits, RangePlan, SplitPoint};
 use crate::run::{write_run, RunFile, RunReader};
+use crate::template::TIE_SAME_NAME;
 use crate::SortError;
 use rayon::prelude::*;
-use sortase_bam::RecordBatch;
+use sortase_bam::{RecordBatch, RecordRef};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -130,6 +131,8 @@ pub struct Sorter {
     pool: Option<Arc<rayon::ThreadPool>>,
     cancel: Arc<AtomicBool>,
     batches: Vec<RecordBatch>,
+    /// Each batch's tie words (template-coordinate order only, else empty): see [`push_entries`].
+    ties: Vec<Vec<u64>>,
     /// Input sequence number of each batch's first record.
     first_seqs: Vec<u64>,
     /// Sequence number of the next record pushed.
@@ -156,6 +159,7 @@ impl Sorter {
             cancel: Arc::new(AtomicBool::new(false)),
             opts,
             batches: Vec::new(),
+            ties: Vec::new(),
             first_seqs: Vec::new(),
             next_seq: 0,
             samples: Vec::new(),
@@ -217,7 +221,14 @@ impl Sorter {
         let b = self.batches.len() as u64;
         self.entries.reserve(batch.len());
         let order = self.opts.order;
-        if let Err(e) = push_entries(&order, &batch, b, &mut self.entries) {
+        let mut ties = Vec::new();
+        let entries = &mut self.entries;
+        let mut push = || push_entries(&order, &batch, b, entries, &mut ties);
+        let pushed = match &self.pool {
+            Some(p) => p.install(push),
+            None => push(),
+        };
+        if let Err(e) = pushed {
             self.entries
                 .truncate(self.entries.len() - self.entries.len().min(batch.len()));
             return Err(e);
@@ -233,7 +244,7 @@ impl Sorter {
         self.next_seq += batch.len() as u64;
         self.stats.records += batch.len() as u64;
         self.stats.record_bytes += batch.bytes().len() as u64;
-        let cost = batch.allocated() + batch.len() * ENTRY_COST;
+        let cost = batch.allocated() + batch.len() * ENTRY_COST + ties.capacity() * 8;
         let fits = self.budget.try_grow(cost);
         if !fits && !self.batches.is_empty() {
             // Spill what is held before this batch (its entries were pushed last: set them aside).
@@ -245,6 +256,7 @@ impl Sorter {
             }
             self.first_seqs.push(first);
             self.batches.push(batch);
+            self.ties.push(ties);
             self.used = cost;
             if !self.budget.grow_waiting(cost) {
                 self.spill()?; // bigger than the whole budget: a run of its own
@@ -254,6 +266,7 @@ impl Sorter {
         self.first_seqs.push(first);
         self.used += cost;
         self.batches.push(batch);
+        self.ties.push(ties);
         if !fits {
             self.spill()?; // a first batch bigger than the budget: a run of its own
         }
@@ -262,10 +275,10 @@ impl Sorter {
 
     fn sort_entries(&mut self) {
         let order = self.opts.order;
-        let batches = &self.batches;
+        let (batches, ties) = (&self.batches, &self.ties);
         let entries = &mut self.entries;
         let pool = self.pool.clone();
-        let mut sort = move || sort_entries(order, batches, entries);
+        let mut sort = move || sort_entries(order, batches, ties, entries);
         match pool {
             Some(p) => p.install(sort),
             None => sort(),
@@ -298,6 +311,7 @@ impl Sorter {
         self.stats.spilled_bytes += file.bytes;
         self.runs.push(Run { file, level: 0, id });
         self.batches.clear();
+        self.ties.clear();
         self.first_seqs.clear();
         self.entries = Vec::new();
         self.used = 0;
@@ -513,29 +527,27 @@ pub fn sort_batches(
     batches: &[RecordBatch],
 ) -> Result<Vec<(u64, u64)>, SortError> {
     let mut entries = Vec::with_capacity(batches.iter().map(RecordBatch::len).sum());
+    let mut ties = Vec::with_capacity(batches.len());
     for (b, batch) in batches.iter().enumerate() {
-        push_entries(&order, batch, b as u64, &mut entries)?;
+        ties.push(Vec::new());
+        push_entries(&order, batch, b as u64, &mut entries, &mut ties[b])?;
     }
-    sort_entries(order, batches, &mut entries);
+    sort_entries(order, batches, &ties, &mut entries);
     Ok(entries)
 }
 
-/// Appends `(key, b << 32 | record)` for every record of batch `b`.
+/// Appends `(key, b << 32 | record)` for every record of batch `b`, and for the
+/// template-coordinate order each record's tie word to `ties`.
 fn push_entries(
     order: &SortOrder,
     batch: &RecordBatch,
     b: u64,
     entries: &mut Vec<(u64, u64)>,
+    ties: &mut Vec<u64>,
 ) -> Result<(), SortError> {
     entries.reserve(batch.len());
     if let SortOrder::TemplateCoordinate(t) = order {
-        // HOT: once per record; the full key is built (and checked) once here, then only the
-        // packed prefix is kept.
-        for i in 0..batch.len() {
-            let key = t.key(&batch.raw(i)[4..]).map_err(SortError::Input)?;
-            entries.push((t.pack(&key), b << 32 | i as u64));
-        }
-        return Ok(());
+        return push_template_entries(t, batch, b, entries, ties);
     }
     // HOT: once per record; the key makes most comparisons a u64 compare.
     for i in 0..batch.len() {
@@ -545,8 +557,60 @@ fn push_entries(
     Ok(())
 }
 
+/// [`push_entries`] of the template-coordinate order, on the current rayon pool: the full key
+/// (aux fields, CIGAR, `MC`) costs ~0.6 µs a record, too much for the one thread that pushes
+/// batches (it made the read phase of a 12.7M-record sort 5 s longer than the coordinate sort's).
+///
+/// The full key is built (and checked) once here; only the packed prefix and the tie word are
+/// kept. Recomputing the full key on every tie of the packed key (mates always tie) cost ~9% of the
+/// sort's cycles (`perf`, large bench data).
+fn push_template_entries(
+    t: &crate::TemplateOrder,
+    batch: &RecordBatch,
+    b: u64,
+    entries: &mut Vec<(u64, u64)>,
+    ties: &mut Vec<u64>,
+) -> Result<(), SortError> {
+    const CHUNK: usize = 2048;
+    let start = entries.len();
+    entries.resize(start + batch.len(), (0, 0));
+    ties.resize(batch.len(), 0);
+    let name = |i: usize| RecordRef::new_unchecked(&batch.raw(i)[4..]).read_name();
+    // HOT: once per record.
+    let first_bad = entries[start..]
+        .par_chunks_mut(CHUNK)
+        .zip(ties.par_chunks_mut(CHUNK))
+        .enumerate()
+        .filter_map(|(c, (es, ts))| {
+            for (j, (e, tie)) in es.iter_mut().zip(ts).enumerate() {
+                let i = c * CHUNK + j;
+                let Ok(key) = t.key(&batch.raw(i)[4..]) else {
+                    return Some(i);
+                };
+                let (packed, word) = t.pack_with_tie(&key);
+                let same = i > 0 && name(i) == name(i - 1);
+                *e = (packed, b << 32 | i as u64);
+                *tie = word | if same { TIE_SAME_NAME } else { 0 };
+            }
+            None
+        })
+        .min();
+    match first_bad {
+        // The first record the order cannot place, as a sequential loop would report it.
+        Some(i) => Err(SortError::Input(
+            t.key(&batch.raw(i)[4..]).expect_err("failed above"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Sorts entries by the order's comparison, ties by `batch << 32 | record` (input order).
-fn sort_entries(order: SortOrder, batches: &[RecordBatch], entries: &mut [(u64, u64)]) {
+fn sort_entries(
+    order: SortOrder,
+    batches: &[RecordBatch],
+    ties: &[Vec<u64>],
+    entries: &mut [(u64, u64)],
+) {
     match order {
         SortOrder::Coordinate => entries.par_sort_unstable(),
         SortOrder::Name { natural } => {
@@ -560,6 +624,33 @@ fn sort_entries(order: SortOrder, batches: &[RecordBatch], entries: &mut [(u64, 
             entries.par_sort_unstable_by(|a, b| {
                 compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
             })
+        }
+        SortOrder::TemplateCoordinate(t) => {
+            // By the packed key first, as the coordinate order (no closure, no record read); then
+            // each run of equal packed keys (a pair's mates always make one) by the rest of the
+            // comparison, from the tie words and read names.
+            entries.par_sort_unstable();
+            let split = |loc: u64| ((loc >> 32) as usize, (loc & 0xffff_ffff) as usize);
+            let tie = |loc: u64| {
+                let (b, i) = split(loc);
+                (loc, ties[b][i])
+            };
+            let record = |loc: u64| {
+                let (b, i) = split(loc);
+                &batches[b].raw(i)[4..]
+            };
+            let cmp = |a: &(u64, u64), b: &(u64, u64)| {
+                t.compare_ties(tie(a.1), tie(b.1), record)
+                    .then(a.1.cmp(&b.1))
+            };
+            entries
+                .par_chunk_by_mut(|a, b| a.0 == b.0)
+                .for_each(|run| match run.len() {
+                    0 | 1 => {}
+                    // A long run (the unmapped tail) is sorted in parallel too.
+                    n if n >= 1 << 16 => run.par_sort_unstable_by(cmp),
+                    _ => run.sort_unstable_by(cmp),
+                });
         }
         _ => entries.par_sort_unstable_by(|a, b| {
             compare_entries(&order, batches, a, b).then(a.1.cmp(&b.1))
@@ -765,14 +856,15 @@ mod tests {
         let order = SortOrder::TemplateCoordinate(crate::TemplateOrder::new(header, 3));
         let mut rng = Rng(99);
         let recs: Vec<Vec<u8>> = (0..3000)
-            .map(|_| {
+            .map(|i| {
                 let tid = rng.below(4) as i32 - 1;
                 let pos = if tid < 0 { -1 } else { rng.below(20) as i32 };
                 let flag = [0u16, 16, 65, 97, 145, 129, 73, 133, 77, 2113][rng.below(10) as usize];
                 let mut aux = [
                     &b"MCZ"[..],
-                    [&b"5S"[..], b"", b"3H"][rng.below(3) as usize],
-                    b"10M\0",
+                    [&b"5S"[..], b"", b"3H", b"99999999999S"][rng.below(4) as usize],
+                    // Mate ends beyond the tie word's 36 bits take the full comparison.
+                    [&b"10M\0"[..], b"10M99999999999S\0"][usize::from(rng.below(8) == 0)],
                 ]
                 .concat();
                 if rng.below(2) == 0 {
@@ -787,12 +879,20 @@ mod tests {
                 if rng.below(3) == 0 {
                     aux.extend_from_slice(format!("CBZc{}\0", rng.below(2)).as_bytes());
                 }
-                let mut r = record(tid, pos, flag, &format!("t{}", rng.below(40)), &aux);
+                // Neighbours of one name (mates in query-grouped input) and names met anywhere.
+                let name = match rng.below(2) {
+                    0 => format!("t{}", i / 2),
+                    _ => format!("t{}", rng.below(40)),
+                };
+                let mut r = record(tid, pos, flag, &name, &aux);
                 r[24..28].copy_from_slice(&(rng.below(3) as i32 - 1).to_le_bytes()); // mate refID
                 r[28..32].copy_from_slice(&(rng.below(20) as i32).to_le_bytes()); // mate pos
                 r
             })
             .collect();
+        // Neighbours whose keys tie up to the name, names descending: only the names order them.
+        let mut recs = recs;
+        recs.extend((0..50).map(|i| record(1, 7, 0, &format!("z{:02}", 50 - i), b"")));
         let want = reference(order, &recs);
         let many = RangePlan {
             sample_every: 7,
