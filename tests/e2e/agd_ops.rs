@@ -410,8 +410,8 @@ fn idxstats_bam(st: &crate::oracle::Oracle, dir: &Path, n: u64) -> PathBuf {
     bam
 }
 
-/// `agd idxstats` of a coordinate-sorted dataset equals samtools idxstats of the exported BAM once
-/// indexed, and `sortase idxstats` of it without an index, on 1 and 4 threads; an unsorted dataset
+/// `agd idxstats` and `idxstats` of a coordinate-sorted dataset equal samtools idxstats of the
+/// exported BAM once indexed, and `sortase idxstats` of it without an index, on 1 and 4 threads; an unsorted dataset
 /// fails as `sortase idxstats` of its export does.
 #[test]
 fn agd_idxstats_matches_samtools_idxstats() {
@@ -436,14 +436,22 @@ fn agd_idxstats_matches_samtools_idxstats() {
     for threads in ["1", "4"] {
         let ours = sortase(&["agd", "idxstats", "-@", threads, p(&ds)]).expect_ok();
         check_same(&mut failures, threads, &ours.text(), &theirs);
+        // `sortase idxstats DATASET`: the same job.
+        let ours = sortase(&["idxstats", "-@", threads, p(&ds)]).expect_ok();
+        let what = format!("idxstats DATASET -@ {threads}");
+        check_same(&mut failures, &what, &ours.text(), &theirs);
     }
     let unsorted = import(&bam, d, "unsorted", 700);
-    let ours = sortase(&["agd", "idxstats", p(&unsorted)]);
-    assert!(
-        !ours.ok() && ours.stderr.contains("not position sorted"),
-        "{}",
-        ours.failure()
-    );
+    for command in ["agd idxstats", "idxstats"] {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.push(p(&unsorted));
+        let ours = sortase(&args);
+        assert!(
+            !ours.ok() && ours.stderr.contains("not position sorted"),
+            "{}",
+            ours.failure()
+        );
+    }
     let one = sortase(&["idxstats", p(&bam)]);
     assert!(
         !one.ok() && one.stderr.contains("not position sorted"),
