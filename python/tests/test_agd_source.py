@@ -62,3 +62,17 @@ def test_view_of_a_dataset_refuses_other_filters(sorted_pair) -> None:
     _, ds = sorted_pair
     with pytest.raises(sortase.ArgumentError, match="-f, -F and -q only"):
         sortase.view(ds, count=True, expr="mapq > 3")
+
+
+def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    bam = tmp_path / "in.bam"
+    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    ds = tmp_path / "ds"
+    sortase.agd.import_(bam, ds, chunk_size=6)
+    for kw in [{}, {"by_name": True}]:
+        ours, theirs = tmp_path / "ours.sam", tmp_path / "theirs.sam"
+        assert sortase.sort(ds, ours, no_pg=True, **kw)["records"] == 41
+        sortase.sort(bam, theirs, no_pg=True, **kw)
+        assert ours.read_text() == theirs.read_text(), kw

@@ -46,7 +46,8 @@ fn import(input: &Path, dir: &Path, name: &str, chunk: usize) -> PathBuf {
 
 /// `agd sort` of a dataset equals `sortase sort` (byte for byte, decompressed, with --no-PG) and
 /// samtools sort (records) of the BAM it came from, for every order, in memory and with `-m 1M`
-/// (spilling runs); with a @PG line the header is `sortase sort`'s but for the command line.
+/// (spilling runs); with a @PG line the header is `sortase sort`'s but for the command line. So does
+/// `sortase sort DATASET -o out.bam` (the dataset as the sort's source) write that BAM.
 #[test]
 fn agd_sort_matches_sortase_and_samtools_sort() {
     let Some(st) = oracle() else {
@@ -105,6 +106,20 @@ fn agd_sort_matches_sortase_and_samtools_sort() {
             let ours = st.run(&["view", p(&exported)]).expect_ok().text();
             let want = st.run(&["view", p(&theirs)]).expect_ok().text();
             check_same(&mut failures, &label, &records(&ours), &records(&want));
+            // `sortase sort DATASET -o out.bam`: the dataset as the sort's source, written as
+            // `sortase sort` writes the BAM the dataset came from.
+            let label = format!("sort DATASET {order:?} {mem:?}");
+            let direct = d.join("direct.bam");
+            let mut args = vec!["sort", "-@", "2", "--no-PG", "-o", p(&direct)];
+            args.extend_from_slice(order);
+            args.extend_from_slice(mem);
+            args.push(p(&ds));
+            let sorted = sortase(&args);
+            if !sorted.ok() {
+                failures.push(format!("{label}: {}", sorted.failure()));
+            } else if gunzip(&direct) != gunzip(&reference) {
+                failures.push(format!("{label}: differs from sortase sort of the BAM"));
+            }
         }
     }
     // The @PG line and SO of `sortase sort`, the command line aside.

@@ -58,6 +58,7 @@ pub(crate) mod idxstats;
 pub(crate) mod markdup;
 mod sort;
 pub(crate) mod view;
+pub(crate) use sort::for_each_chunk_batch;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
