@@ -2,8 +2,8 @@
 //! `samtools import` reads it) into a dataset,
 //! [`AgdExportJob`] turns a dataset back into the same records. A dataset is also a record source
 //! of the jobs that read one: [`crate::ViewJob`], [`crate::FlagstatJob`] and [`crate::IdxstatsJob`]
-//! given a dataset directory ([`is_dataset`]) read it here ([`view`]; flags and references counted
-//! on the `results` columns alone).
+//! given a dataset directory ([`is_dataset`]) read it here (`agd/view.rs`; flags and references
+//! counted on the `results` columns alone).
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most

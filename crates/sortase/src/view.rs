@@ -43,7 +43,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// samtools view as a job: one input (SAM, BAM, CRAM; `-` for standard input; or an AGD dataset
-/// directory, read by [`crate::agd::view`]) converted, filtered and/or counted.
+/// directory, read by `agd/view.rs`) converted, filtered and/or counted.
 ///
 /// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
 /// `output.level` (`-1`, `--output-fmt-option level=N`) is set and the output file's name does not
