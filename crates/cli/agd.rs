@@ -1,13 +1,11 @@
-//! `sortase agd import|export|flagstat|idxstats|view`: flags → [`sortase::AgdImportJob`],
-//! [`sortase::AgdExportJob`], [`sortase::AgdFlagstatJob`], [`sortase::AgdIdxstatsJob`],
-//! [`sortase::AgdViewJob`] → report.
+//! `sortase agd import|export`: flags → [`sortase::AgdImportJob`], [`sortase::AgdExportJob`] →
+//! report. `sortase agd flagstat|idxstats|view` are `sortase flagstat|idxstats|view` of a dataset:
+//! the same arguments and job.
 
 use crate::common;
 use anyhow::Result;
 use sortase::agd::FastqInput;
-use sortase::view::parse_flags;
-use sortase::{AgdExportJob, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, AgdViewJob, OutputSpec};
-use std::io::Write;
+use sortase::{AgdExportJob, AgdImportJob, OutputSpec};
 use std::path::PathBuf;
 
 /// `sortase agd` subcommands.
@@ -18,10 +16,12 @@ pub enum AgdCommand {
     Import(ImportArgs),
     /// An AGD dataset back into BAM/SAM/CRAM, record for record as imported, or FASTQ (samtools fastq).
     Export(ExportArgs),
-    /// Flag statistics of a dataset, identical to samtools flagstat of the BAM it came from.
-    Flagstat(FlagstatArgs),
-    /// Per-reference mapped/unmapped counts, identical to samtools idxstats of the BAM it came from.
-    Idxstats(IdxstatsArgs),
+    /// Flag statistics of a dataset, identical to samtools flagstat of the BAM it came from
+    /// (`sortase flagstat DIR`).
+    Flagstat(crate::stats::FlagstatArgs),
+    /// Per-reference mapped/unmapped counts, identical to samtools idxstats of the BAM it came from
+    /// (`sortase idxstats DIR`).
+    Idxstats(crate::stats::IdxstatsArgs),
     /// A new dataset sorted as samtools sort sorts the BAM (coordinate, -n, -N, -t TAG).
     Sort(crate::agd_ops::SortArgs),
     /// Duplicate marking (samblaster or Picard, as sortase markdup) into a `duplicate` column group.
@@ -30,8 +30,9 @@ pub enum AgdCommand {
     AddColumn(crate::agd_ops::AddColumnArgs),
     /// Drops an extra column group.
     DropColumn(crate::agd_ops::DropColumnArgs),
-    /// samtools view on a dataset: filters, regions (coordinate-sorted datasets), counting.
-    View(ViewArgs),
+    /// samtools view on a dataset: -f/-F/-q filters, regions (coordinate-sorted datasets), counting
+    /// (`sortase view DIR`).
+    View(crate::view::ViewArgs),
 }
 
 /// Arguments of `sortase agd import`.
@@ -152,104 +153,18 @@ pub struct ExportArgs {
     input: PathBuf,
 }
 
-/// Arguments of `sortase agd flagstat`.
-#[derive(clap::Args, Debug)]
-pub struct FlagstatArgs {
-    #[command(flatten)]
-    threads: common::Threads,
-    /// Output format: default, json or tsv.
-    #[arg(
-        short = 'O',
-        long = "output-fmt",
-        value_name = "FORMAT",
-        default_value = "default"
-    )]
-    format: String,
-    /// The dataset directory.
-    input: PathBuf,
-}
-
-/// Arguments of `sortase agd idxstats`.
-#[derive(clap::Args, Debug)]
-pub struct IdxstatsArgs {
-    #[command(flatten)]
-    threads: common::Threads,
-    /// The dataset directory.
-    input: PathBuf,
-}
-
-/// Arguments of `sortase agd view` (samtools view's flags and meanings).
-#[derive(clap::Args, Debug)]
-#[command(disable_help_flag = true)]
-pub struct ViewArgs {
-    /// Output BAM.
-    #[arg(short = 'b', long = "bam")]
-    bam: bool,
-    /// Output CRAM (requires -T).
-    #[arg(short = 'C', long = "cram")]
-    cram: bool,
-    /// Uncompressed BAM output (level 0 BGZF).
-    #[arg(short = 'u', long = "uncompressed")]
-    uncompressed: bool,
-    /// Output format: sam, bam or cram [sam, or from the -o extension].
-    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
-    output_fmt: Option<String>,
-    /// Write output to FILE [stdout].
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Include the header in SAM output.
-    #[arg(short = 'h', long = "with-header")]
-    with_header: bool,
-    /// Print the header only.
-    #[arg(short = 'H', long = "header-only")]
-    header_only: bool,
-    /// Print only the count of matching records.
-    #[arg(short = 'c', long = "count")]
-    count: bool,
-    /// The regions as one union: each record once, in file order.
-    #[arg(short = 'M', long = "use-index")]
-    multi_region: bool,
-    #[command(flatten)]
-    threads: common::Threads,
-    /// Compression level 0-9 (samtools' meaning) [6].
-    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
-    level: Option<i32>,
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    no_pg: bool,
-    /// Reference FASTA (for CRAM).
-    #[arg(short = 'T', long = "reference", value_name = "FILE")]
-    reference: Option<PathBuf>,
-    /// Only records with all of these flag bits set (number or names).
-    #[arg(short = 'f', long = "require-flags", value_name = "FLAG")]
-    require: Option<String>,
-    /// Only records with none of these flag bits set.
-    #[arg(short = 'F', long = "excl-flags", value_name = "FLAG")]
-    exclude: Option<String>,
-    /// Only records with mapping quality ≥ INT.
-    #[arg(short = 'q', long = "min-MQ", value_name = "INT", default_value_t = 0)]
-    min_mapq: u8,
-    /// Print help.
-    #[arg(long = "help", action = clap::ArgAction::Help)]
-    help: Option<bool>,
-    /// The dataset directory.
-    input: PathBuf,
-    /// Regions (`chr`, `chr:beg-end`, `*`) of a coordinate-sorted dataset.
-    regions: Vec<String>,
-}
-
 /// Runs a `sortase agd` subcommand.
 pub fn run(command: AgdCommand) -> Result<()> {
     match command {
         AgdCommand::Import(args) => import(args),
         AgdCommand::Export(args) => export(args),
-        AgdCommand::Flagstat(args) => flagstat(args),
-        AgdCommand::Idxstats(args) => idxstats(args),
+        AgdCommand::Flagstat(args) => crate::stats::flagstat(args),
+        AgdCommand::Idxstats(args) => crate::stats::idxstats(args),
         AgdCommand::Sort(args) => crate::agd_ops::sort(args),
         AgdCommand::Markdup(args) => crate::agd_ops::markdup(args),
         AgdCommand::AddColumn(args) => crate::agd_ops::add_column(args),
         AgdCommand::DropColumn(args) => crate::agd_ops::drop_column(args),
-        AgdCommand::View(args) => view(args),
+        AgdCommand::View(args) => crate::view::run(args),
     }
 }
 
@@ -302,58 +217,6 @@ fn export(args: ExportArgs) -> Result<()> {
     let report = job.run(&rt)?;
     if let Some(c) = report.checksums.as_ref().filter(|_| args.verbose) {
         eprint!("[sortase agd export] {}", c.to_text());
-    }
-    Ok(())
-}
-
-fn flagstat(args: FlagstatArgs) -> Result<()> {
-    let report = AgdFlagstatJob::new(args.input).run(&args.threads.runtime(None)?)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(report.format(&args.format).as_bytes())?;
-    out.flush()?;
-    Ok(())
-}
-
-fn idxstats(args: IdxstatsArgs) -> Result<()> {
-    let report = AgdIdxstatsJob::new(args.input).run(&args.threads.runtime(None)?)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(report.to_text().as_bytes())?;
-    out.flush()?;
-    Ok(())
-}
-
-fn view(args: ViewArgs) -> Result<()> {
-    let flags = |f: &Option<String>| f.as_deref().map(parse_flags).transpose();
-    // -O wins, then -C, then -b; -u and -l alone mean BAM (as `sortase view`).
-    let named = match (args.cram, args.bam) {
-        (true, _) => Some("cram".to_string()),
-        (false, true) => Some("bam".to_string()),
-        _ => None,
-    };
-    let job = AgdViewJob {
-        input: args.input,
-        output: OutputSpec {
-            path: args.output,
-            format: args.output_fmt.or(named),
-            level: args.level,
-            uncompressed: args.uncompressed,
-            reference: args.reference,
-            ..OutputSpec::default()
-        },
-        with_header: args.with_header,
-        header_only: args.header_only,
-        count: args.count,
-        require_flags: flags(&args.require)?.unwrap_or(0),
-        exclude_flags: flags(&args.exclude)?.unwrap_or(0),
-        min_mapq: args.min_mapq,
-        regions: args.regions,
-        multi_region: args.multi_region,
-        program: common::program(args.no_pg),
-    };
-    let report = job.run(&args.threads.runtime(None)?)?;
-    common::print_warnings(&report.warnings);
-    if let (Some(n), true) = (report.count, report.outputs.is_empty()) {
-        writeln!(std::io::stdout().lock(), "{n}")?;
     }
     Ok(())
 }

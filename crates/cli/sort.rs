@@ -50,7 +50,8 @@ pub struct SortArgs {
     /// Report phases (wall time, CPU%), runs, compactions and temporary bytes on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Input SAM/BAM/CRAM file [stdin].
+    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted into -o as the BAM it
+    /// came from; `sortase agd sort` writes a dataset).
     input: Option<String>,
 }
 

@@ -1,4 +1,5 @@
-//! `sortase flagstat`, `sortase idxstats` and `sortase stats`: flags → [`sortase::FlagstatJob`] /
+//! `sortase flagstat`, `sortase idxstats` (also `sortase agd flagstat|idxstats`, the same
+//! arguments; the input is a BAM/CRAM/SAM file or an AGD dataset directory) and `sortase stats`: flags → [`sortase::FlagstatJob`] /
 //! [`sortase::IdxstatsJob`] / [`sortase::SummaryJob`] → samtools' text (or a table and a page).
 
 use crate::common;
@@ -20,7 +21,7 @@ pub struct FlagstatArgs {
         default_value = "default"
     )]
     format: String,
-    /// Input BAM.
+    /// Input BAM (CRAM, SAM) or AGD dataset directory.
     input: PathBuf,
 }
 
@@ -29,7 +30,7 @@ pub struct FlagstatArgs {
 pub struct IdxstatsArgs {
     #[command(flatten)]
     threads: common::Threads,
-    /// Input BAM.
+    /// Input BAM (CRAM) or AGD dataset directory.
     input: PathBuf,
 }
 

@@ -1,5 +1,7 @@
-//! `sortase view`: samtools view's flags → [`sortase::ViewJob`] → the count (`-c`) and warnings.
-//! The filters themselves live in `sortase_ops::filter`; this file only names them.
+//! `sortase view` (and `sortase agd view`, the same arguments): samtools view's flags →
+//! [`sortase::ViewJob`] → the count (`-c`) and warnings. The input is a SAM/BAM/CRAM file or an AGD
+//! dataset directory. The filters themselves live in `sortase_ops::filter`; this file only names
+//! them.
 
 use crate::common;
 use anyhow::Result;
@@ -39,6 +41,9 @@ pub struct ViewArgs {
     /// Print only the count of matching records.
     #[arg(short = 'c', long = "count")]
     count: bool,
+    /// The regions as one union: each record once, in file order (AGD datasets).
+    #[arg(short = 'M', long = "use-index")]
+    multi_region: bool,
     #[command(flatten)]
     threads: common::Threads,
     /// Only records in read group STR.
@@ -113,9 +118,10 @@ pub struct ViewArgs {
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
-    /// Input SAM/BAM/CRAM file, `-` for stdin.
+    /// Input SAM/BAM/CRAM file, `-` for stdin, or an AGD dataset directory.
     input: String,
-    /// Regions (`chr`, `chr:beg-end`) on an indexed BAM or CRAM.
+    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM or a coordinate-sorted
+    /// dataset.
     regions: Vec<String>,
 }
 
@@ -159,6 +165,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
             expression: args.expr,
         },
         regions: args.regions,
+        multi_region: args.multi_region,
         program: common::program(args.no_pg),
     };
     let rt = args.threads.runtime(None)?;

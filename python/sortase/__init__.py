@@ -377,9 +377,9 @@ def _tags(tags: Tags) -> Union[List[str], Dict[str, Optional[str]], None]:
 
 
 def flagstat(path: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]:
-    """Counts the flags of a BAM, as ``samtools flagstat -O json``: a dict with samtools' keys
-    (``{"QC-passed reads": {...}, "QC-failed reads": {...}}``). Warnings are issued as
-    :class:`SortaseWarning`."""
+    """Counts the flags of a BAM (CRAM, SAM) or an AGD dataset directory, as ``samtools flagstat -O
+    json``: a dict with samtools' keys (``{"QC-passed reads": {...}, "QC-failed reads": {...}}``).
+    Warnings are issued as :class:`SortaseWarning`."""
     import json
 
     report_text, json_text = _sortase.flagstat(path, threads=threads)
@@ -388,8 +388,9 @@ def flagstat(path: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]
 
 
 def idxstats(path: PathLike, *, threads: Optional[int] = None) -> pa.Table:
-    """Per-reference counts of an indexed BAM, as ``samtools idxstats``: a ``pyarrow.Table`` with
-    columns ``name``, ``length``, ``mapped``, ``unmapped`` (the last row ``*``: unplaced reads)."""
+    """Per-reference counts of a BAM (from its index when it has one) or an AGD dataset directory,
+    as ``samtools idxstats``: a ``pyarrow.Table`` with columns ``name``, ``length``, ``mapped``,
+    ``unmapped`` (the last row ``*``: unplaced reads)."""
     rows = _report(_sortase.idxstats(path, threads=threads))["rows"]
     return pa.table({
         "name": pa.array([r["name"] for r in rows], pa.string()),
@@ -455,6 +456,7 @@ def view(
     threads: Optional[int] = None,
     output_fmt: Optional[str] = None,
     count: bool = False,
+    use_index: bool = False,
     require_flags: Flags = None,
     exclude_flags: Flags = None,
     min_mapq: int = 0,
@@ -476,7 +478,10 @@ def view(
     qname_file: Optional[str] = None,
     expr: Optional[str] = None,
 ) -> Report:
-    """Filters and converts records, as ``sortase view`` / ``samtools view``.
+    """Filters and converts records, as ``sortase view`` / ``samtools view``. ``input``: a
+    SAM/BAM/CRAM file or an AGD dataset directory (filters ``-f -F -q`` only; ``regions`` of a
+    coordinate-sorted dataset; ``use_index`` (``-M``): the regions as one union, each record once
+    in file order).
 
     ``output``: the file written (``None``: standard output, SAM unless ``output_fmt``).
     ``count=True`` (``-c``) writes nothing and reports the number of records passing the filters

@@ -228,25 +228,18 @@ def export(
 
 def flagstat(input: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]:
     """``sortase agd flagstat``: samtools flagstat ``-O json``'s dict for the dataset, counted on the
-    ``results`` columns alone."""
-    from . import _report
+    ``results`` columns alone (:func:`sortase.flagstat` of the dataset directory)."""
+    from . import flagstat as flagstat_
 
-    report_text, json_text = _sortase.agd_flagstat(os.fspath(input), threads=threads)
-    _report(report_text)
-    return json.loads(json_text)
+    return flagstat_(os.fspath(input), threads=threads)
 
 
 def idxstats(input: PathLike, *, threads: Optional[int] = None) -> pa.Table:
     """``sortase agd idxstats``: per-reference counts as :func:`sortase.idxstats` returns them for
     the BAM ``sortase agd export`` writes (columns ``name``, ``length``, ``mapped``,
-    ``unmapped``; the last row ``*``), counted on the ``ref_id`` and ``flag`` columns alone. An
-    unsorted dataset raises as samtools idxstats does ("file is not position sorted")."""
-    from . import _report
+    ``unmapped``; the last row ``*``), counted on the ``ref_id`` and ``flag`` columns alone
+    (:func:`sortase.idxstats` of the dataset directory). An unsorted dataset raises as samtools
+    idxstats does ("file is not position sorted")."""
+    from . import idxstats as idxstats_
 
-    rows = _report(_sortase.agd_idxstats(os.fspath(input), threads=threads))["rows"]
-    return pa.table({
-        "name": pa.array([r["name"] for r in rows], pa.string()),
-        "length": pa.array([r["length"] for r in rows], pa.uint64()),
-        "mapped": pa.array([r["mapped"] for r in rows], pa.uint64()),
-        "unmapped": pa.array([r["unmapped"] for r in rows], pa.uint64()),
-    })
+    return idxstats_(os.fspath(input), threads=threads)

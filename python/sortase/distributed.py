@@ -1405,11 +1405,11 @@ def flagstat(
 
     ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
     run of consecutive chunks from their ``results`` files alone (``tasks`` runs, at most one per
-    chunk), and the counts equal ``sortase agd flagstat``'s."""
+    chunk), and the counts equal ``sortase flagstat``'s of the dataset."""
     path = os.fspath(path)
     if _is_dataset(path, storage_options):
         with _dataset(path, storage_options, False) as (remote, local):
-            return _run("agd_flagstat", {"input": local}, {"tasks": tasks}, client=client,
+            return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
                         scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                         remote=remote)
     with _storage([path], [], storage_options) as (remote, (local,), _):
@@ -1509,7 +1509,7 @@ def idxstats(
     path = os.fspath(path)
     if _is_dataset(path, storage_options):
         with _dataset(path, storage_options, False) as (remote, local):
-            return _run("agd_idxstats", {"input": local}, {"tasks": tasks}, client=client,
+            return _run("idxstats", {"input": local}, {"tasks": tasks}, client=client,
                         scheduler=scheduler, progress=progress, threads=1, max_memory=None,
                         remote=remote)
     with _storage([path], [], storage_options) as (remote, (local,), _):
@@ -1566,7 +1566,7 @@ def count(
         }
         with _dataset(path, storage_options, bool(regions)) as (remote, local):
             job["input"] = local
-            report = _run("agd_count", job, {"tasks": tasks}, client=client, scheduler=scheduler,
+            report = _run("view", job, {"tasks": tasks}, client=client, scheduler=scheduler,
                           progress=progress, threads=1, max_memory=None, remote=remote)
         for w in report["warnings"]:
             print(w, file=sys.stderr)

@@ -73,6 +73,17 @@ fn round_trip(
     } else {
         failures.push(format!("{label}: flagstat: {}", ours.failure()));
     }
+    // `sortase flagstat DATASET`: the same job, every output format.
+    for format in ["default", "json", "tsv"] {
+        let ours = sortase(&["flagstat", "-@", threads, "-O", format, p(&ds)]);
+        let theirs = st.run(&["flagstat", "-O", format, p(bam)]);
+        if ours.ok() && theirs.ok() {
+            let what = format!("{label}: flagstat -O {format} DATASET");
+            check_same(failures, &what, &ours.text(), &theirs.text());
+        } else {
+            failures.push(format!("{label}: flagstat -O {format}: {}", ours.failure()));
+        }
+    }
     let theirs = st.run(&["fastq", p(bam)]);
     if theirs.ok() {
         let ours = sortase(&["agd", "export", "-@", threads, "-O", "fastq", p(&ds)]);

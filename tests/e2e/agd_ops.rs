@@ -46,7 +46,8 @@ fn import(input: &Path, dir: &Path, name: &str, chunk: usize) -> PathBuf {
 
 /// `agd sort` of a dataset equals `sortase sort` (byte for byte, decompressed, with --no-PG) and
 /// samtools sort (records) of the BAM it came from, for every order, in memory and with `-m 1M`
-/// (spilling runs); with a @PG line the header is `sortase sort`'s but for the command line.
+/// (spilling runs); with a @PG line the header is `sortase sort`'s but for the command line. So does
+/// `sortase sort DATASET -o out.bam` (the dataset as the sort's source) write that BAM.
 #[test]
 fn agd_sort_matches_sortase_and_samtools_sort() {
     let Some(st) = oracle() else {
@@ -105,6 +106,20 @@ fn agd_sort_matches_sortase_and_samtools_sort() {
             let ours = st.run(&["view", p(&exported)]).expect_ok().text();
             let want = st.run(&["view", p(&theirs)]).expect_ok().text();
             check_same(&mut failures, &label, &records(&ours), &records(&want));
+            // `sortase sort DATASET -o out.bam`: the dataset as the sort's source, written as
+            // `sortase sort` writes the BAM the dataset came from.
+            let label = format!("sort DATASET {order:?} {mem:?}");
+            let direct = d.join("direct.bam");
+            let mut args = vec!["sort", "-@", "2", "--no-PG", "-o", p(&direct)];
+            args.extend_from_slice(order);
+            args.extend_from_slice(mem);
+            args.push(p(&ds));
+            let sorted = sortase(&args);
+            if !sorted.ok() {
+                failures.push(format!("{label}: {}", sorted.failure()));
+            } else if gunzip(&direct) != gunzip(&reference) {
+                failures.push(format!("{label}: differs from sortase sort of the BAM"));
+            }
         }
     }
     // The @PG line and SO of `sortase sort`, the command line aside.
@@ -410,8 +425,8 @@ fn idxstats_bam(st: &crate::oracle::Oracle, dir: &Path, n: u64) -> PathBuf {
     bam
 }
 
-/// `agd idxstats` of a coordinate-sorted dataset equals samtools idxstats of the exported BAM once
-/// indexed, and `sortase idxstats` of it without an index, on 1 and 4 threads; an unsorted dataset
+/// `agd idxstats` and `idxstats` of a coordinate-sorted dataset equal samtools idxstats of the
+/// exported BAM once indexed, and `sortase idxstats` of it without an index, on 1 and 4 threads; an unsorted dataset
 /// fails as `sortase idxstats` of its export does.
 #[test]
 fn agd_idxstats_matches_samtools_idxstats() {
@@ -436,14 +451,22 @@ fn agd_idxstats_matches_samtools_idxstats() {
     for threads in ["1", "4"] {
         let ours = sortase(&["agd", "idxstats", "-@", threads, p(&ds)]).expect_ok();
         check_same(&mut failures, threads, &ours.text(), &theirs);
+        // `sortase idxstats DATASET`: the same job.
+        let ours = sortase(&["idxstats", "-@", threads, p(&ds)]).expect_ok();
+        let what = format!("idxstats DATASET -@ {threads}");
+        check_same(&mut failures, &what, &ours.text(), &theirs);
     }
     let unsorted = import(&bam, d, "unsorted", 700);
-    let ours = sortase(&["agd", "idxstats", p(&unsorted)]);
-    assert!(
-        !ours.ok() && ours.stderr.contains("not position sorted"),
-        "{}",
-        ours.failure()
-    );
+    for command in ["agd idxstats", "idxstats"] {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.push(p(&unsorted));
+        let ours = sortase(&args);
+        assert!(
+            !ours.ok() && ours.stderr.contains("not position sorted"),
+            "{}",
+            ours.failure()
+        );
+    }
     let one = sortase(&["idxstats", p(&bam)]);
     assert!(
         !one.ok() && one.stderr.contains("not position sorted"),

@@ -1,4 +1,4 @@
-//! `sortase agd view` (issue 19) against samtools 1.24 view of the BAM the dataset came from: the
+//! `sortase view DATASET` and `sortase agd view` (issue 19; one job since issue 28) against samtools 1.24 view of the BAM the dataset came from: the
 //! same records (SAM text and BAM), counts, filters and region semantics (overlap by alignment end,
 //! unmapped reads placed in a region, `*`, several regions with and without `-M`), with chunks small
 //! enough that regions start and end inside chunks and long alignments reach over chunk boundaries;
@@ -115,6 +115,8 @@ fn sorted_dataset(st: &Oracle, dir: &Path, chunk: usize) -> (PathBuf, PathBuf) {
     (bam, ds)
 }
 
+/// `sortase view DATASET` and `sortase agd view DATASET` (the same arguments and job) against
+/// samtools view of the BAM the dataset came from.
 #[test]
 fn agd_view_equals_samtools_view() {
     let Some(st) = oracle() else { return };
@@ -130,47 +132,85 @@ fn agd_view_equals_samtools_view() {
                 theirs_args.extend_from_slice(options);
                 theirs_args.push(p(&bam));
                 theirs_args.extend(regions.iter());
-                let mut ours_args = vec!["agd", "view", "-@", threads];
-                ours_args.extend_from_slice(options);
-                ours_args.push(p(&ds));
-                ours_args.extend(regions.iter());
-                let label = format!("chunk {chunk}: {}", ours_args[4..].join(" "));
-                let (theirs, ours) = (st.run(&theirs_args), sortase(&ours_args));
-                if regions.is_empty() && options.contains(&"-M") {
-                    // "No regions or BED file have been provided."
-                    if theirs.ok() || ours.ok() {
-                        failures.push(format!("{label}: -M without regions did not fail"));
+                let theirs = st.run(&theirs_args);
+                for command in [&["agd", "view"][..], &["view"]] {
+                    let mut ours_args = command.to_vec();
+                    ours_args.extend(["-@", threads]);
+                    ours_args.extend_from_slice(options);
+                    ours_args.push(p(&ds));
+                    ours_args.extend(regions.iter());
+                    let label = format!(
+                        "chunk {chunk}: {} {}",
+                        command.join(" "),
+                        ours_args[command.len() + 2..].join(" ")
+                    );
+                    let ours = sortase(&ours_args);
+                    if regions.is_empty() && options.contains(&"-M") {
+                        // "No regions or BED file have been provided."
+                        if theirs.ok() || ours.ok() {
+                            failures.push(format!("{label}: -M without regions did not fail"));
+                        }
+                        continue;
                     }
-                    continue;
+                    if !theirs.ok() || !ours.ok() {
+                        failures.push(format!("{label}: {} / {}", theirs.stderr, ours.failure()));
+                        continue;
+                    }
+                    check_same(&mut failures, &label, &ours.text(), &theirs.text());
                 }
-                if !theirs.ok() || !ours.ok() {
-                    failures.push(format!("{label}: {} / {}", theirs.stderr, ours.failure()));
-                    continue;
-                }
-                check_same(&mut failures, &label, &ours.text(), &theirs.text());
             }
         }
         // BAM output: the same records and header text (without @PG) as samtools writes.
-        let out = tmp.path().join("region.bam");
-        sortase(&[
-            "agd",
-            "view",
-            "--no-PG",
-            "-b",
-            "-o",
-            p(&out),
-            p(&ds),
-            "chr1:40000-90000",
-            "*",
-        ])
-        .expect_ok();
-        let ours = st.run(&["view", "-h", "--no-PG", p(&out)]).expect_ok();
         let theirs = st
             .run(&["view", "-h", "--no-PG", p(&bam), "chr1:40000-90000", "*"])
             .expect_ok();
-        check_same(&mut failures, "BAM output", &ours.text(), &theirs.text());
+        for command in [&["agd", "view"][..], &["view"]] {
+            let out = tmp.path().join("region.bam");
+            let mut args = command.to_vec();
+            args.extend([
+                "--no-PG",
+                "-b",
+                "-o",
+                p(&out),
+                p(&ds),
+                "chr1:40000-90000",
+                "*",
+            ]);
+            sortase(&args).expect_ok();
+            let ours = st.run(&["view", "-h", "--no-PG", p(&out)]).expect_ok();
+            let label = format!("{}: BAM output", command.join(" "));
+            check_same(&mut failures, &label, &ours.text(), &theirs.text());
+        }
     }
     assert_no_failures("agd view vs samtools view", &failures);
+}
+
+/// `sortase view DATASET` writes the index the BAM path writes (`--write-index`): samtools answers
+/// region queries of the written BAM through it as it does on the BAM the dataset came from; the
+/// filters a dataset's columns do not decide on, and `-M` on a BAM, are refused in one line.
+#[test]
+fn view_of_dataset_writes_index_and_refuses_other_filters() {
+    let Some(st) = oracle() else { return };
+    let tmp = tempdir();
+    let (bam, ds) = sorted_dataset(st, tmp.path(), 300);
+    let out = tmp.path().join("out.bam");
+    sortase(&["view", "--write-index", "-o", p(&out), p(&ds)]).expect_ok();
+    assert!(tmp.path().join("out.bam.csi").exists());
+    for region in ["chr1:50000-60000", "chr2", "chr3:1-"] {
+        let ours = st.run(&["view", p(&out), region]).expect_ok();
+        let theirs = st.run(&["view", p(&bam), region]).expect_ok();
+        assert_eq!(ours.text(), theirs.text(), "{region}");
+    }
+    for (args, file) in [
+        (&["view", "-l", "6", p(&ds)][..], &ds),
+        (&["agd", "view", "-e", "mapq > 3", "-c", p(&ds)], &ds),
+        (&["view", "-M", p(&bam), "chr1"], &bam),
+    ] {
+        let r = sortase(args);
+        assert!(!r.ok(), "`{}` succeeded", r.cmd);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        assert!(r.stderr.contains(p(file)), "{}", r.stderr);
+    }
 }
 
 /// A dataset with no recorded positions (written before they were recorded, or by another tool)

@@ -1,4 +1,5 @@
-//! `sortase agd import|export|flagstat|idxstats` as Python functions (issue 19): keyword arguments named as
+//! `sortase agd import|export` as Python functions (issue 19; `flagstat`, `idxstats` and `view` of a
+//! dataset are those of `crates/py/src/jobs.rs`, whose jobs read a dataset too): keyword arguments named as
 //! the CLI's long options (`-0 -1 -2 -s` as `unpaired`, `read1`, `read2`, `interleaved`) → the
 //! facade's AGD jobs → the report as JSON. Reading a dataset's columns needs no Rust: the chunk
 //! files are Parquet, read by `python/sortase/agd.py` with pyarrow.
@@ -7,7 +8,7 @@ use crate::error;
 use crate::run::{run_job, runtime, LatestProgress};
 use pyo3::prelude::*;
 use sortase::agd::FastqInput;
-use sortase::{AgdExportJob, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, OutputSpec, Runtime};
+use sortase::{AgdExportJob, AgdImportJob, OutputSpec, Runtime};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -127,37 +128,9 @@ fn agd_export(
     run_to_json(py, threads, move |rt| job.run(rt))
 }
 
-/// `sortase agd flagstat`; the report as JSON and samtools' `-O json` text.
-#[pyfunction]
-#[pyo3(signature = (input, *, threads=None))]
-fn agd_flagstat(
-    py: Python<'_>,
-    input: PathBuf,
-    threads: Option<usize>,
-) -> PyResult<(String, String)> {
-    let job = AgdFlagstatJob::new(input);
-    let latest = Arc::new(LatestProgress::default());
-    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
-    let job_rt = rt.clone();
-    let report = run_job(py, &rt, None, move || job.run(&job_rt))?;
-    let json = serde_json::to_string(&report)
-        .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
-    Ok((json, report.to_json()))
-}
-
-/// `sortase agd idxstats`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (input, *, threads=None))]
-fn agd_idxstats(py: Python<'_>, input: PathBuf, threads: Option<usize>) -> PyResult<String> {
-    let job = AgdIdxstatsJob::new(input);
-    run_to_json(py, threads, move |rt| job.run(rt))
-}
-
 /// Adds this module's functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agd_import, m)?)?;
     m.add_function(wrap_pyfunction!(agd_export, m)?)?;
-    m.add_function(wrap_pyfunction!(agd_flagstat, m)?)?;
-    m.add_function(wrap_pyfunction!(agd_idxstats, m)?)?;
     Ok(())
 }

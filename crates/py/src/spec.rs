@@ -33,6 +33,7 @@ const RENAMES: &[(&str, &str, &str)] = &[
     ("view", "expr", "expression"),
     ("view", "target_file", "targets_file"),
     ("view", "tag", "tags"),
+    ("view", "use_index", "multi_region"),
 ];
 
 /// The spec field `keyword` names in job `kind`.

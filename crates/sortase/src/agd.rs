@@ -1,7 +1,9 @@
 //! AGD datasets (crates/agd) as jobs: [`AgdImportJob`] turns SAM/BAM/CRAM or FASTQ ([`fastq`], as
 //! `samtools import` reads it) into a dataset,
-//! [`AgdExportJob`] turns a dataset back into the same records, [`AgdFlagstatJob`] counts flags and
-//! [`AgdIdxstatsJob`] records per reference on the `results` columns alone.
+//! [`AgdExportJob`] turns a dataset back into the same records. A dataset is also a record source
+//! of the jobs that read one: [`crate::ViewJob`], [`crate::FlagstatJob`] and [`crate::IdxstatsJob`]
+//! given a dataset directory ([`is_dataset`]) read it here (`agd/view.rs`; flags and references
+//! counted on the `results` columns alone).
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most
@@ -11,7 +13,7 @@
 //! Export decodes windows of chunks on the pool while the previous window is written.
 //!
 //! ```
-//! use sortase::{AgdExportJob, AgdFlagstatJob, AgdImportJob, OutputSpec, Runtime};
+//! use sortase::{AgdExportJob, AgdImportJob, FlagstatJob, OutputSpec, Runtime};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let sam = dir.path().join("in.sam");
 //! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
@@ -19,7 +21,7 @@
 //! let ds = dir.path().join("ds");
 //! let import = AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
 //! assert_eq!(import.records, 2);
-//! let flagstat = AgdFlagstatJob::new(&ds).run(&rt)?;
+//! let flagstat = FlagstatJob::new(&ds).run(&rt)?;
 //! assert_eq!(flagstat.counts.mapped, [1, 0]);
 //! let out = dir.path().join("out.sam");
 //! AgdExportJob::new(&ds, OutputSpec::to_path(&out)).run(&rt)?;
@@ -55,10 +57,11 @@ pub mod fastq;
 pub(crate) mod idxstats;
 pub(crate) mod markdup;
 mod sort;
+pub(crate) mod view;
+pub(crate) use sort::for_each_chunk_batch;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
-pub use idxstats::AgdIdxstatsJob;
 pub use markdup::AgdMarkdupJob;
 pub use sort::{AgdSortJob, AgdSortReport};
 
@@ -542,6 +545,12 @@ pub(crate) fn write_in_order<T: Sync>(
     Ok(records)
 }
 
+/// Whether `path` is an AGD dataset directory (it holds a manifest): what `view`, `flagstat` and
+/// `idxstats` read as a dataset instead of a SAM/BAM/CRAM file.
+pub fn is_dataset(path: &Path) -> bool {
+    path.join(agd::MANIFEST_FILE).is_file()
+}
+
 /// Reads a dataset's manifest, with the directory as context.
 pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
     if !dir.is_dir() {
@@ -923,30 +932,6 @@ fn pass_batch(batch: RecordBatch, tally: &mut Tally, faulty: bool) -> RecordBatc
     RecordBatch::from_parts(buf, offsets, end, 0)
 }
 
-/// `sortase agd flagstat`: samtools flagstat's counters from the `results` group (flag, ref_id,
-/// next_ref_id, mapq), chunks counted in parallel.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgdFlagstatJob {
-    /// The dataset directory.
-    pub input: PathBuf,
-}
-
-impl AgdFlagstatJob {
-    /// Flagstat of dataset `input`.
-    pub fn new(input: impl Into<PathBuf>) -> Self {
-        Self {
-            input: input.into(),
-        }
-    }
-
-    /// Counts on all of `rt`'s threads.
-    pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
-        flagstat(self, rt)
-            .with_context(|| format!("agd flagstat {}", self.input.display()))
-            .map_err(Error::from)
-    }
-}
-
 /// The columns flagstat reads.
 const FLAGSTAT_COLUMNS: [&str; 4] = ["flag", "ref_id", "next_ref_id", "mapq"];
 
@@ -980,14 +965,16 @@ pub(crate) fn count_chunk(
     Ok(counts)
 }
 
-fn flagstat(job: &AgdFlagstatJob, rt: &Runtime) -> anyhow::Result<FlagstatReport> {
-    let manifest = open_manifest(&job.input)?;
+/// [`crate::FlagstatJob::run`] of dataset `dir`: samtools flagstat's counters from the `results`
+/// group (flag, ref_id, next_ref_id, mapq), chunks counted in parallel.
+pub(crate) fn flagstat(dir: &Path, rt: &Runtime) -> anyhow::Result<FlagstatReport> {
+    let manifest = open_manifest(dir)?;
     // The first error in chunk order (not the first in time), as export.
     let parts: Vec<anyhow::Result<FlagStat>> = rt.install(|| {
         manifest
             .chunks
             .par_iter()
-            .map(|c| count_chunk(&job.input, columns::duplicate_group(&manifest), c))
+            .map(|c| count_chunk(dir, columns::duplicate_group(&manifest), c))
             .collect()
     });
     let parts = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;

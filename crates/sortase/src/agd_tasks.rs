@@ -8,25 +8,27 @@
 //!
 //! ```
 //! use sortase::agd_tasks::AgdFlagstatPlan;
-//! use sortase::{AgdFlagstatJob, AgdImportJob, Runtime};
+//! use sortase::{AgdImportJob, FlagstatJob, Runtime};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let sam = dir.path().join("in.sam");
 //! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
 //! let rt = Runtime::with_threads(1)?;
 //! let ds = dir.path().join("ds");
 //! AgdImportJob { chunk_size: 1, ..AgdImportJob::new(sam.to_str().unwrap(), &ds) }.run(&rt)?;
-//! let plan: AgdFlagstatPlan = AgdFlagstatJob::new(&ds).plan_tasks(8)?;
+//! let plan: AgdFlagstatPlan = FlagstatJob::new(&ds).plan_chunks(8)?;
 //! assert_eq!(plan.tasks.len(), 2); // one per chunk
 //! let parts = plan.tasks.iter().map(|t| t.run(&rt)).collect::<Result<Vec<_>, _>>()?;
-//! assert_eq!(plan.finish(parts)?, AgdFlagstatJob::new(&ds).run(&rt)?);
+//! assert_eq!(plan.finish(parts)?, FlagstatJob::new(&ds).run(&rt)?);
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
 use crate::agd::columns::duplicate_group;
-use crate::agd::{count_chunk, idxstats, open_manifest, AgdFlagstatJob, AgdIdxstatsJob};
-use crate::agd_view::{count_pieces, AgdViewJob, Filter, Piece};
-use crate::stats::{FlagstatPart, FlagstatReport, IdxstatsPart, IdxstatsReport};
-use crate::view::ViewReport;
+use crate::agd::view::{count_pieces, filter_of, pieces, Filter, Piece};
+use crate::agd::{count_chunk, idxstats, open_manifest};
+use crate::stats::{
+    FlagstatJob, FlagstatPart, FlagstatReport, IdxstatsJob, IdxstatsPart, IdxstatsReport,
+};
+use crate::view::{ViewJob, ViewReport};
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -75,9 +77,10 @@ pub struct AgdFlagstatTask {
     pub duplicate: Option<ExtraGroup>,
 }
 
-impl AgdFlagstatJob {
-    /// Tasks of about equal numbers of chunks: `n`, or one per chunk when there are fewer chunks.
-    pub fn plan_tasks(&self, n: usize) -> Result<AgdFlagstatPlan> {
+impl FlagstatJob {
+    /// Tasks of a dataset (the job's input is a dataset directory) of about equal numbers of
+    /// chunks: `n`, or one per chunk when there are fewer chunks.
+    pub fn plan_chunks(&self, n: usize) -> Result<AgdFlagstatPlan> {
         let manifest = open_manifest(&self.input)
             .with_context(|| format!("agd flagstat {}", self.input.display()))?;
         let duplicate = duplicate_group(&manifest).cloned();
@@ -150,25 +153,26 @@ pub struct AgdIdxstatsTask {
     pub chunks: Vec<ChunkEntry>,
 }
 
-impl AgdIdxstatsJob {
-    /// Tasks of about equal numbers of chunks: `n`, or one per chunk when there are fewer chunks.
+impl IdxstatsJob {
+    /// Tasks of a dataset (the job's input is a dataset directory) of about equal numbers of
+    /// chunks: `n`, or one per chunk when there are fewer chunks.
     ///
     /// ```
     /// use sortase::agd_tasks::AgdIdxstatsPlan;
-    /// use sortase::{AgdIdxstatsJob, AgdImportJob, Runtime};
+    /// use sortase::{AgdImportJob, IdxstatsJob, Runtime};
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let sam = dir.path().join("in.sam");
     /// # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
     /// let rt = Runtime::with_threads(1)?;
     /// let ds = dir.path().join("ds");
     /// AgdImportJob { chunk_size: 1, ..AgdImportJob::new(sam.to_str().unwrap(), &ds) }.run(&rt)?;
-    /// let plan: AgdIdxstatsPlan = AgdIdxstatsJob::new(&ds).plan_tasks(8)?;
+    /// let plan: AgdIdxstatsPlan = IdxstatsJob::new(&ds).plan_chunks(8)?;
     /// assert_eq!(plan.tasks.len(), 2);
     /// let parts = plan.tasks.iter().rev().map(|t| t.run(&rt)).collect::<Result<Vec<_>, _>>()?;
-    /// assert_eq!(plan.finish(parts)?, AgdIdxstatsJob::new(&ds).run(&rt)?);
+    /// assert_eq!(plan.finish(parts)?, IdxstatsJob::new(&ds).run(&rt)?);
     /// # Ok::<(), sortase::Error>(())
     /// ```
-    pub fn plan_tasks(&self, n: usize) -> Result<AgdIdxstatsPlan> {
+    pub fn plan_chunks(&self, n: usize) -> Result<AgdIdxstatsPlan> {
         let manifest = open_manifest(&self.input)
             .with_context(|| format!("agd idxstats {}", self.input.display()))?;
         let n_ref = manifest.references.len();
@@ -206,7 +210,7 @@ impl AgdIdxstatsTask {
 
 impl AgdIdxstatsPlan {
     /// The report from every task's part (any order): the same rows, or the same
-    /// "not position sorted" error, as [`AgdIdxstatsJob::run`].
+    /// "not position sorted" error, as [`IdxstatsJob::run`].
     pub fn finish(&self, parts: Vec<IdxstatsPart>) -> Result<IdxstatsReport> {
         let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
         let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
@@ -214,7 +218,7 @@ impl AgdIdxstatsPlan {
     }
 }
 
-/// `agd view -c` (filters, regions) as tasks: one per run of consecutive pieces (a chunk and the
+/// `sortase view -c DATASET` (filters, regions) as tasks: one per run of consecutive pieces (a chunk and the
 /// regions its records must overlap).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgdCountPlan {
@@ -277,25 +281,25 @@ impl AgdCountTask {
     }
 }
 
-impl AgdViewJob {
-    /// Count tasks (`count` must be set): about `n` of equal numbers of pieces. Planning a region
-    /// query reads only the manifest when it records the chunks' positions.
+impl ViewJob {
+    /// Count tasks of a dataset (the input is a dataset directory; `count` must be set): about `n`
+    /// of equal numbers of pieces. Planning a region query reads only the manifest when it records
+    /// the chunks' positions.
     pub fn plan_count(&self, rt: &Runtime, n: usize) -> Result<AgdCountPlan> {
         if !self.count {
             return Err(Error::argument(
-                "agd view tasks count records only: set count (-c)",
+                "view tasks of a dataset count records only: set count (-c)",
             ));
         }
-        let (manifest, pieces, warnings) = self
-            .pieces(rt)
-            .with_context(|| format!("agd view {}", self.input.display()))?;
+        let context = || format!("agd view {}", self.input);
+        let filter = filter_of(self).with_context(context)?;
+        let (manifest, pieces, warnings) = pieces(self, rt).with_context(context)?;
         let duplicate = duplicate_group(&manifest).cloned();
-        let filter = self.filter();
         let tasks = runs(&pieces, n)
             .into_iter()
             .enumerate()
             .map(|(part, pieces)| AgdCountTask {
-                input: self.input.clone(),
+                input: PathBuf::from(&self.input),
                 part,
                 filter,
                 pieces,

@@ -34,7 +34,6 @@
 
 pub mod agd;
 pub mod agd_tasks;
-pub mod agd_view;
 pub mod bgzip;
 pub mod checksum;
 pub mod faidx;
@@ -69,10 +68,7 @@ use sortase_exec::{parts, wire};
 pub use agd::{
     AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
 };
-pub use agd::{
-    AgdExportJob, AgdExportReport, AgdFlagstatJob, AgdIdxstatsJob, AgdImportJob, AgdImportReport,
-};
-pub use agd_view::AgdViewJob;
+pub use agd::{AgdExportJob, AgdExportReport, AgdImportJob, AgdImportReport};
 pub use bam_ranges::InputSpan;
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};
 pub use checksum::{ChecksumJob, ChecksumReport};

@@ -42,7 +42,8 @@ pub const DEFAULT_LEVEL: u8 = 6;
 /// The memory budget is the runtime's memory pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SortJob {
-    /// The input path (`-`: standard input).
+    /// The input path (`-`: standard input), or an AGD dataset directory (its records and header
+    /// are those of the BAM `sortase agd export` writes).
     pub input: String,
     /// The output.
     pub output: OutputSpec,
@@ -259,6 +260,61 @@ pub(crate) fn input_filter(options: &[String], header: &Header) -> Result<Option
         .map_err(|e| Error::argument(format!("--input-fmt-option filter: {e}")))
 }
 
+/// What a sort reads: a SAM/BAM/CRAM file (or standard input), or an AGD dataset directory whose
+/// chunks are decoded in order on the runtime's pool (the records and header of the BAM `sortase
+/// agd export` writes, so the output is `sortase sort`'s of that BAM).
+enum SortSource {
+    File(Input),
+    Dataset {
+        dir: PathBuf,
+        manifest: sortase_agd::Manifest,
+        header: Header,
+    },
+}
+
+impl SortSource {
+    fn open(
+        job: &SortJob,
+        rt: &Runtime,
+        progress: &sortase_exec::progress::Progress,
+    ) -> anyhow::Result<Self> {
+        let dir = std::path::Path::new(&job.input);
+        if crate::agd::is_dataset(dir) {
+            let manifest = crate::agd::open_manifest(dir)?;
+            let header = crate::agd::dataset_header(&manifest);
+            return Ok(SortSource::Dataset {
+                dir: dir.to_path_buf(),
+                manifest,
+                header,
+            });
+        }
+        let reference = job.output.reference.as_deref();
+        let mut input = Input::open(&job.input, rt.threads(), reference, progress)?;
+        input.set_cancel(rt.cancel_flag().clone());
+        Ok(SortSource::File(input))
+    }
+
+    fn header(&self) -> &Header {
+        match self {
+            SortSource::File(input) => &input.header,
+            SortSource::Dataset { header, .. } => header,
+        }
+    }
+
+    fn for_each_batch(
+        &mut self,
+        rt: &Runtime,
+        f: impl FnMut(sortase_bam::RecordBatch) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        match self {
+            SortSource::File(input) => input.for_each_batch(f),
+            SortSource::Dataset { dir, manifest, .. } => {
+                crate::agd::for_each_chunk_batch(dir, manifest, rt, "sort: read records", f)
+            }
+        }
+    }
+}
+
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let threads = rt.threads();
     if job.max_fan_in < 2 {
@@ -281,16 +337,9 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let size = sortase_exec::input::input_size(&input_name);
     let progress = rt.progress("sort", size);
     let mut clock = PhaseClock::new("read");
-    let mut input = Input::open(
-        &input_name,
-        threads,
-        job.output.reference.as_deref(),
-        &progress,
-    )
-    .with_context(|| input_name.clone())?;
-    input.set_cancel(rt.cancel_flag().clone());
-    let order = job.order.resolve_with(&input.header)?;
-    let filter = input_filter(&job.input_fmt_options, &input.header)?;
+    let mut input = SortSource::open(job, rt, &progress).with_context(|| input_name.clone())?;
+    let order = job.order.resolve_with(input.header())?;
+    let filter = input_filter(&job.input_fmt_options, input.header())?;
     let mut scratch = Scratch::default();
 
     let temp = TempDir::create(&temp_prefix(
@@ -306,7 +355,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let sums = ChecksumOptions::every_record();
     let mut read = Sums::EMPTY;
     input
-        .for_each_batch(|mut b| {
+        .for_each_batch(rt, |mut b| {
             if let Some(f) = &filter {
                 b.retain(|r| f.passes(&r, &mut scratch))
                     .map_err(|e| Error::argument(e.to_string()))?;
@@ -322,7 +371,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     // The merge and write phase gets its own bar, in records (its output size is not known).
     let written = rt.progress("sort: merge and write records", pushed);
 
-    let mut header = input.header.clone();
+    let mut header = input.header().clone();
     let (so, ss) = order.header_values();
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());

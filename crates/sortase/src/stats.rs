@@ -27,10 +27,11 @@ use sortase_exec::runtime::Runtime;
 use sortase_ops::{flagstat::FlagStat, idxstats::IdxStats};
 use std::path::{Path, PathBuf};
 
-/// samtools flagstat as a job: one BAM.
+/// samtools flagstat as a job: one BAM, CRAM or SAM file, or an AGD dataset directory (counted on its
+/// `results` columns alone).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlagstatJob {
-    /// The BAM.
+    /// The BAM (CRAM, SAM) file or AGD dataset directory.
     pub input: PathBuf,
 }
 
@@ -192,6 +193,11 @@ impl FlagstatJob {
     /// Counts on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
+        if crate::agd::is_dataset(&self.input) {
+            return crate::agd::flagstat(&self.input, rt)
+                .with_context(|| format!("agd flagstat {name}"))
+                .map_err(Error::from);
+        }
         let mut report = FlagstatReport::default();
         if sortase_exec::input::is_cram(&self.input) {
             // Runs of containers on all threads, decoding the fields samtools flagstat requires.
@@ -276,12 +282,14 @@ impl FlagstatPlan {
     }
 }
 
-/// samtools idxstats as a job: from the BAM's index when it has one, else by counting its records.
+/// samtools idxstats as a job: from the BAM's index when it has one, else by counting its records
+/// (an AGD dataset: its `ref_id` and `flag` columns, as samtools counts the BAM it came from
+/// without an index).
 /// A CRAM file is always counted: samtools 1.24 reads no `.crai` for idxstats (a `.crai` of another
 /// file, or a corrupt one, leaves its output unchanged).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdxstatsJob {
-    /// The BAM or CRAM file.
+    /// The BAM or CRAM file, or AGD dataset directory.
     pub input: PathBuf,
 }
 
@@ -332,6 +340,9 @@ impl IdxstatsJob {
     /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
         let name = self.input.display().to_string();
+        if crate::agd::is_dataset(&self.input) {
+            return crate::agd::idxstats::idxstats(&self.input, rt);
+        }
         if sortase_exec::input::is_cram(&self.input) {
             return cram_idxstats(&self.input, rt);
         }

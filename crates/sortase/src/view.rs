@@ -42,8 +42,8 @@ use sortase_ops::filter::{FilterError, RecordFilter};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// samtools view as a job: one input (SAM, BAM, CRAM; `-` for standard input) converted, filtered
-/// and/or counted.
+/// samtools view as a job: one input (SAM, BAM, CRAM; `-` for standard input; or an AGD dataset
+/// directory, read by `agd/view.rs`) converted, filtered and/or counted.
 ///
 /// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
 /// `output.level` (`-1`, `--output-fmt-option level=N`) is set and the output file's name does not
@@ -65,8 +65,12 @@ pub struct ViewJob {
     /// ([`sortase_ops::filter`]); its fields sit at the top level of the job's JSON.
     #[serde(flatten)]
     pub filter: FilterSpec,
-    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM; empty: the whole input.
+    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM file or a coordinate-sorted
+    /// dataset; empty: the whole input.
     pub regions: Vec<String>,
+    /// The regions as one union, each record once and in file order (samtools `-M`; datasets).
+    #[serde(default)]
+    pub multi_region: bool,
     /// The `@PG` line to add (`None`: `--no-PG`).
     pub program: Option<Program>,
 }
@@ -132,6 +136,7 @@ impl ViewJob {
             count: false,
             filter: FilterSpec::default(),
             regions: Vec::new(),
+            multi_region: false,
             program: None,
         }
     }
@@ -174,6 +179,16 @@ impl ViewJob {
 
 fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
+    if crate::agd::is_dataset(Path::new(&job.input)) {
+        return crate::agd::view::view(job, format, rt);
+    }
+    if job.multi_region {
+        return Err(Error::argument(format!(
+            "{}: -M (the regions as one union) is implemented for AGD datasets only",
+            job.input
+        ))
+        .into());
+    }
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
         let header =
             sortase_exec::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
@@ -201,7 +216,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             }
             total += n;
         }
-        return counted(job, total);
+        return counted(job, total, Vec::new());
     }
     if job.count
         && job.regions.is_empty()
@@ -224,7 +239,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         )
         .with_context(|| job.input.clone())?;
         if let Some((_, parts)) = ranges {
-            return counted(job, parts.iter().sum());
+            return counted(job, parts.iter().sum(), Vec::new());
         }
     }
     let size = sortase_exec::input::input_size(&job.input);
@@ -269,32 +284,10 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             )?;
         }
         progress.finish();
-        let warnings = std::mem::take(&mut report.warnings);
-        let mut report = counted(job, n)?;
-        report.warnings = warnings;
-        return Ok(report);
+        return counted(job, n, std::mem::take(&mut report.warnings));
     }
-    let mut header = input.header.clone();
-    add_program(&mut header, job.program.as_ref());
-    if format == OutFormat::Cram {
-        report.warnings.extend(job.output.cram_reference_warning());
-    }
-    let shown = match format {
-        OutFormat::Sam if !(job.with_header || job.header_only) => {
-            Header::new(String::new(), header.references().to_vec())
-        }
-        _ => header,
-    };
-    let index = job.output.written_index(format)?;
-    let data = job.output.data_path()?;
-    let mut out = SortedOutput::open(
-        data.as_deref(),
-        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
-        format,
-        &shown,
-        rt.threads(),
-        &job.output.cram(),
-    )?;
+    let (mut out, outputs) =
+        open_output(job, format, input.header.clone(), rt, &mut report.warnings)?;
     if !job.header_only {
         let mut records = 0u64;
         for_each_batch(
@@ -322,15 +315,51 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     rt.check_cancelled()?;
     out.finish()?;
     progress.finish();
-    report.outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
+    report.outputs = outputs;
     Ok(report)
 }
 
-/// The report of a count, written to the output file if there is one.
-fn counted(job: &ViewJob, n: u64) -> anyhow::Result<ViewReport> {
+/// The view's one output site, whatever the source: the header as written (`@PG` added; no header
+/// lines in SAM without `-h`/`-H`), the data file and its index, opened under temporary names; with
+/// the files it will leave. A CRAM output without a reference adds samtools' warning.
+pub(crate) fn open_output(
+    job: &ViewJob,
+    format: OutFormat,
+    mut header: Header,
+    rt: &Runtime,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(SortedOutput, Vec<PathBuf>)> {
+    add_program(&mut header, job.program.as_ref());
+    if format == OutFormat::Cram {
+        warnings.extend(job.output.cram_reference_warning());
+    }
+    let shown = match format {
+        OutFormat::Sam if !(job.with_header || job.header_only) => {
+            Header::new(String::new(), header.references().to_vec())
+        }
+        _ => header,
+    };
+    let index = job.output.written_index(format)?;
+    let data = job.output.data_path()?;
+    let out = SortedOutput::open(
+        data.as_deref(),
+        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
+        format,
+        &shown,
+        rt.threads(),
+        &job.output.cram(),
+    )?;
+    let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
+    Ok((out, outputs))
+}
+
+/// The report of a count (with the source's `warnings`), written to the output file if there is
+/// one.
+pub(crate) fn counted(job: &ViewJob, n: u64, warnings: Vec<String>) -> anyhow::Result<ViewReport> {
     let mut report = ViewReport {
         records: n,
         count: Some(n),
+        warnings,
         ..ViewReport::default()
     };
     if let Some(path) = job.output.data_path()? {

@@ -1,5 +1,19 @@
-//! [`AgdIdxstatsJob`]: `sortase agd idxstats`, samtools idxstats of a dataset from two columns of
-//! its `results` group (`ref_id`, `flag`), chunks counted in parallel and merged in chunk order.
+//! `sortase idxstats DATASET` ([`crate::IdxstatsJob`] of a dataset directory): samtools idxstats of
+//! a dataset from two columns of its `results` group (`ref_id`, `flag`), chunks counted in parallel
+//! and merged in chunk order.
+//!
+//! ```
+//! use sortase::{AgdImportJob, IdxstatsJob, Runtime};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = dir.path().join("in.sam");
+//! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+//! let rt = Runtime::with_threads(2)?;
+//! let ds = dir.path().join("ds");
+//! AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
+//! let report = IdxstatsJob::new(&ds).run(&rt)?;
+//! assert_eq!(report.to_text(), "chr1\t100\t1\t0\n*\t0\t0\t1\n");
+//! # Ok::<(), sortase::Error>(())
+//! ```
 //!
 //! A dataset has no index, so the counts are those of samtools' `slow_idxstats` (what `sortase
 //! idxstats` prints for the exported BAM without an index): per reference the records with and
@@ -13,52 +27,20 @@ use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use sortase_agd::{self as agd, ChunkEntry, Group, ReferenceEntry};
 use sortase_bam::{Header, Reference};
 use sortase_exec::error::Result;
 use sortase_exec::runtime::Runtime;
 use sortase_ops::idxstats::IdxStats;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// `sortase agd idxstats`: per-reference mapped and unmapped counts of a dataset, identical to
-/// `sortase idxstats` (and samtools idxstats) of the BAM `sortase agd export` writes.
-///
-/// ```
-/// use sortase::agd::AgdIdxstatsJob;
-/// use sortase::{AgdImportJob, Runtime};
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let sam = dir.path().join("in.sam");
-/// # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
-/// let rt = Runtime::with_threads(2)?;
-/// let ds = dir.path().join("ds");
-/// AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
-/// let report = AgdIdxstatsJob::new(&ds).run(&rt)?;
-/// assert_eq!(report.to_text(), "chr1\t100\t1\t0\n*\t0\t0\t1\n");
-/// # Ok::<(), sortase::Error>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgdIdxstatsJob {
-    /// The dataset directory.
-    pub input: PathBuf,
-}
-
-impl AgdIdxstatsJob {
-    /// Idxstats of dataset `input`.
-    pub fn new(input: impl Into<PathBuf>) -> Self {
-        Self {
-            input: input.into(),
-        }
-    }
-
-    /// Counts on all of `rt`'s threads.
-    pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
-        let manifest = open_manifest(&self.input)
-            .with_context(|| format!("agd idxstats {}", self.input.display()))?;
-        let parts = count_chunks(&self.input, &manifest.chunks, manifest.references.len(), rt)
-            .with_context(|| format!("agd idxstats {}", self.input.display()))?;
-        report(&self.input, &manifest.references, &parts)
-    }
+/// [`crate::IdxstatsJob::run`] of dataset `dir`: per-reference mapped and unmapped counts,
+/// identical to `sortase idxstats` (and samtools idxstats) of the BAM `sortase agd export` writes.
+pub(crate) fn idxstats(dir: &Path, rt: &Runtime) -> Result<IdxstatsReport> {
+    let manifest = open_manifest(dir).with_context(|| format!("agd idxstats {}", dir.display()))?;
+    let parts = count_chunks(dir, &manifest.chunks, manifest.references.len(), rt)
+        .with_context(|| format!("agd idxstats {}", dir.display()))?;
+    report(dir, &manifest.references, &parts)
 }
 
 /// The per-reference counters of `chunks`, one per chunk in chunk order (the first error in chunk

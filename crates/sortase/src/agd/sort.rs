@@ -109,7 +109,7 @@ impl AgdSortJob {
 /// Decodes the chunks of dataset `dir` into record batches on `rt`'s pool, `threads` chunks at a
 /// time (the next window while `f` takes the previous one), and gives them to `f` in order. The
 /// records `f` has taken are the progress of `label` (ending in " records").
-pub(super) fn for_each_chunk_batch(
+pub(crate) fn for_each_chunk_batch(
     dir: &Path,
     manifest: &Manifest,
     rt: &Runtime,

@@ -17,11 +17,9 @@ use super::pmarkdup::{PicardPlan, PicardTask, PmJoinTask, PmMapTask, PmReduceTas
 use super::registry::{outputs_of, AnyTask, Task};
 use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
 use super::{Layout, PlanOptions, SortPlan};
-use crate::agd::{AgdFlagstatJob, AgdIdxstatsJob};
 use crate::agd_tasks::{
     AgdCountPlan, AgdCountTask, AgdFlagstatPlan, AgdFlagstatTask, AgdIdxstatsPlan, AgdIdxstatsTask,
 };
-use crate::agd_view::AgdViewJob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{IndexJob, IndexPlan, IndexTask};
 use crate::markdup::MarkdupJob;
@@ -32,6 +30,7 @@ use crate::sort::SortJob;
 use crate::stats::{
     FlagstatJob, FlagstatPlan, FlagstatTask, IdxstatsJob, IdxstatsPlan, IdxstatsTask,
 };
+use crate::view::ViewJob;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -57,11 +56,11 @@ pub enum Plan {
     },
     /// `sortase idxstats` (one stage; no tasks when the BAM has an index).
     Idxstats(IdxstatsPlan),
-    /// `sortase agd flagstat` (one stage; tasks of consecutive chunks).
+    /// `sortase flagstat` of a dataset (one stage; tasks of consecutive chunks).
     AgdFlagstat(AgdFlagstatPlan),
-    /// `sortase agd view -c` (one stage; tasks of consecutive chunks).
+    /// `sortase view -c` of a dataset (one stage; tasks of consecutive chunks).
     AgdCount(AgdCountPlan),
-    /// `sortase agd idxstats` (one stage; tasks of consecutive chunks).
+    /// `sortase idxstats` of a dataset (one stage; tasks of consecutive chunks).
     AgdIdxstats(AgdIdxstatsPlan),
     /// `sortase markdup` of query-grouped input (four stages).
     Markdup(Box<MarkdupPlan>),
@@ -100,8 +99,9 @@ fn parse<'a, T: Deserialize<'a>>(what: &str, text: &'a str) -> Result<T> {
 
 impl Plan {
     /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `idxstats`, `index`,
-    /// `snp_pileup`, `merge`, or on an AGD dataset `agd_flagstat`, `agd_count`, `agd_idxstats`
-    /// and `agd_sort` (a [`SortJob`] whose input is the dataset directory; its plan is a sort's,
+    /// `snp_pileup`, `merge`, `view` (counting a dataset; `flagstat` and `idxstats` of a dataset
+    /// plan one task per run of its chunks; `agd_flagstat`, `agd_count`, `agd_idxstats` are older
+    /// names of these three) and `agd_sort` (a [`SortJob`] whose input is the dataset directory; its plan is a sort's,
     /// with no count tasks)).
     pub fn new(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Plan> {
         let n = cut.tasks.unwrap_or(rt.threads() * 4).max(1);
@@ -160,13 +160,24 @@ impl Plan {
                 };
                 Plan::Fq2Bam(Box::new(job.plan(rt, &options)?))
             }
-            "flagstat" => {
+            // A dataset's chunks are its tasks; `agd_*` are the kinds' older names.
+            "flagstat" | "agd_flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
-                Plan::Flagstat(job.plan_ranges(n)?)
+                match crate::agd::is_dataset(&job.input) {
+                    true => Plan::AgdFlagstat(job.plan_chunks(n)?),
+                    false => Plan::Flagstat(job.plan_ranges(n)?),
+                }
             }
-            "idxstats" => {
+            "idxstats" | "agd_idxstats" => {
                 let job: IdxstatsJob = parse("idxstats job", job_json)?;
-                Plan::Idxstats(job.plan_ranges(n)?)
+                match crate::agd::is_dataset(&job.input) {
+                    true => Plan::AgdIdxstats(job.plan_chunks(n)?),
+                    false => Plan::Idxstats(job.plan_ranges(n)?),
+                }
+            }
+            "view" | "agd_count" => {
+                let job: ViewJob = parse("view job", job_json)?;
+                Plan::AgdCount(job.plan_count(rt, n)?)
             }
             "index" => {
                 let job: IndexJob = parse("index job", job_json)?;
@@ -183,22 +194,10 @@ impl Plan {
                     tasks: n,
                 }
             }
-            "agd_flagstat" => {
-                let job: AgdFlagstatJob = parse("agd_flagstat job", job_json)?;
-                Plan::AgdFlagstat(job.plan_tasks(n)?)
-            }
-            "agd_count" => {
-                let job: AgdViewJob = parse("agd_count job", job_json)?;
-                Plan::AgdCount(job.plan_count(rt, n)?)
-            }
-            "agd_idxstats" => {
-                let job: AgdIdxstatsJob = parse("agd_idxstats job", job_json)?;
-                Plan::AgdIdxstats(job.plan_tasks(n)?)
-            }
             other => {
                 return Err(Error::argument(format!(
                     "no tasks for {other:?} (sort, flagstat, idxstats, index, snp_pileup, merge, \
-                     agd_flagstat, agd_count, agd_idxstats, agd_sort, agd_markdup, markdup, fq2bam)"
+                     view (a dataset's count), agd_sort, agd_markdup, markdup, fq2bam)"
                 )))
             }
         })

@@ -1,6 +1,7 @@
-//! [`AgdViewJob`]: samtools view on an AGD dataset: the records of the BAM the dataset came from,
-//! filtered (`-f/-F/-q`), restricted to regions, or counted (`-c`), as `samtools view` prints them
-//! from that BAM.
+//! `sortase view` of an AGD dataset ([`ViewJob`] whose input is a dataset directory): the records
+//! of the BAM the dataset came from, filtered (`-f/-F/-q`), restricted to regions, or counted
+//! (`-c`), as `samtools view` prints them from that BAM. The job, its output resolution and its
+//! writer are [`ViewJob`]'s; this module is the dataset as the view's record source.
 //!
 //! Regions follow samtools: a record overlaps `chr:beg-end` when it starts before `end` and its
 //! alignment end (htslib `bam_endpos`, from the CIGAR; `pos + 1` for an unmapped record) is past
@@ -17,7 +18,7 @@
 //! parallel windows of the runtime's threads and written in order.
 //!
 //! ```
-//! use sortase::{AgdImportJob, AgdViewJob, OutputSpec, Runtime};
+//! use sortase::{AgdImportJob, OutputSpec, Runtime, ViewJob};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let sam = dir.path().join("in.sam");
 //! # std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t0\tchr1\t50\t20\t4M\t*\t0\t0\tACGT\tIIII\nr3\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
@@ -25,12 +26,10 @@
 //! let ds = dir.path().join("ds");
 //! AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
 //! let count = |regions: &[&str], min_mapq: u8| {
-//!     let job = AgdViewJob {
-//!         count: true,
-//!         min_mapq,
-//!         regions: regions.iter().map(|r| r.to_string()).collect(),
-//!         ..AgdViewJob::new(&ds, OutputSpec::default())
-//!     };
+//!     let mut job = ViewJob::new(ds.to_str().unwrap(), OutputSpec::default());
+//!     job.count = true;
+//!     job.filter.min_mapq = min_mapq;
+//!     job.regions = regions.iter().map(|r| r.to_string()).collect();
 //!     job.run(&rt).map(|r| r.count)
 //! };
 //! assert_eq!(count(&[], 0)?, Some(3));
@@ -44,7 +43,6 @@
 use crate::agd::columns::duplicate_group;
 use crate::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
 use crate::view::{ViewJob, ViewReport};
-use anyhow::Context;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
 use arrow_array::{Array, BooleanArray};
@@ -56,67 +54,9 @@ use sortase_agd::{
 use sortase_bam::query::{self, Region};
 use sortase_bam::{cigar, flags, Header, RecordBatch};
 use sortase_exec::error::{Error, Result};
-use sortase_exec::options::{add_program, OutputSpec, Program};
 use sortase_exec::output::OutFormat;
 use sortase_exec::runtime::Runtime;
-use sortase_exec::writer::SortedOutput;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// `sortase agd view`: samtools view's filters, regions and counting on a dataset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgdViewJob {
-    /// The dataset directory.
-    pub input: PathBuf,
-    /// Where records (or, with `count`, the count) go; format as [`ViewJob`] resolves it (SAM by
-    /// default).
-    pub output: OutputSpec,
-    /// Include the header in SAM output (`-h`).
-    pub with_header: bool,
-    /// Write the header only (`-H`).
-    pub header_only: bool,
-    /// Count the matching records instead of writing them (`-c`).
-    pub count: bool,
-    /// Only records with all of these flag bits set (`-f`).
-    pub require_flags: u16,
-    /// Only records with none of these flag bits set (`-F`).
-    pub exclude_flags: u16,
-    /// Only records with at least this mapping quality (`-q`).
-    pub min_mapq: u8,
-    /// Regions (`chr`, `chr:beg-end`, `*`) of a coordinate-sorted dataset; empty: every record.
-    pub regions: Vec<String>,
-    /// The regions as one union, each record once and in file order (samtools `-M`).
-    #[serde(default)]
-    pub multi_region: bool,
-    /// The `@PG` line to add (`None`: `--no-PG`).
-    pub program: Option<Program>,
-}
-
-impl AgdViewJob {
-    /// Every record of dataset `input` to `output`, with every other option at samtools' default.
-    pub fn new(input: impl Into<PathBuf>, output: OutputSpec) -> Self {
-        Self {
-            input: input.into(),
-            output,
-            with_header: false,
-            header_only: false,
-            count: false,
-            require_flags: 0,
-            exclude_flags: 0,
-            min_mapq: 0,
-            regions: Vec::new(),
-            multi_region: false,
-            program: None,
-        }
-    }
-
-    /// Runs the view on `rt`.
-    pub fn run(&self, rt: &Runtime) -> Result<ViewReport> {
-        view(self, rt)
-            .with_context(|| format!("agd view {}", self.input.display()))
-            .map_err(Error::from)
-    }
-}
+use std::path::Path;
 
 /// What a record must overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -401,47 +341,55 @@ pub(crate) fn count_pieces(
     Ok(counts.iter().sum())
 }
 
-impl AgdViewJob {
-    /// The job's filter.
-    pub(crate) fn filter(&self) -> Filter {
-        Filter {
-            require: self.require_flags,
-            exclude: self.exclude_flags,
-            min_mapq: self.min_mapq,
-        }
+/// The `-f/-F/-q` filter of `job`, refused in one line when it asks for more (the other filters
+/// read fields a dataset's `results` group does not decide on).
+pub(crate) fn filter_of(job: &ViewJob) -> anyhow::Result<Filter> {
+    let f = &job.filter;
+    if !f.only_flags_and_mapq() {
+        return Err(Error::argument(format!(
+            "{}: an AGD dataset is filtered with -f, -F and -q only (export it to filter by read \
+             group, library, tags, names, a BED file or an expression)",
+            job.input
+        ))
+        .into());
     }
+    Ok(Filter {
+        require: f.require_flags,
+        exclude: f.exclude_flags,
+        min_mapq: f.min_mapq,
+    })
+}
 
-    /// The chunks to read with what their records must overlap, in output order, and the warnings
-    /// of regions that do not parse.
-    pub(crate) fn pieces(
-        &self,
-        rt: &Runtime,
-    ) -> anyhow::Result<(Manifest, Vec<Piece>, Vec<String>)> {
-        if self.multi_region && self.regions.is_empty() {
-            return Err(Error::argument("-M needs regions (none were given)").into());
-        }
-        let mut manifest = open_manifest(&self.input)?;
-        let mut warnings = Vec::new();
-        let pieces = if self.regions.is_empty() {
-            manifest
-                .chunks
-                .iter()
-                .map(|chunk| Piece {
-                    chunk: chunk.clone(),
-                    targets: None,
-                })
-                .collect()
-        } else {
-            let header = dataset_header(&manifest);
-            plan_regions(self, &mut manifest, &header, rt, &mut warnings)?
-        };
-        Ok((manifest, pieces, warnings))
+/// The chunks to read with what their records must overlap, in output order, and the warnings of
+/// regions that do not parse.
+pub(crate) fn pieces(
+    job: &ViewJob,
+    rt: &Runtime,
+) -> anyhow::Result<(Manifest, Vec<Piece>, Vec<String>)> {
+    if job.multi_region && job.regions.is_empty() {
+        return Err(Error::argument("-M needs regions (none were given)").into());
     }
+    let mut manifest = open_manifest(Path::new(&job.input))?;
+    let mut warnings = Vec::new();
+    let pieces = if job.regions.is_empty() {
+        manifest
+            .chunks
+            .iter()
+            .map(|chunk| Piece {
+                chunk: chunk.clone(),
+                targets: None,
+            })
+            .collect()
+    } else {
+        let header = dataset_header(&manifest);
+        plan_regions(job, &mut manifest, &header, rt, &mut warnings)?
+    };
+    Ok((manifest, pieces, warnings))
 }
 
 /// The pieces of a region query, in output order; warnings for regions that do not parse.
 fn plan_regions(
-    job: &AgdViewJob,
+    job: &ViewJob,
     manifest: &mut Manifest,
     header: &Header,
     rt: &Runtime,
@@ -452,7 +400,7 @@ fn plan_regions(
             manifest
                 .chunks
                 .par_iter()
-                .map(|c| computed_positions(&job.input, c))
+                .map(|c| computed_positions(Path::new(&job.input), c))
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
         manifest.set_positions(computed);
@@ -516,34 +464,11 @@ fn plan_regions(
     Ok(pieces)
 }
 
-/// The report of a count, written to the output file if there is one.
-fn counted(job: &AgdViewJob, n: u64, warnings: Vec<String>) -> anyhow::Result<ViewReport> {
-    let mut report = ViewReport {
-        records: n,
-        count: Some(n),
-        warnings,
-        ..ViewReport::default()
-    };
-    if let Some(path) = job.output.data_path()? {
-        let (dest, mut out) = sortase_exec::files::Destination::open(Some(&path))?;
-        writeln!(out, "{n}").with_context(|| dest.name.clone())?;
-        out.flush().with_context(|| dest.name.clone())?;
-        drop(out);
-        dest.commit()?;
-        report.outputs.push(path);
-    }
-    Ok(report)
-}
-
-fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
-    if job.output.write_index {
-        return Err(Error::argument("agd view: --write-index is not supported").into());
-    }
-    let format = ViewJob::new(String::new(), job.output.clone()).format()?;
-    let (manifest, pieces, warnings) = job.pieces(rt)?;
-    let header = dataset_header(&manifest);
-    let filter = job.filter();
-    let dir = job.input.as_path();
+/// [`ViewJob::run`] of a dataset: its output already resolved to `format`.
+pub(crate) fn view(job: &ViewJob, format: OutFormat, rt: &Runtime) -> anyhow::Result<ViewReport> {
+    let filter = filter_of(job)?;
+    let (manifest, pieces, warnings) = pieces(job, rt)?;
+    let dir = Path::new(&job.input);
     if job.count {
         let n = if job.header_only {
             0
@@ -551,34 +476,20 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
             count_pieces(dir, duplicate_group(&manifest), &pieces, filter, rt)?
         };
         rt.check_cancelled()?;
-        return counted(job, n, warnings);
+        return crate::view::counted(job, n, warnings);
     }
-    let mut header = header;
-    add_program(&mut header, job.program.as_ref());
-    let shown = match format {
-        OutFormat::Sam if !(job.with_header || job.header_only) => {
-            Header::new(String::new(), header.references().to_vec())
-        }
-        _ => header,
-    };
-    let path = job.output.path.as_deref();
-    let threads = rt.threads();
-    let out = SortedOutput::open(path, None, format, &shown, threads, &job.output.cram())?;
+    let mut warnings = warnings;
+    let (out, outputs) =
+        crate::view::open_output(job, format, dataset_header(&manifest), rt, &mut warnings)?;
     let pieces = if job.header_only { Vec::new() } else { pieces };
     let records = write_in_order(
         rt,
         &pieces,
         out,
         |p| {
+            let duplicate = duplicate_group(&manifest);
             Ok(
-                match run_piece(
-                    dir,
-                    Some(&manifest),
-                    duplicate_group(&manifest),
-                    p,
-                    filter,
-                    false,
-                )? {
+                match run_piece(dir, Some(&manifest), duplicate, p, filter, false)? {
                     PieceOut::Records(b) => b,
                     PieceOut::Count(_) => RecordBatch::default(),
                 },
@@ -589,7 +500,7 @@ fn view(job: &AgdViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     Ok(ViewReport {
         records,
         count: None,
-        outputs: job.output.data_path()?.into_iter().collect(),
+        outputs,
         warnings,
     })
 }

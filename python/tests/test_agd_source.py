@@ -1,0 +1,78 @@
+"""Issue 28: an AGD dataset is a source of `sortase.view`, `sortase.flagstat` and `sortase.idxstats`
+as a BAM is: their results on the dataset equal theirs on the BAM it came from (and
+`sortase.agd.flagstat`/`idxstats`, now calls of the same jobs); a filter the dataset's columns do
+not decide on is refused naming the dataset; `use_index` (`-M`) is the regions' union."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sortase
+import sortase.agd
+from conftest import pysam
+
+SAM = (
+    "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:5000\n"
+    + "".join(
+        f"r{k}\t{(0, 16, 1024, 256)[k % 4]}\t{('chr1', 'chr2')[k % 2]}\t{10 + 37 * k}\t{(k * 13) % 61}"
+        f"\t4M\t*\t0\t0\tACGT\tIIII\n"
+        for k in range(40)
+    )
+    + "u1\t4\t*\t0\t0\t*\t*\t0\t0\tNNAC\t!!#$\n"
+)
+
+
+@pytest.fixture()
+def sorted_pair(tmp_path: Path):
+    """A coordinate-sorted indexed BAM and its dataset in chunks of 7 records."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    bam = tmp_path / "sorted.bam"
+    sortase.sort(sam, bam, write_index=True)
+    ds = tmp_path / "ds"
+    sortase.agd.import_(bam, ds, chunk_size=7)
+    return bam, ds
+
+
+def test_flagstat_and_idxstats_of_a_dataset(sorted_pair) -> None:
+    bam, ds = sorted_pair
+    assert sortase.flagstat(ds) == sortase.flagstat(bam) == sortase.agd.flagstat(ds)
+    table = sortase.idxstats(ds, threads=2)
+    assert table.equals(sortase.idxstats(bam)) and table.equals(sortase.agd.idxstats(ds))
+
+
+def test_view_of_a_dataset_equals_view_of_its_bam(sorted_pair, tmp_path: Path) -> None:
+    bam, ds = sorted_pair
+    for kw in [{}, {"min_mapq": 20}, {"exclude_flags": "DUP", "regions": ["chr1:100-900"]},
+               {"require_flags": 16, "regions": ["chr2", "*"]}]:
+        assert sortase.view(ds, count=True, **kw)["count"] == sortase.view(bam, count=True, **kw)["count"], kw
+        ours, theirs = tmp_path / "ours.sam", tmp_path / "theirs.sam"
+        sortase.view(ds, ours, with_header=True, no_pg=True, **kw)
+        sortase.view(bam, theirs, with_header=True, no_pg=True, **kw)
+        assert ours.read_text() == theirs.read_text(), kw
+    regions = ["chr1:1-500", "chr1:300-800"]
+    union = sortase.view(ds, count=True, regions=regions, use_index=True)["count"]
+    want = int(pysam.samtools.view("-c", "-M", str(bam), *regions))
+    assert union == want < sortase.view(ds, count=True, regions=regions)["count"]
+
+
+def test_view_of_a_dataset_refuses_other_filters(sorted_pair) -> None:
+    _, ds = sorted_pair
+    with pytest.raises(sortase.ArgumentError, match="-f, -F and -q only"):
+        sortase.view(ds, count=True, expr="mapq > 3")
+
+
+def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    bam = tmp_path / "in.bam"
+    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    ds = tmp_path / "ds"
+    sortase.agd.import_(bam, ds, chunk_size=6)
+    for kw in [{}, {"by_name": True}]:
+        ours, theirs = tmp_path / "ours.sam", tmp_path / "theirs.sam"
+        assert sortase.sort(ds, ours, no_pg=True, **kw)["records"] == 41
+        sortase.sort(bam, theirs, no_pg=True, **kw)
+        assert ours.read_text() == theirs.read_text(), kw
