@@ -24,6 +24,15 @@ pub struct ChunkFile {
     pub batch: RecordBatch,
 }
 
+impl ChunkFile {
+    /// Column `name`, or an error naming the file.
+    pub fn column(&self, name: &str) -> Result<&arrow_array::ArrayRef, AgdError> {
+        self.batch
+            .column_by_name(name)
+            .ok_or_else(|| AgdError::chunk(&self.path, format!("no column {name}")))
+    }
+}
+
 /// Reads group `group` of `chunk` from dataset `dir`: all columns, or only `columns`. Checks that the
 /// file exists, is Parquet, has the group's columns and types, and holds the manifest's count.
 pub fn read_group(

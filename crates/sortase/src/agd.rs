@@ -943,10 +943,7 @@ pub(crate) fn count_chunk(
 ) -> anyhow::Result<FlagStat> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(&FLAGSTAT_COLUMNS))?;
     let b = &file.batch;
-    let column = |name: &str| {
-        b.column_by_name(name)
-            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
-    };
+    let column = |name: &str| file.column(name);
     let flag = column("flag")?.as_primitive::<UInt16Type>();
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let next_ref_id = column("next_ref_id")?.as_primitive::<Int32Type>();

@@ -66,11 +66,7 @@ const IDXSTATS_COLUMNS: [&str; 2] = ["flag", "ref_id"];
 /// The counters of one chunk.
 fn count_chunk(dir: &Path, chunk: &ChunkEntry, n_ref: usize) -> anyhow::Result<IdxStats> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(&IDXSTATS_COLUMNS))?;
-    let b = &file.batch;
-    let column = |name: &str| {
-        b.column_by_name(name)
-            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
-    };
+    let column = |name: &str| file.column(name);
     let flag = column("flag")?.as_primitive::<UInt16Type>();
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let mut counts = IdxStats::new(n_ref);

@@ -182,10 +182,7 @@ fn select_rows(
         Some(selection_columns(targets.is_some())),
     )?;
     let b = &file.batch;
-    let column = |name: &str| {
-        b.column_by_name(name)
-            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
-    };
+    let column = |name: &str| file.column(name);
     let stored = column("flag")?.as_primitive::<UInt16Type>();
     // The `duplicate` group (agd markdup) sets or clears 0x400, as export applies it.
     let flag = |i: usize| match duplicate {
@@ -300,10 +297,7 @@ fn run_piece(
 fn computed_positions(dir: &Path, chunk: &ChunkEntry) -> anyhow::Result<ChunkPositions> {
     let file = agd::read_group(dir, Group::Results, chunk, Some(selection_columns(true)))?;
     let b = &file.batch;
-    let column = |name: &str| {
-        b.column_by_name(name)
-            .ok_or_else(|| agd::AgdError::chunk(&file.path, format!("no column {name}")))
-    };
+    let column = |name: &str| file.column(name);
     let flag = column("flag")?.as_primitive::<UInt16Type>();
     let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
     let pos = column("pos")?.as_primitive::<Int32Type>();
