@@ -152,7 +152,11 @@ mod tests {
         p.add(7);
         let start = Instant::now();
         p.finish();
-        assert!(start.elapsed() < period / 2, "finish waited {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < period / 2,
+            "finish waited {:?}",
+            start.elapsed()
+        );
         let seen = seen.0.lock().unwrap();
         assert_eq!(seen.last(), Some(&(0, true)), "{seen:?}");
     }
@@ -164,7 +168,10 @@ mod tests {
         p.add(5);
         let start = Instant::now();
         while seen.0.lock().unwrap().iter().all(|&(done, _)| done != 5) {
-            assert!(start.elapsed() < Duration::from_secs(300), "no report of the count");
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "no report of the count"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(p);
