@@ -92,12 +92,14 @@ fn read_header_and_first_record(file: &mut Source) -> Result<(Header, u64), BamE
     // that large: otherwise every cut's boundary search would inflate the rest of the file past the
     // claimed record before the ranges' readers said so (a record claiming 3 GiB in front of 2.2 GB
     // of filler took flagstat and index minutes).
+    // A file that ends, or whose next block is damaged, here is left to the readers, which say so
+    // as they always have.
     let mut block_size = [0u8; 4];
     let mut got = 0;
     while got < 4 {
-        match reader.read(&mut block_size[got..])? {
-            0 => break,
-            n => got += n,
+        match reader.read(&mut block_size[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
         }
     }
     if got == 4 {
