@@ -21,8 +21,9 @@ export SORTASE_REQUIRE_SAMTOOLS=1
 stage "cargo fmt"; cargo fmt --all --check
 stage "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 stage "cargo test"; cargo test --workspace
-# The wheel in the dev profile: it reuses cargo test's build (the release wheel is demo.sh's).
-stage "python package (dev wheel)"; bash scripts/python-build.sh --dev
+# The wheel in the dev profile: it reuses cargo test's build (the release wheel is demo.sh's), as
+# long as both resolve the shared dependencies with the same features (check-wheel-reuse.sh).
+stage "python package (dev wheel)"; bash scripts/check-wheel-reuse.sh; bash scripts/python-build.sh --dev
 stage "pytest"; "$PY" -m pytest python/tests -q -p no:cacheprovider
 # The ASan fuzz smoke is opt-in (FUZZ_SECONDS=10 scripts/test-all.sh, or bash fuzz/smoke.sh): it is a
 # second full build of the tree on nightly (~9.5 of ~34 minutes on 2 cores), and CI must stay under 25.

@@ -5,7 +5,10 @@ driver writes the index only (its process' file I/O during the finish is measure
 the parts become the parts of one multipart upload; every request to the S3 server is attributed
 to the driver process or to a worker by the client's TCP port, so the tests see that the driver
 never fetches a part and uploads only the index, and that a failure leaves no multipart upload and
-no object behind."""
+no object behind. The driver's requests during the finish itself (distributed._assemble: layout,
+multipart upload, index) are counted apart and printed (`pytest -s`): for sort, merge and markdup,
+the parts' sidecars read and the index (or metrics file) and part list sent, under a tenth of the
+output."""
 
 from __future__ import annotations
 
@@ -128,6 +131,9 @@ class Recorder:
         self.app = app
         self.port = port
         self.log: List[Dict[str, Any]] = []
+        # True while the driver runs the finish (distributed._assemble: layout, upload, complete,
+        # index): requests that arrive meanwhile are the finish's.
+        self.finishing = False
         self.lock = threading.Lock()
         self.me = psutil.Process()
 
@@ -144,6 +150,7 @@ class Recorder:
             "sent": int(environ.get("CONTENT_LENGTH") or 0),
             "copy": environ.get("HTTP_X_AMZ_COPY_SOURCE"),
             "range": environ.get("HTTP_RANGE"),
+            "finish": self.finishing,
         }
         result = self.app(environ, start_response)
         try:
@@ -171,12 +178,23 @@ def s3():
     host, port = server.get_host_and_port()
     recorder = Recorder(server._server.app, port)
     server._server.app = recorder
+    assemble = distributed._assemble
+
+    def finishing(*args: Any, **kwargs: Any) -> str:
+        recorder.finishing = True
+        try:
+            return assemble(*args, **kwargs)
+        finally:
+            recorder.finishing = False
+
+    distributed._assemble = finishing
     options = {"key": "testing", "secret": "testing",
                "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
     fs = s3fs.S3FileSystem(**options)
     if not fs.exists("sortase-finish"):
         fs.mkdir("sortase-finish")
     yield fs, options, recorder
+    distributed._assemble = assemble
     server.stop()
 
 
@@ -184,10 +202,24 @@ def _uploads(fs: Any) -> List[Any]:
     return fs.call_s3("list_multipart_uploads", Bucket="sortase-finish").get("Uploads", [])
 
 
-def _check_driver(log: List[Dict[str, Any]], index_bytes: int) -> Dict[str, int]:
+def _check_driver(log: List[Dict[str, Any]], index_bytes: int, output_bytes: int) -> Dict[str, int]:
     """Asserts the driver fetched no part and sent no output byte, only ``index_bytes`` (the index,
-    or a markdup's metrics file) and the upload's part list; returns what it moved."""
+    or a markdup's metrics file) and the upload's part list; and that during the finish it read
+    the parts' sidecars only and moved, both ways, less than a tenth of the output's
+    ``output_bytes``. Returns what it moved."""
     driver = [e for e in log if e["driver"]]
+    finish = [e for e in driver if e["finish"]]
+    assert finish, "the finish made its requests from the driver (create, complete, the index)"
+    assert [e for e in finish if "uploads" in e["query"] and e["method"] == "POST"], finish
+    finish_gets = [e for e in finish if e["method"] == "GET"]
+    # What it reads: the sidecars, and the listings s3fs makes around an upload (is the target a
+    # directory?). No object GET but a sidecar's.
+    listings = [e for e in finish_gets if "list-type=" in e["query"]]
+    assert all(SIDECAR.search(e["path"]) for e in finish_gets
+               if e["received"] and e not in listings), finish_gets
+    finish_read = sum(e["received"] for e in finish_gets)
+    finish_sent = sum(e["sent"] for e in finish)
+    assert finish_read + finish_sent < output_bytes // 10, (finish_read, finish_sent, output_bytes)
     workers = [e for e in log if not e["driver"]]
     assert not [e for e in driver if e["method"] == "GET" and PART.search(e["path"])], driver
     # The parts reached the upload through the workers: their GETs or server-side copies.
@@ -197,10 +229,19 @@ def _check_driver(log: List[Dict[str, Any]], index_bytes: int) -> Dict[str, int]
     sent = sum(e["sent"] for e in driver)
     # What the driver sent: the index and the CompleteMultipartUpload list (~100 bytes a part).
     assert sent < index_bytes + 4096, (sent, index_bytes)
-    return {"sidecars_read": sidecars, "sent": sent,
+    return {"sidecars_read": sidecars, "sent": sent, "finish_read": finish_read,
+            "finish_sent": finish_sent, "finish_requests": len(finish),
+            "finish_listed": sum(e["received"] for e in listings),
             "read": sum(e["received"] for e in driver if e["method"] == "GET"),
             "worker_sent": sum(e["sent"] for e in workers),
             "copies": sum(1 for e in workers if e["copy"] and "partNumber" in e["query"])}
+
+
+def _figures(moved: Dict[str, int]) -> str:
+    return (f"driver during the finish: {moved['finish_requests']} requests, read "
+            f"{moved['finish_read']} B (sidecars, and {moved['finish_listed']} B of listings), sent "
+            f"{moved['finish_sent']} B; over the whole job: read {moved['read']} B, sent "
+            f"{moved['sent']} B")
 
 
 def test_s3_sort_driver_moves_no_part(bam: Path, client, s3, tmp_path: Path) -> None:
@@ -223,14 +264,13 @@ def test_s3_sort_driver_moves_no_part(bam: Path, client, s3, tmp_path: Path) -> 
                                  "s3://sortase-finish/out/sorted.bam.csi"]
     names = [p["name"] for p in report["distributed"]["phases"]]
     assert names == ["plan", "count", "map", "reduce", "layout", "upload", "finish"]
-    moved = _check_driver(log, len(index))
+    moved = _check_driver(log, len(index), len(one))
     # The output is under 5 MiB: one part, the header, every part object and the EOF block
     # concatenated by a worker.
     assert len(one) < distributed.MIN_PART
     assert [e for e in log if "partNumber=1" in e["query"] and not e["driver"]]
     assert not [e for e in log if "partNumber=2" in e["query"]]
-    print(f"s3 sort: output {len(one)} B, index {len(index)} B, driver during the finish: "
-          f"read {moved['sidecars_read']} B of sidecars, sent {moved['sent']} B")
+    print(f"s3 sort: output {len(one)} B, index {len(index)} B; {_figures(moved)}")
     assert moved["sidecars_read"] < len(one) // 20
     assert _uploads(fs) == []
     fs.rm("sortase-finish/out", recursive=True)
@@ -267,7 +307,7 @@ def test_s3_markdup_driver_moves_no_part(client, s3, tmp_path: Path, mode: str) 
         side = len(text.encode())
     names = [p["name"] for p in report["distributed"]["phases"]]
     assert names[-3:] == ["layout", "upload", "finish"], names
-    moved = _check_driver(log, side)
+    moved = _check_driver(log, side, len(one))
     # The workers read the input by their ranges; the driver planned on the object by ranged
     # reads (header, sampled blocks, the cuts' probes: on a file this small, up to all of it,
     # in 64 KiB windows), never a whole copy.
@@ -277,8 +317,7 @@ def test_s3_markdup_driver_moves_no_part(client, s3, tmp_path: Path, mode: str) 
     assert input_read <= bam.stat().st_size
     assert report["distributed"]["plan_bytes_read"] == input_read
     print(f"s3 markdup ({mode}): input {bam.stat().st_size} B, output {len(one)} B, metrics "
-          f"{side} B; driver read {moved['read']} B ({input_read} B of the input, "
-          f"{moved['sidecars_read']} B of sidecars), sent {moved['sent']} B")
+          f"{side} B; {_figures(moved)} ({input_read} B of the input)")
     assert moved["sidecars_read"] < len(one) // 20
     assert _uploads(fs) == []
     fs.rm(f"sortase-finish/md-{mode}", recursive=True)
@@ -314,7 +353,7 @@ def test_s3_merge_in_many_parts_by_copy(bam: Path, client, s3, tmp_path: Path, m
     assert fs.cat_file("sortase-finish/merged/all.bam") == one
     index = (tmp_path / "one.bam.csi").read_bytes()
     assert fs.cat_file("sortase-finish/merged/all.bam.csi") == index
-    moved = _check_driver(log, len(index))
+    moved = _check_driver(log, len(index), len(one))
     parts = {int(m.group(1)) for e in log for m in [re.search(r"partNumber=(\d+)", e["query"])] if m}
     # At least: the header with the first part's beginning (a worker concatenates them), the
     # rest of a part object (copied server-side), the EOF block (the last part).
@@ -324,7 +363,7 @@ def test_s3_merge_in_many_parts_by_copy(bam: Path, client, s3, tmp_path: Path, m
     assert upload["bytes_copied_server_side"] > 0
     assert upload["bytes_copied_server_side"] + upload["bytes_written"] == len(one)
     print(f"s3 merge: output {len(one)} B in {len(parts)} parts ({moved['copies']} copies), "
-          f"driver read {moved['sidecars_read']} B of sidecars, sent {moved['sent']} B")
+          f"index {len(index)} B; {_figures(moved)}")
     assert _uploads(fs) == []
     assert sorted(fs.ls("sortase-finish/merged", detail=False)) == [
         "sortase-finish/merged/all.bam", "sortase-finish/merged/all.bam.csi"]

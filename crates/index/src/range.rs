@@ -80,9 +80,46 @@ pub fn plan_ranges(path: &Path, n: usize) -> Result<RangePlan, BamError> {
 
 fn read_header_and_first_record(file: &mut Source) -> Result<(Header, u64), BamError> {
     let mut reader = SeekReader::new(BufReader::new(file.reopen()?));
-    let header = Header::read_bam(&mut reader)?;
+    let mut counted = Counted {
+        inner: &mut reader,
+        bytes: 0,
+    };
+    let header = Header::read_bam(&mut counted)?;
+    let at = counted.bytes;
     // At the end of a block this is the next block's start, as the first record's first byte.
-    Ok((header, reader.virtual_position()))
+    let first = reader.virtual_position();
+    // The first record's block_size is refused here, as the readers refuse it, when no record may be
+    // that large: otherwise every cut's boundary search would inflate the rest of the file past the
+    // claimed record before the ranges' readers said so (a record claiming 3 GiB in front of 2.2 GB
+    // of filler took flagstat and index minutes).
+    // A file that ends, or whose next block is damaged, here is left to the readers, which say so
+    // as they always have.
+    let mut block_size = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match reader.read(&mut block_size[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    if got == 4 {
+        sortase_bam::check_block_size(u32::from_le_bytes(block_size) as usize, at)?;
+    }
+    Ok((header, first))
+}
+
+/// Counts the bytes read through it (the uncompressed offset of what follows the header).
+struct Counted<'a, R> {
+    inner: &'a mut R,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
 }
 
 /// The virtual offset of the first record starting in or after the first verified block at or after

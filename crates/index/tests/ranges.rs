@@ -712,3 +712,18 @@ proptest::proptest! {
         proptest::prop_assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
+
+/// A first record whose `block_size` claims more than a record may have (3 GiB, followed by
+/// 1 MiB of filler) is refused by the planner, as the readers refuse it, instead of being left to
+/// the ranges: each cut's boundary search would first inflate the rest of the file after it.
+#[test]
+fn a_first_record_claiming_more_than_a_record_may_have_is_refused_by_the_planner() {
+    let mut claim = (3u32 << 30).to_le_bytes().to_vec();
+    claim.extend_from_slice(&[0x11; 1 << 20]);
+    let bam = write_bam("claim", 1, vec![claim], Blocking::Straddle, 6, false);
+    let e = plan_ranges(&bam.file.0, 8).unwrap_err().to_string();
+    assert!(
+        e.contains("block_size 3221225472") && e.contains("offset"),
+        "{e}"
+    );
+}

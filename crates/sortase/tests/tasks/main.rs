@@ -1,0 +1,9 @@
+//! The library's integration tests, one binary: each module was a test binary of its own, and
+//! each linked the whole library (arrow, parquet, htslib, minimap2) again: five links of ~60-80 MB
+//! in every CI run for ~1,100 lines of tests.
+
+mod fq2bam;
+mod merge_tasks;
+mod runtime;
+mod sort_tasks;
+mod task_plans;
