@@ -250,36 +250,47 @@ def test_worker_killed_mid_sort_still_byte_identical(tmp_path: Path) -> None:
     submitted (the driver submits it once every map task is done), so the job is provably in the
     middle; no thread polls the file system racing the job's end.
     """
+    bam = make_bam(tmp_path / "in.bam", records=60_000, seed=7)
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    out = tmp_path / "dask.bam"
+    report = with_a_worker_killed(tmp_path, "map", lambda c: (
+        distributed.sort(bam, out, client=c, no_pg=True, task_memory="512K", progress=False)))
+    assert report["distributed"]["phases"][2]["tasks"] >= 4
+    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
+    assert leftovers(tmp_path) == []
+
+
+def with_a_worker_killed(tmp_path: Path, stage: str, job):
+    """Runs ``job(client)`` on a LocalCluster of 2 worker processes and SIGKILLs one worker inside
+    the scheduler's transition of the first ``stage`` task (key ``...-STAGE-...``) to 'memory':
+    the next stage is not submitted yet, so the job is provably in the middle, and no thread
+    polls the file system racing the job's end. Checks that the kill happened and that the
+    nanny replaced the worker; returns what ``job`` returned."""
     from dask.distributed import Client, LocalCluster
     from distributed.diagnostics.plugin import SchedulerPlugin
 
-    class KillOnFirstMapResult(SchedulerPlugin):
-        name = "sortase-test-kill-on-first-map"
+    class KillOnFirstResult(SchedulerPlugin):
+        name = f"sortase-test-kill-on-first-{stage}"
 
         def __init__(self, pid: int, marker: str) -> None:
             self.pid, self.marker, self.fired = pid, marker, False
 
         def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
-            if not self.fired and finish == "memory" and "-map-" in str(key):
+            if not self.fired and finish == "memory" and f"-{stage}-" in str(key):
                 self.fired = True
                 os.kill(self.pid, signal.SIGKILL)
                 Path(self.marker).write_text(f"{self.pid} {key}")
 
-    bam = make_bam(tmp_path / "in.bam", records=60_000, seed=7)
-    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
-    out = tmp_path / "dask.bam"
     marker = tmp_path / "killed.txt"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as c:
         pids = list(c.run(os.getpid).values())
-        c.register_plugin(KillOnFirstMapResult(pids[0], str(marker)))
-        report = distributed.sort(bam, out, client=c, no_pg=True, task_memory="512K", progress=False)
+        c.register_plugin(KillOnFirstResult(pids[0], str(marker)))
+        result = job(c)
         # The nanny replaced the killed worker process.
         assert pids[0] not in c.run(os.getpid).values()
-    assert marker.exists(), "no map task finished, so no worker was killed"
-    assert report["distributed"]["phases"][2]["tasks"] >= 4
-    assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
-    assert leftovers(tmp_path) == []
+    assert marker.exists(), f"no {stage} task finished, so no worker was killed"
+    return result
 
 
 # ---------------------------------------------------------------- S3 (moto)

@@ -6,9 +6,7 @@ nothing; a failing job leaves the dataset as it was, locally and in the bucket."
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Dict
@@ -20,7 +18,7 @@ pytest.importorskip("dask.distributed")
 
 from sortase import ArgumentError, distributed  # noqa: E402
 
-from test_distributed import CLI, client, s3  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, client, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 from test_distributed_markdup import make_grouped_bam  # noqa: E402
 from test_distributed_pmarkdup import make_coordinate_bam  # noqa: E402
 
@@ -137,33 +135,12 @@ def test_failing_agd_markdup_leaves_the_dataset_as_it_was(datasets, client, tmp_
 def test_worker_killed_mid_agd_markdup_changes_nothing(datasets, tmp_path: Path) -> None:
     """A worker SIGKILLed inside the scheduler's transition of the first map task to 'memory'
     (the reduce stage is not submitted yet: the job is provably in the middle)."""
-    from dask.distributed import Client, LocalCluster
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    class KillOnFirstMapResult(SchedulerPlugin):
-        name = "sortase-test-kill-on-first-agd-markdup-map"
-
-        def __init__(self, pid: int, marker: str) -> None:
-            self.pid, self.marker, self.fired = pid, marker, False
-
-        def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
-            if not self.fired and finish == "memory" and "-map-" in str(key):
-                self.fired = True
-                os.kill(self.pid, signal.SIGKILL)
-                Path(self.marker).write_text(f"{self.pid} {key}")
-
     expected, command = one_machine(datasets["query"], tmp_path)
     ds = tmp_path / "dask" / "ds"
     shutil.copytree(datasets["query"], ds)
-    marker = tmp_path / "killed.txt"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        pids = list(c.run(os.getpid).values())
-        c.register_plugin(KillOnFirstMapResult(pids[0], str(marker)))
+    with_a_worker_killed(tmp_path, "map", lambda c: (
         distributed.agd_markdup(ds, client=c, task_memory=TASK_MEMORY, command_line=command,
-                                progress=False)
-        assert pids[0] not in c.run(os.getpid).values()
-    assert marker.exists(), "no map task finished, so no worker was killed"
+                                progress=False)))
     assert files(ds) == expected
 
 

@@ -7,9 +7,7 @@ job's message and leaves nothing behind, locally and in the bucket."""
 from __future__ import annotations
 
 import gzip
-import os
 import random
-import signal
 import subprocess
 from pathlib import Path
 
@@ -20,7 +18,7 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import ArgumentError, distributed  # noqa: E402
 
-from test_distributed import CLI, client, leftovers, s3  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, client, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 PAIRS = 3_000
 # Templates per align task: 3000 pairs make at least 4 chunks.
@@ -147,33 +145,12 @@ def test_fq2bam_without_marking_and_with_pg_matches_the_cli(data: dict, client,
 def test_worker_killed_mid_fq2bam_still_byte_identical(data: dict, tmp_path: Path) -> None:
     """A worker SIGKILLed when the first align task's result reaches the scheduler (the dedup
     stage is not submitted yet: the job is provably in the middle)."""
-    from dask.distributed import Client, LocalCluster
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    class KillOnFirstAlignResult(SchedulerPlugin):
-        name = "sortase-test-kill-on-first-fq2bam-align"
-
-        def __init__(self, pid: int, marker: str) -> None:
-            self.pid, self.marker, self.fired = pid, marker, False
-
-        def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
-            if not self.fired and finish == "memory" and "-align-" in str(key):
-                self.fired = True
-                os.kill(self.pid, signal.SIGKILL)
-                Path(self.marker).write_text(f"{self.pid} {key}")
-
     one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
     one_machine(data, one, "--no-PG")
-    marker = tmp_path / "killed.txt"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        pids = list(c.run(os.getpid).values())
-        c.register_plugin(KillOnFirstAlignResult(pids[0], str(marker)))
+    with_a_worker_killed(tmp_path, "align", lambda c: (
         distributed.fq2bam(data["ref"], data["r1"], data["r2"], out, client=c, no_pg=True,
                            write_index=True, chunk_templates=CHUNK, threads=THREADS,
-                           progress=False)
-        assert pids[0] not in c.run(os.getpid).values()
-    assert marker.exists(), "no align task finished, so no worker was killed"
+                           progress=False)))
     assert out.read_bytes() == one.read_bytes()
     assert Path(f"{out}.csi").read_bytes() == Path(f"{one}.csi").read_bytes()
     assert leftovers(tmp_path) == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,7 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import ArgumentError, distributed  # noqa: E402
 
-from test_distributed import CLI, client, leftovers, s3  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, client, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 PAIRS = 8_000
 # Small tasks, so that the test BAM is cut into many ranges (and read-name groups straddle them).
@@ -131,33 +130,12 @@ def test_markdup_with_pg_and_options_matches_the_cli(grouped_bam: Path, client, 
 def test_worker_killed_mid_markdup_still_byte_identical(tmp_path: Path) -> None:
     """A worker SIGKILLed inside the scheduler's transition of the first map task to 'memory'
     (the reduce stage is not submitted yet: the job is provably in the middle)."""
-    from dask.distributed import Client, LocalCluster
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    class KillOnFirstMapResult(SchedulerPlugin):
-        name = "sortase-test-kill-on-first-markdup-map"
-
-        def __init__(self, pid: int, marker: str) -> None:
-            self.pid, self.marker, self.fired = pid, marker, False
-
-        def transition(self, key, start, finish, *args, **kwargs) -> None:  # type: ignore[override]
-            if not self.fired and finish == "memory" and "-map-" in str(key):
-                self.fired = True
-                os.kill(self.pid, signal.SIGKILL)
-                Path(self.marker).write_text(f"{self.pid} {key}")
-
     bam = make_grouped_bam(tmp_path / "in.bam", pairs=6_000, seed=34)
     cli("markdup", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
     out = tmp_path / "dask.bam"
-    marker = tmp_path / "killed.txt"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        pids = list(c.run(os.getpid).values())
-        c.register_plugin(KillOnFirstMapResult(pids[0], str(marker)))
-        report = distributed.markdup(bam, out, client=c, no_pg=True, task_memory=TASK_MEMORY,
-                                     progress=False)
-        assert pids[0] not in c.run(os.getpid).values()
-    assert marker.exists(), "no map task finished, so no worker was killed"
+    report = with_a_worker_killed(tmp_path, "map", lambda c: (
+        distributed.markdup(bam, out, client=c, no_pg=True, task_memory=TASK_MEMORY,
+                                     progress=False)))
     assert report["distributed"]["phases"][2]["tasks"] >= 4
     assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
     assert leftovers(tmp_path) == []
