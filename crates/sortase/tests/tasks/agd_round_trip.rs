@@ -5,7 +5,7 @@
 //!
 //! `PROPTEST_CASES` sets the number of cases (default here: 24, about a second).
 
-#[path = "../../bam/tests/support/records.rs"]
+#[path = "../../../bam/tests/support/records.rs"]
 mod records;
 
 use proptest::prelude::*;
