@@ -678,7 +678,7 @@ fn compare_entries(
     a: &(u64, u64),
     b: &(u64, u64),
 ) -> std::cmp::Ordering {
-    if let SortOrder::Name { .. } | SortOrder::TemplateCoordinate(_) = order {
+    if let SortOrder::Name { .. } = order {
         if a.0 != b.0 {
             return a.0.cmp(&b.0);
         }
