@@ -8,9 +8,11 @@
 //! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
 //! output made range by range on many threads, [`range_output`]. Range tasks write their ranges into
 //! part files ([`parts`]) with their serialised forms ([`wire`]), which [`assemble`] lays out into
-//! the output; [`proof`] sums the records read and written (`--checksums`). [`stream`] holds the
-//! byte streams of the bgzip, faidx, loc and fetch jobs (cancellable readers and writers, small
-//! files written through a temporary name, `.gzi` files, FASTA errors as kinds).
+//! the output; [`proof`] sums the records read and written (`--checksums`). [`sorting`] is the
+//! frame of a job that sorts out of core (the sorter's share of the memory pool, its temporary
+//! runs, its final phase). [`stream`] holds the byte streams of the bgzip, faidx, loc and fetch
+//! jobs (cancellable readers and writers, small files written through a temporary name, `.gzi`
+//! files, FASTA errors as kinds).
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
@@ -28,6 +30,7 @@ pub mod progress;
 pub mod proof;
 pub mod range_output;
 pub mod runtime;
+pub mod sorting;
 pub mod stream;
 pub mod wire;
 pub mod writer;

@@ -258,16 +258,22 @@ fn check_new_output(output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A hidden sibling of `output` for the dataset being written (`TempDir` would put it inside an
+/// existing, empty, output directory).
+fn hidden_sibling(output: &Path) -> anyhow::Result<TempDir> {
+    let name = output
+        .file_name()
+        .with_context(|| format!("{}: not a directory name", output.display()))?;
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(name);
+    TempDir::staging(&output.with_file_name(hidden))
+}
+
 fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     if job.chunk_size == 0 {
         return Err(Error::argument("--chunk-size 0: must be at least 1").into());
     }
-    let options = agd::WriteOptions {
-        zstd_level: job.zstd_level,
-        ..agd::WriteOptions::default()
-    };
     check_new_output(&job.output)?;
-    let threads = rt.threads();
     let fastq_input = job.fastq_input();
     let size = match &fastq_input {
         Some(f) => fastq::FastqRecords::size(f),
@@ -280,19 +286,13 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
             Header::new(f.header_text()?, Vec::new()),
         ),
         None => {
+            let threads = rt.threads();
             let mut input = Input::open(&job.input, threads, job.reference.as_deref(), &progress)?;
             input.set_cancel(rt.cancel_flag().clone());
             Source::Alignments(input)
         }
     };
-    // A hidden sibling prefix: `TempDir` would put it inside an existing (empty) output directory.
-    let name = job
-        .output
-        .file_name()
-        .with_context(|| format!("{}: not a directory name", job.output.display()))?;
-    let mut hidden = std::ffi::OsString::from(".");
-    hidden.push(name);
-    let temp = TempDir::staging(&job.output.with_file_name(hidden))?;
+    let temp = hidden_sibling(&job.output)?;
     let dir = temp.path().to_path_buf();
     for g in Group::ALL {
         std::fs::create_dir(dir.join(g.name()))
@@ -303,20 +303,65 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     // summed as read and those encoded as their chunk's columns decode; the test fault between.
     let opts = ChecksumOptions::every_record();
     let sum_opts = job.checksums.then_some(&opts);
+    let mut read_sums = Sums::EMPTY;
+    let written = encode_chunks(job, rt, &mut input, &dir, sum_opts, &mut read_sums)?;
+    progress.finish();
+    rt.check_cancelled()?;
+
+    let manifest = write_import_manifest(job, &input.header(), &written, &dir)?;
+    let checksums = if job.checksums {
+        let mut encoded = Sums::EMPTY;
+        written
+            .iter()
+            .filter_map(|w| w.sums.as_ref())
+            .for_each(|s| encoded.merge(s));
+        let mut c = Checksums::check("checksums", &opts, &read_sums, &encoded)?;
+        if let Some(f) = &fastq_input {
+            c.command = format!("{} | {}", import_command(f), c.command);
+        }
+        Some(c)
+    } else {
+        None
+    };
+    std::fs::rename(&dir, &job.output).with_context(|| {
+        format!(
+            "{}: cannot rename from {}",
+            job.output.display(),
+            dir.display()
+        )
+    })?;
+    drop(temp);
+    Ok(import_report(&manifest, &written, checksums))
+}
+
+/// Reads the records of `input` into chunks of at most `chunk_size` records, encoded and written
+/// into `dir` on `rt`'s pool while the calling thread reads (with `sum_opts`, the records read are
+/// summed into `read_sums`); the chunks written, in order.
+fn encode_chunks(
+    job: &AgdImportJob,
+    rt: &Runtime,
+    input: &mut Source,
+    dir: &Path,
+    sum_opts: Option<&ChecksumOptions>,
+    read_sums: &mut Sums,
+) -> anyhow::Result<Vec<Written>> {
+    let options = agd::WriteOptions {
+        zstd_level: job.zstd_level,
+        ..agd::WriteOptions::default()
+    };
     let fault = if job.checksums {
         Fault::from_env()
     } else {
         Fault::default()
     };
-    let mut read_sums = Sums::EMPTY;
     let mut scratch = Vec::new();
     let written = Mutex::new(Vec::new());
-    let (tx, rx) = crossbeam_channel::bounded::<(usize, ChunkBuilder)>(threads);
+    let (tx, rx) = crossbeam_channel::bounded::<(usize, ChunkBuilder)>(rt.threads());
     let read_result = std::thread::scope(|s| {
         let encoder = s.spawn(|| {
             rt.install(|| {
                 rx.into_iter().par_bridge().try_for_each(|(index, chunk)| {
-                    let w = write_chunk(&dir, index, chunk, &options, sum_opts)?;
+                    let w = write_chunk(dir, index, chunk, &options, sum_opts)?;
                     written.lock().unwrap_or_else(|p| p.into_inner()).push(w);
                     anyhow::Ok(())
                 })
@@ -324,7 +369,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         });
         let mut chunk = ChunkBuilder::default();
         let mut index = 0;
-        let sums = sum_opts.map(|o| (o, &mut read_sums));
+        let sums = sum_opts.map(|o| (o, read_sums));
         let read = input.for_each_record(rt.cancel_flag(), sums, |bytes| {
             let bytes = fault.apply_record(bytes, &mut scratch);
             if chunk.len() as u64 == job.chunk_size || chunk.bytes() + bytes.len() > CHUNK_BYTES {
@@ -351,12 +396,19 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         encoded.and(read)
     });
     read_result?;
-    progress.finish();
-    rt.check_cancelled()?;
-
     let mut written = written.into_inner().unwrap_or_else(|p| p.into_inner());
     written.sort_by_key(|w| w.index);
-    let header = input.header();
+    Ok(written)
+}
+
+/// Writes the imported dataset's manifest into `dir`: `header`, its references and the chunks
+/// `written`.
+fn write_import_manifest(
+    job: &AgdImportJob,
+    header: &Header,
+    written: &[Written],
+    dir: &Path,
+) -> anyhow::Result<Manifest> {
     let references = header
         .references()
         .iter()
@@ -382,29 +434,15 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     let manifest_path = dir.join(agd::MANIFEST_FILE);
     std::fs::write(&manifest_path, manifest.to_json())
         .with_context(|| format!("{}: cannot write", manifest_path.display()))?;
-    let checksums = if job.checksums {
-        let mut encoded = Sums::EMPTY;
-        written
-            .iter()
-            .filter_map(|w| w.sums.as_ref())
-            .for_each(|s| encoded.merge(s));
-        let mut c = Checksums::check("checksums", &opts, &read_sums, &encoded)?;
-        if let Some(f) = &fastq_input {
-            c.command = format!("{} | {}", import_command(f), c.command);
-        }
-        Some(c)
-    } else {
-        None
-    };
-    std::fs::rename(&dir, &job.output).with_context(|| {
-        format!(
-            "{}: cannot rename from {}",
-            job.output.display(),
-            dir.display()
-        )
-    })?;
-    drop(temp);
+    Ok(manifest)
+}
 
+/// What an import wrote: records, chunks and each group's bytes.
+fn import_report(
+    manifest: &Manifest,
+    written: &[Written],
+    checksums: Option<Checksums>,
+) -> AgdImportReport {
     let mut report = AgdImportReport {
         records: manifest.records,
         chunks: written.len(),
@@ -417,7 +455,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         report.group_bytes.push((g.name().into(), b));
         report.bytes += b;
     }
-    Ok(report)
+    report
 }
 
 /// The `samtools import` command line that makes the records a FASTQ import reads.

@@ -21,15 +21,15 @@ use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::input::Input;
-use sortase_exec::memory::Reservation;
 use sortase_exec::options::{add_program, Order, OutputSpec, Phase, PhaseClock, Program};
-use sortase_exec::output::{resolve_output, temp_prefix, OutFormat};
+use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::range_output;
-use sortase_exec::runtime::{CancelFlag, Runtime};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::sorting::{check_max_fan_in, Held, SortFrame};
 use sortase_ops::filter::expr::Scratch;
 use sortase_ops::filter::{FilterSpec, RecordFilter};
-use sortase_sort::{Budget, SortOptions, SortOrder, Sorter};
+use sortase_sort::SortStats;
 use std::path::PathBuf;
 
 /// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
@@ -144,95 +144,7 @@ pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutForm
     ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
 
-/// Returns the heap's free pages to the kernel (glibc `malloc_trim`). Called when an out-of-core
-/// sort starts its final merge: the read phase's batches were freed into the arenas of the threads
-/// that allocated them, where the final phase's new threads cannot reuse them. On the large bench BAM
-/// with `-u --max-memory 228M` peak RSS was 308-350 MiB without it and 262-280 MiB with it.
-pub(crate) fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap pages; it takes the allocator's locks itself.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// `sortase sort`'s and `agd sort`'s sorter: `reserve` bytes of `rt`'s pool are taken first for the
-/// final phase (waited for; returned, to be held until the sort ends) and the records get the rest
-/// through a [`PoolBudget`]. `name` labels the reservations.
-pub(crate) fn budgeted_sorter(
-    rt: &Runtime,
-    name: &str,
-    order: SortOrder,
-    reserve: usize,
-    temp_dir: &std::path::Path,
-    max_fan_in: usize,
-) -> Result<(Reservation, Sorter)> {
-    let mut final_reserve = rt.memory().reservation(&format!("{name}: final phase"));
-    let cancel = rt.cancel_flag().clone();
-    if final_reserve
-        .grow_waiting(reserve, || cancel.is_cancelled())
-        .is_err()
-    {
-        rt.check_cancelled()?;
-    }
-    let record_memory = rt.memory().limit().saturating_sub(reserve);
-    let budget = PoolBudget::new(rt, &format!("{name}: records"), record_memory);
-    let sorter = Sorter::new(SortOptions {
-        order,
-        memory: record_memory,
-        temp_dir: temp_dir.to_path_buf(),
-        max_fan_in,
-        ranges: Default::default(),
-    })
-    .with_budget(Box::new(budget))
-    .with_pool(rt.shared_pool())
-    .with_cancel(rt.cancel_flag().shared());
-    Ok((final_reserve, sorter))
-}
-
-/// The sorter's records budget: a reservation from the runtime's pool (`sortase sort`'s and
-/// `agd sort`'s).
-struct PoolBudget {
-    reservation: Reservation,
-    cancel: CancelFlag,
-    /// The records' share of the pool: the whole pool less the final phase's reserve, which the sort
-    /// holds until it ends.
-    cap: usize,
-}
-
-impl PoolBudget {
-    /// A budget of at most `cap` bytes from `rt`'s pool.
-    pub(crate) fn new(rt: &Runtime, consumer: &str, cap: usize) -> Self {
-        Self {
-            reservation: rt.memory().reservation(consumer),
-            cancel: rt.cancel_flag().clone(),
-            cap,
-        }
-    }
-}
-
-impl Budget for PoolBudget {
-    fn try_grow(&mut self, n: usize) -> bool {
-        self.reservation.try_grow(n).is_ok()
-    }
-
-    fn grow_waiting(&mut self, n: usize) -> bool {
-        // More than the records' share can never be freed for us (the final phase's reserve is our
-        // own): refuse, and the sorter makes the batch a run of its own. Waiting here hung
-        // `sort -@ 2 -m 1M` once a recycled chunk buffer made one batch 1.7 MB.
-        if self.reservation.size() + n > self.cap {
-            return false;
-        }
-        let cancel = self.cancel.clone();
-        self.reservation
-            .grow_waiting(n, || cancel.is_cancelled())
-            .is_ok()
-    }
-
-    fn free(&mut self) {
-        self.reservation.free();
-    }
-}
+pub(crate) use sortase_exec::sorting::release_free_memory;
 
 /// samtools' `--input-fmt-option` list as a record filter: `filter=EXPR` (htslib's filter
 /// expression; the last one given wins, as in htslib); any other option is an argument error.
@@ -316,14 +228,7 @@ impl SortSource {
 }
 
 fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
-    let threads = rt.threads();
-    if job.max_fan_in < 2 {
-        return Err(Error::argument(format!(
-            "--max-fan-in {}: must be at least 2",
-            job.max_fan_in
-        ))
-        .into());
-    }
+    check_max_fan_in(job.max_fan_in)?;
     let mut report = SortReport::default();
     let out = resolve_output(
         &job.output,
@@ -333,70 +238,111 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     )?;
     let memory = rt.memory().limit();
 
-    let input_name = job.input.clone();
-    let size = sortase_exec::input::input_size(&input_name);
+    let size = sortase_exec::input::input_size(&job.input);
     let progress = rt.progress("sort", size);
     let mut clock = PhaseClock::new("read");
-    let mut input = SortSource::open(job, rt, &progress).with_context(|| input_name.clone())?;
+    let mut input = SortSource::open(job, rt, &progress).with_context(|| job.input.clone())?;
     let order = job.order.resolve_with(input.header())?;
     let filter = input_filter(&job.input_fmt_options, input.header())?;
-    let mut scratch = Scratch::default();
 
     let temp = TempDir::create(&temp_prefix(
         job.temp_prefix.as_deref(),
         out.data.as_deref(),
         rt.temp_dir(),
     ))?;
-    let reserve = final_phase_reserve(memory, threads, out.format);
-    let (final_reserve, mut sorter) =
-        budgeted_sorter(rt, "sort", order, reserve, temp.path(), job.max_fan_in)?;
-    report.threads = sorter.threads();
-    let mut pushed = 0u64;
-    let sums = ChecksumOptions::every_record();
-    let mut read = Sums::EMPTY;
-    input
-        .for_each_batch(rt, |mut b| {
-            if let Some(f) = &filter {
-                b.retain(|r| f.passes(&r, &mut scratch))
-                    .map_err(|e| Error::argument(e.to_string()))?;
-            }
-            pushed += b.len() as u64;
-            if job.checksums {
-                read.merge(&rt.install(|| proof::batch_sums(&sums, &b)));
-            }
-            Ok(sorter.push(b)?)
-        })
-        .with_context(|| input_name.clone())?;
+    let reserve = final_phase_reserve(memory, rt.threads(), out.format);
+    let mut frame = SortFrame::open(rt, "sort", order, reserve, temp, job.max_fan_in)?;
+    report.threads = frame.threads();
+    let mut read = read_phase(job, rt, &mut input, filter.as_ref(), &mut frame)?;
     progress.finish();
-    // The merge and write phase gets its own bar, in records (its output size is not known).
-    let written = rt.progress("sort: merge and write records", pushed);
 
     let mut header = input.header().clone();
     let (so, ss) = order.header_values();
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
+    let (stats, held) = write_phase(job, rt, &out, &header, frame, &mut clock, &mut read)?;
+    report.checksums = read.checksums;
+    drop(held);
+    report.phases = clock.finish();
+    report.add_stats(&stats, memory, reserve);
+    report.outputs = out.data.into_iter().collect();
+    report.outputs.extend(out.index.map(|(p, _)| p));
+    Ok(report)
+}
+
+/// What the read phase took: the records pushed and, with `--checksums`, their sums.
+struct ReadPhase {
+    pushed: u64,
+    sums: ChecksumOptions,
+    read: Sums,
+    /// Filled by the write phase: the sums read and written, checked equal.
+    checksums: Option<Checksums>,
+}
+
+/// Reads `input` into the sorter, keeping the records `filter` passes (and summing them with
+/// `--checksums`).
+fn read_phase(
+    job: &SortJob,
+    rt: &Runtime,
+    input: &mut SortSource,
+    filter: Option<&RecordFilter>,
+    frame: &mut SortFrame,
+) -> anyhow::Result<ReadPhase> {
+    let mut scratch = Scratch::default();
+    let mut phase = ReadPhase {
+        pushed: 0,
+        sums: ChecksumOptions::every_record(),
+        read: Sums::EMPTY,
+        checksums: None,
+    };
+    input
+        .for_each_batch(rt, |mut b| {
+            if let Some(f) = filter {
+                b.retain(|r| f.passes(&r, &mut scratch))
+                    .map_err(|e| Error::argument(e.to_string()))?;
+            }
+            phase.pushed += b.len() as u64;
+            if job.checksums {
+                phase
+                    .read
+                    .merge(&rt.install(|| proof::batch_sums(&phase.sums, &b)));
+            }
+            Ok(frame.push(b)?)
+        })
+        .with_context(|| job.input.clone())?;
+    Ok(phase)
+}
+
+/// The final phase: the sorted key ranges encoded into `out` with `header` (its own progress bar,
+/// in records: the output's size is not known), the sums checked with `--checksums` (into
+/// `read.checksums`) and the output renamed into place.
+fn write_phase(
+    job: &SortJob,
+    rt: &Runtime,
+    out: &ResolvedOutput,
+    header: &Header,
+    frame: SortFrame,
+    clock: &mut PhaseClock,
+    read: &mut ReadPhase,
+) -> anyhow::Result<(SortStats, Held)> {
+    let written = rt.progress("sort: merge and write records", read.pushed);
     let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
     let (mut encoder, mut writer) = range_output::open(
         out.data.as_deref(),
         index,
         out.format,
-        &header,
+        header,
         &job.output.cram(),
         rt.threads(),
     )?;
     if job.checksums {
-        encoder.sum_records(sums.clone());
+        encoder.sum_records(read.sums.clone());
     }
     let name = writer.name.clone();
-    let stats = sorter
+    let (stats, held) = frame
         .finish_ranges(
-            threads,
-            |p| {
-                if p == "merge" {
-                    release_free_memory();
-                }
-                clock.next(p)
-            },
+            rt.threads(),
+            clock,
             |records| encoder.encode(&mut range_output::Counted::new(records, &written)),
             |range| writer.write(range),
         )
@@ -404,27 +350,29 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     written.finish();
     rt.check_cancelled()?;
     if let Some(wrote) = encoder.written_sums() {
-        report.checksums = Some(Checksums::check("sort", &sums, &read, &wrote)?);
+        read.checksums = Some(Checksums::check("sort", &read.sums, &read.read, &wrote)?);
     }
     writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
-    drop(temp);
-    drop(final_reserve);
-    report.phases = clock.finish();
-    report.records = stats.records;
-    report.record_bytes = stats.record_bytes;
-    report.memory_budget = memory;
-    report.record_memory = memory.saturating_sub(reserve);
-    report.runs_spilled = stats.runs_spilled;
-    report.compactions = stats.compactions;
-    report.final_fan_in = stats.final_fan_in;
-    report.ranges = stats.ranges;
-    report.temp_bytes = stats.temp_bytes;
-    report.spilled_bytes = stats.spilled_bytes;
-    report.spill_seconds = stats.spill_time.as_secs_f64();
-    report.compaction_wait_seconds = stats.compaction_wait.as_secs_f64();
-    report.outputs = out.data.into_iter().collect();
-    report.outputs.extend(out.index.map(|(p, _)| p));
-    Ok(report)
+    Ok((stats, held))
+}
+
+impl SortReport {
+    /// The sorter's counts, with the memory budget and the part of it left for records (`reserve`
+    /// held for the final phase).
+    fn add_stats(&mut self, stats: &SortStats, memory: usize, reserve: usize) {
+        self.records = stats.records;
+        self.record_bytes = stats.record_bytes;
+        self.memory_budget = memory;
+        self.record_memory = memory.saturating_sub(reserve);
+        self.runs_spilled = stats.runs_spilled;
+        self.compactions = stats.compactions;
+        self.final_fan_in = stats.final_fan_in;
+        self.ranges = stats.ranges;
+        self.temp_bytes = stats.temp_bytes;
+        self.spilled_bytes = stats.spilled_bytes;
+        self.spill_seconds = stats.spill_time.as_secs_f64();
+        self.compaction_wait_seconds = stats.compaction_wait.as_secs_f64();
+    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,9 @@
 //! permutation): the report warns about each.
 
 use super::{
-    check_new_output, chunk_batch, dataset_header, open_manifest, write_chunk, CHUNK_BYTES,
-    DEFAULT_CHUNK_SIZE, DEFAULT_ZSTD_LEVEL,
+    check_new_output, chunk_batch, dataset_header, hidden_sibling, open_manifest, write_chunk,
+    CHUNK_BYTES, DEFAULT_CHUNK_SIZE, DEFAULT_ZSTD_LEVEL,
 };
-use crate::sort::budgeted_sorter;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -30,7 +29,8 @@ use sortase_exec::files::TempDir;
 use sortase_exec::options::{add_program, Order, Phase, PhaseClock, Program};
 use sortase_exec::output::temp_prefix;
 use sortase_exec::runtime::Runtime;
-use sortase_sort::{RangeSource, SortError};
+use sortase_exec::sorting::{check_max_fan_in, Held, SortFrame};
+use sortase_sort::{RangeSource, SortError, SortStats};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -163,22 +163,10 @@ fn sort_error(e: impl std::fmt::Display) -> SortError {
     SortError::Output(std::io::Error::other(e.to_string()))
 }
 
-/// A hidden sibling of `output` for the dataset being written.
-fn hidden_sibling(output: &Path) -> anyhow::Result<TempDir> {
-    let name = output
-        .file_name()
-        .with_context(|| format!("{}: not a directory name", output.display()))?;
-    let mut hidden = std::ffi::OsString::from(".");
-    hidden.push(name);
-    TempDir::staging(&output.with_file_name(hidden))
-}
-
 fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
     let threads = rt.threads();
     let order = job.order.resolve()?;
-    if job.max_fan_in < 2 {
-        sortase_exec::error::bail_argument!("--max-fan-in {}: must be at least 2", job.max_fan_in);
-    }
+    check_max_fan_in(job.max_fan_in)?;
     if job.chunk_size == 0 {
         sortase_exec::error::bail_argument!("--chunk-size 0: must be at least 1");
     }
@@ -208,26 +196,57 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         Some(&job.output),
         rt.temp_dir(),
     ))?;
-    let (final_reserve, mut sorter) = budgeted_sorter(
-        rt,
-        "agd sort",
-        order,
-        final_phase_reserve(memory, threads),
-        temp.path(),
-        job.max_fan_in,
-    )?;
+    let reserve = final_phase_reserve(memory, threads);
+    let mut frame = SortFrame::open(rt, "agd sort", order, reserve, temp, job.max_fan_in)?;
     let mut clock = PhaseClock::new("read");
     for_each_chunk_batch(&job.input, &manifest, rt, "agd sort records", |b| {
-        Ok(sorter.push(b)?)
+        Ok(frame.push(b)?)
     })?;
     rt.check_cancelled()?;
 
+    let mut counts: Vec<u64> = Vec::new();
+    let (stats, held) = write_chunks(job, rt, frame, &mut clock, &dir, &mut counts)?;
+    rt.check_cancelled()?;
+    drop(held);
+    std::fs::remove_dir_all(&staging)
+        .with_context(|| format!("{}: cannot remove", staging.display()))?;
+    write_manifest(job, &manifest, order, &counts, &dir)?;
+    std::fs::rename(&dir, &job.output).with_context(|| {
+        format!(
+            "{}: cannot rename from {}",
+            job.output.display(),
+            dir.display()
+        )
+    })?;
+    drop(out_temp);
+    report.phases = clock.finish();
+    report.records = stats.records;
+    report.chunks = counts.len();
+    report.record_bytes = stats.record_bytes;
+    report.memory_budget = memory;
+    report.runs_spilled = stats.runs_spilled;
+    report.final_fan_in = stats.final_fan_in;
+    report.temp_bytes = stats.temp_bytes;
+    Ok(report)
+}
+
+/// The final phase: each key range's records cut into chunks of at most `chunk_size` records,
+/// written into `dir/.staging` by the thread that merged them, then renamed to their index in
+/// order (their record counts pushed onto `counts`).
+fn write_chunks(
+    job: &AgdSortJob,
+    rt: &Runtime,
+    frame: SortFrame,
+    clock: &mut PhaseClock,
+    dir: &Path,
+    counts: &mut Vec<u64>,
+) -> anyhow::Result<(SortStats, Held)> {
+    let staging = dir.join(".staging");
     let options = agd::WriteOptions {
         zstd_level: job.zstd_level,
         ..agd::WriteOptions::default()
     };
     let staged = AtomicUsize::new(0);
-    let mut counts: Vec<u64> = Vec::new();
     let encode = |records: &mut sortase_sort::RangeRecords<'_>| {
         let mut out: Vec<(usize, u64)> = Vec::new();
         let mut chunk = ChunkBuilder::default();
@@ -253,33 +272,28 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         for (i, records) in staged_chunks {
             for g in Group::ALL {
                 let from = agd::chunk_path(&staging, g, i);
-                let to = agd::chunk_path(&dir, g, counts.len());
+                let to = agd::chunk_path(dir, g, counts.len());
                 std::fs::rename(&from, &to)?;
             }
             counts.push(records);
         }
         Ok(())
     };
-    let stats = sorter
-        .finish_ranges(
-            threads,
-            |p| {
-                if p == "merge" {
-                    crate::sort::release_free_memory();
-                }
-                clock.next(p)
-            },
-            encode,
-            sink,
-        )
-        .with_context(|| dir.display().to_string())?;
-    rt.check_cancelled()?;
-    drop(temp);
-    drop(final_reserve);
-    std::fs::remove_dir_all(&staging)
-        .with_context(|| format!("{}: cannot remove", staging.display()))?;
+    frame
+        .finish_ranges(rt.threads(), clock, encode, sink)
+        .with_context(|| dir.display().to_string())
+}
 
-    let mut header = dataset_header(&manifest);
+/// Writes the sorted dataset's manifest into `dir`: the input's header with `SO` (and `SS`) set
+/// and the `@PG` line, its references, and the chunks' record `counts`.
+fn write_manifest(
+    job: &AgdSortJob,
+    manifest: &Manifest,
+    order: sortase_sort::SortOrder,
+    counts: &[u64],
+    dir: &Path,
+) -> anyhow::Result<()> {
+    let mut header = dataset_header(manifest);
     let (so, ss) = order.header_values();
     header.set_sort_order(so, ss.as_deref());
     add_program(&mut header, job.program.as_ref());
@@ -294,25 +308,9 @@ fn run(job: &AgdSortJob, rt: &Runtime) -> anyhow::Result<AgdSortReport> {
         job.chunk_size,
         provenance,
     );
-    out.set_chunks(&counts);
+    out.set_chunks(counts);
     let manifest_path = dir.join(agd::MANIFEST_FILE);
     std::fs::write(&manifest_path, out.to_json())
         .with_context(|| format!("{}: cannot write", manifest_path.display()))?;
-    std::fs::rename(&dir, &job.output).with_context(|| {
-        format!(
-            "{}: cannot rename from {}",
-            job.output.display(),
-            dir.display()
-        )
-    })?;
-    drop(out_temp);
-    report.phases = clock.finish();
-    report.records = stats.records;
-    report.chunks = counts.len();
-    report.record_bytes = stats.record_bytes;
-    report.memory_budget = memory;
-    report.runs_spilled = stats.runs_spilled;
-    report.final_fan_in = stats.final_fan_in;
-    report.temp_bytes = stats.temp_bytes;
-    Ok(report)
+    Ok(())
 }
