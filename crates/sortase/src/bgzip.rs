@@ -418,19 +418,9 @@ fn test(input: Option<&Path>, rt: &Runtime, report: &mut BgzipReport) -> Result<
     Ok(())
 }
 
-/// `-b OFFSET [-s SIZE]`: bytes of the uncompressed stream, read through the `.gzi`. A range running
-/// past the end is cut at the end (as bgzip); an offset past the end is an error.
-fn ranged(
-    input: Option<&Path>,
-    offset: u64,
-    size: Option<u64>,
-    job: &BgzipJob,
-    rt: &Runtime,
-    report: &mut BgzipReport,
-) -> Result<()> {
-    let Some(input) = input else {
-        return Err(Error::argument("-b needs a file name (and its .gzi index)").into());
-    };
+/// Random access to the uncompressed bytes of `input` (a BGZF file through its `.gzi`, or a plain
+/// one), with their length.
+fn open_access(input: &Path, job: &BgzipJob, rt: &Runtime) -> Result<(RandomAccess, u64)> {
     let what = input.display().to_string();
     let threads = rt.threads();
     let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
@@ -438,7 +428,7 @@ fn ranged(
         .map_err(fasta_error)
         .with_context(|| what.clone())?;
     let ip = gzi_path(job, input);
-    let (access, data_len) = match compression {
+    Ok(match compression {
         Compression::Gzip => {
             return Err(Error::new(
                 ErrorKind::Format,
@@ -465,7 +455,24 @@ fn ranged(
                 .with_context(|| what.clone())?;
             (access, len)
         }
+    })
+}
+
+/// `-b OFFSET [-s SIZE]`: bytes of the uncompressed stream, read through the `.gzi`. A range running
+/// past the end is cut at the end (as bgzip); an offset past the end is an error.
+fn ranged(
+    input: Option<&Path>,
+    offset: u64,
+    size: Option<u64>,
+    job: &BgzipJob,
+    rt: &Runtime,
+    report: &mut BgzipReport,
+) -> Result<()> {
+    let Some(input) = input else {
+        return Err(Error::argument("-b needs a file name (and its .gzi index)").into());
     };
+    let what = input.display().to_string();
+    let (access, data_len) = open_access(input, job, rt)?;
     if offset > data_len {
         return Err(Error::argument(format!(
             "{what}: offset {offset} is past the end of the uncompressed data ({data_len} bytes)"

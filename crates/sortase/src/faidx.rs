@@ -182,7 +182,6 @@ fn drop_in_background(fai: Fai) {
 }
 
 fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<FaidxReport> {
-    let threads = rt.threads();
     let mut report = FaidxReport::default();
     let build_only = job.regions.is_empty() && job.region_file.is_none();
     let fai_path = job
@@ -203,19 +202,7 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
         || !fai_path.exists()
         || (compression == Compression::Bgzf && !gzi_path.exists());
     if needs_build {
-        let (fai, summary, warnings) = build_fai(&job.input, rt)?;
-        for w in warnings {
-            warn(format!("[W::fai_insert_index] {w}"));
-        }
-        rt.check_cancelled()?;
-        if summary.compression == Compression::Bgzf {
-            write_file(&gzi_path, |w| summary.gzi.write(w))?;
-            report.outputs.push(gzi_path.clone());
-        }
-        write_file(&fai_path, |w| fai.write(w))?;
-        report.outputs.push(fai_path.clone());
-        report.indexed = true;
-        report.sequences = fai.records.len();
+        let fai = build_index(job, rt, &fai_path, &gzi_path, &mut report, warn)?;
         if build_only {
             drop_in_background(fai);
             return Ok(report);
@@ -240,9 +227,46 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
         _ => None,
     };
     let file = File::open(&job.input).with_context(|| format!("{what}: cannot open"))?;
-    let access = RandomAccess::new(file, &what, compression, gzi.as_deref(), threads)
+    let access = RandomAccess::new(file, &what, compression, gzi.as_deref(), rt.threads())
         .map_err(fasta_error)?;
+    let regions = region_list(job)?;
+    let opts = options(job, format, warn)?;
+    write_output(job, rt, &fai, &access, &regions, &opts, warn)?;
+    report.regions = regions.len();
+    report
+        .outputs
+        .extend(job.output.clone().filter(|o| o != Path::new("-")));
+    Ok(report)
+}
 
+/// Builds the index of the input and writes it to `fai_path` (and, for a BGZF input, its `.gzi` to
+/// `gzi_path`), noting both in `report`.
+fn build_index(
+    job: &FaidxJob,
+    rt: &Runtime,
+    fai_path: &Path,
+    gzi_path: &Path,
+    report: &mut FaidxReport,
+    warn: &mut dyn FnMut(String),
+) -> anyhow::Result<Fai> {
+    let (fai, summary, warnings) = build_fai(&job.input, rt)?;
+    for w in warnings {
+        warn(format!("[W::fai_insert_index] {w}"));
+    }
+    rt.check_cancelled()?;
+    if summary.compression == Compression::Bgzf {
+        write_file(gzi_path, |w| summary.gzi.write(w))?;
+        report.outputs.push(gzi_path.to_path_buf());
+    }
+    write_file(fai_path, |w| fai.write(w))?;
+    report.outputs.push(fai_path.to_path_buf());
+    report.indexed = true;
+    report.sequences = fai.records.len();
+    Ok(fai)
+}
+
+/// The regions asked for: the region file's lines, then the regions given.
+fn region_list(job: &FaidxJob) -> anyhow::Result<Vec<String>> {
     let mut regions = Vec::new();
     if let Some(rf) = &job.region_file {
         let f = File::open(rf).with_context(|| format!("{}: cannot open", rf.display()))?;
@@ -252,6 +276,15 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
         }
     }
     regions.extend(job.regions.iter().cloned());
+    Ok(regions)
+}
+
+/// How the regions are written (a negative line length warns and takes samtools' 60).
+fn options(
+    job: &FaidxJob,
+    format: Format,
+    warn: &mut dyn FnMut(String),
+) -> anyhow::Result<FaidxOptions> {
     let line_len = match job.line_length {
         None => None,
         Some(n) if n < 0 => {
@@ -261,14 +294,28 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
         Some(n) => Some(n as u64),
     };
     let (pos_mark, neg_mark) = strand_marks(&job.mark_strand)?;
-    let opts = FaidxOptions {
+    Ok(FaidxOptions {
         line_len,
         reverse: job.reverse_complement,
         pos_mark,
         neg_mark,
         keep_going: job.keep_going,
         format,
-    };
+    })
+}
+
+/// Writes `regions` to the job's output (bgzipped at samtools' level 4 when its name ends in
+/// `.gz`, `.bgz` or `.bgzf`), committed once all is written.
+fn write_output(
+    job: &FaidxJob,
+    rt: &Runtime,
+    fai: &Fai,
+    access: &RandomAccess,
+    regions: &[String],
+    opts: &FaidxOptions,
+    warn: &mut dyn FnMut(String),
+) -> anyhow::Result<()> {
+    let what = job.input.display().to_string();
     if job.output.as_deref() == Some(job.input.as_path()) {
         return Err(Error::argument(format!("{what}: same input and output file")).into());
     }
@@ -282,16 +329,16 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
         // samtools faidx writes bgzipped output at level 4.
         let mut w = ParallelWriter::new(
             out,
-            WriterOptions::new(threads, CompressionLevel::samtools(4)),
+            WriterOptions::new(rt.threads(), CompressionLevel::samtools(4)),
         );
-        write_regions(&fai, &access, &regions, &opts, &mut w, warn)
+        write_regions(fai, access, regions, opts, &mut w, warn)
             .map_err(fasta_error)
             .with_context(|| what.clone())?;
         w.finish()
             .with_context(|| format!("{}: cannot write", dest.name))?;
     } else {
         let mut out = out;
-        let result = write_regions(&fai, &access, &regions, &opts, &mut out, warn);
+        let result = write_regions(fai, access, regions, opts, &mut out, warn);
         // Output already written stays on stdout, as with samtools; a file output is removed.
         out.flush()
             .with_context(|| format!("{}: cannot write", dest.name))?;
@@ -299,11 +346,7 @@ fn run(job: &FaidxJob, rt: &Runtime, warn: &mut dyn FnMut(String)) -> Result<Fai
     }
     rt.check_cancelled()?;
     dest.commit()?;
-    report.regions = regions.len();
-    report
-        .outputs
-        .extend(job.output.clone().filter(|o| o != Path::new("-")));
-    Ok(report)
+    Ok(())
 }
 
 #[cfg(test)]

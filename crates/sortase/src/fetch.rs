@@ -282,6 +282,27 @@ fn ranges(
     resolve_names(&names, &loc_path, rt.threads())
 }
 
+/// The `.gzi` of a BGZF input, built (and written next to it) when missing.
+fn gzi_blocks(
+    job: &FetchJob,
+    rt: &Runtime,
+    gzi_path: &Path,
+    report: &mut FetchReport,
+) -> Result<Vec<sortase_bgzf::gzi::GziEntry>> {
+    if !gzi_path.exists() {
+        let what = job.input.display().to_string();
+        let file = File::open(&job.input)?;
+        // Only the block list is needed (the file may not even be FASTA with -p).
+        let summary = scan(Cancellable::new(file, rt), rt.threads(), &mut IgnoreLines)
+            .map_err(fasta_error)
+            .with_context(|| what.clone())?;
+        rt.check_cancelled()?;
+        write_file(gzi_path, |w| summary.gzi.write(w))?;
+        report.outputs.push(gzi_path.to_path_buf());
+    }
+    read_gzi(gzi_path)
+}
+
 fn fetch(job: &FetchJob, rt: &Runtime) -> Result<FetchReport> {
     let threads = rt.threads();
     let mut report = FetchReport::default();
@@ -300,19 +321,7 @@ fn fetch(job: &FetchJob, rt: &Runtime) -> Result<FetchReport> {
         ranges.sort_unstable();
     }
     let gzi = match compression {
-        Compression::Bgzf => {
-            if !gzi_path.exists() {
-                let file = File::open(&job.input)?;
-                // Only the block list is needed (the file may not even be FASTA with -p).
-                let summary = scan(Cancellable::new(file, rt), threads, &mut IgnoreLines)
-                    .map_err(fasta_error)
-                    .with_context(|| what.clone())?;
-                rt.check_cancelled()?;
-                write_file(&gzi_path, |w| summary.gzi.write(w))?;
-                report.outputs.push(gzi_path.clone());
-            }
-            Some(read_gzi(&gzi_path)?)
-        }
+        Compression::Bgzf => Some(gzi_blocks(job, rt, &gzi_path, &mut report)?),
         _ => None,
     };
     let file = File::open(&job.input).with_context(|| format!("{what}: cannot open"))?;

@@ -345,19 +345,10 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         && job.inputs.iter().all(|n| n != "-")
         && opened.iter().all(|i| i.format == Format::Bam);
     if ranged {
-        let inputs: Vec<MergeInput> = job
-            .inputs
-            .iter()
-            .zip(&opened)
-            .zip(&merged.translations)
-            .map(|((name, input), t)| MergeInput {
-                path: PathBuf::from(name),
-                n_ref: input.header.references().len(),
-                translation: t.clone(),
-            })
-            .collect();
+        let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
         drop(opened);
-        match key_ranges(
+        let inputs = tasks::merge_inputs(job, &n_refs, &merged.translations);
+        let ranges = key_ranges(
             job,
             rt,
             order,
@@ -367,15 +358,11 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
             &target,
             &progress,
             &mut report,
-        ) {
+        );
+        match ranges {
             Ok(()) => {
-                progress.finish();
-                report
-                    .warnings
-                    .extend(translations.iter().flat_map(|t| t.take_warnings()));
                 report.method = MergeMethod::KeyRanges;
-                report.outputs = target.outputs();
-                return Ok(report);
+                return Ok(finish_report(report, &translations, &target, progress));
             }
             Err((e, restartable)) => {
                 rt.check_cancelled()?;
@@ -388,12 +375,42 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         opened = open_inputs(job, per_input, &progress)?;
     }
     report.method = MergeMethod::OneThread;
+    report.checksums = one_thread_merge(job, rt, order, opened, merged, &target)?;
+    Ok(finish_report(report, &translations, &target, progress))
+}
+
+/// The end of a merge either way: the progress bar finished, the translations' warnings and the
+/// files written added to `report`.
+fn finish_report(
+    mut report: MergeReport,
+    translations: &[Arc<Translation>],
+    target: &Target,
+    progress: Progress,
+) -> MergeReport {
+    progress.finish();
+    report
+        .warnings
+        .extend(translations.iter().flat_map(|t| t.take_warnings()));
+    report.outputs = target.outputs();
+    report
+}
+
+/// samtools' one-thread merge of the `opened` inputs into `target`; with `--checksums`, the sums
+/// read and written (checked equal).
+fn one_thread_merge(
+    job: &MergeJob,
+    rt: &Runtime,
+    order: SortOrder,
+    opened: Vec<Input>,
+    merged: Merged,
+    target: &Target,
+) -> anyhow::Result<Option<Checksums>> {
     let mut out = SortedOutput::open(
         target.data.as_deref(),
         target.index(),
         target.format,
         &merged.header,
-        threads,
+        rt.threads(),
         &job.output.cram(),
     )?;
     let sums = ChecksumOptions::every_record();
@@ -407,16 +424,12 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         job.checksums.then_some(&sums),
     );
     rt.check_cancelled()?;
+    let mut checksums = None;
     if let Some((read, written)) = result? {
-        report.checksums = Some(Checksums::check("merge", &sums, &read, &written)?);
+        checksums = Some(Checksums::check("merge", &sums, &read, &written)?);
     }
     out.finish()?;
-    progress.finish();
-    report
-        .warnings
-        .extend(translations.iter().flat_map(|t| t.take_warnings()));
-    report.outputs = target.outputs();
-    Ok(report)
+    Ok(checksums)
 }
 
 /// Whether `e` says an input is not in the order the key-range merge needs.

@@ -34,6 +34,7 @@ use sortase_exec::error::{Error, Result};
 use sortase_exec::input::{Format, Input};
 use sortase_exec::options::{add_program, OutputSpec, Program};
 use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::progress::Progress;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
 use sortase_ops::filter::expr::Scratch;
@@ -190,33 +191,7 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         .into());
     }
     if job.count && job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
-        let header =
-            sortase_exec::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
-        let filter = job.record_filter(&header)?;
-        // Counting a BAM file: byte ranges on all cores, per-range counts summed; each range keeps
-        // its own scratch buffers and the first error of the expression.
-        let (_, parts) = bam_ranges::scan(
-            job.input.as_ref(),
-            rt,
-            |_| (0u64, Scratch::default(), None),
-            |(n, scratch, failed): &mut (u64, Scratch, Option<FilterError>), r| {
-                if failed.is_none() {
-                    match filter.passes(r, scratch) {
-                        Ok(pass) => *n += u64::from(pass),
-                        Err(e) => *failed = Some(e),
-                    }
-                }
-            },
-        )
-        .with_context(|| job.input.clone())?;
-        let mut total = 0;
-        for (n, _, failed) in parts {
-            if let Some(e) = failed {
-                return Err(anyhow::Error::new(e).context(job.input.clone()));
-            }
-            total += n;
-        }
-        return counted(job, total, Vec::new());
+        return count_bam_ranges(job, rt);
     }
     if job.count
         && job.regions.is_empty()
@@ -224,46 +199,13 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
         && job.filter.only_flags_and_mapq()
         && sortase_exec::input::is_cram(Path::new(&job.input))
     {
-        let filter = job.record_filter(&Header::new(String::new(), Vec::new()))?;
-        // Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only
-        // (what the filter reads); `None`: no records, read below as a stream.
-        let ranges = sortase_exec::cram_ranges::scan(
-            job.input.as_ref(),
-            rt,
-            sortase_cram::Fields::FlagMapq,
-            |_| 0u64,
-            |n, c| {
-                *n += u64::from(filter.passes_fields(c.flag, c.mapq));
-                Ok(())
-            },
-        )
-        .with_context(|| job.input.clone())?;
-        if let Some((_, parts)) = ranges {
-            return counted(job, parts.iter().sum(), Vec::new());
+        if let Some(report) = count_cram_ranges(job, rt)? {
+            return Ok(report);
         }
     }
     let size = sortase_exec::input::input_size(&job.input);
     let progress = rt.progress("view", size);
-    // Counting reads flags, MAPQ and positions only: CRAM skips decoding the rest (as samtools).
-    let fields = if job.count && job.filter.only_flags_and_mapq() {
-        sortase_cram::Fields::Counting
-    } else {
-        sortase_cram::Fields::All
-    };
-    let mut input = if !job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
-        // Region queries read records through the index: read the header only.
-        Input::bam_header_only(&job.input)
-    } else {
-        Input::open_fields(
-            &job.input,
-            rt.threads(),
-            job.output.reference.as_deref(),
-            fields,
-            &progress,
-        )
-    }
-    .with_context(|| job.input.clone())?;
-    input.set_cancel(rt.cancel_flag().clone());
+    let mut input = open_input(job, rt, &progress)?;
     let filter = job.record_filter(&input.header)?;
     let mut scratch = Scratch::default();
     let mut report = ViewReport::default();
@@ -289,34 +231,118 @@ fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let (mut out, outputs) =
         open_output(job, format, input.header.clone(), rt, &mut report.warnings)?;
     if !job.header_only {
-        let mut records = 0u64;
-        for_each_batch(
-            job,
-            rt.threads(),
-            &mut input,
-            &mut report.warnings,
-            &mut |batch| {
-                if filter.passes_all() {
-                    records += batch.len() as u64;
-                    out.sink.write_batch(batch)?;
-                } else {
-                    for (i, r) in batch.iter().enumerate() {
-                        if filter.passes(&r, &mut scratch)? {
-                            records += 1;
-                            out.sink.write(batch.raw(i))?;
-                        }
-                    }
-                }
-                Ok(())
-            },
-        )?;
-        report.records = records;
+        report.records =
+            write_records(job, rt, &mut input, &filter, &mut out, &mut report.warnings)?;
     }
     rt.check_cancelled()?;
     out.finish()?;
     progress.finish();
     report.outputs = outputs;
     Ok(report)
+}
+
+/// Counting a BAM file: byte ranges on all cores, per-range counts summed; each range keeps its
+/// own scratch buffers and the first error of the expression.
+fn count_bam_ranges(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
+    let header =
+        sortase_exec::input::read_bam_header(&job.input).with_context(|| job.input.clone())?;
+    let filter = job.record_filter(&header)?;
+    let (_, parts) = bam_ranges::scan(
+        job.input.as_ref(),
+        rt,
+        |_| (0u64, Scratch::default(), None),
+        |(n, scratch, failed): &mut (u64, Scratch, Option<FilterError>), r| {
+            if failed.is_none() {
+                match filter.passes(r, scratch) {
+                    Ok(pass) => *n += u64::from(pass),
+                    Err(e) => *failed = Some(e),
+                }
+            }
+        },
+    )
+    .with_context(|| job.input.clone())?;
+    let mut total = 0;
+    for (n, _, failed) in parts {
+        if let Some(e) = failed {
+            return Err(anyhow::Error::new(e).context(job.input.clone()));
+        }
+        total += n;
+    }
+    counted(job, total, Vec::new())
+}
+
+/// Counting a CRAM file: runs of containers on all cores, decoding flags and MAPQ only (what the
+/// filter reads); `None`: no records, to be read as a stream.
+fn count_cram_ranges(job: &ViewJob, rt: &Runtime) -> anyhow::Result<Option<ViewReport>> {
+    let filter = job.record_filter(&Header::new(String::new(), Vec::new()))?;
+    let ranges = sortase_exec::cram_ranges::scan(
+        job.input.as_ref(),
+        rt,
+        sortase_cram::Fields::FlagMapq,
+        |_| 0u64,
+        |n, c| {
+            *n += u64::from(filter.passes_fields(c.flag, c.mapq));
+            Ok(())
+        },
+    )
+    .with_context(|| job.input.clone())?;
+    match ranges {
+        Some((_, parts)) => counted(job, parts.iter().sum(), Vec::new()).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The view's input as a stream: region queries on a BAM file read the header only (their records
+/// come through the index); counting reads flags, MAPQ and positions only (CRAM skips decoding the
+/// rest, as samtools).
+fn open_input(job: &ViewJob, rt: &Runtime, progress: &Progress) -> anyhow::Result<Input> {
+    let fields = if job.count && job.filter.only_flags_and_mapq() {
+        sortase_cram::Fields::Counting
+    } else {
+        sortase_cram::Fields::All
+    };
+    let mut input = if !job.regions.is_empty() && job.input != "-" && is_bam_file(&job.input) {
+        Input::bam_header_only(&job.input)
+    } else {
+        Input::open_fields(
+            &job.input,
+            rt.threads(),
+            job.output.reference.as_deref(),
+            fields,
+            progress,
+        )
+    }
+    .with_context(|| job.input.clone())?;
+    input.set_cancel(rt.cancel_flag().clone());
+    Ok(input)
+}
+
+/// Writes the records of `input` that `filter` passes to `out`; returns how many.
+fn write_records(
+    job: &ViewJob,
+    rt: &Runtime,
+    input: &mut Input,
+    filter: &RecordFilter,
+    out: &mut SortedOutput,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<u64> {
+    let mut scratch = Scratch::default();
+    let mut records = 0u64;
+    for_each_batch(job, rt.threads(), input, warnings, &mut |batch| {
+        if filter.passes_all() {
+            records += batch.len() as u64;
+            out.sink.write_batch(batch)?;
+        } else {
+            for (i, r) in batch.iter().enumerate() {
+                if filter.passes(&r, &mut scratch)? {
+                    records += 1;
+                    out.sink.write(batch.raw(i))?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(records)
 }
 
 /// The view's one output site, whatever the source: the header as written (`@PG` added; no header

@@ -169,23 +169,7 @@ fn query(
     report: &mut MarkdupReport,
 ) -> anyhow::Result<Vec<bool>> {
     let q = &job.samblaster;
-    let lengths: Vec<u64> = header
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    // samblaster needs @SQ lines only to mark (-a marks nothing), as `sortase markdup`.
-    let lengths = if q.accept_dups && lengths.is_empty() {
-        vec![0]
-    } else {
-        lengths
-    };
-    let layout = Layout::new(&lengths, q.max_read_length).map_err(|e| {
-        Error::new(
-            sortase_exec::error::ErrorKind::Format,
-            format!("{name}: {e}"),
-        )
-    })?;
+    let layout = layout(q, header, name)?;
     let opts = Options {
         ignore_unmated: q.ignore_unmated,
         accept_dups: q.accept_dups,
@@ -214,17 +198,7 @@ fn query(
             let group = carry.take();
             marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
         }
-        let mut bounds = Vec::with_capacity(batch.len() / 2);
-        let mut g = start;
-        let mut prev = batch.record(start).read_name();
-        for i in start + 1..batch.len() {
-            let n = batch.record(i).read_name();
-            if n != prev {
-                bounds.push(g..i);
-                g = i;
-                prev = n;
-            }
-        }
+        let (bounds, g) = name_groups(&batch, start);
         for i in g..batch.len() {
             carry.push(batch.raw(i));
         }
@@ -237,6 +211,49 @@ fn query(
     report.read_names = marks.groups;
     report.duplicate_groups = marks.dups;
     Ok(marks.duplicate)
+}
+
+/// The layout of samblaster's signatures for `header`'s references (`name`: the dataset's).
+fn layout(
+    q: &SamblasterOptions,
+    header: &sortase_bam::Header,
+    name: &str,
+) -> anyhow::Result<Layout> {
+    let lengths: Vec<u64> = header
+        .references()
+        .iter()
+        .map(|r| u64::from(r.length))
+        .collect();
+    // samblaster needs @SQ lines only to mark (-a marks nothing), as `sortase markdup`.
+    let lengths = if q.accept_dups && lengths.is_empty() {
+        vec![0]
+    } else {
+        lengths
+    };
+    let layout = Layout::new(&lengths, q.max_read_length).map_err(|e| {
+        Error::new(
+            sortase_exec::error::ErrorKind::Format,
+            format!("{name}: {e}"),
+        )
+    })?;
+    Ok(layout)
+}
+
+/// The runs of one read name in `batch` from `start` on, but the last (which may continue in the
+/// next batch); with the start of that last run.
+fn name_groups(batch: &Records, start: usize) -> (Vec<std::ops::Range<usize>>, usize) {
+    let mut bounds = Vec::with_capacity(batch.len() / 2);
+    let mut g = start;
+    let mut prev = batch.record(start).read_name();
+    for i in start + 1..batch.len() {
+        let n = batch.record(i).read_name();
+        if n != prev {
+            bounds.push(g..i);
+            g = i;
+            prev = n;
+        }
+    }
+    (bounds, g)
 }
 
 /// samblaster's state over a dataset: signatures seen and the marks so far, in record order.

@@ -406,26 +406,7 @@ fn plan_regions(
         )
         .into());
     }
-    let mut targets = Vec::new();
-    for r in &job.regions {
-        if r == "*" {
-            targets.push(Target::Unplaced);
-            continue;
-        }
-        // htslib's region list (`-M`) reads the end as a number and refuses an empty one
-        // (`chr:beg-`), where a single region means "to the reference's end" (samtools 1.24).
-        if job.multi_region && r.ends_with('-') {
-            warnings.push(format!(
-                "sortase: region \"{r}\" specifies an invalid region or unknown reference; \
-                 continuing"
-            ));
-            continue;
-        }
-        match query::parse_region(r, header) {
-            Ok(region) => targets.push(Target::of(region)),
-            Err(why) => warnings.push(format!("sortase: region \"{r}\" {why}; continuing")),
-        }
-    }
+    let targets = parse_targets(job, header, warnings);
     let positions = |c: &ChunkEntry| c.positions.clone().unwrap_or_default();
     let mut pieces = Vec::new();
     if job.multi_region {
@@ -456,6 +437,31 @@ fn plan_regions(
         }
     }
     Ok(pieces)
+}
+
+/// The regions of `job` as targets; warnings for those that do not parse.
+fn parse_targets(job: &ViewJob, header: &Header, warnings: &mut Vec<String>) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for r in &job.regions {
+        if r == "*" {
+            targets.push(Target::Unplaced);
+            continue;
+        }
+        // htslib's region list (`-M`) reads the end as a number and refuses an empty one
+        // (`chr:beg-`), where a single region means "to the reference's end" (samtools 1.24).
+        if job.multi_region && r.ends_with('-') {
+            warnings.push(format!(
+                "sortase: region \"{r}\" specifies an invalid region or unknown reference; \
+                 continuing"
+            ));
+            continue;
+        }
+        match query::parse_region(r, header) {
+            Ok(region) => targets.push(Target::of(region)),
+            Err(why) => warnings.push(format!("sortase: region \"{r}\" {why}; continuing")),
+        }
+    }
+    targets
 }
 
 /// [`ViewJob::run`] of a dataset: its output already resolved to `format`.

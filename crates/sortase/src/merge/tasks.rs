@@ -169,8 +169,9 @@ fn absolute(path: &str) -> anyhow::Result<String> {
         .to_string())
 }
 
+const NO_TASKS: &str = "the one-thread merge has no tasks";
+
 fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<MergeTaskPlan> {
-    const NO_TASKS: &str = "the one-thread merge has no tasks";
     let order = job.order.resolve()?;
     if job.inputs.is_empty() {
         bail_argument!("merge: give at least one (and usually two or more) input files");
@@ -186,39 +187,9 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
     let Some(data) = target.data.as_deref() else {
         bail_argument!("merge tasks need an output file (-o), not standard output");
     };
-    let mut fixed = job.clone();
-    fixed.seed = Some(job.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    }));
-    fixed.inputs = job
-        .inputs
-        .iter()
-        .map(|n| absolute(n))
-        .collect::<anyhow::Result<_>>()?;
-    if let Some(h) = &job.header_file {
-        fixed.header_file = Some(std::path::absolute(h).context(h.display().to_string())?);
-    }
-    let progress = rt.progress("merge plan", 0);
-    let opened = open_inputs(&fixed, 1, &progress)?;
-    if let Some((name, _)) = job
-        .inputs
-        .iter()
-        .zip(&opened)
-        .find(|(_, i)| i.format != Format::Bam)
-    {
-        bail_argument!("{name}: merge tasks read BAM only ({NO_TASKS})");
-    }
+    let fixed = fixed_job(job)?;
     let mut warnings = Vec::new();
-    let merged = merge_headers(&fixed, order, &headers(&opened), &progress, &mut warnings)?;
-    if merged.lost_order {
-        bail_argument!(
-            "the inputs' reference orders conflict: merge them with `MergeJob::run` ({NO_TASKS})"
-        );
-    }
-    let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
-    drop(opened);
+    let (merged, n_refs) = merge_bam_headers(job, &fixed, order, rt, &mut warnings)?;
     let inputs = merge_inputs(&fixed, &n_refs, &merged.translations);
     let started = std::time::Instant::now();
     let sampled = rt
@@ -261,8 +232,57 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
     })
 }
 
+/// The job as its tasks run it on any machine: the seed fixed (now, unless given) and the paths
+/// absolute.
+fn fixed_job(job: &MergeJob) -> anyhow::Result<MergeJob> {
+    let mut fixed = job.clone();
+    fixed.seed = Some(job.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    }));
+    fixed.inputs = job
+        .inputs
+        .iter()
+        .map(|n| absolute(n))
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(h) = &job.header_file {
+        fixed.header_file = Some(std::path::absolute(h).context(h.display().to_string())?);
+    }
+    Ok(fixed)
+}
+
+/// Opens the inputs of `fixed` (BAM only) and merges their headers; with each input's number of
+/// references. Inputs whose reference orders conflict have no tasks.
+fn merge_bam_headers(
+    job: &MergeJob,
+    fixed: &MergeJob,
+    order: sortase_sort::SortOrder,
+    rt: &Runtime,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(super::Merged, Vec<usize>)> {
+    let progress = rt.progress("merge plan", 0);
+    let opened = open_inputs(fixed, 1, &progress)?;
+    if let Some((name, _)) = job
+        .inputs
+        .iter()
+        .zip(&opened)
+        .find(|(_, i)| i.format != Format::Bam)
+    {
+        bail_argument!("{name}: merge tasks read BAM only ({NO_TASKS})");
+    }
+    let merged = merge_headers(fixed, order, &headers(&opened), &progress, warnings)?;
+    if merged.lost_order {
+        bail_argument!(
+            "the inputs' reference orders conflict: merge them with `MergeJob::run` ({NO_TASKS})"
+        );
+    }
+    let n_refs: Vec<usize> = opened.iter().map(|i| i.header.references().len()).collect();
+    Ok((merged, n_refs))
+}
+
 /// The inputs as the key-range merge reads them.
-fn merge_inputs(
+pub(super) fn merge_inputs(
     job: &MergeJob,
     n_refs: &[usize],
     translations: &[Arc<sortase_bam::header_merge::Translation>],

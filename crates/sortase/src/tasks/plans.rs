@@ -97,6 +97,143 @@ fn parse<'a, T: Deserialize<'a>>(what: &str, text: &'a str) -> Result<T> {
     serde_json::from_str(text).map_err(|e| json_error(what, e))
 }
 
+impl CutOptions {
+    /// A sort's plan options: the task memory given, else [`PlanOptions::default`]'s.
+    fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
+            task_memory: self.task_memory(),
+            reduce_tasks: self.reduce_tasks,
+        }
+    }
+
+    /// The memory per map task: given, else [`PlanOptions::default`]'s.
+    fn task_memory(&self) -> usize {
+        self.task_memory
+            .unwrap_or(PlanOptions::default().task_memory)
+    }
+}
+
+/// Plans the jobs of several stages (sort, markdup, fq2bam); `None`: `kind` is none of them.
+fn plan_staged(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Option<Plan>> {
+    Ok(Some(match kind {
+        "sort" => {
+            let job: SortJob = parse("sort job", job_json)?;
+            Plan::Sort(Box::new(job.plan_with(rt, &cut.plan_options())?))
+        }
+        "agd_sort" => {
+            let job: SortJob = parse("agd_sort job", job_json)?;
+            Plan::Sort(Box::new(job.plan_dataset_with(rt, &cut.plan_options())?))
+        }
+        "markdup" => {
+            let job: MarkdupJob = parse("markdup job", job_json)?;
+            let memory = cut.task_memory();
+            if markdup_is_coordinate(&job)? {
+                Plan::MarkdupCoordinate(Box::new(job.plan_coordinate_tasks(
+                    rt,
+                    memory,
+                    cut.reduce_tasks,
+                )?))
+            } else {
+                Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
+            }
+        }
+        "agd_markdup" => {
+            let spec: AgdMarkdupTasksJob = parse("agd_markdup job", job_json)?;
+            let memory = cut.task_memory();
+            Plan::AgdMarkdup(Box::new(AgdMarkdupPlan::new(
+                &spec,
+                rt,
+                memory,
+                cut.reduce_tasks,
+            )?))
+        }
+        "fq2bam" => {
+            let job: Fq2BamTasksJob = parse("fq2bam job", job_json)?;
+            Plan::Fq2Bam(Box::new(job.plan(rt, &cut.plan_options())?))
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The tasks of a sort's `stage`.
+fn sort_stage(p: &SortPlan, stage: &str, outputs: &[Value], rt: &Runtime) -> Result<Vec<AnyTask>> {
+    let tasks = match stage {
+        "count" => p.count_tasks(),
+        "map" => p.map_tasks(&outputs_of(outputs, CountTask::KIND)?)?,
+        "reduce" => p.reduce_tasks(&outputs_of(outputs, MapTask::KIND)?, rt)?,
+        _ => return Err(no_stage(stage)),
+    };
+    Ok(tasks.into_iter().map(SortTask::into_task).collect())
+}
+
+/// The tasks of a markdup's (query-grouped input) `stage`.
+fn markdup_stage(p: &MarkdupPlan, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
+    let tasks = match stage {
+        "count" => p.count_tasks(),
+        "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+        "reduce" => p.reduce_tasks(&outputs_of(outputs, MdMapTask::KIND)?)?,
+        // The map outputs (the ranges' cuttings) and the reduce outputs.
+        "encode" => p.encode_tasks(
+            &outputs_of(outputs, MdMapTask::KIND)?,
+            &outputs_of(outputs, MdReduceTask::KIND)?,
+        )?,
+        _ => return Err(no_stage(stage)),
+    };
+    Ok(tasks.into_iter().map(MarkdupTask::into_task).collect())
+}
+
+/// The tasks of a markdup's (coordinate-sorted input, Picard's mode) `stage`.
+fn coordinate_stage(p: &PicardPlan, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
+    let maps = || outputs_of(outputs, PmMapTask::KIND);
+    let tasks = match stage {
+        "count" => p.count_tasks(),
+        "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+        "join" => p.join_tasks(&maps()?)?,
+        // The map outputs and the join outputs.
+        "reduce" => p.reduce_tasks(&maps()?, &outputs_of(outputs, PmJoinTask::KIND)?)?,
+        // The map outputs (the ranges' cuttings) and the reduce outputs.
+        "encode" => p.encode_tasks(&maps()?, &outputs_of(outputs, PmReduceTask::KIND)?)?,
+        _ => return Err(no_stage(stage)),
+    };
+    Ok(tasks.into_iter().map(PicardTask::into_task).collect())
+}
+
+/// The tasks of an fq2bam's `stage`.
+fn fq2bam_stage(
+    p: &Fq2BamPlan,
+    stage: &str,
+    outputs: &[Value],
+    rt: &Runtime,
+) -> Result<Vec<AnyTask>> {
+    let aligns = || outputs_of(outputs, FqAlignTask::KIND);
+    Ok(match stage {
+        "split" => p.split_tasks().into_iter().map(|t| t.into_task()).collect(),
+        "align" => p
+            .align_tasks(&outputs_of(outputs, FqSplitTask::KIND)?)?
+            .into_iter()
+            .map(|t| t.into_task())
+            .collect(),
+        "dedup" => p
+            .dedup_tasks(&aligns()?)?
+            .into_iter()
+            .map(AnyTask::from)
+            .collect(),
+        // The align outputs and the dedup outputs.
+        "map" => p
+            .sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?
+            .into_iter()
+            .map(|t| t.into_task())
+            .collect(),
+        // The align outputs (the header) and the map outputs.
+        "reduce" => p.reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?,
+        _ => return Err(no_stage(stage)),
+    })
+}
+
+fn no_stage(stage: &str) -> Error {
+    Error::argument(format!("no stage {stage:?} in this plan"))
+}
+
 impl Plan {
     /// Plans `job_json` (the job spec of `kind`: `sort`, `flagstat`, `idxstats`, `index`,
     /// `snp_pileup`, `merge`, `view` (counting a dataset; `flagstat` and `idxstats` of a dataset
@@ -104,62 +241,11 @@ impl Plan {
     /// names of these three) and `agd_sort` (a [`SortJob`] whose input is the dataset directory; its plan is a sort's,
     /// with no count tasks)).
     pub fn new(kind: &str, job_json: &str, cut: &CutOptions, rt: &Runtime) -> Result<Plan> {
+        if let Some(plan) = plan_staged(kind, job_json, cut, rt)? {
+            return Ok(plan);
+        }
         let n = cut.tasks.unwrap_or(rt.threads() * 4).max(1);
         Ok(match kind {
-            "sort" => {
-                let job: SortJob = parse("sort job", job_json)?;
-                let defaults = PlanOptions::default();
-                let options = PlanOptions {
-                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
-                    reduce_tasks: cut.reduce_tasks,
-                };
-                Plan::Sort(Box::new(job.plan_with(rt, &options)?))
-            }
-            "agd_sort" => {
-                let job: SortJob = parse("agd_sort job", job_json)?;
-                let defaults = PlanOptions::default();
-                let options = PlanOptions {
-                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
-                    reduce_tasks: cut.reduce_tasks,
-                };
-                Plan::Sort(Box::new(job.plan_dataset_with(rt, &options)?))
-            }
-            "markdup" => {
-                let job: MarkdupJob = parse("markdup job", job_json)?;
-                let memory = cut
-                    .task_memory
-                    .unwrap_or(PlanOptions::default().task_memory);
-                if markdup_is_coordinate(&job)? {
-                    Plan::MarkdupCoordinate(Box::new(job.plan_coordinate_tasks(
-                        rt,
-                        memory,
-                        cut.reduce_tasks,
-                    )?))
-                } else {
-                    Plan::Markdup(Box::new(job.plan_tasks(rt, memory, cut.reduce_tasks)?))
-                }
-            }
-            "agd_markdup" => {
-                let spec: AgdMarkdupTasksJob = parse("agd_markdup job", job_json)?;
-                let memory = cut
-                    .task_memory
-                    .unwrap_or(PlanOptions::default().task_memory);
-                Plan::AgdMarkdup(Box::new(AgdMarkdupPlan::new(
-                    &spec,
-                    rt,
-                    memory,
-                    cut.reduce_tasks,
-                )?))
-            }
-            "fq2bam" => {
-                let job: Fq2BamTasksJob = parse("fq2bam job", job_json)?;
-                let defaults = PlanOptions::default();
-                let options = PlanOptions {
-                    task_memory: cut.task_memory.unwrap_or(defaults.task_memory),
-                    reduce_tasks: cut.reduce_tasks,
-                };
-                Plan::Fq2Bam(Box::new(job.plan(rt, &options)?))
-            }
             // A dataset's chunks are its tasks; `agd_*` are the kinds' older names.
             "flagstat" | "agd_flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
@@ -223,78 +309,13 @@ impl Plan {
         outputs: &[Value],
         rt: &Runtime,
     ) -> Result<Vec<AnyTask>> {
-        let wrong = || Error::argument(format!("no stage {stage:?} in this plan"));
         Ok(match self {
-            Plan::Sort(p) => {
-                let tasks = match stage {
-                    "count" => p.count_tasks(),
-                    "map" => p.map_tasks(&outputs_of(outputs, CountTask::KIND)?)?,
-                    "reduce" => p.reduce_tasks(&outputs_of(outputs, MapTask::KIND)?, rt)?,
-                    _ => return Err(wrong()),
-                };
-                tasks.into_iter().map(SortTask::into_task).collect()
-            }
-            Plan::Markdup(p) => {
-                let tasks = match stage {
-                    "count" => p.count_tasks(),
-                    "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
-                    "reduce" => p.reduce_tasks(&outputs_of(outputs, MdMapTask::KIND)?)?,
-                    // The map outputs (the ranges' cuttings) and the reduce outputs.
-                    "encode" => p.encode_tasks(
-                        &outputs_of(outputs, MdMapTask::KIND)?,
-                        &outputs_of(outputs, MdReduceTask::KIND)?,
-                    )?,
-                    _ => return Err(wrong()),
-                };
-                tasks.into_iter().map(MarkdupTask::into_task).collect()
-            }
-            Plan::MarkdupCoordinate(p) => {
-                let maps = || outputs_of(outputs, PmMapTask::KIND);
-                let tasks = match stage {
-                    "count" => p.count_tasks(),
-                    "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
-                    "join" => p.join_tasks(&maps()?)?,
-                    // The map outputs and the join outputs.
-                    "reduce" => {
-                        p.reduce_tasks(&maps()?, &outputs_of(outputs, PmJoinTask::KIND)?)?
-                    }
-                    // The map outputs (the ranges' cuttings) and the reduce outputs.
-                    "encode" => {
-                        p.encode_tasks(&maps()?, &outputs_of(outputs, PmReduceTask::KIND)?)?
-                    }
-                    _ => return Err(wrong()),
-                };
-                tasks.into_iter().map(PicardTask::into_task).collect()
-            }
-            Plan::Fq2Bam(p) => {
-                let aligns = || outputs_of(outputs, FqAlignTask::KIND);
-                match stage {
-                    "split" => p.split_tasks().into_iter().map(|t| t.into_task()).collect(),
-                    "align" => p
-                        .align_tasks(&outputs_of(outputs, FqSplitTask::KIND)?)?
-                        .into_iter()
-                        .map(|t| t.into_task())
-                        .collect(),
-                    "dedup" => p
-                        .dedup_tasks(&aligns()?)?
-                        .into_iter()
-                        .map(AnyTask::from)
-                        .collect(),
-                    // The align outputs and the dedup outputs.
-                    "map" => p
-                        .sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?
-                        .into_iter()
-                        .map(|t| t.into_task())
-                        .collect(),
-                    // The align outputs (the header) and the map outputs.
-                    "reduce" => {
-                        p.reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?
-                    }
-                    _ => return Err(wrong()),
-                }
-            }
+            Plan::Sort(p) => sort_stage(p, stage, outputs, rt)?,
+            Plan::Markdup(p) => markdup_stage(p, stage, outputs)?,
+            Plan::MarkdupCoordinate(p) => coordinate_stage(p, stage, outputs)?,
+            Plan::Fq2Bam(p) => fq2bam_stage(p, stage, outputs, rt)?,
             Plan::AgdMarkdup(p) => p.stage_tasks(stage, outputs)?,
-            _ if stage != "tasks" => return Err(wrong()),
+            _ if stage != "tasks" => return Err(no_stage(stage)),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),
             Plan::SnpPileup(p) => any(&p.tasks),
