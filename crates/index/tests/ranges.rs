@@ -212,27 +212,7 @@ fn test_bams() -> Vec<Bam> {
     let mut out = Vec::new();
 
     // (a) records of 0-3000 bases straddling blocks, with aux fields; coordinate order on 3 refs.
-    let mut recs = Vec::new();
-    for i in 0..1500 {
-        let name = format!("a{i}");
-        let aux: &[u8] = match i % 3 {
-            0 => b"NMC\x05",
-            1 => b"XAZhello\0RGZgrp1\0",
-            _ => b"",
-        };
-        recs.push(record(
-            &Spec {
-                ref_id: i / 500,
-                pos: (i % 500) * 100,
-                name: name.as_bytes(),
-                l_seq: rng.below(2000) as usize,
-                flag: 0,
-                qual: &[],
-                aux,
-            },
-            &mut rng,
-        ));
-    }
+    let recs = straddling_records(&mut rng);
     out.push(write_bam(
         "straddle",
         3,
@@ -244,27 +224,7 @@ fn test_bams() -> Vec<Bam> {
     out.push(write_bam("straddle0", 3, recs, Blocking::Straddle, 0, true));
 
     // (b) records over 64 KiB (l_seq ~100 000) among small ones.
-    let mut recs = Vec::new();
-    for i in 0..100 {
-        let big = i % 5 == 1;
-        let name = format!("b{i}");
-        recs.push(record(
-            &Spec {
-                ref_id: 0,
-                pos: i * 10,
-                name: name.as_bytes(),
-                l_seq: if big {
-                    90_000 + rng.below(20_000) as usize
-                } else {
-                    rng.below(300) as usize
-                },
-                flag: 0,
-                qual: &[],
-                aux: b"",
-            },
-            &mut rng,
-        ));
-    }
+    let recs = huge_records(&mut rng);
     out.push(write_bam(
         "huge",
         1,
@@ -276,23 +236,7 @@ fn test_bams() -> Vec<Bam> {
     out.push(write_bam("huge_rec", 1, recs, Blocking::Record, 6, true));
 
     // (c) blocks of hundreds of small records; (d) an unmapped tail (refID -1).
-    let mut recs = Vec::new();
-    for i in 0..30_000 {
-        let name = format!("c{i}");
-        let tail = i >= 24_000;
-        recs.push(record(
-            &Spec {
-                ref_id: if tail { -1 } else { i / 8000 },
-                pos: if tail { -1 } else { i % 8000 },
-                name: name.as_bytes(),
-                l_seq: rng.below(40) as usize,
-                flag: if tail { 4 } else { 0 },
-                qual: &[],
-                aux: b"",
-            },
-            &mut rng,
-        ));
-    }
+    let recs = small_records(&mut rng);
     out.push(write_bam(
         "small_rec",
         3,
@@ -311,27 +255,110 @@ fn test_bams() -> Vec<Bam> {
     ));
 
     // All unmapped, no references at all.
-    let mut recs = Vec::new();
-    for i in 0..5000 {
-        let name = format!("u{i}");
-        recs.push(record(
-            &Spec {
-                ref_id: -1,
-                pos: -1,
-                name: name.as_bytes(),
-                l_seq: rng.below(200) as usize,
-                flag: 4,
-                qual: &[],
-                aux: b"",
-            },
-            &mut rng,
-        ));
-    }
+    let recs = unmapped_records(&mut rng);
     out.push(write_bam("unmapped", 0, recs, Blocking::Straddle, 1, false));
 
     // A header and no records.
     out.push(write_bam("empty", 2, Vec::new(), Blocking::Record, 6, true));
     out
+}
+
+/// 1500 records of 0-2000 bases with aux fields, in coordinate order on 3 references.
+fn straddling_records(rng: &mut Rng) -> Vec<Vec<u8>> {
+    (0..1500)
+        .map(|i| {
+            let name = format!("a{i}");
+            let aux: &[u8] = match i % 3 {
+                0 => b"NMC\x05",
+                1 => b"XAZhello\0RGZgrp1\0",
+                _ => b"",
+            };
+            let l_seq = rng.below(2000) as usize;
+            record(
+                &Spec {
+                    ref_id: i / 500,
+                    pos: (i % 500) * 100,
+                    name: name.as_bytes(),
+                    l_seq,
+                    flag: 0,
+                    qual: &[],
+                    aux,
+                },
+                rng,
+            )
+        })
+        .collect()
+}
+
+/// 100 records on one reference, every fifth over 64 KiB.
+fn huge_records(rng: &mut Rng) -> Vec<Vec<u8>> {
+    (0..100)
+        .map(|i| {
+            let name = format!("b{i}");
+            let l_seq = if i % 5 == 1 {
+                90_000 + rng.below(20_000) as usize
+            } else {
+                rng.below(300) as usize
+            };
+            record(
+                &Spec {
+                    ref_id: 0,
+                    pos: i * 10,
+                    name: name.as_bytes(),
+                    l_seq,
+                    flag: 0,
+                    qual: &[],
+                    aux: b"",
+                },
+                rng,
+            )
+        })
+        .collect()
+}
+
+/// 30 000 records of under 40 bases on 3 references, the last 6000 unmapped (refID -1).
+fn small_records(rng: &mut Rng) -> Vec<Vec<u8>> {
+    (0..30_000)
+        .map(|i| {
+            let name = format!("c{i}");
+            let tail = i >= 24_000;
+            let l_seq = rng.below(40) as usize;
+            record(
+                &Spec {
+                    ref_id: if tail { -1 } else { i / 8000 },
+                    pos: if tail { -1 } else { i % 8000 },
+                    name: name.as_bytes(),
+                    l_seq,
+                    flag: if tail { 4 } else { 0 },
+                    qual: &[],
+                    aux: b"",
+                },
+                rng,
+            )
+        })
+        .collect()
+}
+
+/// 5000 unmapped records and no references.
+fn unmapped_records(rng: &mut Rng) -> Vec<Vec<u8>> {
+    (0..5000)
+        .map(|i| {
+            let name = format!("u{i}");
+            let l_seq = rng.below(200) as usize;
+            record(
+                &Spec {
+                    ref_id: -1,
+                    pos: -1,
+                    name: name.as_bytes(),
+                    l_seq,
+                    flag: 4,
+                    qual: &[],
+                    aux: b"",
+                },
+                rng,
+            )
+        })
+        .collect()
 }
 
 /// Every record of `bam`'s ranges for `n`, read with `RangeStream`, checked against the truth.
@@ -364,6 +391,20 @@ fn check_plan(bam: &Bam, n: usize, also_map: bool, failures: &mut Vec<String>) {
             ));
         }
     }
+    let got = read_ranges(bam, ranges, &label, failures);
+    compare_records(&label, &got, &bam.records, failures);
+    if also_map {
+        check_map(bam, &plan, n, &label, failures);
+    }
+}
+
+/// The records of `ranges` read with `RangeStream`, each checked to start inside its range.
+fn read_ranges(
+    bam: &Bam,
+    ranges: &[sortase_index::range::RecordRange],
+    label: &str,
+    failures: &mut Vec<String>,
+) -> Vec<Vec<u8>> {
     let mut got: Vec<Vec<u8>> = Vec::with_capacity(bam.records.len());
     for (i, r) in ranges.iter().enumerate() {
         let mut s = RangeStream::open(bam.path(), r, bam.n_ref)
@@ -387,13 +428,19 @@ fn check_plan(bam: &Bam, n: usize, also_map: bool, failures: &mut Vec<String>) {
             }
         }
     }
-    compare_records(&label, &got, &bam.records, failures);
+    got
+}
 
-    if !also_map {
-        return;
-    }
+/// [`map_ranges`] on 1-4 threads must give the records of `bam`.
+fn check_map(
+    bam: &Bam,
+    plan: &sortase_index::range::RangePlan,
+    n: usize,
+    label: &str,
+    failures: &mut Vec<String>,
+) {
     let threads = 1 + n % 4;
-    let parts = map_ranges(bam.path(), &plan, threads, |mut s| {
+    let parts = map_ranges(bam.path(), plan, threads, |mut s| {
         let mut v = Vec::new();
         while let Some(b) = s.next_batch()? {
             v.extend(b.iter_raw().map(<[u8]>::to_vec));
@@ -401,11 +448,11 @@ fn check_plan(bam: &Bam, n: usize, also_map: bool, failures: &mut Vec<String>) {
         Ok::<_, sortase_bam::BamError>(v)
     })
     .unwrap_or_else(|e| panic!("{label}: map_ranges: {e}"));
-    if parts.len() != ranges.len() {
+    if parts.len() != plan.ranges.len() {
         failures.push(format!(
             "{label}: map_ranges returned {} results for {} ranges",
             parts.len(),
-            ranges.len()
+            plan.ranges.len()
         ));
     }
     let mapped: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
@@ -449,6 +496,58 @@ fn ranges_cover_every_record_exactly_once() {
     );
 }
 
+/// `find_record_start`'s answer `got` at byte offset `cut`: a true record start in or after the
+/// first block starting at or after the cut; with small records, exactly the first one there.
+fn check_cut(
+    bam: &Bam,
+    truth: &BTreeSet<u64>,
+    blocks: &[(u64, u32)],
+    cut: u64,
+    got: Option<u64>,
+    failures: &mut Vec<String>,
+) {
+    let name = bam.path().display().to_string();
+    // The first data block starting at or after the cut.
+    let first_block = blocks
+        .iter()
+        .find(|&&(c, u)| c >= cut && u > 0)
+        .map(|b| b.0);
+    let expected = first_block.and_then(|b| truth.range(b << 16..).next().copied());
+    match got {
+        Some(v) => {
+            if !truth.contains(&v) {
+                failures.push(format!(
+                    "{name}: cut {cut}: answer {}:{} is not a record start (expected {:?})",
+                    v >> 16,
+                    v & 0xffff,
+                    expected.map(|e| (e >> 16, e & 0xffff))
+                ));
+            } else if first_block.is_none_or(|b| v < b << 16) {
+                failures.push(format!(
+                    "{name}: cut {cut}: answer {}:{} is before the first block at/after the cut",
+                    v >> 16,
+                    v & 0xffff
+                ));
+            } else if bam.small_records && Some(v) != expected {
+                failures.push(format!(
+                    "{name}: cut {cut}: answer {}:{} is not the first record start {:?}",
+                    v >> 16,
+                    v & 0xffff,
+                    expected.map(|e| (e >> 16, e & 0xffff))
+                ));
+            }
+        }
+        None => {
+            if bam.small_records && expected.is_some() {
+                failures.push(format!(
+                    "{name}: cut {cut}: no answer, but record start {:?} follows",
+                    expected.map(|e| (e >> 16, e & 0xffff))
+                ));
+            }
+        }
+    }
+}
+
 /// `find_record_start` at random byte offsets: every answer is a true record start in or after the first
 /// block starting at or after the offset; with small records, exactly the first record start there.
 #[test]
@@ -472,46 +571,8 @@ fn find_record_start_only_finds_true_starts() {
         for cut in cuts {
             let got = find_record_start(&mut file, cut, bam.n_ref)
                 .unwrap_or_else(|e| panic!("{name}: find_record_start({cut}): {e}"));
-            // The first data block starting at or after the cut.
-            let first_block = blocks
-                .iter()
-                .find(|&&(c, u)| c >= cut && u > 0)
-                .map(|b| b.0);
-            let expected = first_block.and_then(|b| truth.range(b << 16..).next().copied());
-            match got {
-                Some(v) => {
-                    found += 1;
-                    if !truth.contains(&v) {
-                        failures.push(format!(
-                            "{name}: cut {cut}: answer {}:{} is not a record start (expected {:?})",
-                            v >> 16,
-                            v & 0xffff,
-                            expected.map(|e| (e >> 16, e & 0xffff))
-                        ));
-                    } else if first_block.is_none_or(|b| v < b << 16) {
-                        failures.push(format!(
-                            "{name}: cut {cut}: answer {}:{} is before the first block at/after the cut",
-                            v >> 16,
-                            v & 0xffff
-                        ));
-                    } else if bam.small_records && Some(v) != expected {
-                        failures.push(format!(
-                            "{name}: cut {cut}: answer {}:{} is not the first record start {:?}",
-                            v >> 16,
-                            v & 0xffff,
-                            expected.map(|e| (e >> 16, e & 0xffff))
-                        ));
-                    }
-                }
-                None => {
-                    if bam.small_records && expected.is_some() {
-                        failures.push(format!(
-                            "{name}: cut {cut}: no answer, but record start {:?} follows",
-                            expected.map(|e| (e >> 16, e & 0xffff))
-                        ));
-                    }
-                }
-            }
+            found += usize::from(got.is_some());
+            check_cut(bam, &truth, &blocks, cut, got, &mut failures);
         }
         if !bam.records.is_empty() && found == 0 {
             failures.push(format!("{name}: no cut found any record start"));

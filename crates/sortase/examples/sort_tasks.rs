@@ -12,7 +12,7 @@
 
 use sortase::options::parse_size;
 use sortase::tasks::{output_of, run_task_json, PlanOptions, SortPlan, SortTask, SortTaskOutput};
-use sortase::{Order, OutputSpec, Runtime, SortJob};
+use sortase::{Order, OutputSpec, Runtime, SortJob, SortReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -120,45 +120,7 @@ fn run(a: &Args) -> sortase::Result<bool> {
         },
         ..SortJob::new(a.input.clone(), output.clone())
     };
-    let options = PlanOptions {
-        task_memory: a.task_memory,
-        ..PlanOptions::default()
-    };
-    let plan = SortPlan::from_json(&job.plan_with(&rt, &options)?.to_json())?;
-    println!(
-        "plan: {} byte ranges of {} (task memory {} bytes), work directory {}, shuffle seed {}",
-        plan.ranges().len(),
-        a.input,
-        a.task_memory,
-        plan.work_dir().display(),
-        a.seed
-    );
-    let mut rng = a.seed | 1;
-    let result = (|| {
-        let counts = run_stage("count", plan.count_tasks(), &mut rng)?;
-        let counts: Vec<_> = counts
-            .into_iter()
-            .filter_map(SortTaskOutput::into_count)
-            .collect();
-        let maps = run_stage("map", plan.map_tasks(&counts)?, &mut rng)?;
-        let maps: Vec<_> = maps
-            .into_iter()
-            .filter_map(SortTaskOutput::into_map)
-            .collect();
-        let reduces = run_stage("reduce", plan.reduce_tasks(&maps, &rt)?, &mut rng)?;
-        let reduces: Vec<_> = reduces
-            .into_iter()
-            .filter_map(SortTaskOutput::into_reduce)
-            .collect();
-        plan.finish(&reduces, &rt)
-    })();
-    let tasks = match result {
-        Ok(r) => r,
-        Err(e) => {
-            plan.abort()?;
-            return Err(e);
-        }
-    };
+    let tasks = run_tasks(a, &job, &rt)?;
     println!(
         "tasks: {} records, {} key ranges, {} runs -> {}",
         tasks.records,
@@ -182,9 +144,55 @@ fn run(a: &Args) -> sortase::Result<bool> {
         single.ranges,
         list(&single.outputs)
     );
-    let mut identical =
-        tasks.outputs.len() == single.outputs.len() && tasks.ranges == single.ranges;
-    for (t, s) in tasks.outputs.iter().zip(&single.outputs) {
+    let identical = tasks.outputs.len() == single.outputs.len() && tasks.ranges == single.ranges;
+    Ok(compare(&tasks.outputs, &single.outputs)? && identical)
+}
+
+/// Plans `job` and runs its stages' tasks in a shuffled order (the work directory removed on
+/// failure).
+fn run_tasks(a: &Args, job: &SortJob, rt: &Runtime) -> sortase::Result<SortReport> {
+    let options = PlanOptions {
+        task_memory: a.task_memory,
+        ..PlanOptions::default()
+    };
+    let plan = SortPlan::from_json(&job.plan_with(rt, &options)?.to_json())?;
+    println!(
+        "plan: {} byte ranges of {} (task memory {} bytes), work directory {}, shuffle seed {}",
+        plan.ranges().len(),
+        a.input,
+        a.task_memory,
+        plan.work_dir().display(),
+        a.seed
+    );
+    let mut rng = a.seed | 1;
+    let result = (|| {
+        let counts = run_stage("count", plan.count_tasks(), &mut rng)?;
+        let counts: Vec<_> = counts
+            .into_iter()
+            .filter_map(SortTaskOutput::into_count)
+            .collect();
+        let maps = run_stage("map", plan.map_tasks(&counts)?, &mut rng)?;
+        let maps: Vec<_> = maps
+            .into_iter()
+            .filter_map(SortTaskOutput::into_map)
+            .collect();
+        let reduces = run_stage("reduce", plan.reduce_tasks(&maps, rt)?, &mut rng)?;
+        let reduces: Vec<_> = reduces
+            .into_iter()
+            .filter_map(SortTaskOutput::into_reduce)
+            .collect();
+        plan.finish(&reduces, rt)
+    })();
+    if result.is_err() {
+        plan.abort()?;
+    }
+    result
+}
+
+/// Compares the files of both sorts byte for byte, printing each pair; whether all are equal.
+fn compare(tasks: &[PathBuf], single: &[PathBuf]) -> sortase::Result<bool> {
+    let mut identical = true;
+    for (t, s) in tasks.iter().zip(single) {
         let (tb, sb) = (std::fs::read(t)?, std::fs::read(s)?);
         let same = tb == sb;
         println!(

@@ -648,6 +648,26 @@ mod tests {
         );
     }
 
+    /// A copy of the BAM `data` holding only the spans (through the block where reading stops and
+    /// the one after it, for a record that spans them), zeros elsewhere.
+    fn sparse_copy(data: &[u8], spans: &[&InputSpan]) -> Vec<u8> {
+        // A BGZF block's total size (SAM spec 4.1: BSIZE + 1, at bytes 16-17 of its header).
+        let block_len =
+            |at: usize| usize::from(u16::from_le_bytes([data[at + 16], data[at + 17]])) + 1;
+        let mut sparse = vec![0u8; data.len()];
+        for span in spans {
+            let mut end = span.end.map_or(data.len(), |e| e as usize);
+            for _ in 0..2 {
+                if end < data.len() {
+                    end += block_len(end);
+                }
+            }
+            let range = span.start as usize..end.min(data.len());
+            sparse[range.clone()].copy_from_slice(&data[range]);
+        }
+        sparse
+    }
+
     #[test]
     fn a_task_runs_on_its_input_spans_alone() {
         let dir = tempfile::tempdir().unwrap();
@@ -675,28 +695,10 @@ mod tests {
         assert!(plan.tasks.len() > 2, "{} tasks", plan.tasks.len());
         let data = std::fs::read(&bam).unwrap();
         let index = find_index(&bam).unwrap();
-        // A BGZF block's total size (SAM spec 4.1: BSIZE + 1, at bytes 16-17 of its header).
-        let block_len =
-            |at: usize| usize::from(u16::from_le_bytes([data[at + 16], data[at + 17]])) + 1;
         for task in &plan.tasks {
             let spans = task.input_spans();
             assert!(spans.iter().any(|s| s.path == index && s.end.is_none()));
-            // A copy of the BAM holding only the spans (through the block where reading stops and
-            // the one after it, for a record that spans them), zeros elsewhere.
-            let copy_spans = |spans: &[&InputSpan]| {
-                let mut sparse = vec![0u8; data.len()];
-                for span in spans {
-                    let mut end = span.end.map_or(data.len(), |e| e as usize);
-                    for _ in 0..2 {
-                        if end < data.len() {
-                            end += block_len(end);
-                        }
-                    }
-                    let range = span.start as usize..end.min(data.len());
-                    sparse[range.clone()].copy_from_slice(&data[range]);
-                }
-                sparse
-            };
+            let copy_spans = |spans: &[&InputSpan]| sparse_copy(&data, spans);
             let of_bam: Vec<&InputSpan> = spans.iter().filter(|s| s.path == bam).collect();
             let sparse = copy_spans(&of_bam);
             let kept = sparse

@@ -4,7 +4,8 @@
 //! (and index) must be byte-identical to the single-machine sort's.
 
 use sortase::tasks::{
-    output_of, run_task_json, AnyTask, CountOutput, PlanOptions, SortTask, SortTaskOutput,
+    output_of, run_task_json, AnyTask, CountOutput, PlanOptions, ReduceOutput, SortPlan, SortTask,
+    SortTaskOutput,
 };
 use sortase::{Order, OutputSpec, Runtime, SortJob};
 use sortase_bgzf::{BlockEncoder, CompressionLevel, EOF_MARKER};
@@ -139,80 +140,7 @@ fn sort_both(input: &Path, dir: &Path, case: &Case) -> Vec<(Vec<u8>, Vec<u8>)> {
         ..SortJob::new(input.to_str().unwrap(), output("tasks"))
     };
     let rt = Runtime::with_threads(2).unwrap();
-    let options = PlanOptions {
-        task_memory: 1 << 20,
-        reduce_tasks: case.reduce_tasks,
-    };
-    let plan = job.plan_with(&rt, &options).unwrap();
-    assert!(
-        plan.ranges().len() > 3,
-        "{}: {:?}",
-        case.name,
-        plan.ranges()
-    );
-    assert!(plan.work_dir().is_dir());
-    let mut rng = Rng(0x5eed ^ case.name.len() as u64);
-    let counts: Vec<_> = run_stage(plan.count_tasks(), &mut rng)
-        .into_iter()
-        .filter_map(SortTaskOutput::into_count)
-        .collect();
-    let maps: Vec<_> = run_stage(plan.map_tasks(&counts).unwrap(), &mut rng)
-        .into_iter()
-        .filter_map(SortTaskOutput::into_map)
-        .collect();
-    let mut reduce = plan.reduce_tasks(&maps, &rt).unwrap();
-    if let Some(n) = case.reduce_tasks {
-        assert_eq!(reduce.len(), n);
-    }
-    // Each reduce task reads copies of its runs cut at its `end` offsets: a reader that needed
-    // more would see the run end early, and the finish's record count would fail.
-    let mut cut = 0;
-    for (k, task) in reduce.iter_mut().enumerate() {
-        let SortTask::Reduce(t) = task else {
-            panic!("a reduce stage has reduce tasks")
-        };
-        let copies = dir.join(format!("{}.runs{k}", case.name));
-        std::fs::create_dir(&copies).unwrap();
-        for run in &mut t.runs {
-            let data = std::fs::read(&run.path).unwrap();
-            let end = run.end.map_or(data.len(), |e| e as usize);
-            cut += usize::from(end < data.len());
-            let copy = copies.join(run.path.file_name().unwrap());
-            std::fs::write(&copy, &data[..end]).unwrap();
-            run.path = copy;
-        }
-    }
-    assert!(cut > 0, "{}: no run was cut", case.name);
-    let reduces: Vec<_> = run_stage(reduce, &mut rng)
-        .into_iter()
-        .filter_map(SortTaskOutput::into_reduce)
-        .collect();
-    let tasks = if case.parallel_finish {
-        // The finish with no serial data path: layout (index from the sidecars), place tasks
-        // (shuffled, through JSON, each part at its offset of the preallocated file), commit.
-        let layout = plan.layout(&reduces, true, &rt).unwrap();
-        assert!(layout.temp.is_file() && !layout.data.exists());
-        let mut places = layout.place_tasks();
-        assert_eq!(places.len(), reduces.len());
-        for i in (1..places.len()).rev() {
-            places.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        for t in places {
-            let json = serde_json::to_string(&AnyTask::from(t)).unwrap();
-            let out = run_task_json(&json, &Runtime::with_threads(1).unwrap()).unwrap();
-            output_of::<sortase::tasks::PlaceOutput>(&out, "place")
-                .expect("a place task returns a place output");
-        }
-        let report: sortase::SortReport = serde_json::from_value(layout.commit().unwrap()).unwrap();
-        assert!(!layout.temp.exists());
-        report
-    } else {
-        plan.finish(&reduces, &rt).unwrap()
-    };
-    assert!(
-        !plan.work_dir().exists(),
-        "finish leaves the work directory"
-    );
+    let tasks = sort_tasks(&job, dir, case, &rt);
     let single = SortJob {
         output: output("single"),
         ..job
@@ -237,6 +165,98 @@ fn sort_both(input: &Path, dir: &Path, case: &Case) -> Vec<(Vec<u8>, Vec<u8>)> {
         .zip(&single.outputs)
         .map(|(t, s)| (std::fs::read(t).unwrap(), std::fs::read(s).unwrap()))
         .collect()
+}
+
+/// Plans `job` as tasks and runs its stages (shuffled, through JSON), then finishes it.
+fn sort_tasks(job: &SortJob, dir: &Path, case: &Case, rt: &Runtime) -> sortase::SortReport {
+    let options = PlanOptions {
+        task_memory: 1 << 20,
+        reduce_tasks: case.reduce_tasks,
+    };
+    let plan = job.plan_with(rt, &options).unwrap();
+    assert!(
+        plan.ranges().len() > 3,
+        "{}: {:?}",
+        case.name,
+        plan.ranges()
+    );
+    assert!(plan.work_dir().is_dir());
+    let mut rng = Rng(0x5eed ^ case.name.len() as u64);
+    let counts: Vec<_> = run_stage(plan.count_tasks(), &mut rng)
+        .into_iter()
+        .filter_map(SortTaskOutput::into_count)
+        .collect();
+    let maps: Vec<_> = run_stage(plan.map_tasks(&counts).unwrap(), &mut rng)
+        .into_iter()
+        .filter_map(SortTaskOutput::into_map)
+        .collect();
+    let mut reduce = plan.reduce_tasks(&maps, rt).unwrap();
+    if let Some(n) = case.reduce_tasks {
+        assert_eq!(reduce.len(), n);
+    }
+    cut_runs(&mut reduce, dir, case);
+    let reduces: Vec<_> = run_stage(reduce, &mut rng)
+        .into_iter()
+        .filter_map(SortTaskOutput::into_reduce)
+        .collect();
+    let tasks = if case.parallel_finish {
+        parallel_finish(&plan, &reduces, &mut rng, rt)
+    } else {
+        plan.finish(&reduces, rt).unwrap()
+    };
+    assert!(
+        !plan.work_dir().exists(),
+        "finish leaves the work directory"
+    );
+    tasks
+}
+
+/// Each reduce task reads copies of its runs cut at its `end` offsets: a reader that needed more
+/// would see the run end early, and the finish's record count would fail.
+fn cut_runs(reduce: &mut [SortTask], dir: &Path, case: &Case) {
+    let mut cut = 0;
+    for (k, task) in reduce.iter_mut().enumerate() {
+        let SortTask::Reduce(t) = task else {
+            panic!("a reduce stage has reduce tasks")
+        };
+        let copies = dir.join(format!("{}.runs{k}", case.name));
+        std::fs::create_dir(&copies).unwrap();
+        for run in &mut t.runs {
+            let data = std::fs::read(&run.path).unwrap();
+            let end = run.end.map_or(data.len(), |e| e as usize);
+            cut += usize::from(end < data.len());
+            let copy = copies.join(run.path.file_name().unwrap());
+            std::fs::write(&copy, &data[..end]).unwrap();
+            run.path = copy;
+        }
+    }
+    assert!(cut > 0, "{}: no run was cut", case.name);
+}
+
+/// The finish with no serial data path: layout (index from the sidecars), place tasks (shuffled,
+/// through JSON, each part at its offset of the preallocated file), commit.
+fn parallel_finish(
+    plan: &SortPlan,
+    reduces: &[ReduceOutput],
+    rng: &mut Rng,
+    rt: &Runtime,
+) -> sortase::SortReport {
+    let layout = plan.layout(reduces, true, rt).unwrap();
+    assert!(layout.temp.is_file() && !layout.data.exists());
+    let mut places = layout.place_tasks();
+    assert_eq!(places.len(), reduces.len());
+    for i in (1..places.len()).rev() {
+        places.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for t in places {
+        let json = serde_json::to_string(&AnyTask::from(t)).unwrap();
+        let out = run_task_json(&json, &Runtime::with_threads(1).unwrap()).unwrap();
+        output_of::<sortase::tasks::PlaceOutput>(&out, "place")
+            .expect("a place task returns a place output");
+    }
+    let report: sortase::SortReport = serde_json::from_value(layout.commit().unwrap()).unwrap();
+    assert!(!layout.temp.exists());
+    report
 }
 
 #[test]

@@ -290,6 +290,44 @@ mod tests {
         tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
     }
 
+    /// Sorts dataset `ds` into `out` through its tasks (`maps` map tasks; 0: several).
+    fn sort_dataset(
+        ds: &Path,
+        out: &Path,
+        order: &Order,
+        task_memory: usize,
+        maps: usize,
+        rt: &Runtime,
+    ) {
+        let mut job = SortJob::new(ds.to_str().unwrap(), OutputSpec::to_path(out));
+        job.order = order.clone();
+        job.program = None;
+        let options = PlanOptions {
+            task_memory,
+            reduce_tasks: Some(3),
+        };
+        let plan = job.plan_dataset_with(rt, &options).unwrap();
+        assert!(plan.count_tasks().is_empty());
+        let map_tasks = plan.map_tasks(&[]).unwrap();
+        let n = map_tasks.len();
+        // One task of all chunks, one per chunk, or (about 1 MB of records) several runs.
+        if maps > 0 {
+            assert_eq!(n, maps, "{order:?} {task_memory}");
+        } else {
+            assert!(n > 1 && n < 12, "{n} map tasks");
+        }
+        let maps: Vec<_> = run(map_tasks, rt)
+            .into_iter()
+            .filter_map(SortTaskOutput::into_map)
+            .collect();
+        let parts: Vec<_> = run(plan.reduce_tasks(&maps, rt).unwrap(), rt)
+            .into_iter()
+            .filter_map(SortTaskOutput::into_reduce)
+            .collect();
+        assert_eq!(plan.finish(&parts, rt).unwrap().records, 3000);
+        assert!(!plan.work_dir().exists());
+    }
+
     #[test]
     fn dataset_sort_tasks_write_the_sort_of_the_export() {
         let dir = tempfile::tempdir().unwrap();
@@ -312,32 +350,7 @@ mod tests {
             (Order::Coordinate, 200_000, 0),
         ] {
             let out = dir.path().join("out.bam");
-            let mut job = SortJob::new(ds.to_str().unwrap(), OutputSpec::to_path(&out));
-            job.order = order.clone();
-            job.program = None;
-            let options = PlanOptions {
-                task_memory,
-                reduce_tasks: Some(3),
-            };
-            let plan = job.plan_dataset_with(&rt, &options).unwrap();
-            assert!(plan.count_tasks().is_empty());
-            let map_tasks = plan.map_tasks(&[]).unwrap();
-            let n = map_tasks.len();
-            // One task of all chunks, one per chunk, or (about 1 MB of records) several runs.
-            if maps > 0 {
-                assert_eq!(n, maps, "{order:?} {task_memory}");
-            } else {
-                assert!(n > 1 && n < 12, "{n} map tasks");
-            }
-            let maps: Vec<_> = run(map_tasks, &rt)
-                .into_iter()
-                .filter_map(SortTaskOutput::into_map)
-                .collect();
-            let parts: Vec<_> = run(plan.reduce_tasks(&maps, &rt).unwrap(), &rt)
-                .into_iter()
-                .filter_map(SortTaskOutput::into_reduce)
-                .collect();
-            assert_eq!(plan.finish(&parts, &rt).unwrap().records, 3000);
+            sort_dataset(&ds, &out, &order, task_memory, maps, &rt);
             let one = dir.path().join("one.bam");
             let mut reference = SortJob::new(exported.to_str().unwrap(), OutputSpec::to_path(&one));
             reference.order = order.clone();
@@ -348,7 +361,6 @@ mod tests {
                 std::fs::read(&one).unwrap(),
                 "{order:?} {task_memory}"
             );
-            assert!(!plan.work_dir().exists());
         }
         // The count stage has no outputs to give.
         let job = SortJob::new(
