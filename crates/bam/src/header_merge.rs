@@ -49,6 +49,27 @@ pub struct Translation {
     pub warnings: std::sync::Mutex<Vec<String>>,
 }
 
+/// Appends `aux` without the byte spans `a` and `b` (the fields removed; either may be `None`).
+fn copy_around(
+    out: &mut Vec<u8>,
+    aux: &[u8],
+    a: Option<(usize, usize)>,
+    b: Option<(usize, usize)>,
+) {
+    let (mut a, mut b) = (a, b);
+    if let (Some(x), Some(y)) = (a, b) {
+        if y.0 < x.0 {
+            (a, b) = (Some(y), Some(x));
+        }
+    }
+    let mut at = 0;
+    for (s, e) in [a, b].into_iter().flatten() {
+        out.extend_from_slice(&aux[at..s]);
+        at = e;
+    }
+    out.extend_from_slice(&aux[at..]);
+}
+
 impl Translation {
     /// Takes the warnings met while translating records so far.
     pub fn take_warnings(&self) -> Vec<String> {
@@ -208,6 +229,27 @@ impl HeaderMerger {
         if self.hd.is_none() {
             self.hd = lines_of(text, "@HD").next().map(str::to_string);
         }
+        let (tids, lost) = self.add_references(header, text);
+        let override_id = self.opts.rg_override.get(input).cloned().flatten();
+        let (rg_lines, rg) = self.rg_pg(text, true, override_id.as_deref());
+        let (pg_lines, pg) = self.rg_pg(text, false, None);
+        self.finish_rg_pg(rg_lines, pg_lines, &pg);
+        self.co_lines
+            .extend(lines_of(text, "@CO").map(str::to_string));
+        Translation {
+            tids,
+            rg,
+            pg,
+            lost_coordinate_order: lost,
+            attach_rg: override_id.map(String::into_bytes),
+            warned: Default::default(),
+            warnings: Default::default(),
+        }
+    }
+
+    /// Adds the references of `header` (text `text`) not seen yet, with their `@SQ` lines; how its
+    /// reference ids translate, and whether the translation breaks the coordinate order.
+    fn add_references(&mut self, header: &Header, text: &str) -> (Vec<i32>, bool) {
         let mut tids = Vec::with_capacity(header.references().len());
         let mut max_tid = -1;
         let mut lost = false;
@@ -237,10 +279,12 @@ impl HeaderMerger {
             }
             tids.push(tid);
         }
-        let override_id = self.opts.rg_override.get(input).cloned().flatten();
-        let (rg_lines, rg) = self.rg_pg(text, true, override_id.as_deref());
-        let (pg_lines, pg) = self.rg_pg(text, false, None);
-        // finish_rg_pg: PG: tags of @RG and PP: tags of @PG point at the translated program IDs.
+        (tids, lost)
+    }
+
+    /// `finish_rg_pg`: PG: tags of @RG and PP: tags of @PG point at the translated program IDs
+    /// (`pg`); the lines join the merged header's.
+    fn finish_rg_pg(&mut self, rg_lines: Vec<String>, pg_lines: Vec<String>, pg: &IdMap) {
         for (lines, search, dest) in [(rg_lines, "\tPG:", true), (pg_lines, "\tPP:", false)] {
             for mut l in lines {
                 if let Some(at) = l.find(search) {
@@ -264,17 +308,6 @@ impl HeaderMerger {
                     self.pg_lines.push(l);
                 }
             }
-        }
-        self.co_lines
-            .extend(lines_of(text, "@CO").map(str::to_string));
-        Translation {
-            tids,
-            rg,
-            pg,
-            lost_coordinate_order: lost,
-            attach_rg: override_id.map(String::into_bytes),
-            warned: Default::default(),
-            warnings: Default::default(),
         }
     }
 
@@ -370,18 +403,7 @@ impl Translation {
         let span = |t: &Option<(usize, crate::aux::AuxField<'_>)>| {
             t.as_ref().map(|(o, f)| (*o, *o + f.raw.len()))
         };
-        let (mut a, mut b) = (span(&rg), span(&pg));
-        if let (Some(x), Some(y)) = (a, b) {
-            if y.0 < x.0 {
-                (a, b) = (Some(y), Some(x));
-            }
-        }
-        let mut at = 0;
-        for (s, e) in [a, b].into_iter().flatten() {
-            out.extend_from_slice(&aux[at..s]);
-            at = e;
-        }
-        out.extend_from_slice(&aux[at..]);
+        copy_around(out, aux, span(&rg), span(&pg));
         let string_value = |f: &crate::aux::AuxField<'a>| -> &'a [u8] {
             if f.value_type() == b'Z' || f.value_type() == b'H' {
                 f.value()
@@ -394,18 +416,7 @@ impl Translation {
             match self.rg.get(id) {
                 Some(Some(new)) => push_z(out, b"RG", new),
                 Some(None) => {}
-                None => {
-                    // samtools reports an unknown RG once per input and ID.
-                    let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
-                    if warned.insert(id.to_vec()) {
-                        let mut w = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
-                        w.push(format!(
-                            "[bam_translate] RG tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
-                            String::from_utf8_lossy(id),
-                            String::from_utf8_lossy(r.read_name())
-                        ));
-                    }
-                }
+                None => self.warn_unknown_rg(id, r.read_name()),
             }
         }
         if let Some((_, f)) = &pg {
@@ -415,6 +426,19 @@ impl Translation {
         }
         let len = (out.len() - body) as u32;
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// samtools reports an unknown RG once per input and ID.
+    fn warn_unknown_rg(&self, id: &[u8], read_name: &[u8]) {
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.insert(id.to_vec()) {
+            let mut w = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+            w.push(format!(
+                "[bam_translate] RG tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
+                String::from_utf8_lossy(id),
+                String::from_utf8_lossy(read_name)
+            ));
+        }
     }
 
     /// `samtools merge -r` at output time (after the merge has ordered the record): the first RG

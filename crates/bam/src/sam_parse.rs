@@ -96,168 +96,264 @@ pub fn parse_record(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(
 
 fn parse_into(line: &[u8], header: &Header, out: &mut Vec<u8>) -> Result<(), ParseError> {
     let mut fields = line.split(|&c| c == b'\t');
-    let mut next = |what: &str| {
-        fields
-            .next()
-            .ok_or_else(|| format!("missing {what} column"))
-    };
-    let qname = next("QNAME")?;
-    if qname.len() > 254 {
-        return Err("query name too long".into());
-    }
-    let mut flag = parse_flag(next("FLAG")?)?;
-    let rname = next("RNAME")?;
-    let lookup = |name: &[u8]| -> Result<i32, ParseError> {
-        if header.references().is_empty() {
-            return Err("no SQ lines present in the header".into());
-        }
-        Ok(header.reference_id(name).map_or(-1, |i| i as i32))
-    };
-    let mut tid = if rname == b"*" { -1 } else { lookup(rname)? };
-    let pos = parse_pos(next("POS")?, "POS")?;
-    if pos < 0 && tid >= 0 {
-        tid = -1;
-    }
-    if tid < 0 {
-        flag |= crate::flags::UNMAPPED;
-    }
-    let mapq = parse_u64(next("MAPQ")?, "MAPQ")?;
-    let mapq = u8::try_from(mapq).map_err(|_| "MAPQ out of range".to_string())?;
-    let cigar_text = next("CIGAR")?;
-    let mut cigar: Vec<u32> = Vec::new();
-    if cigar_text.first() != Some(&b'*') {
-        let mut len: u64 = 0;
-        let mut have_digit = false;
-        for &c in cigar_text {
-            if c.is_ascii_digit() {
-                len = len * 10 + u64::from(c - b'0');
-                have_digit = true;
-                if len >= 1 << 28 {
-                    return Err("CIGAR length too long".into());
-                }
-            } else {
-                let code = code_of(c).ok_or("unrecognized CIGAR operator")?;
-                if !have_digit {
-                    return Err("CIGAR length invalid".into());
-                }
-                cigar.push((len as u32) << 4 | code);
-                len = 0;
-                have_digit = false;
-            }
-        }
-        if have_digit || cigar.is_empty() {
-            return Err("invalid CIGAR".into());
-        }
-    } else {
-        flag |= crate::flags::UNMAPPED;
-    }
-    let rlen: u64 = if flag & crate::flags::UNMAPPED == 0 {
-        cigar
-            .iter()
-            .filter(|&&op| consumes_reference(op & 0xf))
-            .map(|&op| u64::from(op >> 4))
-            .sum()
-    } else {
-        1
-    };
-    if pos > i32::MAX as i64 {
-        return Err("Positional data is too large for BAM format".into());
-    }
-    let bin = crate::bin::reg2bin(pos, pos + rlen.max(1) as i64);
-    let rnext = next("RNEXT")?;
-    let mut mtid = match rnext {
-        b"=" => tid,
-        b"*" => -1,
-        name => lookup(name)?,
-    };
-    let mpos = parse_pos(next("PNEXT")?, "PNEXT")?;
-    if mpos < 0 && mtid >= 0 {
-        mtid = -1;
-    }
-    let tlen = parse_i64(next("TLEN")?, "TLEN")?;
-    let tlen = i32::try_from(tlen).map_err(|_| "TLEN out of range".to_string())?;
-    let seq = next("SEQ")?;
-    let seq: &[u8] = if seq == b"*" { b"" } else { seq };
-    let qlen: u64 = cigar
-        .iter()
-        .filter(|&&op| consumes_query(op & 0xf))
-        .map(|&op| u64::from(op >> 4))
-        .sum();
-    if !cigar.is_empty() && !seq.is_empty() && qlen != seq.len() as u64 {
-        return Err("CIGAR and query sequence are of different length".into());
-    }
-    let qual = next("QUAL")?;
-    let qual_absent = qual == b"*";
-    if !qual_absent && qual.len() != seq.len() {
-        return Err("SEQ and QUAL are of different length".into());
-    }
-    if mpos > i32::MAX as i64 {
-        return Err("Positional data is too large for BAM format".into());
-    }
-    let long_cigar = cigar.len() > 0xffff;
-
+    let rec = SamRecord::parse(&mut fields, header)?;
+    let long_cigar = rec.cigar.len() > 0xffff;
     // Fixed part (SAM spec §4.2); block_size is patched in at the end.
     let start = out.len();
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&tid.to_le_bytes());
-    out.extend_from_slice(&(pos as i32).to_le_bytes());
-    out.push(qname.len() as u8 + 1);
-    out.push(mapq);
-    out.extend_from_slice(&bin.to_le_bytes());
-    let n_cigar_op = if long_cigar { 2 } else { cigar.len() as u16 };
-    out.extend_from_slice(&n_cigar_op.to_le_bytes());
-    out.extend_from_slice(&flag.to_le_bytes());
-    out.extend_from_slice(&(seq.len() as u32).to_le_bytes());
-    out.extend_from_slice(&mtid.to_le_bytes());
-    out.extend_from_slice(&(mpos as i32).to_le_bytes());
-    out.extend_from_slice(&tlen.to_le_bytes());
-    out.extend_from_slice(qname);
-    out.push(0);
+    rec.write_fixed(long_cigar, out);
     if long_cigar {
         // htslib `bam_write1`: placeholder `<l_seq>S<rlen>N`, real CIGAR in a trailing CG:B:I tag.
-        let cig_rlen: u64 = cigar
-            .iter()
-            .filter(|&&op| consumes_reference(op & 0xf))
-            .map(|&op| u64::from(op >> 4))
-            .sum();
+        let cig_rlen = ref_len(&rec.cigar);
         if cig_rlen >= 1 << 28 {
             return Err("long CIGAR covers too much reference for BAM".into());
         }
-        out.extend_from_slice(&((seq.len() as u32) << 4 | crate::cigar::SOFT_CLIP).to_le_bytes());
+        let l_seq = rec.seq.len() as u32;
+        out.extend_from_slice(&(l_seq << 4 | crate::cigar::SOFT_CLIP).to_le_bytes());
         out.extend_from_slice(&((cig_rlen as u32) << 4 | crate::cigar::SKIP).to_le_bytes());
     } else {
-        for op in &cigar {
+        for op in &rec.cigar {
             out.extend_from_slice(&op.to_le_bytes());
         }
     }
-    for pair in seq.chunks(2) {
-        let hi = NT16[pair[0] as usize] << 4;
-        let lo = pair.get(1).map_or(0, |&c| NT16[c as usize]);
-        out.push(hi | lo);
-    }
-    if qual_absent {
-        out.resize(out.len() + seq.len(), 0xff);
-    } else {
-        for &q in qual {
-            if q < 33 {
-                return Err("invalid QUAL character".into());
-            }
-            out.push(q - 33);
-        }
-    }
+    rec.write_seq_qual(out)?;
     for field in fields {
         parse_aux(field, out)?;
     }
     if long_cigar {
         out.extend_from_slice(b"CGBI");
-        out.extend_from_slice(&(cigar.len() as u32).to_le_bytes());
-        for op in &cigar {
+        out.extend_from_slice(&(rec.cigar.len() as u32).to_le_bytes());
+        for op in &rec.cigar {
             out.extend_from_slice(&op.to_le_bytes());
         }
     }
     let block_size = (out.len() - start - 4) as u32;
     out[start..start + 4].copy_from_slice(&block_size.to_le_bytes());
     Ok(())
+}
+
+/// The eleven mandatory columns of a SAM line, checked and converted.
+struct SamRecord<'a> {
+    qname: &'a [u8],
+    flag: u16,
+    tid: i32,
+    pos: i64,
+    mapq: u8,
+    bin: u16,
+    cigar: Vec<u32>,
+    mtid: i32,
+    mpos: i64,
+    tlen: i32,
+    /// Empty for `*`.
+    seq: &'a [u8],
+    /// `*` when absent.
+    qual: &'a [u8],
+}
+
+impl<'a> SamRecord<'a> {
+    /// Reads the mandatory columns from `fields` (the optional ones are left in it).
+    #[inline]
+    fn parse(
+        fields: &mut impl Iterator<Item = &'a [u8]>,
+        header: &Header,
+    ) -> Result<Self, ParseError> {
+        let qname = column(fields, "QNAME")?;
+        if qname.len() > 254 {
+            return Err("query name too long".into());
+        }
+        let mut flag = parse_flag(column(fields, "FLAG")?)?;
+        let rname = column(fields, "RNAME")?;
+        let mut tid = if rname == b"*" {
+            -1
+        } else {
+            ref_id(header, rname)?
+        };
+        let pos = parse_pos(column(fields, "POS")?, "POS")?;
+        if pos < 0 && tid >= 0 {
+            tid = -1;
+        }
+        if tid < 0 {
+            flag |= crate::flags::UNMAPPED;
+        }
+        let mapq = parse_u64(column(fields, "MAPQ")?, "MAPQ")?;
+        let mapq = u8::try_from(mapq).map_err(|_| "MAPQ out of range".to_string())?;
+        let cigar_text = column(fields, "CIGAR")?;
+        let cigar = if cigar_text.first() != Some(&b'*') {
+            parse_cigar(cigar_text)?
+        } else {
+            flag |= crate::flags::UNMAPPED;
+            Vec::new()
+        };
+        let rlen = if flag & crate::flags::UNMAPPED == 0 {
+            ref_len(&cigar)
+        } else {
+            1
+        };
+        if pos > i32::MAX as i64 {
+            return Err("Positional data is too large for BAM format".into());
+        }
+        let mut rec = Self {
+            qname,
+            flag,
+            tid,
+            pos,
+            mapq,
+            bin: crate::bin::reg2bin(pos, pos + rlen.max(1) as i64),
+            cigar,
+            mtid: -1,
+            mpos: -1,
+            tlen: 0,
+            seq: b"",
+            qual: b"",
+        };
+        rec.parse_rest(fields, header)?;
+        Ok(rec)
+    }
+
+    /// The columns from RNEXT to QUAL.
+    #[inline]
+    fn parse_rest(
+        &mut self,
+        fields: &mut impl Iterator<Item = &'a [u8]>,
+        header: &Header,
+    ) -> Result<(), ParseError> {
+        let mut mtid = match column(fields, "RNEXT")? {
+            b"=" => self.tid,
+            b"*" => -1,
+            name => ref_id(header, name)?,
+        };
+        let mpos = parse_pos(column(fields, "PNEXT")?, "PNEXT")?;
+        if mpos < 0 && mtid >= 0 {
+            mtid = -1;
+        }
+        let tlen = parse_i64(column(fields, "TLEN")?, "TLEN")?;
+        self.tlen = i32::try_from(tlen).map_err(|_| "TLEN out of range".to_string())?;
+        let seq = column(fields, "SEQ")?;
+        let seq: &[u8] = if seq == b"*" { b"" } else { seq };
+        let cigar = &self.cigar;
+        if !cigar.is_empty() && !seq.is_empty() && query_len(cigar) != seq.len() as u64 {
+            return Err("CIGAR and query sequence are of different length".into());
+        }
+        let qual = column(fields, "QUAL")?;
+        if qual != b"*" && qual.len() != seq.len() {
+            return Err("SEQ and QUAL are of different length".into());
+        }
+        if mpos > i32::MAX as i64 {
+            return Err("Positional data is too large for BAM format".into());
+        }
+        (self.mtid, self.mpos, self.seq, self.qual) = (mtid, mpos, seq, qual);
+        Ok(())
+    }
+
+    /// The fixed part with a zero `block_size` and the read name (`long_cigar`: two placeholder
+    /// operations).
+    #[inline]
+    fn write_fixed(&self, long_cigar: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.tid.to_le_bytes());
+        out.extend_from_slice(&(self.pos as i32).to_le_bytes());
+        out.push(self.qname.len() as u8 + 1);
+        out.push(self.mapq);
+        out.extend_from_slice(&self.bin.to_le_bytes());
+        let n_cigar_op = if long_cigar {
+            2
+        } else {
+            self.cigar.len() as u16
+        };
+        out.extend_from_slice(&n_cigar_op.to_le_bytes());
+        out.extend_from_slice(&self.flag.to_le_bytes());
+        out.extend_from_slice(&(self.seq.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.mtid.to_le_bytes());
+        out.extend_from_slice(&(self.mpos as i32).to_le_bytes());
+        out.extend_from_slice(&self.tlen.to_le_bytes());
+        out.extend_from_slice(self.qname);
+        out.push(0);
+    }
+
+    /// The sequence (4-bit codes) and the qualities (`0xff` each when absent).
+    #[inline]
+    fn write_seq_qual(&self, out: &mut Vec<u8>) -> Result<(), ParseError> {
+        for pair in self.seq.chunks(2) {
+            let hi = NT16[pair[0] as usize] << 4;
+            let lo = pair.get(1).map_or(0, |&c| NT16[c as usize]);
+            out.push(hi | lo);
+        }
+        if self.qual == b"*" {
+            out.resize(out.len() + self.seq.len(), 0xff);
+        } else {
+            for &q in self.qual {
+                if q < 33 {
+                    return Err("invalid QUAL character".into());
+                }
+                out.push(q - 33);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The next column of a SAM line.
+#[inline]
+fn column<'a>(
+    fields: &mut impl Iterator<Item = &'a [u8]>,
+    what: &str,
+) -> Result<&'a [u8], ParseError> {
+    fields
+        .next()
+        .ok_or_else(|| format!("missing {what} column"))
+}
+
+/// The id of reference `name` (-1: not in the header; an error when the header has none).
+fn ref_id(header: &Header, name: &[u8]) -> Result<i32, ParseError> {
+    if header.references().is_empty() {
+        return Err("no SQ lines present in the header".into());
+    }
+    Ok(header.reference_id(name).map_or(-1, |i| i as i32))
+}
+
+/// A CIGAR string (not `*`) as BAM operations.
+fn parse_cigar(text: &[u8]) -> Result<Vec<u32>, ParseError> {
+    let mut cigar: Vec<u32> = Vec::new();
+    let mut len: u64 = 0;
+    let mut have_digit = false;
+    for &c in text {
+        if c.is_ascii_digit() {
+            len = len * 10 + u64::from(c - b'0');
+            have_digit = true;
+            if len >= 1 << 28 {
+                return Err("CIGAR length too long".into());
+            }
+        } else {
+            let code = code_of(c).ok_or("unrecognized CIGAR operator")?;
+            if !have_digit {
+                return Err("CIGAR length invalid".into());
+            }
+            cigar.push((len as u32) << 4 | code);
+            len = 0;
+            have_digit = false;
+        }
+    }
+    if have_digit || cigar.is_empty() {
+        return Err("invalid CIGAR".into());
+    }
+    Ok(cigar)
+}
+
+/// Reference bases the operations cover.
+fn ref_len(cigar: &[u32]) -> u64 {
+    cigar
+        .iter()
+        .filter(|&&op| consumes_reference(op & 0xf))
+        .map(|&op| u64::from(op >> 4))
+        .sum()
+}
+
+/// Query bases the operations cover.
+fn query_len(cigar: &[u32]) -> u64 {
+    cigar
+        .iter()
+        .filter(|&&op| consumes_query(op & 0xf))
+        .map(|&op| u64::from(op >> 4))
+        .sum()
 }
 
 fn parse_aux(field: &[u8], out: &mut Vec<u8>) -> Result<(), ParseError> {

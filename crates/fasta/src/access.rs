@@ -175,7 +175,58 @@ impl RandomAccess {
         blocks: &Arc<Vec<(u64, u64)>>,
         ranges: &[(u64, u64)],
     ) -> Result<Vec<Vec<u8>>, FastaError> {
-        // (block, range) pairs, sorted by block: which ranges each inflated block feeds.
+        let (pairs, jobs) = self.block_jobs(blocks, ranges)?;
+        let mut out: Vec<Vec<u8>> = ranges
+            .iter()
+            .map(|r| Vec::with_capacity(r.1 as usize))
+            .collect();
+        let (submitter, collector) = {
+            let (file, blocks, file_len) = (self.file.clone(), blocks.clone(), self.file_len);
+            ordered_pool(self.threads, 2 * self.threads + 2, move || {
+                let (file, blocks) = (file.clone(), blocks.clone());
+                let mut d = Decompressor::new();
+                move |job: Vec<(usize, u64)>| inflate_run(&file, &blocks, file_len, &job, &mut d)
+            })
+        };
+        let feeder = std::thread::spawn(move || {
+            for job in jobs {
+                if submitter.submit(job).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = 0;
+        let mut failure = None;
+        for result in collector {
+            match result {
+                Ok(inflated) => scatter(&inflated, &pairs, ranges, &mut out, &mut p),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let _ = feeder.join();
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        for (r, buf) in out.iter().enumerate() {
+            let (off, len) = ranges[r];
+            if buf.len() as u64 != len {
+                return Err(self.past_end(off, len, off + buf.len() as u64));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The (block, range) pairs sorted by block (which ranges each inflated block feeds), and the
+    /// runs of consecutive blocks to inflate, each block with the bytes needed from its start.
+    #[allow(clippy::type_complexity)]
+    fn block_jobs(
+        &self,
+        blocks: &[(u64, u64)],
+        ranges: &[(u64, u64)],
+    ) -> Result<(Vec<(usize, usize)>, Vec<Vec<(usize, u64)>>), FastaError> {
         let mut pairs: Vec<(usize, usize)> = Vec::new();
         for (r, &(off, len)) in ranges.iter().enumerate() {
             if len == 0 {
@@ -210,67 +261,36 @@ impl RandomAccess {
                 _ => jobs.push(vec![(b, need)]),
             }
         }
-        let mut out: Vec<Vec<u8>> = ranges
-            .iter()
-            .map(|r| Vec::with_capacity(r.1 as usize))
-            .collect();
-        let (submitter, collector) = {
-            let (file, blocks, file_len) = (self.file.clone(), blocks.clone(), self.file_len);
-            ordered_pool(self.threads, 2 * self.threads + 2, move || {
-                let (file, blocks) = (file.clone(), blocks.clone());
-                let mut d = Decompressor::new();
-                move |job: Vec<(usize, u64)>| inflate_run(&file, &blocks, file_len, &job, &mut d)
-            })
-        };
-        let feeder = std::thread::spawn(move || {
-            for job in jobs {
-                if submitter.submit(job).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut p = 0;
-        let mut failure = None;
-        for result in collector {
-            let inflated = match result {
-                Ok(x) => x,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            };
-            for (b, ustart, range) in &inflated.blocks {
-                let data = &inflated.data[range.clone()];
-                while p < pairs.len() && pairs[p].0 < *b {
-                    p += 1;
-                }
-                let mut q = p;
-                while q < pairs.len() && pairs[q].0 == *b {
-                    let r = pairs[q].1;
-                    let (off, len) = ranges[r];
-                    let lo = off.max(*ustart);
-                    let hi = (off + len).min(ustart + data.len() as u64);
-                    // Blocks of a range come in order, so appending keeps its bytes in order.
-                    if lo < hi && off + out[r].len() as u64 == lo {
-                        out[r].extend_from_slice(
-                            &data[(lo - ustart) as usize..(hi - ustart) as usize],
-                        );
-                    }
-                    q += 1;
-                }
-            }
+        Ok((pairs, jobs))
+    }
+}
+
+/// Appends the bytes of the `inflated` blocks to the ranges they feed (`pairs` from `p` on: the
+/// (block, range) pairs, sorted by block; `p` moves past the blocks done).
+fn scatter(
+    inflated: &Inflated,
+    pairs: &[(usize, usize)],
+    ranges: &[(u64, u64)],
+    out: &mut [Vec<u8>],
+    p: &mut usize,
+) {
+    for (b, ustart, range) in &inflated.blocks {
+        let data = &inflated.data[range.clone()];
+        while *p < pairs.len() && pairs[*p].0 < *b {
+            *p += 1;
         }
-        let _ = feeder.join();
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        for (r, buf) in out.iter().enumerate() {
+        let mut q = *p;
+        while q < pairs.len() && pairs[q].0 == *b {
+            let r = pairs[q].1;
             let (off, len) = ranges[r];
-            if buf.len() as u64 != len {
-                return Err(self.past_end(off, len, off + buf.len() as u64));
+            let lo = off.max(*ustart);
+            let hi = (off + len).min(ustart + data.len() as u64);
+            // Blocks of a range come in order, so appending keeps its bytes in order.
+            if lo < hi && off + out[r].len() as u64 == lo {
+                out[r].extend_from_slice(&data[(lo - ustart) as usize..(hi - ustart) as usize]);
             }
+            q += 1;
         }
-        Ok(out)
     }
 }
 

@@ -225,109 +225,130 @@ impl FaiBuilder {
 impl LineSink for FaiBuilder {
     fn line(&mut self, line: &Line, text: &[u8]) -> Result<(), FastaError> {
         self.line_num += 1;
-        let blank = line.len == 0;
-        let fasta = self.format == Some(Format::Fasta);
         match self.state {
-            State::OutRead => match line.first {
-                _ if blank => {}
-                b'>' if self.format == Some(Format::Fastq) => {
-                    return Err(self.err("found '>' in a FASTQ file".into()))
-                }
-                b'@' if fasta => return Err(self.err("found '@' in a FASTA file".into())),
-                b'>' | b'@' => {
-                    self.format = Some(if line.first == b'>' {
-                        Format::Fasta
-                    } else {
-                        Format::Fastq
-                    });
-                    self.header(line, text)?;
-                }
-                b'\r' if line.cr_only && line.terminated => {}
-                b'\r' => return Err(self.err("carriage return not followed by new line".into())),
-                c => {
-                    let shown = if c.is_ascii_graphic() {
-                        format!("\"{}\"", c as char)
-                    } else {
-                        "character".into()
-                    };
-                    return Err(self.err(format!("unexpected {shown} outside a record")));
-                }
-            },
-            State::InSeq => {
-                if fasta {
-                    if blank {
-                        self.state = State::OutRead;
-                        return Ok(());
-                    }
-                    if line.first == b'>' {
-                        return self.header(line, text);
-                    }
-                    self.read_done = true;
-                } else {
-                    if line.first == b'+' {
-                        self.state = State::InQual;
-                        self.qual_offset = line.end();
-                        return Ok(());
-                    }
-                    if blank {
-                        return Err(self.err(format!(
-                            "inlined empty line is not allowed in sequence '{}'",
-                            self.name_str()
-                        )));
-                    }
-                }
-                let (ll, cl) = (line.len + 1, line.graph);
-                self.seq_len += cl;
-                if self.line_len == 0 {
-                    self.line_len = ll;
-                    self.char_len = cl;
-                } else if self.line_len > ll {
-                    self.state = if fasta { State::OutRead } else { State::SeqEnd };
-                } else if self.line_len < ll {
-                    return Err(self.err(format!(
-                        "different line length in sequence '{}'",
-                        self.name_str()
-                    )));
-                }
-            }
+            State::OutRead => self.out_read(line, text),
+            State::InSeq => self.in_seq(line, text),
             State::SeqEnd => {
                 if line.first == b'+' {
                     self.state = State::InQual;
                     self.qual_offset = line.end();
+                    Ok(())
                 } else {
-                    return Err(self.err(format!(
+                    Err(self.err(format!(
                         "expecting '+' after the sequence of '{}'",
                         self.name_str()
-                    )));
+                    )))
                 }
             }
-            State::InQual => {
-                if blank {
-                    if !self.read_done {
-                        return Err(self.err(format!(
-                            "inlined empty line is not allowed in quality of sequence '{}'",
-                            self.name_str()
-                        )));
-                    }
-                    self.state = State::OutRead;
-                    return Ok(());
-                }
-                if line.first == b'@' && self.read_done {
-                    return self.header(line, text);
-                }
-                let (ll, cl) = (line.len + 1, line.graph);
-                self.qual_len += cl;
-                let name = self.name_str();
-                if self.line_len < ll {
-                    return Err(self.err(format!("quality line too long in '{name}'")));
-                } else if self.qual_len == self.seq_len {
-                    self.read_done = true;
-                } else if self.qual_len > self.seq_len {
-                    return Err(self.err(format!("quality longer than sequence in '{name}'")));
-                } else if self.line_len > ll {
-                    return Err(self.err(format!("quality line too short in '{name}'")));
-                }
+            State::InQual => self.in_qual(line, text),
+        }
+    }
+}
+
+impl FaiBuilder {
+    /// A line between records: blank, or a record's header (which sets the format).
+    #[inline]
+    fn out_read(&mut self, line: &Line, text: &[u8]) -> Result<(), FastaError> {
+        let blank = line.len == 0;
+        let fasta = self.format == Some(Format::Fasta);
+        match line.first {
+            _ if blank => {}
+            b'>' if self.format == Some(Format::Fastq) => {
+                return Err(self.err("found '>' in a FASTQ file".into()))
             }
+            b'@' if fasta => return Err(self.err("found '@' in a FASTA file".into())),
+            b'>' | b'@' => {
+                self.format = Some(if line.first == b'>' {
+                    Format::Fasta
+                } else {
+                    Format::Fastq
+                });
+                self.header(line, text)?;
+            }
+            b'\r' if line.cr_only && line.terminated => {}
+            b'\r' => return Err(self.err("carriage return not followed by new line".into())),
+            c => {
+                let shown = if c.is_ascii_graphic() {
+                    format!("\"{}\"", c as char)
+                } else {
+                    "character".into()
+                };
+                return Err(self.err(format!("unexpected {shown} outside a record")));
+            }
+        }
+        Ok(())
+    }
+
+    /// A line of a record's sequence (or the next FASTA header, or FASTQ's `+`).
+    #[inline]
+    fn in_seq(&mut self, line: &Line, text: &[u8]) -> Result<(), FastaError> {
+        let blank = line.len == 0;
+        let fasta = self.format == Some(Format::Fasta);
+        if fasta {
+            if blank {
+                self.state = State::OutRead;
+                return Ok(());
+            }
+            if line.first == b'>' {
+                return self.header(line, text);
+            }
+            self.read_done = true;
+        } else {
+            if line.first == b'+' {
+                self.state = State::InQual;
+                self.qual_offset = line.end();
+                return Ok(());
+            }
+            if blank {
+                return Err(self.err(format!(
+                    "inlined empty line is not allowed in sequence '{}'",
+                    self.name_str()
+                )));
+            }
+        }
+        let (ll, cl) = (line.len + 1, line.graph);
+        self.seq_len += cl;
+        if self.line_len == 0 {
+            self.line_len = ll;
+            self.char_len = cl;
+        } else if self.line_len > ll {
+            self.state = if fasta { State::OutRead } else { State::SeqEnd };
+        } else if self.line_len < ll {
+            return Err(self.err(format!(
+                "different line length in sequence '{}'",
+                self.name_str()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A line of a FASTQ record's qualities (or the next record's header).
+    #[inline]
+    fn in_qual(&mut self, line: &Line, text: &[u8]) -> Result<(), FastaError> {
+        if line.len == 0 {
+            if !self.read_done {
+                return Err(self.err(format!(
+                    "inlined empty line is not allowed in quality of sequence '{}'",
+                    self.name_str()
+                )));
+            }
+            self.state = State::OutRead;
+            return Ok(());
+        }
+        if line.first == b'@' && self.read_done {
+            return self.header(line, text);
+        }
+        let (ll, cl) = (line.len + 1, line.graph);
+        self.qual_len += cl;
+        let name = self.name_str();
+        if self.line_len < ll {
+            return Err(self.err(format!("quality line too long in '{name}'")));
+        } else if self.qual_len == self.seq_len {
+            self.read_done = true;
+        } else if self.qual_len > self.seq_len {
+            return Err(self.err(format!("quality longer than sequence in '{name}'")));
+        } else if self.line_len > ll {
+            return Err(self.err(format!("quality line too short in '{name}'")));
         }
         Ok(())
     }

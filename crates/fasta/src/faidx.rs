@@ -85,16 +85,13 @@ fn span(offset: u64, rec: &FaiRecord, beg: u64, end: u64) -> (u64, u64) {
     (start, at(end - 1) + 1 - start)
 }
 
-/// Writes every region to `out` (warnings go to `warn`). Stops with an error at an unknown name
-/// unless `keep_going`, after writing that region's header as samtools does.
-pub fn write_regions(
-    fai: &Fai,
-    access: &RandomAccess,
+/// Each region's plan (a region not in the index ends the plans unless `keep_going`) and the byte
+/// spans to fetch: the bases of each region found, then its qualities (FASTQ).
+fn plan_regions<'a>(
+    fai: &'a Fai,
     regions: &[String],
     opts: &FaidxOptions,
-    out: &mut dyn Write,
-    warn: &mut dyn FnMut(String),
-) -> Result<(), FastaError> {
+) -> (Vec<(u64, u64)>, Vec<Plan<'a>>) {
     let ids: FastMap<&[u8], usize> = fai
         .records
         .iter()
@@ -145,6 +142,20 @@ pub fn write_regions(
             qual,
         });
     }
+    (ranges, plans)
+}
+
+/// Writes every region to `out` (warnings go to `warn`). Stops with an error at an unknown name
+/// unless `keep_going`, after writing that region's header as samtools does.
+pub fn write_regions(
+    fai: &Fai,
+    access: &RandomAccess,
+    regions: &[String],
+    opts: &FaidxOptions,
+    out: &mut dyn Write,
+    warn: &mut dyn FnMut(String),
+) -> Result<(), FastaError> {
+    let (ranges, plans) = plan_regions(fai, regions, opts);
     let mut fetched: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
     // Regions are written after all their bytes are read; the window bounds that memory.
     let mut done = 0;
@@ -256,6 +267,30 @@ fn write_wrapped(out: &mut dyn Write, s: &[u8], wrap: u64) -> std::io::Result<()
     Ok(())
 }
 
+/// A region not in the index: samtools' warnings, and an error unless `keep_going` (its header is
+/// written already).
+fn write_missing(
+    region: &str,
+    opts: &FaidxOptions,
+    out: &mut dyn Write,
+    warn: &mut dyn FnMut(String),
+) -> Result<(), FastaError> {
+    warn(format!(
+        "[W::fai_get_val] Reference {region} not found in FASTA file, returning empty sequence"
+    ));
+    warn(format!("[faidx] Failed to fetch sequence in {region}"));
+    if !opts.keep_going {
+        return Err(FastaError::BadIndex(format!(
+            "sequence '{region}' not found in the index (use -c to continue past missing regions)"
+        )));
+    }
+    if opts.format == Format::Fastq {
+        out.write_all(b"+\n")?;
+        warn(format!("[faidx] Failed to fetch sequence in {region}"));
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_one(
     fai: &Fai,
@@ -287,20 +322,7 @@ fn write_one(
         qual,
     } = plan
     else {
-        warn(format!(
-            "[W::fai_get_val] Reference {region} not found in FASTA file, returning empty sequence"
-        ));
-        warn(format!("[faidx] Failed to fetch sequence in {region}"));
-        if !opts.keep_going {
-            return Err(FastaError::BadIndex(format!(
-                "sequence '{region}' not found in the index (use -c to continue past missing regions)"
-            )));
-        }
-        if opts.format == Format::Fastq {
-            out.write_all(b"+\n")?;
-            warn(format!("[faidx] Failed to fetch sequence in {region}"));
-        }
-        return Ok(());
+        return write_missing(region, opts, out, warn);
     };
     let _ = fai;
     let want = end - beg;

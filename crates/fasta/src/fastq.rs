@@ -229,6 +229,12 @@ impl FastqReader {
             }
             return Ok(true);
         }
+        self.read_quality(rec)?;
+        Ok(true)
+    }
+
+    /// Reads the quality lines of `rec` (after its `+` line): as many bytes as its sequence.
+    fn read_quality(&mut self, rec: &mut Record) -> Result<(), FastqError> {
         let start = rec.data.len();
         while rec.data.len() - start < rec.seq_len {
             if !self.next_line()? {
@@ -244,7 +250,7 @@ impl FastqReader {
         if rec.data.len() - start != rec.seq_len {
             return Err(self.error("the quality string is longer than the sequence"));
         }
-        Ok(true)
+        Ok(())
     }
 }
 

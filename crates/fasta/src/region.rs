@@ -28,7 +28,7 @@ pub fn parse_decimal(s: &[u8]) -> (i64, usize) {
         negative = s[i] == b'-';
         i += 1;
     }
-    let (mut n, mut digits, mut decimals, mut e) = (0i64, 0, 0i64, 0i64);
+    let (mut n, mut digits, mut decimals) = (0i64, 0, 0i64);
     while i < s.len() {
         match s[i] {
             d @ b'0'..=b'9' => {
@@ -49,7 +49,27 @@ pub fn parse_decimal(s: &[u8]) -> (i64, usize) {
             i += 1;
         }
     }
-    match s.get(i) {
+    let (mut e, used) = exponent(&s[i..]);
+    i += used;
+    e -= decimals;
+    while e > 0 {
+        n = n.wrapping_mul(10);
+        e -= 1;
+    }
+    while e < 0 {
+        n /= 10;
+        e += 1;
+    }
+    let n = if negative { n.wrapping_neg() } else { n };
+    (n, if digits > 0 { i } else { 0 })
+}
+
+/// The power of ten after a decimal's digits: an exponent (`e`/`E`, signed) or a k/M/G suffix;
+/// with the bytes consumed.
+fn exponent(s: &[u8]) -> (i64, usize) {
+    let mut e = 0i64;
+    let mut i = 0;
+    match s.first() {
         Some(b'e' | b'E') => {
             i += 1;
             let mut eneg = false;
@@ -65,31 +85,12 @@ pub fn parse_decimal(s: &[u8]) -> (i64, usize) {
                 e = -e;
             }
         }
-        Some(b'k' | b'K') => {
-            e += 3;
-            i += 1;
-        }
-        Some(b'm' | b'M') => {
-            e += 6;
-            i += 1;
-        }
-        Some(b'g' | b'G') => {
-            e += 9;
-            i += 1;
-        }
+        Some(b'k' | b'K') => (e, i) = (3, 1),
+        Some(b'm' | b'M') => (e, i) = (6, 1),
+        Some(b'g' | b'G') => (e, i) = (9, 1),
         _ => {}
     }
-    e -= decimals;
-    while e > 0 {
-        n = n.wrapping_mul(10);
-        e -= 1;
-    }
-    while e < 0 {
-        n /= 10;
-        e += 1;
-    }
-    let n = if negative { n.wrapping_neg() } else { n };
-    (n, if digits > 0 { i } else { 0 })
+    (e, i)
 }
 
 /// Parses `s` as `hts_parse_region(s, ..., flags = 0)` does; `lookup` maps a name to an id.

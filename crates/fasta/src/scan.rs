@@ -6,7 +6,7 @@
 use crate::lines::{scan_chunk, ChunkLines, LineSink, Stitcher};
 use crate::FastaError;
 use sortase_bgzf::gzi::{GziEntry, GziIndex};
-use sortase_bgzf::pool::ordered_pool;
+use sortase_bgzf::pool::{ordered_pool, Submitter};
 use sortase_bgzf::{BlockMeta, ParallelReader, ReaderOptions};
 use std::io::{Cursor, Read};
 use std::thread;
@@ -66,6 +66,63 @@ pub fn sniff<R: Read + Send + 'static>(
 type Job = (Vec<u8>, usize, u64, Vec<BlockMeta>);
 type Scanned = Result<(ChunkLines, Vec<BlockMeta>), FastaError>;
 
+/// Cuts `input` into chunks (BGZF: its blocks, inflated on `threads` threads; otherwise
+/// `PLAIN_CHUNK` bytes) and submits them in order, each with its uncompressed offset.
+fn feed(
+    input: impl Read + Send + 'static,
+    compression: Compression,
+    threads: usize,
+    submitter: &Submitter<Job, Scanned>,
+) -> Result<(), FastaError> {
+    let mut offset = 0u64;
+    match compression {
+        Compression::Bgzf => {
+            let reader = ParallelReader::new(input, ReaderOptions::with_threads(threads));
+            for chunk in reader {
+                let chunk = chunk?;
+                let len = chunk.data().len() as u64;
+                let job = (chunk.buf, chunk.head, offset, chunk.blocks);
+                offset += len;
+                if submitter.submit(job).is_err() {
+                    break;
+                }
+            }
+        }
+        Compression::None | Compression::Gzip => {
+            let mut input = input;
+            loop {
+                let mut buf = Vec::with_capacity(PLAIN_CHUNK);
+                input
+                    .by_ref()
+                    .take(PLAIN_CHUNK as u64)
+                    .read_to_end(&mut buf)?;
+                if buf.is_empty() {
+                    break;
+                }
+                let len = buf.len() as u64;
+                if submitter.submit((buf, 0, offset, Vec::new())).is_err() {
+                    break;
+                }
+                offset += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds the data blocks of a chunk to the `.gzi` (`uoffset`: the uncompressed offset so far).
+fn add_blocks(gzi: &mut GziIndex, uoffset: &mut u64, blocks: Vec<BlockMeta>) {
+    for b in blocks {
+        if b.usize > 0 {
+            gzi.data_blocks.push(GziEntry {
+                compressed: b.coffset,
+                uncompressed: *uoffset,
+            });
+        }
+        *uoffset += u64::from(b.usize);
+    }
+}
+
 /// Scans the whole of `input` on `threads` threads, feeding every line to `sink` in order.
 pub fn scan<R: Read + Send + 'static>(
     input: R,
@@ -82,42 +139,7 @@ pub fn scan<R: Read + Send + 'static>(
             Ok((scan_chunk(&buf[head..], offset), blocks))
         }
     });
-    let feeder = thread::spawn(move || -> Result<(), FastaError> {
-        let mut offset = 0u64;
-        match compression {
-            Compression::Bgzf => {
-                let reader = ParallelReader::new(input, ReaderOptions::with_threads(threads));
-                for chunk in reader {
-                    let chunk = chunk?;
-                    let len = chunk.data().len() as u64;
-                    let job = (chunk.buf, chunk.head, offset, chunk.blocks);
-                    offset += len;
-                    if submitter.submit(job).is_err() {
-                        break;
-                    }
-                }
-            }
-            Compression::None | Compression::Gzip => {
-                let mut input = input;
-                loop {
-                    let mut buf = Vec::with_capacity(PLAIN_CHUNK);
-                    input
-                        .by_ref()
-                        .take(PLAIN_CHUNK as u64)
-                        .read_to_end(&mut buf)?;
-                    if buf.is_empty() {
-                        break;
-                    }
-                    let len = buf.len() as u64;
-                    if submitter.submit((buf, 0, offset, Vec::new())).is_err() {
-                        break;
-                    }
-                    offset += len;
-                }
-            }
-        }
-        Ok(())
-    });
+    let feeder = thread::spawn(move || feed(input, compression, threads, &submitter));
     let mut stitcher = Stitcher::new();
     let mut gzi = GziIndex::default();
     let mut uoffset = 0u64;
@@ -134,15 +156,7 @@ pub fn scan<R: Read + Send + 'static>(
             failure = Some(e);
             break;
         }
-        for b in blocks {
-            if b.usize > 0 {
-                gzi.data_blocks.push(GziEntry {
-                    compressed: b.coffset,
-                    uncompressed: uoffset,
-                });
-            }
-            uoffset += u64::from(b.usize);
-        }
+        add_blocks(&mut gzi, &mut uoffset, blocks);
     }
     // The feeder's error (a corrupt block) comes first: it explains any failure downstream.
     match feeder.join() {

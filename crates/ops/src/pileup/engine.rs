@@ -195,6 +195,53 @@ struct Replay<'b> {
 }
 
 impl<'b> Replay<'b> {
+    /// Pushes a read starting at the walk's current position: dropped past `maxcnt` reads (htslib's
+    /// depth cap), and not buffered when of zero length.
+    fn push_at_current(
+        &mut self,
+        index: usize,
+        r: &RecordRef<'b>,
+        beg: i64,
+        end: i64,
+        maxcnt: i64,
+    ) -> Result<(), PileupError> {
+        if 1 + self.buffered as i64 > maxcnt {
+            if !self.opts.ignore_overlaps {
+                self.overlaps.remove(r.read_name());
+            }
+            return Ok(());
+        }
+        if end <= beg {
+            return Ok(()); // zero-length read at the current position: not buffered
+        }
+        self.push(index, r, beg, end)
+            .map_err(|()| PileupError::BadCigar(read_label(r)))
+    }
+
+    fn new(
+        records: &'b RecordBatch,
+        window: Window,
+        queries: &'b [i64],
+        opts: &'b PileupOptions,
+    ) -> Self {
+        Replay {
+            records,
+            window,
+            opts,
+            queries,
+            counts: vec![Counts::default(); queries.len()],
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_end: BinaryHeap::new(),
+            buffered: 0,
+            overlaps: NameMap::default(),
+            covered: Vec::new(),
+            cigar: Vec::new(),
+            starts: Vec::new(),
+            pushing_first: false,
+        }
+    }
+
     fn name(&self, slot: usize) -> &'b [u8] {
         let b = self.slots[slot].as_ref().map(|b| b.record);
         // INVARIANT: callers pass slots of buffered reads.
@@ -363,28 +410,18 @@ impl<'b> Replay<'b> {
                     let qpos = if is_del { y } else { y + (q - x) };
                     let c = &mut counts[qi];
                     c.depth += 1;
-                    let mut quals = qual;
-                    if let (true, Some(t)) = (is_del, &b.tweaked_by) {
-                        if q < t.mate_start {
-                            let next = starts.get(starts.partition_point(|&s| s <= q));
-                            if !(t.mate_first && next == Some(&t.mate_start)) {
-                                quals = &t.qual;
-                            }
-                        }
-                    }
+                    let quals = if is_del {
+                        deletion_quals(qual, b, q, starts)
+                    } else {
+                        qual
+                    };
                     let bq = if qpos < l_qseq {
                         i32::from(quals[qpos as usize])
                     } else {
                         0
                     };
                     if bq != 0 && bq >= min_bq {
-                        if is_del {
-                            c.deletions += 1;
-                        } else {
-                            let byte = seq[(qpos >> 1) as usize];
-                            let code = if qpos & 1 == 0 { byte >> 4 } else { byte & 0xf };
-                            c.bases[code as usize] += 1;
-                        }
+                        c.add(is_del, seq, qpos);
                     }
                     qi += 1;
                 }
@@ -400,6 +437,83 @@ impl<'b> Replay<'b> {
     }
 }
 
+/// The qualities a deletion at `q` reads (the base after it): the tweaked read's qualities from
+/// before its later mate's tweak where htslib read them before it.
+#[inline]
+fn deletion_quals<'q>(qual: &'q [u8], b: &'q Buffered, q: i64, starts: &[i64]) -> &'q [u8] {
+    if let Some(t) = &b.tweaked_by {
+        if q < t.mate_start {
+            let next = starts.get(starts.partition_point(|&s| s <= q));
+            if !(t.mate_first && next == Some(&t.mate_start)) {
+                return &t.qual;
+            }
+        }
+    }
+    qual
+}
+
+impl Counts {
+    /// Counts a base passing the filters: a deletion, or the base at `qpos` of `seq` (4-bit codes).
+    #[inline]
+    fn add(&mut self, is_del: bool, seq: &[u8], qpos: i64) {
+        if is_del {
+            self.deletions += 1;
+        } else {
+            let byte = seq[(qpos >> 1) as usize];
+            let code = if qpos & 1 == 0 { byte >> 4 } else { byte & 0xf };
+            self.bases[code as usize] += 1;
+        }
+    }
+}
+
+/// Whether the warm-up stretch (records before the window, read only for their effect on it)
+/// gives the pileup htslib's from the start of the file would.
+struct WarmUp {
+    exact: bool,
+    /// Ends of every filtered read (kept or not), for the exactness check in the warm-up stretch.
+    all_ends: BinaryHeap<Reverse<i64>>,
+    max_end: i64,
+    settled: bool,
+}
+
+impl WarmUp {
+    fn new() -> Self {
+        Self {
+            exact: true,
+            all_ends: BinaryHeap::new(),
+            max_end: i64::MIN,
+            settled: false,
+        }
+    }
+
+    /// A filtered read on `[beg, end)`; `checked`: at the walk's current position (its depth is
+    /// checked against `maxcnt`).
+    fn see(&mut self, window: &Window, beg: i64, end: i64, checked: bool, maxcnt: i64) {
+        if self.settled {
+            return;
+        }
+        // A gap (every earlier read ends before this one starts) cuts all dependence on what came
+        // before: earlier reads neither cover later positions nor count at later depth checks.
+        if self.max_end < beg {
+            self.exact = true;
+            self.all_ends.clear();
+        }
+        self.settled = beg >= window.beg;
+        if beg <= window.warm_from {
+            self.exact &= end < window.beg;
+        } else if beg < window.beg {
+            while self.all_ends.peek().is_some_and(|&Reverse(e)| e < beg) {
+                self.all_ends.pop();
+            }
+            self.exact &= !(checked && 1 + self.all_ends.len() as i64 > maxcnt);
+        }
+        if beg < window.beg {
+            self.all_ends.push(Reverse(end));
+        }
+        self.max_end = self.max_end.max(end);
+    }
+}
+
 /// Piles up `records` (the file's records overlapping `[window.warm_from, window.end)`, in file order)
 /// at the sorted `queries` positions inside the window.
 pub fn pileup_window(
@@ -408,27 +522,9 @@ pub fn pileup_window(
     queries: &[i64],
     opts: &PileupOptions,
 ) -> Result<FilePileup, PileupError> {
-    let mut replay = Replay {
-        records,
-        window,
-        opts,
-        queries,
-        counts: vec![Counts::default(); queries.len()],
-        slots: Vec::new(),
-        free: Vec::new(),
-        by_end: BinaryHeap::new(),
-        buffered: 0,
-        overlaps: NameMap::default(),
-        covered: Vec::new(),
-        cigar: Vec::new(),
-        starts: Vec::new(),
-        pushing_first: false,
-    };
+    let mut replay = Replay::new(records, window, queries, opts);
     let warm = window.warm_from > 0;
-    let mut exact = true;
-    // Ends of every filtered read (kept or not), for the exactness check in the warm-up stretch.
-    let mut all_ends: BinaryHeap<Reverse<i64>> = BinaryHeap::new();
-    let (mut max_end, mut settled) = (i64::MIN, false);
+    let mut warm_up = WarmUp::new();
     // htslib `iter->pos` once the walk has caught up: the start of the last pushed read. A fresh
     // iterator is at tid 0, pos 0.
     let mut current: Option<i64> = (window.warm_from == 0 && window.tid == 0).then_some(0);
@@ -452,40 +548,11 @@ pub fn pileup_window(
         // Raw end as htslib 1.16's pileup uses it: pos + rlen, without bam_endpos's 0 -> 1.
         let end = beg + r.cigar().reference_length() as i64;
         let checked = current == Some(beg);
-        if warm && !settled {
-            // A gap (every earlier read ends before this one starts) cuts all dependence on what came
-            // before: earlier reads neither cover later positions nor count at later depth checks.
-            if max_end < beg {
-                exact = true;
-                all_ends.clear();
-            }
-            settled = beg >= window.beg;
-            if beg <= window.warm_from {
-                exact &= end < window.beg;
-            } else if beg < window.beg {
-                while all_ends.peek().is_some_and(|&Reverse(e)| e < beg) {
-                    all_ends.pop();
-                }
-                exact &= !(checked && 1 + all_ends.len() as i64 > maxcnt);
-            }
-            if beg < window.beg {
-                all_ends.push(Reverse(end));
-            }
-            max_end = max_end.max(end);
+        if warm {
+            warm_up.see(&window, beg, end, checked, maxcnt);
         }
         if checked {
-            if 1 + replay.buffered as i64 > maxcnt {
-                if !opts.ignore_overlaps {
-                    replay.overlaps.remove(r.read_name());
-                }
-                continue;
-            }
-            if end <= beg {
-                continue; // zero-length read at the current position: not buffered
-            }
-            replay
-                .push(index, &r, beg, end)
-                .map_err(|()| PileupError::BadCigar(read_label(&r)))?;
+            replay.push_at_current(index, &r, beg, end, maxcnt)?;
         } else {
             replay
                 .push(index, &r, beg, end)
@@ -506,7 +573,7 @@ pub fn pileup_window(
     Ok(FilePileup {
         counts: replay.counts,
         covered,
-        exact,
+        exact: warm_up.exact,
     })
 }
 

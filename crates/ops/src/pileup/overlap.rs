@@ -50,7 +50,17 @@ struct Walk<'a> {
     iref: i64,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(ops: &'a [u32], iref: i64) -> Self {
+        Walk {
+            ops,
+            cig: 0,
+            icig: 0,
+            iseq: 0,
+            iref,
+        }
+    }
+
     /// `cigar_iref2iseq_set`: moves to the matching base at `iref` (relative to the read start).
     fn set(&mut self) -> i32 {
         let mut pos = self.iref;
@@ -166,27 +176,15 @@ fn base(seq: &[u8], i: i64) -> u8 {
 pub fn tweak_overlap_quality(a: Mate<'_>, b: Mate<'_>, name: &[u8]) -> Result<(), ()> {
     let (a_len, b_len) = (a.qual.len() as i64, b.qual.len() as i64);
     let mut iref = b.pos;
-    let mut aw = Walk {
-        ops: a.cigar,
-        cig: 0,
-        icig: 0,
-        iseq: 0,
-        iref: iref - a.pos,
-    };
-    let mut bw = Walk {
-        ops: b.cigar,
-        cig: 0,
-        icig: 0,
-        iseq: 0,
-        iref: iref - b.pos,
-    };
+    let mut aw = Walk::new(a.cigar, iref - a.pos);
+    let mut bw = Walk::new(b.cigar, iref - b.pos);
     let mut a_ret = aw.set();
     if a_ret < 0 {
-        return if a_ret < -1 { Err(()) } else { Ok(()) };
+        return stopped(a_ret);
     }
     let mut b_ret = bw.set();
     if b_ret < 0 {
-        return if b_ret < -1 { Err(()) } else { Ok(()) };
+        return stopped(b_ret);
     }
     let (amul, bmul): (u8, u8) = if wang_hash(x31_hash(name)) & 1 != 0 {
         (1, 0)
@@ -199,14 +197,14 @@ pub fn tweak_overlap_quality(a: Mate<'_>, b: Mate<'_>, name: &[u8]) -> Result<()
             a_ret = aw.next();
         }
         if a_ret < 0 {
-            return if a_ret < -1 { Err(()) } else { Ok(()) };
+            return stopped(a_ret);
         }
         iref = iref.max(aw.iref + a.pos);
         while b_ret >= 0 && bw.iref >= 0 && bw.iref < iref - b.pos {
             b_ret = bw.next();
         }
         if b_ret < 0 {
-            return if b_ret < -1 { Err(()) } else { Ok(()) };
+            return stopped(b_ret);
         }
         iref = iref.max(bw.iref + b.pos);
         iref += 1;
@@ -222,20 +220,37 @@ pub fn tweak_overlap_quality(a: Mate<'_>, b: Mate<'_>, name: &[u8]) -> Result<()
         if ai >= aq.len() || bi >= bq.len() {
             return Err(());
         }
-        if base(a.seq, aw.iseq) == base(b.seq, bw.iseq) {
-            let q = (u32::from(aq[ai]) + u32::from(bq[bi])).min(200) as u8;
-            aq[ai] = amul * q;
-            bq[bi] = bmul * q;
-        } else if aq[ai] > bq[bi] {
-            aq[ai] = (0.8 * f64::from(aq[ai])) as u8;
-            bq[bi] = 0;
-        } else if aq[ai] < bq[bi] {
-            bq[bi] = (0.8 * f64::from(bq[bi])) as u8;
-            aq[ai] = 0;
-        } else {
-            aq[ai] = (f64::from(amul) * 0.8 * f64::from(aq[ai])) as u8;
-            bq[bi] = (f64::from(bmul) * 0.8 * f64::from(bq[bi])) as u8;
-        }
+        let same = base(a.seq, aw.iseq) == base(b.seq, bw.iseq);
+        adjust(&mut aq[ai], &mut bq[bi], same, amul, bmul);
+    }
+}
+
+/// How a walk's stop ends the tweak: -1 (the read ended) is no error, less is htslib's error.
+fn stopped(ret: i32) -> Result<(), ()> {
+    if ret < -1 {
+        Err(())
+    } else {
+        Ok(())
+    }
+}
+
+/// htslib's quality change at one overlapping base: equal bases sum their qualities (capped at 200)
+/// into one mate (`amul`/`bmul` choose which), different ones keep 80% of the higher and zero the
+/// other (equal qualities: 80% into the chosen mate).
+fn adjust(aq: &mut u8, bq: &mut u8, same: bool, amul: u8, bmul: u8) {
+    if same {
+        let q = (u32::from(*aq) + u32::from(*bq)).min(200) as u8;
+        *aq = amul * q;
+        *bq = bmul * q;
+    } else if *aq > *bq {
+        *aq = (0.8 * f64::from(*aq)) as u8;
+        *bq = 0;
+    } else if *aq < *bq {
+        *bq = (0.8 * f64::from(*bq)) as u8;
+        *aq = 0;
+    } else {
+        *aq = (f64::from(amul) * 0.8 * f64::from(*aq)) as u8;
+        *bq = (f64::from(bmul) * 0.8 * f64::from(*bq)) as u8;
     }
 }
 

@@ -72,35 +72,9 @@ pub fn plan_batches(
         let stop = last + 1;
         let total = sizer.bytes_before(tid, stop)?;
         let pieces = total.div_ceil(target).max(1);
-        let mut cuts = vec![0i64];
-        for i in 1..pieces {
-            let want = total * i / pieces;
-            // First position whose preceding bytes reach `want` (bytes_before is non-decreasing).
-            let (mut lo, mut hi) = (*cuts.last().unwrap_or(&0) + 1, stop);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if sizer.bytes_before(tid, mid)? >= want {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            if lo < stop {
-                cuts.push(lo);
-            }
-        }
-        cuts.push(stop);
+        let mut cuts = even_cuts(&sizer, tid, total, pieces, stop)?;
         if let Some(span) = max_span.filter(|&s| s > 0) {
-            let mut fine = vec![0i64];
-            for w in cuts.windows(2) {
-                let mut at = w[0];
-                while w[1] - at > span {
-                    at += span;
-                    fine.push(at);
-                }
-                fine.push(w[1]);
-            }
-            cuts = fine;
+            cuts = split_long(&cuts, span);
         }
         let mut before = 0;
         for w in cuts.windows(2) {
@@ -121,6 +95,50 @@ pub fn plan_batches(
         out.push(probe(tid, stop));
     }
     Ok(out)
+}
+
+/// Cuts `[0, stop)` of contig `tid` into `pieces` of about equal compressed bytes (`total` in
+/// all): the positions, 0 and `stop` included.
+fn even_cuts(
+    sizer: &Sizer<'_>,
+    tid: usize,
+    total: u64,
+    pieces: u64,
+    stop: i64,
+) -> Result<Vec<i64>, PileupError> {
+    let mut cuts = vec![0i64];
+    for i in 1..pieces {
+        let want = total * i / pieces;
+        // First position whose preceding bytes reach `want` (bytes_before is non-decreasing).
+        let (mut lo, mut hi) = (*cuts.last().unwrap_or(&0) + 1, stop);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if sizer.bytes_before(tid, mid)? >= want {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if lo < stop {
+            cuts.push(lo);
+        }
+    }
+    cuts.push(stop);
+    Ok(cuts)
+}
+
+/// `cuts` with more cuts added so that no piece spans more than `span` bases.
+fn split_long(cuts: &[i64], span: i64) -> Vec<i64> {
+    let mut fine = vec![0i64];
+    for w in cuts.windows(2) {
+        let mut at = w[0];
+        while w[1] - at > span {
+            at += span;
+            fine.push(at);
+        }
+        fine.push(w[1]);
+    }
+    fine
 }
 
 fn probe(tid: usize, beg: i64) -> Batch {

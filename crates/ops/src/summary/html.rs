@@ -19,10 +19,7 @@ pub fn render(title: &str, references: &[(String, u64)], summary: &Summary) -> S
         std::cmp::Reverse(c.mapped + c.unmapped)
     });
     order.truncate(TOP);
-    let depth = |i: usize| {
-        let len = references[i].1.max(1);
-        summary.references[i].aligned_bases as f64 / len as f64
-    };
+    let depth = |i: usize| mean_depth(references, summary, i);
     let reads: Vec<(String, f64)> = order
         .iter()
         .map(|&i| {
@@ -60,7 +57,18 @@ pub fn render(title: &str, references: &[(String, u64)], summary: &Summary) -> S
     page += &horizontal_bars(&depths, "#66aa55", "{:.2}");
     page += "<h2>MAPQ histogram (mapped records; unmapped apart)</h2>\n";
     page += &histogram(&mapq);
-    page += "<h2>All references</h2>\n<table>\n<tr><th>reference</th><th>length</th>\
+    reference_table(&mut page, references, summary);
+    let json = serde_json_like(references, summary);
+    let _ = write!(
+        page,
+        "<script type=\"application/json\" id=\"sortase-summary\">{json}</script>\n</body></html>\n"
+    );
+    page
+}
+
+/// The table of every reference (and the unplaced reads' row).
+fn reference_table(page: &mut String, references: &[(String, u64)], summary: &Summary) {
+    *page += "<h2>All references</h2>\n<table>\n<tr><th>reference</th><th>length</th>\
              <th>mapped</th><th>unmapped</th><th>mean depth</th></tr>\n";
     for (i, (name, len)) in references.iter().enumerate() {
         let c = summary.references[i];
@@ -70,7 +78,7 @@ pub fn render(title: &str, references: &[(String, u64)], summary: &Summary) -> S
             escape(name),
             c.mapped,
             c.unmapped,
-            depth(i)
+            mean_depth(references, summary, i)
         );
     }
     let _ = writeln!(
@@ -78,12 +86,12 @@ pub fn render(title: &str, references: &[(String, u64)], summary: &Summary) -> S
         "<tr><td>*</td><td>0</td><td>{}</td><td>{}</td><td></td></tr>\n</table>",
         summary.unplaced[0], summary.unplaced[1]
     );
-    let json = serde_json_like(references, summary);
-    let _ = write!(
-        page,
-        "<script type=\"application/json\" id=\"sortase-summary\">{json}</script>\n</body></html>\n"
-    );
-    page
+}
+
+/// Mean depth of reference `i`: its aligned bases over its length.
+fn mean_depth(references: &[(String, u64)], summary: &Summary, i: usize) -> f64 {
+    let len = references[i].1.max(1);
+    summary.references[i].aligned_bases as f64 / len as f64
 }
 
 /// The numbers as JSON (written by hand: the crate has no JSON dependency and the shape is fixed).

@@ -420,29 +420,8 @@ fn strtod(s: &[u8], p: usize) -> Option<(f64, usize)> {
         v += 1;
     }
     let sign = |d: f64| if neg { -d } else { d };
-    let lower = |i: usize, word: &str| {
-        s.get(i..i + word.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(word.as_bytes()))
-    };
-    if lower(v, "infinity") {
-        return Some((sign(f64::INFINITY), v + 8));
-    }
-    if lower(v, "inf") {
-        return Some((sign(f64::INFINITY), v + 3));
-    }
-    if lower(v, "nan") {
-        let mut end = v + 3;
-        if at(end) == b'(' {
-            let close = s[end..].iter().position(|&c| c == b')');
-            if let Some(c) = close.filter(|&c| {
-                s[end + 1..end + c]
-                    .iter()
-                    .all(|ch| ch.is_ascii_alphanumeric() || *ch == b'_')
-            }) {
-                end += c + 1;
-            }
-        }
-        return Some((f64::NAN, end));
+    if let Some((d, end)) = special(s, v) {
+        return Some((if d.is_nan() { d } else { sign(d) }, end));
     }
     if at(v) == b'0' && matches!(at(v + 1), b'x' | b'X') && at(v + 2).is_ascii_hexdigit() {
         let mut e = v + 2;
@@ -493,6 +472,36 @@ fn strtod(s: &[u8], p: usize) -> Option<(f64, usize)> {
         text.to_string()
     };
     text.parse::<f64>().ok().map(|d| (sign(d), e))
+}
+
+/// `inf`, `infinity` or `nan` (with an optional `(chars)`) at `v`, as `strtod` reads them; with
+/// where they end. A NaN keeps no sign.
+fn special(s: &[u8], v: usize) -> Option<(f64, usize)> {
+    let lower = |i: usize, word: &str| {
+        s.get(i..i + word.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    if lower(v, "infinity") {
+        return Some((f64::INFINITY, v + 8));
+    }
+    if lower(v, "inf") {
+        return Some((f64::INFINITY, v + 3));
+    }
+    if !lower(v, "nan") {
+        return None;
+    }
+    let mut end = v + 3;
+    if s.get(end) == Some(&b'(') {
+        let close = s[end..].iter().position(|&c| c == b')');
+        if let Some(c) = close.filter(|&c| {
+            s[end + 1..end + c]
+                .iter()
+                .all(|ch| ch.is_ascii_alphanumeric() || *ch == b'_')
+        }) {
+            end += c + 1;
+        }
+    }
+    Some((f64::NAN, end))
 }
 
 #[cfg(test)]
