@@ -6,7 +6,9 @@ use crate::encode::{computed_bin, BASES};
 use crate::{chunk_path, AgdError, ChunkEntry, Group};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
-use arrow_array::{Array, BooleanArray, RecordBatch};
+use arrow_array::{
+    Array, BinaryArray, BooleanArray, Int32Array, RecordBatch, StringArray, UInt16Array, UInt8Array,
+};
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
@@ -69,31 +71,7 @@ pub fn read_group_rows(
         ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::from(selected.is_some()));
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
         .map_err(|e| AgdError::chunk(&path, format!("truncated or not Parquet ({e})")))?;
-    let expected = group.schema();
-    let found = builder.schema();
-    let same = found.fields().len() == expected.fields().len()
-        && found
-            .fields()
-            .iter()
-            .zip(expected.fields())
-            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-    if !same {
-        return Err(AgdError::chunk(
-            &path,
-            format!(
-                "columns are not those of group {} (format version {})",
-                group.name(),
-                crate::FORMAT_VERSION
-            ),
-        ));
-    }
-    let rows = builder.metadata().file_metadata().num_rows();
-    if u64::try_from(rows).ok() != Some(chunk.records) {
-        return Err(AgdError::chunk(
-            &path,
-            format!("holds {rows} records, the manifest says {}", chunk.records),
-        ));
-    }
+    check_file(&builder, group, chunk, &path)?;
     let builder = match columns {
         Some(c) => {
             let mask = ProjectionMask::columns(builder.parquet_schema(), c.iter().copied());
@@ -119,16 +97,7 @@ pub fn read_group_rows(
         .with_batch_size(chunk.records.max(1) as usize)
         .build()
         .map_err(|e| AgdError::chunk(&path, e))?;
-    let schema = arrow_array::RecordBatchReader::schema(&reader);
-    let mut batches = Vec::with_capacity(1);
-    for b in reader {
-        batches.push(b.map_err(|e| AgdError::chunk(&path, format!("corrupt ({e})")))?);
-    }
-    let batch = match batches.len() {
-        1 => batches.pop().expect("one batch"),
-        _ => arrow_select::concat::concat_batches(&schema, &batches)
-            .map_err(|e| AgdError::chunk(&path, e))?,
-    };
+    let batch = read_batch(reader, &path)?;
     if batch.num_rows() as u64 != expected_rows {
         return Err(AgdError::chunk(
             &path,
@@ -139,6 +108,60 @@ pub fn read_group_rows(
         ));
     }
     Ok(ChunkFile { path, batch })
+}
+
+/// Checks that a chunk file has the columns of `group` (names and types) and the manifest's
+/// record count.
+fn check_file(
+    builder: &ParquetRecordBatchReaderBuilder<std::fs::File>,
+    group: Group,
+    chunk: &ChunkEntry,
+    path: &Path,
+) -> Result<(), AgdError> {
+    let expected = group.schema();
+    let found = builder.schema();
+    let same = found.fields().len() == expected.fields().len()
+        && found
+            .fields()
+            .iter()
+            .zip(expected.fields())
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if !same {
+        return Err(AgdError::chunk(
+            path,
+            format!(
+                "columns are not those of group {} (format version {})",
+                group.name(),
+                crate::FORMAT_VERSION
+            ),
+        ));
+    }
+    let rows = builder.metadata().file_metadata().num_rows();
+    if u64::try_from(rows).ok() != Some(chunk.records) {
+        return Err(AgdError::chunk(
+            path,
+            format!("holds {rows} records, the manifest says {}", chunk.records),
+        ));
+    }
+    Ok(())
+}
+
+/// All the rows `reader` gives, as one batch.
+fn read_batch(
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    path: &Path,
+) -> Result<RecordBatch, AgdError> {
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
+    let mut batches = Vec::with_capacity(1);
+    for b in reader {
+        batches.push(b.map_err(|e| AgdError::chunk(path, format!("corrupt ({e})")))?);
+    }
+    let batch = match batches.len() {
+        1 => batches.pop().expect("one batch"),
+        _ => arrow_select::concat::concat_batches(&schema, &batches)
+            .map_err(|e| AgdError::chunk(path, e))?,
+    };
+    Ok(batch)
 }
 
 /// Reads every group of `chunk` in `dir`, in [`Group::ALL`] order.
@@ -175,25 +198,9 @@ pub fn append_records(
             "a chunk needs its four groups",
         ));
     };
-    let qname = names.batch.column(0).as_string::<i32>();
-    let seq = bases.batch.column(0).as_string::<i32>();
-    let qualities = qual.batch.column(0).as_string::<i32>();
-    let r = &results.batch;
-    let flag = r.column(0).as_primitive::<UInt16Type>();
-    let ref_id = r.column(1).as_primitive::<Int32Type>();
-    let pos = r.column(2).as_primitive::<Int32Type>();
-    let mapq = r.column(3).as_primitive::<UInt8Type>();
-    let bin = r.column(4).as_primitive::<UInt16Type>();
-    let cigar_text = r.column(5).as_string::<i32>();
-    let next_ref_id = r.column(6).as_primitive::<Int32Type>();
-    let next_pos = r.column(7).as_primitive::<Int32Type>();
-    let tlen = r.column(8).as_primitive::<Int32Type>();
-    let tags = r.column(9).as_binary::<i32>();
-    let raw = r.column(10).as_binary::<i32>();
-    let n = r.num_rows();
-    let bad = |f: &ChunkFile, i: usize, what: &str| {
-        AgdError::chunk(&f.path, format!("record {i} of the chunk: {what}"))
-    };
+    let columns = Columns::of(names, bases, qual, results);
+    let raw = columns.raw;
+    let n = results.batch.num_rows();
     // HOT: once per record; appends into `out` only (grown by doubling, not per record).
     for i in 0..n {
         offsets.push(out.len() as u32);
@@ -203,88 +210,180 @@ pub fn append_records(
             out.extend_from_slice(record);
             continue;
         }
+        columns.append(i, out)?;
+    }
+    Ok(n)
+}
+
+/// The columns of a chunk's four groups, typed.
+struct Columns<'a> {
+    names: &'a ChunkFile,
+    bases: &'a ChunkFile,
+    qual: &'a ChunkFile,
+    results: &'a ChunkFile,
+    qname: &'a StringArray,
+    seq: &'a StringArray,
+    qualities: &'a StringArray,
+    flag: &'a UInt16Array,
+    ref_id: &'a Int32Array,
+    pos: &'a Int32Array,
+    mapq: &'a UInt8Array,
+    bin: &'a UInt16Array,
+    cigar_text: &'a StringArray,
+    next_ref_id: &'a Int32Array,
+    next_pos: &'a Int32Array,
+    tlen: &'a Int32Array,
+    tags: &'a BinaryArray,
+    raw: &'a BinaryArray,
+}
+
+impl<'a> Columns<'a> {
+    fn of(
+        names: &'a ChunkFile,
+        bases: &'a ChunkFile,
+        qual: &'a ChunkFile,
+        results: &'a ChunkFile,
+    ) -> Self {
+        let r = &results.batch;
+        Columns {
+            names,
+            bases,
+            qual,
+            results,
+            qname: names.batch.column(0).as_string::<i32>(),
+            seq: bases.batch.column(0).as_string::<i32>(),
+            qualities: qual.batch.column(0).as_string::<i32>(),
+            flag: r.column(0).as_primitive::<UInt16Type>(),
+            ref_id: r.column(1).as_primitive::<Int32Type>(),
+            pos: r.column(2).as_primitive::<Int32Type>(),
+            mapq: r.column(3).as_primitive::<UInt8Type>(),
+            bin: r.column(4).as_primitive::<UInt16Type>(),
+            cigar_text: r.column(5).as_string::<i32>(),
+            next_ref_id: r.column(6).as_primitive::<Int32Type>(),
+            next_pos: r.column(7).as_primitive::<Int32Type>(),
+            tlen: r.column(8).as_primitive::<Int32Type>(),
+            tags: r.column(9).as_binary::<i32>(),
+            raw: r.column(10).as_binary::<i32>(),
+        }
+    }
+
+    /// Appends record `i` (not stored raw), with its `block_size`, to `out`.
+    #[inline]
+    fn append(&self, i: usize, out: &mut Vec<u8>) -> Result<(), AgdError> {
+        let bad = |f: &ChunkFile, what: &str| {
+            AgdError::chunk(&f.path, format!("record {i} of the chunk: {what}"))
+        };
         let start = out.len();
         out.resize(start + 4 + sortase_bam::FIXED_LEN, 0);
-        let name = qname.value(i).as_bytes();
+        let name = self.qname.value(i).as_bytes();
         if name.len() > 254 {
-            return Err(bad(names, i, "read name longer than 254 bytes"));
+            return Err(bad(self.names, "read name longer than 254 bytes"));
         }
         out.extend_from_slice(name);
         out.push(0);
-        let mut n_cigar = 0usize;
-        let mut rlen = 0u64;
-        if cigar_text.is_valid(i) {
-            let mut len = 0u32;
-            for &c in cigar_text.value(i).as_bytes() {
-                if c.is_ascii_digit() {
-                    len = len
-                        .checked_mul(10)
-                        .and_then(|l| l.checked_add(u32::from(c - b'0')))
-                        .filter(|&l| l < 1 << 28)
-                        .ok_or_else(|| bad(results, i, "CIGAR length out of range"))?;
-                    continue;
-                }
-                let code = cigar::code_of(c).ok_or_else(|| bad(results, i, "bad CIGAR"))?;
-                out.extend_from_slice(&(len << 4 | code).to_le_bytes());
-                if cigar::consumes_reference(code) {
-                    rlen += u64::from(len);
-                }
-                n_cigar += 1;
-                len = 0;
-            }
-            if n_cigar > usize::from(u16::MAX) {
-                return Err(bad(results, i, "more than 65535 CIGAR operations"));
-            }
-        }
-        let l_seq = if seq.is_valid(i) {
-            let s = seq.value(i).as_bytes();
-            let mut invalid = 0u8;
-            for pair in s.chunks(2) {
-                let hi = BASE_CODES[usize::from(pair[0])];
-                let lo = pair.get(1).map_or(0, |&c| BASE_CODES[usize::from(c)]);
-                invalid |= hi | lo;
-                out.push(hi << 4 | (lo & 15));
-            }
-            if invalid & 0xf0 != 0 {
-                return Err(bad(bases, i, "SEQ holds a letter that is not a base code"));
-            }
-            s.len()
+        let (n_cigar, rlen) = if self.cigar_text.is_valid(i) {
+            append_cigar(self.cigar_text.value(i).as_bytes(), out)
+                .map_err(|what| bad(self.results, what))?
+        } else {
+            (0, 0)
+        };
+        let l_seq = if self.seq.is_valid(i) {
+            append_seq(self.seq.value(i).as_bytes(), out).map_err(|what| bad(self.bases, what))?
         } else {
             0
         };
-        if qualities.is_valid(i) {
-            let q = qualities.value(i).as_bytes();
+        if self.qualities.is_valid(i) {
+            let q = self.qualities.value(i).as_bytes();
             if q.len() != l_seq {
-                return Err(bad(qual, i, "QUAL and SEQ differ in length"));
+                return Err(bad(self.qual, "QUAL and SEQ differ in length"));
             }
             out.extend(q.iter().map(|&c| c.wrapping_sub(33)));
         } else {
             out.resize(out.len() + l_seq, 0xff);
         }
-        out.extend_from_slice(tags.value(i));
-        let f = flag.value(i);
-        let p = pos.value(i);
-        let b = if bin.is_valid(i) {
-            bin.value(i)
+        out.extend_from_slice(self.tags.value(i));
+        self.write_fixed(i, &mut out[start..], name.len(), n_cigar, l_seq, rlen);
+        Ok(())
+    }
+
+    /// Fills the fixed part (and `block_size`) at the start of `record`, the whole record.
+    #[inline]
+    fn write_fixed(
+        &self,
+        i: usize,
+        record: &mut [u8],
+        name_len: usize,
+        n_cigar: usize,
+        l_seq: usize,
+        rlen: u64,
+    ) {
+        let f = self.flag.value(i);
+        let p = self.pos.value(i);
+        let b = if self.bin.is_valid(i) {
+            self.bin.value(i)
         } else {
             computed_bin(p, f, rlen)
         };
-        let block_size = (out.len() - start - 4) as u32;
-        let fixed = &mut out[start..start + 4 + sortase_bam::FIXED_LEN];
+        let block_size = (record.len() - 4) as u32;
+        let fixed = &mut record[..4 + sortase_bam::FIXED_LEN];
         fixed[0..4].copy_from_slice(&block_size.to_le_bytes());
-        fixed[4..8].copy_from_slice(&ref_id.value(i).to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.ref_id.value(i).to_le_bytes());
         fixed[8..12].copy_from_slice(&p.to_le_bytes());
-        fixed[12] = (name.len() + 1) as u8;
-        fixed[13] = mapq.value(i);
+        fixed[12] = (name_len + 1) as u8;
+        fixed[13] = self.mapq.value(i);
         fixed[14..16].copy_from_slice(&b.to_le_bytes());
         fixed[16..18].copy_from_slice(&(n_cigar as u16).to_le_bytes());
         fixed[18..20].copy_from_slice(&f.to_le_bytes());
         fixed[20..24].copy_from_slice(&(l_seq as u32).to_le_bytes());
-        fixed[24..28].copy_from_slice(&next_ref_id.value(i).to_le_bytes());
-        fixed[28..32].copy_from_slice(&next_pos.value(i).to_le_bytes());
-        fixed[32..36].copy_from_slice(&tlen.value(i).to_le_bytes());
+        fixed[24..28].copy_from_slice(&self.next_ref_id.value(i).to_le_bytes());
+        fixed[28..32].copy_from_slice(&self.next_pos.value(i).to_le_bytes());
+        fixed[32..36].copy_from_slice(&self.tlen.value(i).to_le_bytes());
     }
-    Ok(n)
+}
+
+/// Appends a CIGAR string's operations to `out`; their number and the reference bases they cover.
+#[inline]
+fn append_cigar(text: &[u8], out: &mut Vec<u8>) -> Result<(usize, u64), &'static str> {
+    let mut n_cigar = 0usize;
+    let mut rlen = 0u64;
+    let mut len = 0u32;
+    for &c in text {
+        if c.is_ascii_digit() {
+            len = len
+                .checked_mul(10)
+                .and_then(|l| l.checked_add(u32::from(c - b'0')))
+                .filter(|&l| l < 1 << 28)
+                .ok_or("CIGAR length out of range")?;
+            continue;
+        }
+        let code = cigar::code_of(c).ok_or("bad CIGAR")?;
+        out.extend_from_slice(&(len << 4 | code).to_le_bytes());
+        if cigar::consumes_reference(code) {
+            rlen += u64::from(len);
+        }
+        n_cigar += 1;
+        len = 0;
+    }
+    if n_cigar > usize::from(u16::MAX) {
+        return Err("more than 65535 CIGAR operations");
+    }
+    Ok((n_cigar, rlen))
+}
+
+/// Appends a sequence's 4-bit base codes to `out`; its length.
+#[inline]
+fn append_seq(s: &[u8], out: &mut Vec<u8>) -> Result<usize, &'static str> {
+    let mut invalid = 0u8;
+    for pair in s.chunks(2) {
+        let hi = BASE_CODES[usize::from(pair[0])];
+        let lo = pair.get(1).map_or(0, |&c| BASE_CODES[usize::from(c)]);
+        invalid |= hi | lo;
+        out.push(hi << 4 | (lo & 15));
+    }
+    if invalid & 0xf0 != 0 {
+        return Err("SEQ holds a letter that is not a base code");
+    }
+    Ok(s.len())
 }
 
 /// Reads chunk `chunk` of `dir` and appends its records (with `block_size`) to `out`, their offsets to

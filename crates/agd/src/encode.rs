@@ -240,6 +240,40 @@ impl ChunkBuilder {
             Ok(s) => self.qname.push(s.as_bytes()),
             Err(_) => self.qname.push(String::from_utf8_lossy(name).as_bytes()),
         }
+        self.push_seq_qual(&r);
+        let flag = r.flag();
+        self.flag.push(flag);
+        self.positions
+            .push(r.reference_sequence_id(), r.position(), r.end_position());
+        self.ref_id.push(r.reference_sequence_id());
+        self.pos.push(r.position());
+        self.mapq.push(r.mapping_quality());
+        let ops = r.raw_cigar();
+        if computed_bin(r.position(), flag, ops.reference_length()) == r.bin() {
+            self.bin.push(0);
+            self.bin_nulls.append_null();
+        } else {
+            self.bin.push(r.bin());
+            self.bin_nulls.append_non_null();
+        }
+        self.push_cigar(ops);
+        self.next_ref_id.push(r.mate_reference_sequence_id());
+        self.next_pos.push(r.mate_position());
+        self.tlen.push(r.template_length());
+        self.tags.push(r.aux_bytes());
+        if raw {
+            self.raw.push(record);
+            self.raw_records += 1;
+        } else {
+            self.raw.push_null();
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// The record's sequence as letters and its qualities as SAM's (`None` when absent).
+    #[inline]
+    fn push_seq_qual(&mut self, r: &RecordRef<'_>) {
         let l_seq = r.l_seq() as usize;
         if l_seq == 0 {
             self.seq.push_null();
@@ -264,21 +298,11 @@ impl ChunkBuilder {
             v.extend(qual.iter().map(|&q| q.min(MAX_QUAL) + 33));
             self.qual.close();
         }
-        let flag = r.flag();
-        self.flag.push(flag);
-        self.positions
-            .push(r.reference_sequence_id(), r.position(), r.end_position());
-        self.ref_id.push(r.reference_sequence_id());
-        self.pos.push(r.position());
-        self.mapq.push(r.mapping_quality());
-        let ops = r.raw_cigar();
-        if computed_bin(r.position(), flag, ops.reference_length()) == r.bin() {
-            self.bin.push(0);
-            self.bin_nulls.append_null();
-        } else {
-            self.bin.push(r.bin());
-            self.bin_nulls.append_non_null();
-        }
+    }
+
+    /// The record's CIGAR as SAM's text (`None` when it has none).
+    #[inline]
+    fn push_cigar(&mut self, ops: cigar::CigarOps<'_>) {
         if ops.is_empty() {
             self.cigar.push_null();
         } else {
@@ -291,18 +315,6 @@ impl ChunkBuilder {
             }
             self.cigar.close();
         }
-        self.next_ref_id.push(r.mate_reference_sequence_id());
-        self.next_pos.push(r.mate_position());
-        self.tlen.push(r.template_length());
-        self.tags.push(r.aux_bytes());
-        if raw {
-            self.raw.push(record);
-            self.raw_records += 1;
-        } else {
-            self.raw.push_null();
-        }
-        self.records += 1;
-        Ok(())
     }
 
     /// Where the records pushed since the last call lie (for the manifest); call before

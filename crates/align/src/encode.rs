@@ -242,6 +242,115 @@ fn seq_range(
     }
 }
 
+/// The fields of the record of hit `r` (`None`: the unmapped record) of segment `seg`.
+struct Fields<'a> {
+    qname: &'a [u8],
+    flag: u16,
+    tid: i32,
+    pos: i32,
+    mapq: u8,
+    p: Option<&'a ffi::mm_extra_t>,
+    cigar: Cigar<'a>,
+    mtid: i32,
+    mpos: i32,
+    tlen: i32,
+    /// The bases written (`None`: no sequence) and whether reverse complemented.
+    range: Option<(usize, usize)>,
+    rev: bool,
+    /// The CIGAR's reference length (1 unmapped).
+    rlen: i64,
+}
+
+impl<'a> Fields<'a> {
+    fn of(
+        ctx: &Context<'_>,
+        segs: &'a [Segment<'a>],
+        seg: usize,
+        r: Option<&'a ffi::mm_reg1_t>,
+    ) -> Result<Self, AlignError> {
+        let n_seg = segs.len();
+        let t = &segs[seg].read;
+        let (prev, next) = neighbours(segs, seg);
+        let qname = if n_seg > 1 { base_name(t.name) } else { t.name };
+        if qname.len() > 254 {
+            return Err(AlignError::Record {
+                name: String::from_utf8_lossy(qname).into_owned(),
+                what: "the name is longer than BAM's 254 bytes".into(),
+            });
+        }
+        let mut flag = flag(r, next, seg, n_seg);
+        // An unmapped segment sits at the previous segment's primary.
+        let (tid, pos, mapq) = match (r, prev) {
+            (Some(r), _) => (r.rid, r.rs, r.mapq() as u8),
+            (None, Some(p)) => (p.rid, p.rs, 0),
+            (None, None) => (-1, -1, 0),
+        };
+        let p = r.and_then(extra);
+        if r.is_some() && p.is_none() {
+            // A `*` CIGAR: htslib marks the record unmapped.
+            flag |= 0x4;
+        }
+        let cigar = cigar_of(ctx, r, flag, t.seq.len() as i32);
+        let (mtid, mpos, tlen) = if n_seg > 1 {
+            mate(r, next, (tid, pos))
+        } else {
+            (-1, -1, 0)
+        };
+        let (range, rev) = seq_range(ctx, r, flag, t.seq.len());
+        // bin: htslib takes the CIGAR's reference length, or 1 for an unmapped record.
+        let rlen = if flag & 0x4 == 0 {
+            cigar.reference_length()
+        } else {
+            1
+        };
+        Ok(Fields {
+            qname,
+            flag,
+            tid,
+            pos,
+            mapq,
+            p,
+            cigar,
+            mtid,
+            mpos,
+            tlen,
+            range,
+            rev,
+            rlen,
+        })
+    }
+
+    /// The fixed part (SAM spec §4.2.1) with a zero `block_size`, the name and the CIGAR (htslib
+    /// `bam_write1`'s `<l_seq>S<rlen>N` for a long one, the real CIGAR in a trailing CG:B:I).
+    fn write_head(&self, out: &mut Vec<u8>) {
+        let l_seq = self.range.map_or(0, |(b, e)| e - b);
+        let (pos, rlen) = (self.pos, self.rlen);
+        let bin = sortase_bam::bin::reg2bin(i64::from(pos), i64::from(pos) + rlen.max(1));
+        let n_cigar = self.cigar.n_ops();
+        let long_cigar = n_cigar > MAX_CIGAR_OPS;
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.tid.to_le_bytes());
+        out.extend_from_slice(&pos.to_le_bytes());
+        out.push(self.qname.len() as u8 + 1);
+        out.push(self.mapq);
+        out.extend_from_slice(&bin.to_le_bytes());
+        out.extend_from_slice(&(if long_cigar { 2 } else { n_cigar as u16 }).to_le_bytes());
+        out.extend_from_slice(&self.flag.to_le_bytes());
+        out.extend_from_slice(&(l_seq as u32).to_le_bytes());
+        out.extend_from_slice(&self.mtid.to_le_bytes());
+        out.extend_from_slice(&self.mpos.to_le_bytes());
+        out.extend_from_slice(&self.tlen.to_le_bytes());
+        out.extend_from_slice(self.qname);
+        out.push(0);
+        if long_cigar {
+            out.extend_from_slice(&((l_seq as u32) << 4 | SOFT_CLIP).to_le_bytes());
+            out.extend_from_slice(&((rlen as u32) << 4 | 3).to_le_bytes());
+        } else {
+            self.cigar.push(out);
+        }
+    }
+}
+
 /// Writes the record of hit `reg` (`None`: the unmapped record) of segment `seg` of a fragment,
 /// with its `block_size` prefix, to `out`.
 #[allow(clippy::too_many_arguments)]
@@ -259,69 +368,15 @@ pub(crate) fn write_record(
     let t = &segs[seg].read;
     let regs = segs[seg].regs;
     let r = reg.map(|j| &regs[j]);
-    let (prev, next) = neighbours(segs, seg);
-    let qname = if n_seg > 1 { base_name(t.name) } else { t.name };
-    if qname.len() > 254 {
-        return Err(AlignError::Record {
-            name: String::from_utf8_lossy(qname).into_owned(),
-            what: "the name is longer than BAM's 254 bytes".into(),
-        });
-    }
-    let mut flag = flag(r, next, seg, n_seg);
-    // An unmapped segment sits at the previous segment's primary.
-    let (tid, pos, mapq) = match (r, prev) {
-        (Some(r), _) => (r.rid, r.rs, r.mapq() as u8),
-        (None, Some(p)) => (p.rid, p.rs, 0),
-        (None, None) => (-1, -1, 0),
-    };
-    let p = r.and_then(extra);
-    if r.is_some() && p.is_none() {
-        // A `*` CIGAR: htslib marks the record unmapped.
-        flag |= 0x4;
-    }
-    let cigar = cigar_of(ctx, r, flag, t.seq.len() as i32);
-    let (mtid, mpos, tlen) = if n_seg > 1 {
-        mate(r, next, (tid, pos))
-    } else {
-        (-1, -1, 0)
-    };
-    let (range, rev) = seq_range(ctx, r, flag, t.seq.len());
-    let l_seq = range.map_or(0, |(b, e)| e - b);
-    // bin: htslib takes the CIGAR's reference length, or 1 for an unmapped record.
-    let rlen = if flag & 0x4 == 0 {
-        cigar.reference_length()
-    } else {
-        1
-    };
-    let bin = sortase_bam::bin::reg2bin(i64::from(pos), i64::from(pos) + rlen.max(1));
+    let fields = Fields::of(ctx, segs, seg, r)?;
+    let (p, cigar) = (fields.p, &fields.cigar);
     let n_cigar = cigar.n_ops();
     let long_cigar = n_cigar > MAX_CIGAR_OPS;
-
-    // Fixed part (SAM spec §4.2.1); block_size is patched in at the end.
+    // block_size is patched in at the end.
     let start = out.len();
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&tid.to_le_bytes());
-    out.extend_from_slice(&pos.to_le_bytes());
-    out.push(qname.len() as u8 + 1);
-    out.push(mapq);
-    out.extend_from_slice(&bin.to_le_bytes());
-    out.extend_from_slice(&(if long_cigar { 2 } else { n_cigar as u16 }).to_le_bytes());
-    out.extend_from_slice(&flag.to_le_bytes());
-    out.extend_from_slice(&(l_seq as u32).to_le_bytes());
-    out.extend_from_slice(&mtid.to_le_bytes());
-    out.extend_from_slice(&mpos.to_le_bytes());
-    out.extend_from_slice(&tlen.to_le_bytes());
-    out.extend_from_slice(qname);
-    out.push(0);
-    if long_cigar {
-        // htslib `bam_write1`: `<l_seq>S<rlen>N` here, the real CIGAR in a trailing CG:B:I.
-        out.extend_from_slice(&((l_seq as u32) << 4 | SOFT_CLIP).to_le_bytes());
-        out.extend_from_slice(&((rlen as u32) << 4 | 3).to_le_bytes());
-    } else {
-        cigar.push(out);
-    }
-    if let Some((b, e)) = range {
-        seq::push_seq_qual(out, &t.seq[b..e], t.qual.map(|q| &q[b..e]), rev);
+    fields.write_head(out);
+    if let Some((b, e)) = fields.range {
+        seq::push_seq_qual(out, &t.seq[b..e], t.qual.map(|q| &q[b..e]), fields.rev);
     }
 
     // Tags, in minimap2's order.

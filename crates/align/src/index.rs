@@ -221,6 +221,42 @@ fn check_prebuilt(path: &Path) -> Result<(), AlignError> {
     Ok(())
 }
 
+/// The metadata of a non-empty regular file at `path`, and the path for C.
+fn check_path(path: &Path) -> Result<(std::fs::Metadata, CString), AlignError> {
+    let meta = std::fs::metadata(path).map_err(|e| AlignError::io(path, e))?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Err(AlignError::Index {
+            path: path.to_path_buf(),
+            what: "not a minimap2 index or FASTA file (empty, or not a regular file)".into(),
+        });
+    }
+    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AlignError::Index {
+        path: path.to_path_buf(),
+        what: "the path contains a NUL byte".into(),
+    })?;
+    Ok((meta, cpath))
+}
+
+/// The references of a minimap2 index.
+///
+/// # Safety
+/// `idx` must be a valid index: `n_seq` entries of `seq`, each with a NUL-terminated name.
+unsafe fn index_references(idx: NonNull<ffi::mm_idx_t>) -> Vec<Reference> {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mi = idx.as_ref();
+        (0..mi.n_seq as usize)
+            .map(|i| {
+                let s = &*mi.seq.add(i);
+                Reference {
+                    name: std::ffi::CStr::from_ptr(s.name).to_bytes().to_vec(),
+                    length: s.len,
+                }
+            })
+            .collect()
+    }
+}
+
 impl Aligner {
     /// Loads a prebuilt index (`.mmi`) or builds one from a FASTA (plain or gzip) file.
     pub fn load(path: &Path, options: &AlignerOptions) -> Result<Self, AlignError> {
@@ -247,17 +283,7 @@ impl Aligner {
                 options.preset
             )));
         }
-        let meta = std::fs::metadata(path).map_err(|e| AlignError::io(path, e))?;
-        if !meta.is_file() || meta.len() == 0 {
-            return Err(AlignError::Index {
-                path: path.to_path_buf(),
-                what: "not a minimap2 index or FASTA file (empty, or not a regular file)".into(),
-            });
-        }
-        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| AlignError::Index {
-            path: path.to_path_buf(),
-            what: "the path contains a NUL byte".into(),
-        })?;
+        let (meta, cpath) = check_path(path)?;
         // SAFETY: a NUL-terminated path; returns the file size for an index, 0 otherwise.
         let prebuilt = unsafe { ffi::mm_idx_is_idx(cpath.as_ptr()) } > 0;
         if prebuilt {
@@ -268,19 +294,8 @@ impl Aligner {
         let idx = Self::read_index(path, &cpath, &idxopt, options.index_threads)?;
         // SAFETY: `idx` is a valid index; this is what minimap2's main() does before mapping.
         unsafe { ffi::mm_mapopt_update(&mut mapopt, idx.as_ptr()) };
-        // SAFETY: a valid index: `n_seq` entries of `seq`, each with a NUL-terminated name.
-        let references: Vec<Reference> = unsafe {
-            let mi = idx.as_ref();
-            (0..mi.n_seq as usize)
-                .map(|i| {
-                    let s = &*mi.seq.add(i);
-                    Reference {
-                        name: std::ffi::CStr::from_ptr(s.name).to_bytes().to_vec(),
-                        length: s.len,
-                    }
-                })
-                .collect()
-        };
+        // SAFETY: `idx` is the valid index just read.
+        let references = unsafe { index_references(idx) };
         let bases: u64 = references.iter().map(|r| u64::from(r.length)).sum();
         let memory = if prebuilt {
             meta.len() as usize

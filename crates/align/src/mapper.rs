@@ -124,19 +124,18 @@ impl<'a> Mapper<'a> {
         })
     }
 
-    fn map_fragment(
+    /// The segments' lengths and sequences as minimap2 takes them: the `flipped` ones reverse
+    /// complemented into `scratch` (the pointers are valid until it changes).
+    #[allow(clippy::type_complexity)]
+    fn segment_seqs(
         &mut self,
         chunk: &ReadChunk,
         reads: std::ops::Range<usize>,
-        out: &mut Vec<u8>,
-        offsets: &mut Vec<u32>,
-    ) -> Result<(), AlignError> {
-        let aligner = self.aligner;
-        let opt = &aligner.mapopt;
-        let n_seg = reads.len();
-        let pe_ori = opt.pe_ori;
-        let flipped =
-            |j: usize| n_seg == 2 && (j == 0 && pe_ori >> 1 & 1 != 0 || j == 1 && pe_ori & 1 != 0);
+        flipped: impl Fn(usize) -> bool,
+    ) -> (
+        [i32; MAX_SEGMENTS],
+        [*const std::os::raw::c_char; MAX_SEGMENTS],
+    ) {
         let mut qlens = [0i32; MAX_SEGMENTS];
         let mut seqs = [std::ptr::null::<std::os::raw::c_char>(); MAX_SEGMENTS];
         self.scratch.clear();
@@ -150,13 +149,30 @@ impl<'a> Mapper<'a> {
                     .extend(seq.iter().rev().map(|&c| COMPLEMENT[c as usize]));
             }
         }
-        for (j, i) in reads.clone().enumerate() {
+        for (j, i) in reads.enumerate() {
             seqs[j] = if starts[j] == usize::MAX {
                 chunk.read(i).seq.as_ptr().cast()
             } else {
                 self.scratch[starts[j]..].as_ptr().cast()
             };
         }
+        (qlens, seqs)
+    }
+
+    fn map_fragment(
+        &mut self,
+        chunk: &ReadChunk,
+        reads: std::ops::Range<usize>,
+        out: &mut Vec<u8>,
+        offsets: &mut Vec<u32>,
+    ) -> Result<(), AlignError> {
+        let aligner = self.aligner;
+        let opt = &aligner.mapopt;
+        let n_seg = reads.len();
+        let pe_ori = opt.pe_ori;
+        let flipped =
+            |j: usize| n_seg == 2 && (j == 0 && pe_ori >> 1 & 1 != 0 || j == 1 && pe_ori & 1 != 0);
+        let (qlens, mut seqs) = self.segment_seqs(chunk, reads.clone(), flipped);
         let mut hits = Hits {
             n_regs: [0; MAX_SEGMENTS],
             regs: [std::ptr::null_mut(); MAX_SEGMENTS],
@@ -181,18 +197,7 @@ impl<'a> Mapper<'a> {
         };
         for j in (0..n_seg).filter(|&j| flipped(j)) {
             for r in hits.segment_mut(j) {
-                let qs = r.qs;
-                r.qs = qlens[j] - r.qe;
-                r.qe = qlens[j] - qs;
-                r.set_rev(u32::from(r.rev() == 0));
-                // SAFETY: the hit's alignment, if any, belongs to this thread.
-                if let Some(p) = unsafe { r.p.as_mut() } {
-                    match p.trans_strand() {
-                        1 => p.set_trans_strand(2),
-                        2 => p.set_trans_strand(1),
-                        _ => {}
-                    }
-                }
+                flip_back(r, qlens[j]);
             }
         }
         // No allocation for single reads and pairs; longer fragments (rare) take a Vec.
@@ -217,26 +222,56 @@ impl<'a> Mapper<'a> {
             opt_flag: opt.flag,
             index: aligner.index_ptr(),
         };
-        let no_secondary = opt.flag & ffi::MM_F_NO_PRINT_2ND as i64 != 0;
-        let hits_only = opt.flag & ffi::MM_F_SAM_HIT_ONLY as i64 != 0;
         // SAFETY: this thread's buffer; its allocator is valid until the next mapping.
         let km = unsafe { ffi::mm_tbuf_get_km(self.tbuf) };
-        for (j, seg) in segs.iter().enumerate() {
-            if seg.regs.is_empty() {
-                if !hits_only {
-                    offsets.push(out.len() as u32);
-                    encode::write_record(&ctx, segs, j, None, rep_len, km, &mut self.tags, out)?;
-                }
+        write_records(&ctx, segs, rep_len, km, &mut self.tags, out, offsets)
+    }
+}
+
+/// A hit of a segment mapped reverse complemented (`qlen` bases) turned back to the read's strand.
+fn flip_back(r: &mut ffi::mm_reg1_t, qlen: i32) {
+    let qs = r.qs;
+    r.qs = qlen - r.qe;
+    r.qe = qlen - qs;
+    r.set_rev(u32::from(r.rev() == 0));
+    // SAFETY: the hit's alignment, if any, belongs to this thread.
+    if let Some(p) = unsafe { r.p.as_mut() } {
+        match p.trans_strand() {
+            1 => p.set_trans_strand(2),
+            2 => p.set_trans_strand(1),
+            _ => {}
+        }
+    }
+}
+
+/// Writes the records of a fragment's segments (an unmapped record for a segment without hits
+/// unless `--sam-hit-only`; secondary hits unless `--secondary=no`), each offset onto `offsets`.
+fn write_records(
+    ctx: &Context<'_>,
+    segs: &[Segment<'_>],
+    rep_len: i32,
+    km: *mut std::os::raw::c_void,
+    tags: &mut TagBuffer,
+    out: &mut Vec<u8>,
+    offsets: &mut Vec<u32>,
+) -> Result<(), AlignError> {
+    let no_secondary = ctx.opt_flag & ffi::MM_F_NO_PRINT_2ND as i64 != 0;
+    let hits_only = ctx.opt_flag & ffi::MM_F_SAM_HIT_ONLY as i64 != 0;
+    for (j, seg) in segs.iter().enumerate() {
+        if seg.regs.is_empty() {
+            if !hits_only {
+                offsets.push(out.len() as u32);
+                encode::write_record(ctx, segs, j, None, rep_len, km, tags, out)?;
+            }
+            continue;
+        }
+        for (k, r) in seg.regs.iter().enumerate() {
+            if no_secondary && r.id != r.parent {
                 continue;
             }
-            for (k, r) in seg.regs.iter().enumerate() {
-                if no_secondary && r.id != r.parent {
-                    continue;
-                }
-                offsets.push(out.len() as u32);
-                encode::write_record(&ctx, segs, j, Some(k), rep_len, km, &mut self.tags, out)?;
-            }
+            offsets.push(out.len() as u32);
+            encode::write_record(ctx, segs, j, Some(k), rep_len, km, tags, out)?;
         }
-        Ok(())
     }
+    Ok(())
 }

@@ -14,7 +14,7 @@ use crate::error::AlignError;
 use crate::index::Aligner;
 use crate::mapper::{AlignedBatch, Mapper};
 use crate::reads::{ChunkSource, ReadChunk};
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -62,6 +62,57 @@ pub struct PipelineStats {
 
 type Mapped<T> = Result<(AlignedBatch, T), AlignError>;
 
+/// A mapping thread: maps the chunks it receives (until `stop` or the end), hands each back for
+/// reuse and sends what it made of it.
+fn map_chunks<T>(
+    aligner: &Aligner,
+    stop: &AtomicBool,
+    work_rx: Receiver<(u64, ReadChunk)>,
+    done_tx: Sender<(u64, Mapped<T>)>,
+    free_tx: Sender<ReadChunk>,
+    prepare: &(impl Fn(&ReadChunk, &AlignedBatch) -> T + Sync),
+) {
+    let mut mapper = Mapper::new(aligner);
+    while let Ok((seq, chunk)) = work_rx.recv() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mapped = mapper.map_chunk(&chunk).map(|b| {
+            let t = prepare(&chunk, &b);
+            (b, t)
+        });
+        let _ = free_tx.send(chunk);
+        if done_tx.send((seq, mapped)).is_err() {
+            break;
+        }
+    }
+}
+
+/// Gives the mapped chunks to `consume` in input order (a credit back to the reader for each);
+/// the number of chunks consumed.
+fn consume_in_order<T, E: From<AlignError>>(
+    done_rx: &Receiver<(u64, Mapped<T>)>,
+    credit_tx: &Sender<()>,
+    stats: &mut PipelineStats,
+    consume: &mut impl FnMut(AlignedBatch, T) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut waiting: BTreeMap<u64, Mapped<T>> = BTreeMap::new();
+    let mut next = 0u64;
+    for (seq, mapped) in done_rx.iter() {
+        waiting.insert(seq, mapped);
+        while let Some(mapped) = waiting.remove(&next) {
+            let (batch, t) = mapped?;
+            stats.reads += batch.reads as u64;
+            stats.bases += batch.bases as u64;
+            stats.records += batch.records.len() as u64;
+            consume(batch, t)?;
+            next += 1;
+            let _ = credit_tx.send(());
+        }
+    }
+    Ok(next)
+}
+
 /// Maps all of `source` on `opts.threads` threads. `prepare` runs on the mapping thread right after
 /// a chunk is mapped, with the chunk's reads and its records (work that needs no order, e.g.
 /// duplicate signatures, or the checksums of the reads); `consume` gets every
@@ -107,44 +158,13 @@ where
         for _ in 0..opts.threads {
             let (work_rx, done_tx, free_tx) = (work_rx.clone(), done_tx.clone(), free_tx.clone());
             let prepare = &prepare;
-            s.spawn(move || {
-                let mut mapper = Mapper::new(aligner);
-                while let Ok((seq, chunk)) = work_rx.recv() {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let mapped = mapper.map_chunk(&chunk).map(|b| {
-                        let t = prepare(&chunk, &b);
-                        (b, t)
-                    });
-                    let _ = free_tx.send(chunk);
-                    if done_tx.send((seq, mapped)).is_err() {
-                        break;
-                    }
-                }
-            });
+            s.spawn(move || map_chunks(aligner, stop, work_rx, done_tx, free_tx, prepare));
         }
         drop((work_rx, done_tx, free_tx));
-        let mut waiting: BTreeMap<u64, Mapped<T>> = BTreeMap::new();
-        let mut next = 0u64;
-        let consumed = (|| -> Result<(), E> {
-            for (seq, mapped) in done_rx.iter() {
-                waiting.insert(seq, mapped);
-                while let Some(mapped) = waiting.remove(&next) {
-                    let (batch, t) = mapped?;
-                    stats.reads += batch.reads as u64;
-                    stats.bases += batch.bases as u64;
-                    stats.records += batch.records.len() as u64;
-                    consume(batch, t)?;
-                    next += 1;
-                    let _ = credit_tx.send(());
-                }
-            }
-            Ok(())
-        })();
+        let consumed = consume_in_order(&done_rx, &credit_tx, &mut stats, &mut consume);
         drop((done_rx, credit_tx));
         let read = reader.join();
-        (consumed.map(|()| next), read)
+        (consumed, read)
     });
     let chunks = consumed?;
     let fragments = match read {

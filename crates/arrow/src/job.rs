@@ -352,6 +352,33 @@ impl InputRecords {
     }
 }
 
+/// The layout of the read (from `sample` when the job needs one), sent once on `layout_tx` (an
+/// error too); a builder of batches in it.
+fn begin_batches(
+    job: &ReadJob,
+    sample: Option<&RawBatch>,
+    names: &ArrayRef,
+    layout_tx: &mut Option<std::sync::mpsc::SyncSender<Result<Arc<Layout>>>>,
+) -> Result<BatchBuilder> {
+    let layout = job.layout(if job.needs_sample() { sample } else { None });
+    let tx = layout_tx.take();
+    match layout {
+        Ok(l) => {
+            let l = Arc::new(l);
+            if let Some(tx) = tx {
+                let _ = tx.send(Ok(l.clone()));
+            }
+            Ok(BatchBuilder::new(l, names.clone()))
+        }
+        Err(e) => {
+            if let Some(tx) = tx {
+                let _ = tx.send(Err(Error::new(e.kind(), e.to_string())));
+            }
+            Err(e)
+        }
+    }
+}
+
 /// The input thread of a SAM/CRAM read.
 fn read_input(
     job: &ReadJob,
@@ -363,25 +390,7 @@ fn read_input(
     layout_tx: std::sync::mpsc::SyncSender<Result<Arc<Layout>>>,
 ) -> End {
     let mut layout_tx = Some(layout_tx);
-    let mut begin = |sample: Option<&RawBatch>| -> Result<BatchBuilder> {
-        let layout = job.layout(if job.needs_sample() { sample } else { None });
-        let tx = layout_tx.take();
-        match layout {
-            Ok(l) => {
-                let l = Arc::new(l);
-                if let Some(tx) = tx {
-                    let _ = tx.send(Ok(l.clone()));
-                }
-                Ok(BatchBuilder::new(l, names.clone()))
-            }
-            Err(e) => {
-                if let Some(tx) = tx {
-                    let _ = tx.send(Err(Error::new(e.kind(), e.to_string())));
-                }
-                Err(e)
-            }
-        }
-    };
+    let mut begin = |sample: Option<&RawBatch>| begin_batches(job, sample, &names, &mut layout_tx);
     let emit = |b: RecordBatch| {
         records.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
         shared.push(0, b)

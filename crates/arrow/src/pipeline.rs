@@ -333,35 +333,7 @@ fn decode_range(
         };
         // One vector of views per chunk (~256 KiB of records), not per record.
         let mut records = Vec::with_capacity(batch.len());
-        let mut reached_end = false;
-        match &work.region {
-            None => match work.filter.as_deref() {
-                None => records.extend(batch.iter()),
-                filter => {
-                    for r in batch.iter() {
-                        if keep(filter, &r, scratch)? {
-                            records.push(r);
-                        }
-                    }
-                }
-            },
-            Some(region) => {
-                for r in batch.iter() {
-                    match place(&r, region) {
-                        Place::Before => {}
-                        Place::In => {
-                            if keep(work.filter.as_deref(), &r, scratch)? {
-                                records.push(r);
-                            }
-                        }
-                        Place::Past => {
-                            reached_end = true;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+        let reached_end = select(work, &batch, scratch, &mut records)?;
         if !feed(builder, &records, work.batch_rows, emit)? {
             return Ok(End::Done);
         }
@@ -379,6 +351,42 @@ fn decode_range(
         return Ok(End::Done);
     }
     Ok(end)
+}
+
+/// The records of `batch` the job keeps (in the region, passing the filter) onto `records`;
+/// whether a record past the region's end was reached.
+fn select<'b>(
+    work: &RangeWork,
+    batch: &'b sortase_bam::RecordBatch,
+    scratch: &mut Scratch,
+    records: &mut Vec<RecordRef<'b>>,
+) -> Result<bool> {
+    match &work.region {
+        None => match work.filter.as_deref() {
+            None => records.extend(batch.iter()),
+            filter => {
+                for r in batch.iter() {
+                    if keep(filter, &r, scratch)? {
+                        records.push(r);
+                    }
+                }
+            }
+        },
+        Some(region) => {
+            for r in batch.iter() {
+                match place(&r, region) {
+                    Place::Before => {}
+                    Place::In => {
+                        if keep(work.filter.as_deref(), &r, scratch)? {
+                            records.push(r);
+                        }
+                    }
+                    Place::Past => return Ok(true),
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Adds a range's compressed bytes to the progress when the range ends.

@@ -315,22 +315,14 @@ impl<R: Read> BatchReader<R> {
         Ok(())
     }
 
-    fn next_batch(&mut self) -> Result<Option<Batch>, BgzfError> {
-        if self.done {
-            return Ok(None);
-        }
-        let want =
-            (self.options.batch_bytes.max(2 * BLOCK_MAX)).max(self.pending.len() + BLOCK_MAX);
-        // A recycled buffer keeps stale bytes past `filled`: only `buf[..filled]` is parsed.
-        let mut buf = match &self.options.buffers {
-            Some(b) => b.take_compressed(want),
-            None => vec![0u8; want],
-        };
-        let mut filled = self.pending.len();
-        buf[..filled].copy_from_slice(&self.pending);
-        self.pending.clear();
-        self.fill(&mut buf, &mut filled, want)?;
-        let buf_len = filled;
+    /// The whole blocks at the start of `buf` (offset, compressed size, inflated size), up to the
+    /// batch's cap or the range's end, and the bytes they span; a block cut by the end of the
+    /// input is an error.
+    #[allow(clippy::type_complexity)]
+    fn whole_blocks(
+        &mut self,
+        buf: &[u8],
+    ) -> Result<(Vec<(usize, usize, usize)>, usize), BgzfError> {
         let mut blocks = Vec::new();
         let mut pos = 0;
         // The batch's inflated size is capped too: blocks of 64 KiB of one repeated byte deflate to
@@ -348,7 +340,7 @@ impl<R: Read> BatchReader<R> {
                 self.done = true;
                 break;
             }
-            let rest = &buf[pos..buf_len];
+            let rest = &buf[pos..];
             if rest.is_empty() {
                 break;
             }
@@ -384,6 +376,26 @@ impl<R: Read> BatchReader<R> {
             blocks.push((pos, header.block_size, isize));
             pos += header.block_size;
         }
+        Ok((blocks, pos))
+    }
+
+    fn next_batch(&mut self) -> Result<Option<Batch>, BgzfError> {
+        if self.done {
+            return Ok(None);
+        }
+        let want =
+            (self.options.batch_bytes.max(2 * BLOCK_MAX)).max(self.pending.len() + BLOCK_MAX);
+        // A recycled buffer keeps stale bytes past `filled`: only `buf[..filled]` is parsed.
+        let mut buf = match &self.options.buffers {
+            Some(b) => b.take_compressed(want),
+            None => vec![0u8; want],
+        };
+        let mut filled = self.pending.len();
+        buf[..filled].copy_from_slice(&self.pending);
+        self.pending.clear();
+        self.fill(&mut buf, &mut filled, want)?;
+        let buf_len = filled;
+        let (blocks, pos) = self.whole_blocks(&buf[..buf_len])?;
         self.pending.extend_from_slice(&buf[pos..buf_len]);
         let file_offset = self.offset;
         self.offset += pos as u64;

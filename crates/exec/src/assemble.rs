@@ -150,33 +150,10 @@ pub fn layout(
     let head = header_blocks(level, header).with_context(|| name.clone())?;
     let mut lay = BamLayout::new(&head, header, index.map(|(_, bai)| bai));
     let mut placements = Vec::with_capacity(parts.len());
-    let at = |path: &Path| path.display().to_string();
     for &(part, sidecar, ranges) in parts {
         rt.check_cancelled()?;
-        let side: PartIndex =
-            serde_json::from_slice(&std::fs::read(sidecar).with_context(|| at(sidecar))?)
-                .with_context(|| at(sidecar))?;
-        if side.ranges.len() != ranges {
-            bail!(
-                "{}: {} key ranges, expected {ranges}",
-                at(sidecar),
-                side.ranges.len()
-            );
-        }
         let offset = lay.bytes();
-        let mut bytes = 0;
-        for r in side.ranges {
-            let sum: u64 = r.blocks.iter().map(|&(c, _)| u64::from(c)).sum();
-            if sum != r.bytes {
-                bail!(
-                    "{}: a key range's blocks do not add up to its bytes",
-                    at(sidecar)
-                );
-            }
-            bytes += r.bytes;
-            lay.push(&r.blocks, r.summary)
-                .with_context(|| name.clone())?;
-        }
+        let bytes = place_part(&mut lay, sidecar, ranges, &name)?;
         placements.push(Placement {
             path: part.to_path_buf(),
             offset,
@@ -186,18 +163,7 @@ pub fn layout(
     let eof_offset = lay.bytes();
     let size = eof_offset + EOF_MARKER.len() as u64;
     let index_bytes = lay.finish();
-    let index = match (index, index_bytes) {
-        (Some((target, _)), Some(bytes)) => {
-            let temp = temp_name(target, work_dir);
-            write_synced(&temp, &bytes)
-                .with_context(|| format!("{}: cannot write index", target.display()))?;
-            Some(IndexFile {
-                target: target.to_path_buf(),
-                temp,
-            })
-        }
-        _ => None,
-    };
+    let index = write_index(index, index_bytes, work_dir)?;
     let temp = temp_name(data, work_dir);
     if preallocate {
         preallocate_file(&temp, size).with_context(|| format!("{}: cannot create", name))?;
@@ -219,6 +185,61 @@ pub fn layout(
         extras: Vec::new(),
         report,
         work_dir: work_dir.to_path_buf(),
+    })
+}
+
+/// Adds one part to the layout from its sidecar (which must hold `ranges` key ranges whose blocks
+/// add up); the part's bytes. `name`: the output's.
+fn place_part(
+    lay: &mut BamLayout,
+    sidecar: &Path,
+    ranges: usize,
+    name: &str,
+) -> anyhow::Result<u64> {
+    let at = |path: &Path| path.display().to_string();
+    let side: PartIndex =
+        serde_json::from_slice(&std::fs::read(sidecar).with_context(|| at(sidecar))?)
+            .with_context(|| at(sidecar))?;
+    if side.ranges.len() != ranges {
+        bail!(
+            "{}: {} key ranges, expected {ranges}",
+            at(sidecar),
+            side.ranges.len()
+        );
+    }
+    let mut bytes = 0;
+    for r in side.ranges {
+        let sum: u64 = r.blocks.iter().map(|&(c, _)| u64::from(c)).sum();
+        if sum != r.bytes {
+            bail!(
+                "{}: a key range's blocks do not add up to its bytes",
+                at(sidecar)
+            );
+        }
+        bytes += r.bytes;
+        lay.push(&r.blocks, r.summary)
+            .with_context(|| name.to_string())?;
+    }
+    Ok(bytes)
+}
+
+/// Writes the index built from the parts' summaries under its temporary name.
+fn write_index(
+    index: Option<(&Path, bool)>,
+    bytes: Option<Vec<u8>>,
+    work_dir: &Path,
+) -> anyhow::Result<Option<IndexFile>> {
+    Ok(match (index, bytes) {
+        (Some((target, _)), Some(bytes)) => {
+            let temp = temp_name(target, work_dir);
+            write_synced(&temp, &bytes)
+                .with_context(|| format!("{}: cannot write index", target.display()))?;
+            Some(IndexFile {
+                target: target.to_path_buf(),
+                temp,
+            })
+        }
+        _ => None,
     })
 }
 

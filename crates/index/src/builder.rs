@@ -264,22 +264,7 @@ impl IndexBuilder {
             self.bidx.resize_with(tid as usize + 1, || None);
             self.lidx.resize(tid as usize + 1, Vec::new());
         }
-        if self.last_tid != tid || (self.last_tid >= 0 && tid < 0) {
-            if tid >= 0 && self.n_no_coor > 0 {
-                return Err(PushError::NoCoorNotAtEnd);
-            }
-            if tid >= 0 && self.bidx[tid as usize].is_some() {
-                return Err(PushError::NotContiguous(tid + 1));
-            }
-            self.last_tid = tid;
-            self.last_bin = u32::MAX;
-        } else if tid >= 0 && self.last_coor > beg {
-            return Err(PushError::Unsorted {
-                tid: tid + 1,
-                prev: self.last_coor + 1,
-                pos: beg + 1,
-            });
-        }
+        self.check_order(tid, beg)?;
         if tid >= 0 {
             self.bidx[tid as usize].get_or_insert_with(KHash::default);
             beg = beg.max(0);
@@ -300,23 +285,7 @@ impl IndexBuilder {
         }
         let bin = reg2bin_generic(beg, end, self.min_shift, self.n_lvls);
         if self.last_bin != bin {
-            if self.save_bin != u32::MAX {
-                self.insert_bin(self.save_tid, self.save_bin, self.save_off, self.last_off);
-            }
-            if self.last_bin == u32::MAX && self.save_bin != u32::MAX {
-                let meta = self.meta_bin();
-                let (beg_off, end_off) = (self.off_beg, self.last_off);
-                self.insert_bin(self.save_tid, meta, beg_off, end_off);
-                let (m, u) = (self.n_mapped, self.n_unmapped);
-                self.insert_bin(self.save_tid, meta, m, u);
-                self.n_mapped = 0;
-                self.n_unmapped = 0;
-                self.off_beg = end_off;
-            }
-            self.save_off = self.last_off;
-            self.save_bin = bin;
-            self.last_bin = bin;
-            self.save_tid = tid;
+            self.new_bin(tid, bin);
         }
         if mapped {
             self.n_mapped += 1;
@@ -326,6 +295,52 @@ impl IndexBuilder {
         self.last_off = offset_after;
         self.last_coor = beg;
         Ok(())
+    }
+
+    /// A record on reference `tid` at `beg`: a new reference starts its bins (unplaced records
+    /// only at the end, each reference in one run), the same one must be sorted.
+    #[inline]
+    fn check_order(&mut self, tid: i32, beg: i64) -> Result<(), PushError> {
+        if self.last_tid != tid || (self.last_tid >= 0 && tid < 0) {
+            if tid >= 0 && self.n_no_coor > 0 {
+                return Err(PushError::NoCoorNotAtEnd);
+            }
+            if tid >= 0 && self.bidx[tid as usize].is_some() {
+                return Err(PushError::NotContiguous(tid + 1));
+            }
+            self.last_tid = tid;
+            self.last_bin = u32::MAX;
+        } else if tid >= 0 && self.last_coor > beg {
+            return Err(PushError::Unsorted {
+                tid: tid + 1,
+                prev: self.last_coor + 1,
+                pos: beg + 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// A record in a bin other than the last one's: the saved bin's chunk is inserted (and, at the
+    /// end of a reference, its meta bin), and `bin` is saved.
+    #[inline]
+    fn new_bin(&mut self, tid: i32, bin: u32) {
+        if self.save_bin != u32::MAX {
+            self.insert_bin(self.save_tid, self.save_bin, self.save_off, self.last_off);
+        }
+        if self.last_bin == u32::MAX && self.save_bin != u32::MAX {
+            let meta = self.meta_bin();
+            let (beg_off, end_off) = (self.off_beg, self.last_off);
+            self.insert_bin(self.save_tid, meta, beg_off, end_off);
+            let (m, u) = (self.n_mapped, self.n_unmapped);
+            self.insert_bin(self.save_tid, meta, m, u);
+            self.n_mapped = 0;
+            self.n_unmapped = 0;
+            self.off_beg = end_off;
+        }
+        self.save_off = self.last_off;
+        self.save_bin = bin;
+        self.last_bin = bin;
+        self.save_tid = tid;
     }
 
     /// Rewrites every virtual offset held so far through `f`. A writer that learns compressed block

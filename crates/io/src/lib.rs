@@ -739,23 +739,43 @@ impl RemoteReader {
                 }
             }
         };
-        let end = next.end;
         if sequential && self.window >= READ_AHEAD_FROM {
-            let mut at = self.pending.back().map_or(end, |p| p.end);
-            while self.pending.len() < READ_AHEAD && at < stop {
-                let to = (at + self.window).min(stop);
-                self.pending.push_back(Pending {
-                    start: at,
-                    end: to,
-                    task: self.remote.fetch(at, to),
-                });
-                at = to;
-            }
+            self.read_ahead(next.end, stop);
         }
-        let bytes = self
-            .remote
+        let (start, end) = (next.start, next.end);
+        let bytes = self.wait(next)?;
+        if bytes.len() as u64 != end - start {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the object changed while it was read (short range)",
+            ));
+        }
+        self.remote.keep(start, &bytes);
+        self.buf_start = start;
+        self.buf = bytes;
+        Ok(())
+    }
+
+    /// Queues fetches of the next windows after `end` (or after the last pending one), up to
+    /// `READ_AHEAD` of them, none past `stop`.
+    fn read_ahead(&mut self, end: u64, stop: u64) {
+        let mut at = self.pending.back().map_or(end, |p| p.end);
+        while self.pending.len() < READ_AHEAD && at < stop {
+            let to = (at + self.window).min(stop);
+            self.pending.push_back(Pending {
+                start: at,
+                end: to,
+                task: self.remote.fetch(at, to),
+            });
+            at = to;
+        }
+    }
+
+    /// The bytes of a fetch, once done.
+    fn wait(&self, pending: Pending) -> io::Result<Bytes> {
+        self.remote
             .rt
-            .block_on(next.task)
+            .block_on(pending.task)
             .map_err(|e| io::Error::other(format!("fetch task failed: {e}")))?
             .map_err(|e| {
                 if matches!(e, object_store::Error::Precondition { .. }) {
@@ -763,17 +783,7 @@ impl RemoteReader {
                     self.remote.forget();
                 }
                 describe(&e)
-            })?;
-        if bytes.len() as u64 != next.end - next.start {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the object changed while it was read (short range)",
-            ));
-        }
-        self.remote.keep(next.start, &bytes);
-        self.buf_start = next.start;
-        self.buf = bytes;
-        Ok(())
+            })
     }
 }
 

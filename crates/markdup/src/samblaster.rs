@@ -102,27 +102,9 @@ fn verdict(
     } else {
         Verdict::Broken
     };
-    let mapped = |r: &RecordRef<'_>| r.flag() & flags::UNMAPPED == 0;
-    let (a, b, orphan) = match (first, second) {
-        (None, None) => return (unmated, false),
-        (Some(x), None) | (None, Some(x)) => {
-            let r = batch.record(x);
-            let f = r.flag();
-            let paired = f & flags::PAIRED != 0;
-            if paired && (!mapped(&r) || f & flags::MATE_UNMAPPED == 0) || !mapped(&r) {
-                return (unmated, false);
-            }
-            (None, r, true)
-        }
-        (Some(x), Some(y)) => {
-            let (x, y) = (batch.record(x), batch.record(y));
-            match (mapped(&x), mapped(&y)) {
-                (false, false) => return (Verdict::Pass, false),
-                (true, false) => (None, x, true),
-                (false, true) => (None, y, true),
-                (true, true) => (Some(x), y, false),
-            }
-        }
+    let (a, b, orphan) = match ends(batch, first, second, unmated) {
+        Ok(ends) => ends,
+        Err(verdict) => return (verdict, false),
     };
     let improper = |r: &RecordRef<'_>| r.flag() & flags::PROPER_PAIR == 0;
     if opts.accept_dups {
@@ -165,6 +147,39 @@ fn verdict(
         Verdict::Sig(((off as u128) << 64) | u128::from(sig)),
         improper(&ra),
     )
+}
+
+/// The ends the signature is made of: the first mapped end (`None` for an orphan), the second,
+/// and whether the group is an orphan; `Err`: the group's verdict without a signature.
+#[allow(clippy::type_complexity)]
+fn ends<'b>(
+    batch: &'b RecordBatch,
+    first: Option<usize>,
+    second: Option<usize>,
+    unmated: Verdict,
+) -> Result<(Option<RecordRef<'b>>, RecordRef<'b>, bool), Verdict> {
+    let mapped = |r: &RecordRef<'_>| r.flag() & flags::UNMAPPED == 0;
+    Ok(match (first, second) {
+        (None, None) => return Err(unmated),
+        (Some(x), None) | (None, Some(x)) => {
+            let r = batch.record(x);
+            let f = r.flag();
+            let paired = f & flags::PAIRED != 0;
+            if paired && (!mapped(&r) || f & flags::MATE_UNMAPPED == 0) || !mapped(&r) {
+                return Err(unmated);
+            }
+            (None, r, true)
+        }
+        (Some(x), Some(y)) => {
+            let (x, y) = (batch.record(x), batch.record(y));
+            match (mapped(&x), mapped(&y)) {
+                (false, false) => return Err(Verdict::Pass),
+                (true, false) => (None, x, true),
+                (false, true) => (None, y, true),
+                (true, true) => (Some(x), y, false),
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -159,6 +159,14 @@ pub fn write_file(
         }
     }
     out.push('\n');
+    write_histograms(&mut out, roi, found);
+    out.push('\n');
+    out
+}
+
+/// The histograms (CoverageMult with `roi`, one library's size estimate, pairs and unique pairs;
+/// all_sets, optical_sets, non_optical_sets) as Picard writes them.
+fn write_histograms(out: &mut String, roi: Option<(i64, i64, i64)>, found: &Found) {
     // Histograms: CoverageMult (one library with a size estimate), all_sets, optical_sets,
     // non_optical_sets; empty ones left out; rows are the union of their bins.
     let roi_hist: Option<BTreeMap<u64, f64>> = roi.map(|(els, pairs, unique)| {
@@ -207,8 +215,6 @@ pub fn write_file(
             out.push('\n');
         }
     }
-    out.push('\n');
-    out
 }
 
 #[cfg(test)]
