@@ -19,6 +19,9 @@ bash scripts/setup.sh
 source scripts/venv.sh   # exports SORTASE_PYTHON=.venv/bin/python (the e2e oracle's interpreter)
 export SORTASE_REQUIRE_SAMTOOLS=1
 stage "cargo fmt"; cargo fmt --all --check
+# Function-size p99 at most 70 lines workspace-wide (issue 28): long functions are split into named
+# phases, not added to.
+stage "function sizes"; "$PY" scripts/function-sizes.py . --max-p99 70
 stage "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 stage "cargo test"; cargo test --workspace
 # The wheel in the dev profile: it reuses cargo test's build (the release wheel is demo.sh's), as
