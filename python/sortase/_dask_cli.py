@@ -9,7 +9,7 @@
     sortase-dask agd-markdup [--mode auto|query|coordinate] [-a] [--ignoreUnmated]
                              [--maxReadLength N] [--optical-distance N] [--read-name-regex RE]
                              [--max-optical-set N] [--level N] DATASET
-    sortase-dask fq2bam -x REF.mmi|REF.fa [--preset PRESET] [-R RG] [--markdup samblaster|none]
+    sortase-dask fq2bam -x REF.mmi|REF.fa [--preset PRESET] [-R RG] [--markdup samblaster|picard|none]
                         [--MD] [--cs] [-@ N] [--chunk-templates N] [-l N] [--write-index]
                         [--no-PG] -o OUT R1.fq [R2.fq]
     sortase-dask flagstat [-O default|json|tsv] IN
@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     fq.add_argument("-o", "--output", required=True)
     fq.add_argument("--preset", default="sr", help="minimap2 preset [sr]")
     fq.add_argument("-R", dest="read_group", help="read group line, e.g. '@RG\\tID:lane1'")
-    fq.add_argument("--markdup", choices=["samblaster", "none"], default="samblaster")
+    fq.add_argument("--markdup", choices=["samblaster", "picard", "none"], default="samblaster")
     fq.add_argument("--MD", dest="md", action="store_true", help="write MD tags")
     fq.add_argument("--cs", action="store_true", help="write short cs tags")
     fq.add_argument("-l", dest="level", type=int, help="compression level 0-9")

@@ -1333,9 +1333,8 @@ def fq2bam(
     ``index`` (a minimap2 ``.mmi`` or the reference FASTA) and the reads (``reads1``, and
     ``reads2`` of a pair; FASTQ/FASTA, plain, gzip or BGZF) are paths every worker sees; the
     ``output`` a path every worker sees or an ``s3://`` URL. ``preset``, ``read_group`` (``-R``),
-    ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"`` or ``"none"``; Picard's
-    marking runs on one machine: ``sortase fq2bam --markdup picard``), ``level``,
-    ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.
+    ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"``, ``"picard"`` or
+    ``"none"``), ``level``, ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.
 
     Stages: ``split`` (one task reads the reads once, with the one-machine job's pairing checks,
     and writes them cut into chunks of ``chunk_templates`` templates, default ``task_memory`` /
@@ -1343,8 +1342,12 @@ def fq2bam(
     records, and each template's samblaster signature partitioned by hash), ``dedup`` (one hash
     partition each: the first occurrence in input order is kept), ``map`` (each chunk's records
     flagged and sorted into a run), ``reduce`` (the sort's key ranges), then the parallel finish
-    of :func:`sort`. The report's ``distributed.index`` counts the align tasks, the index loads
-    and the worker processes that ran them. ``task_memory``, ``reduce_tasks`` (the dedup stage's
+    of :func:`sort`. With ``markdup="picard"`` the stages run without marking into a sorted BAM
+    next to the output (libdeflate level 1, removed at the end and on failure), then
+    :func:`markdup`'s stages in Picard's mode write the output (``sortase fq2bam --markdup
+    picard`` writes the same bytes: its second pass is ``sortase markdup``'s writer) and, with
+    ``write_index``, :func:`index` its index. The report's ``distributed.index`` counts the align
+    tasks, the index loads and the worker processes that ran them. ``task_memory``, ``reduce_tasks`` (the dedup stage's
     partitions and the sort's reduce tasks), ``threads`` (of each task), ``client``,
     ``scheduler``, ``storage_options`` and ``progress`` as :func:`sort`.
     """
@@ -1360,10 +1363,97 @@ def fq2bam(
     if remote_inputs:
         raise ArgumentError(f"{remote_inputs[0]}: fq2bam reads its index and reads from paths "
                             "every worker sees (the output may be an s3:// URL)")
+    command = ["sortase-dask", "fq2bam", "-x", index, "-o", output, *reads]
+    program = None if no_pg else {"command_line": " ".join(command)}
+    aligned = dict(index=index, reads=reads, client=client, scheduler=scheduler, preset=preset,
+                   read_group=read_group, md=md, cs=cs, chunk_templates=chunk_templates,
+                   task_memory=task_memory, reduce_tasks=reduce_tasks, threads=threads,
+                   storage_options=storage_options, progress=progress, program=program)
+    if markdup != "picard":
+        return _fq2bam(output=output, markdup=markdup, level=level, write_index=write_index,
+                       index_format=index_format, **aligned)
+    data, index_path = _index_name(output, index_format)
+    sorted_bam = _scratch_name(data, ".fq2bam-sorted.bam")
+    try:
+        report = _fq2bam(output=sorted_bam, markdup="none", level=1, write_index=False,
+                         index_format=None, **aligned)
+        marked = _markdup_bam(sorted_bam, data, client=client, scheduler=scheduler,
+                              mode="coordinate", level=level, no_pg=True,
+                              task_memory=task_memory, reduce_tasks=reduce_tasks,
+                              threads=threads, storage_options=storage_options,
+                              progress=progress)
+    finally:
+        _remove_quietly(sorted_bam, storage_options)
+    report["outputs"] = [data]
+    report["duplicate_records"] = marked["duplicate_records"]
+    if isinstance(report.get("distributed"), dict):
+        report["distributed"]["markdup"] = marked.get("distributed")
+    if write_index:
+        try:
+            _index_bam(data, index_path, csi=not index_path.endswith(".bai"), client=client,
+                       scheduler=scheduler, storage_options=storage_options, progress=progress)
+        except BaseException:
+            _remove_quietly(data, storage_options)
+            raise
+        report["outputs"].append(index_path)
+    return report
+
+
+def _index_bam(*args: Any, **kwargs: Any) -> Report:
+    """:func:`index` (where a parameter named ``index`` hides it)."""
+    return index(*args, **kwargs)
+
+
+def _markdup_bam(*args: Any, **kwargs: Any) -> Report:
+    """:func:`markdup` (where a parameter named ``markdup`` hides it)."""
+    return markdup(*args, **kwargs)
+
+
+def _index_name(output: str, index_format: Optional[str]) -> Tuple[str, str]:
+    """The data file and the index of ``--write-index`` for BAM output to ``output``, as the
+    library names them (``OUT##idx##INDEX``, else ``OUT.csi``, or ``OUT.bai`` by
+    ``index_format``)."""
+    from . import ArgumentError
+
+    data, sep, idx = output.partition("##idx##")
+    fmt = None if index_format is None else index_format.lower()
+    if fmt not in (None, "bai", "csi"):
+        raise ArgumentError(f"--index-format {index_format}: use bai or csi")
+    bai = fmt == "bai" or (fmt is None and idx.endswith(".bai"))
+    return data, (idx if sep else data + (".bai" if bai else ".csi"))
+
+
+def _scratch_name(output: str, suffix: str) -> str:
+    """A file next to ``output`` (a path or an object URL) for a job's intermediate result."""
+    head, _, name = output.rpartition("/")
+    scratch = f".{name}.sortase-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}"
+    return f"{head}/{scratch}" if head or output.startswith("/") else scratch
+
+
+def _remove_quietly(path: str, storage_options: Optional[Dict[str, Any]]) -> None:
+    """Removes an intermediate file or object (and its temporary siblings); a missing one is fine."""
+    try:
+        if _is_remote(path):
+            fs = _fs(path, storage_options)
+            if fs.exists(path):
+                fs.rm(path)
+        elif os.path.exists(path):
+            os.remove(path)
+    except OSError:
+        pass
+
+
+def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler: Optional[str],
+            preset: str, read_group: Optional[str], markdup: str, md: bool, cs: bool,
+            level: Optional[int], write_index: bool, index_format: Optional[str],
+            chunk_templates: Optional[int], task_memory: Union[int, str, None],
+            reduce_tasks: Optional[int], threads: int,
+            storage_options: Optional[Dict[str, Any]], progress: Optional[bool],
+            program: Optional[Dict[str, str]]) -> Report:
+    """:func:`fq2bam` with samblaster's marking or none, to ``output``."""
     memory = _size(task_memory)
     with _storage([], [output], storage_options, fetch=False) as (remote, _, _):
         local_output = _local_output(remote, output)
-        command = ["sortase-dask", "fq2bam", "-x", index, "-o", output, *reads]
         job = {
             "job": {
                 "index": index,
@@ -1379,7 +1469,7 @@ def fq2bam(
                 "cs": cs,
                 "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
                 "max_fan_in": 64,
-                "program": None if no_pg else {"command_line": " ".join(command)},
+                "program": program,
             },
             "chunk_templates": chunk_templates,
         }

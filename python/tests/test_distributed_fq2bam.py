@@ -16,7 +16,7 @@ import pytest
 pysam = pytest.importorskip("pysam")
 distributed_mod = pytest.importorskip("dask.distributed")
 
-from sortase import ArgumentError, distributed  # noqa: E402
+from sortase import distributed  # noqa: E402
 
 from test_distributed import CLI, client, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
@@ -137,9 +137,55 @@ def test_fq2bam_without_marking_and_with_pg_matches_the_cli(data: dict, client,
         assert "sortase-dask fq2bam" in str(a.header)
         strip = lambda h: [line for line in str(h).splitlines() if "ID:sortase" not in line]  # noqa: E731
         assert strip(a.header) == strip(b.header)
-    with pytest.raises(ArgumentError, match="picard"):
-        distributed.fq2bam(data["ref"], data["r1"], data["r2"], out, client=client,
-                           markdup="picard", progress=False)
+
+
+def test_fq2bam_with_picard_marking_is_byte_identical(data: dict, client, s3,
+                                                      tmp_path: Path) -> None:
+    """``markdup="picard"``: the unmarked sort, then the distributed markdup in Picard's mode,
+    then the distributed index; BAM and index equal ``sortase fq2bam --markdup picard``'s, on a
+    path (BAI) and on S3 (CSI), and the intermediate sorted BAM is gone."""
+    one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
+    one_machine(data, one, "--markdup", "picard", "--index-format", "bai", "--no-PG")
+    report = distributed.fq2bam(data["ref"], data["r1"], data["r2"], out, client=client,
+                                markdup="picard", write_index=True, index_format="bai",
+                                no_pg=True, chunk_templates=CHUNK, reduce_tasks=3,
+                                threads=THREADS, progress=False)
+    assert out.read_bytes() == one.read_bytes()
+    assert Path(f"{out}.bai").read_bytes() == Path(f"{one}.bai").read_bytes()
+    with pysam.AlignmentFile(str(out), "rb") as f:
+        marked = sum(1 for r in f if r.flag & 1024)
+    assert marked > 200 and report["duplicate_records"] == marked
+    assert report["outputs"] == [str(out), f"{out}.bai"]
+    assert report["distributed"]["markdup"]["phases"]
+    assert leftovers(tmp_path) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "dask.bam", "dask.bam.bai", "one.bam", "one.bam.bai"]
+
+    fs, options = s3
+    one_machine(data, one, "--markdup", "picard", "--no-PG")
+    distributed.fq2bam(data["ref"], data["r1"], data["r2"], "s3://sortase-test/fqp/x.bam",
+                       client=client, markdup="picard", write_index=True, no_pg=True,
+                       chunk_templates=CHUNK, threads=THREADS, storage_options=options,
+                       progress=False)
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/fqp/x.bam") == one.read_bytes()
+    assert fs.cat_file("sortase-test/fqp/x.bam.csi") == Path(f"{one}.csi").read_bytes()
+    assert sorted(fs.ls("sortase-test/fqp", detail=False)) == [
+        "sortase-test/fqp/x.bam", "sortase-test/fqp/x.bam.csi"]
+
+
+def test_fq2bam_with_picard_marking_that_fails_leaves_nothing(data: dict, client,
+                                                               tmp_path: Path) -> None:
+    """A Picard-mode run whose reads are bad fails with the CLI's message, and neither the
+    output nor the intermediate sorted BAM stays."""
+    r1, short = bad_inputs(data, tmp_path)[0]
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(Exception) as e:
+        distributed.fq2bam(data["ref"], r1, short, work / "dask.bam", client=client,
+                           markdup="picard", write_index=True, chunk_templates=CHUNK,
+                           progress=False)
+    assert str(short) in str(e.value)
+    assert sorted(p.name for p in work.iterdir()) == []
 
 
 def test_worker_killed_mid_fq2bam_still_byte_identical(data: dict, tmp_path: Path) -> None:

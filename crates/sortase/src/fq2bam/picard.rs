@@ -3,38 +3,23 @@
 //! find the duplicate sets and once to flag them. The sorter's final phase hands its key ranges in
 //! order to Picard's end collector and to an LZ4 run in the temporary directory (the only copy of
 //! the data besides the sorter's own runs); pass 2 reads the run back, sets 0x400 on Picard's
-//! duplicates, and deflates and indexes batches of records on all threads.
+//! duplicates (clearing it elsewhere) and writes one stream, deflated and indexed on all threads,
+//! with `sortase markdup`'s writer: the output equals `sortase markdup --no-PG` of the sorted,
+//! unmarked records byte for byte, which is how the distributed fq2bam marks with Picard's
+//! algorithm (its sort, then the distributed markdup).
 
 use crate::sort::release_free_memory;
 use anyhow::Context;
-use rayon::prelude::*;
-use sortase_bam::{flags, Header, RecordBatch};
+use sortase_bam::checksum::{Fault, Tally};
+use sortase_bam::{flags, Header, RecordBatch, RecordBuf, RecordRef};
 use sortase_exec::options::PhaseClock;
-use sortase_exec::output::{OutFormat, ResolvedOutput};
-use sortase_exec::range_output::{self, EncodedRange};
+use sortase_exec::output::ResolvedOutput;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::writer::SortedOutput;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options};
 use sortase_sort::run::{RunReader, StreamingRunWriter};
 use sortase_sort::{RangeSource, SortError, SortOrder, SortStats, Sorter};
 use std::path::Path;
-
-/// Bytes of records per batch of pass 2 (each batch starts a new BGZF block, as a key range does).
-const BATCH_BYTES: usize = 4 << 20;
-
-/// A batch of records as the range encoder's input.
-struct Batch<'a>(&'a RecordBatch);
-
-impl RangeSource for Batch<'_> {
-    fn for_each<F: FnMut(&[u8]) -> Result<(), SortError>>(
-        &mut self,
-        mut f: F,
-    ) -> Result<u64, SortError> {
-        for raw in self.0.iter_raw() {
-            f(raw)?;
-        }
-        Ok(self.0.len() as u64)
-    }
-}
 
 /// What pass 1 and 2 did.
 pub(super) struct Marked {
@@ -113,77 +98,83 @@ pub(super) fn sort_mark_write(
     let dups = &outcome.found.duplicates;
 
     clock.next("write");
-    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (mut encoder, mut writer) = range_output::open(
-        out.data.as_deref(),
-        index,
-        out.format,
-        header,
-        cram,
-        rt.threads(),
-    )?;
-    encoder.expect_range_bytes(BATCH_BYTES);
-    if proof.is_some() {
-        encoder.sum_records(super::Proof::options());
-    }
-    let name = writer.name.clone();
-    let mut reader = RunReader::open(&run_path)?;
-    let (mut next_dup, mut index_in_file, mut marked) = (0usize, 0u64, 0u64);
-    loop {
-        rt.check_cancelled()?;
-        let mut batches = Vec::with_capacity(threads * 2);
-        while batches.len() < threads * 2 && reader.current().is_some() {
-            let (mut buf, mut offsets) = (Vec::with_capacity(BATCH_BYTES + (1 << 16)), Vec::new());
-            while let Some(raw) = reader.current() {
-                if buf.len() >= BATCH_BYTES {
-                    break;
-                }
-                offsets.push(buf.len() as u32);
-                let at = buf.len();
-                buf.extend_from_slice(raw);
-                let dup = dups.get(next_dup) == Some(&index_in_file);
-                next_dup += usize::from(dup);
-                marked += u64::from(dup);
-                index_in_file += 1;
-                let flag = u16::from_le_bytes([buf[at + 18], buf[at + 18 + 1]]);
-                let flag = if dup {
-                    flag | flags::DUPLICATE
-                } else {
-                    flag & !flags::DUPLICATE
-                };
-                buf[at + 18..at + 20].copy_from_slice(&flag.to_le_bytes());
-                reader.advance()?;
-            }
-            let end = buf.len();
-            batches.push(RecordBatch::from_parts(buf, offsets, end, 0));
-        }
-        if batches.is_empty() {
-            break;
-        }
-        let encoded: Vec<Result<EncodedRange, SortError>> = rt.install(|| {
-            batches
-                .par_iter()
-                .map(|b| encoder.encode(&mut Batch(b)))
-                .collect()
-        });
-        for e in encoded {
-            writer.write(e?).with_context(|| name.clone())?;
-        }
-    }
-    if index_in_file != seq {
-        anyhow::bail!(
-            "{}: {seq} records written, {index_in_file} read back",
-            run_path.display()
-        );
-    }
-    rt.check_cancelled()?;
-    let checksums = proof
-        .map(|p| p.check(encoder.written_sums(), out))
-        .transpose()?;
-    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    let (marked, checksums) = write_marked(&run_path, seq, dups, header, out, cram, rt, proof)?;
     Ok(Marked {
         stats,
         duplicate_records: marked,
         checksums,
     })
+}
+
+/// Pass 2: the sorted run read back, 0x400 set on `dups` (file indices, ascending) and cleared
+/// elsewhere, written as one stream (htslib's block cut, as `sortase markdup` writes), so the
+/// output equals `sortase markdup --no-PG` of the sorted records byte for byte. Returns the
+/// records marked and, with `proof`, the checked sums.
+#[allow(clippy::too_many_arguments)]
+fn write_marked(
+    run_path: &Path,
+    records: u64,
+    dups: &[u64],
+    header: &Header,
+    out: &ResolvedOutput,
+    cram: &sortase_exec::writer::CramOut,
+    rt: &Runtime,
+    proof: Option<&super::Proof<'_>>,
+) -> anyhow::Result<(u64, Option<sortase_exec::proof::Checksums>)> {
+    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+    let mut output = SortedOutput::open(
+        out.data.as_deref(),
+        index,
+        out.format,
+        header,
+        rt.threads(),
+        cram,
+    )?;
+    let mut tally = proof.map(|_| Tally::new(&super::Proof::options(), &Fault::from_env()));
+    let mut reader = RunReader::open(run_path)?;
+    let mut rec = RecordBuf::default();
+    let (mut next_dup, mut index_in_file, mut marked) = (0usize, 0u64, 0u64);
+    while let Some(raw) = reader.current() {
+        if index_in_file % (1 << 16) == 0 {
+            rt.check_cancelled()?;
+        }
+        let dup = dups.get(next_dup) == Some(&index_in_file);
+        next_dup += usize::from(dup);
+        marked += u64::from(dup);
+        index_in_file += 1;
+        let flag = RecordRef::new_unchecked(&raw[4..]).flag();
+        let want = if dup {
+            flag | flags::DUPLICATE
+        } else {
+            flag & !flags::DUPLICATE
+        };
+        let bytes = if want == flag {
+            raw
+        } else {
+            rec.copy_from(raw);
+            rec.set_flag(want);
+            rec.as_raw()
+        };
+        let bytes = match tally.as_mut() {
+            Some(t) => t.pass(bytes),
+            None => bytes,
+        };
+        output
+            .sink
+            .write(bytes)
+            .with_context(|| output.name.clone())?;
+        reader.advance()?;
+    }
+    if index_in_file != records {
+        anyhow::bail!(
+            "{}: {records} records written, {index_in_file} read back",
+            run_path.display()
+        );
+    }
+    rt.check_cancelled()?;
+    let checksums = proof
+        .map(|p| p.check(tally.map(|t| t.sums()), out))
+        .transpose()?;
+    output.finish()?;
+    Ok((marked, checksums))
 }
