@@ -478,15 +478,15 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
         plan = d.timed("plan", lambda: _plan(kind, job, cut, threads, max_memory, remote))
         try:
             try:
-                outputs = _stages(d, kind, plan)
+                outputs, assembled = _stages(d, plan)
             except Exception:
                 with _by_ranges(remote):
                     fallback = _sortase.task_fallback(plan)
                 if fallback is None:
                     raise
                 plan = fallback
-                outputs = _stages(d, kind, plan)
-            if kind in ("sort", "agd_sort", "merge", "markdup", "fq2bam"):
+                outputs, assembled = _stages(d, plan)
+            if assembled:
                 text = _assemble(d, plan, outputs, output, extras)
             else:
                 with _by_ranges(remote):  # an index's finish reads the input's header
@@ -558,55 +558,30 @@ def _plan(kind: str, job: Dict[str, Any], cut: Dict[str, Any], threads: int,
     return _sortase.task_plan(kind, text, cut_text, threads=threads, max_memory=max_memory)
 
 
-def _stages(d: _Driver, kind: str, plan: str) -> List[Any]:
-    if kind == "fq2bam":
-        # The align stage takes the split's chunks; the dedup stage the align outputs (the
-        # signatures); the map stage the align outputs (records) and the dedup outputs
-        # (duplicates); the reduce stage the align outputs (the header) and the map outputs
-        # (runs); the finish the align, dedup and reduce outputs.
-        splits = d.stage(plan, "split", [])
-        aligns = d.stage(plan, "align", splits)
-        loaded = [a["fq2bam"]["align"] for a in aligns]
+def _stages(d: _Driver, plan: str) -> Tuple[List[Any], bool]:
+    """Runs the plan's stages in the order the library gives (``task_stage_graph``: each stage's
+    tasks are planned from the outputs of the stages it takes); returns the outputs the finish
+    takes and whether the output is assembled from parts. Nothing here depends on the kind."""
+    graph = json.loads(_sortase.task_stage_graph(plan))
+    done: Dict[str, List[Any]] = {}
+    for stage in graph["stages"]:
+        taken = [o for name in stage["takes"] for o in done[name]]
+        done[stage["name"]] = d.stage(plan, stage["name"], taken)
+        _count_index_loads(d, done[stage["name"]])
+    return [o for name in graph["finish"] for o in done[name]], graph["assembled"]
+
+
+def _count_index_loads(d: _Driver, outputs: List[Any]) -> None:
+    """For the report: the align tasks of an fq2bam, the minimap2 index loads and the worker
+    processes that ran them (the index is loaded once per worker process, not per task)."""
+    loaded = [o["fq2bam"]["align"] for o in outputs
+              if isinstance(o, dict) and isinstance(o.get("fq2bam"), dict) and "align" in o["fq2bam"]]
+    if loaded:
         d.extra["index"] = {
             "align_tasks": len(loaded),
             "loads": sum(1 for a in loaded if a["index_loaded"]),
             "worker_processes": len({a["pid"] for a in loaded}),
         }
-        dedups = d.stage(plan, "dedup", aligns)
-        maps = d.stage(plan, "map", aligns + dedups)
-        reduces = d.stage(plan, "reduce", aligns + maps)
-        return aligns + dedups + reduces
-    if kind == "agd_markdup":
-        # The map stage reads the chunks; the reduce stage (and Picard's join) the map outputs;
-        # the write stage the map and reduce outputs; the finish all of them.
-        done: List[Any] = []
-        picard = json.loads(plan)["agd_markdup"]["picard"] is not None
-        for stage in ["map", "join", "reduce", "write"] if picard else ["map", "reduce", "write"]:
-            done += d.stage(plan, stage, done)
-        return done
-    if kind == "markdup" and "markdup_coordinate" in json.loads(plan):
-        # Picard's mode: the join stage pairs the ends whose mates are in other ranges; the
-        # reduce stage takes the map outputs (fragments, pairs) and the join outputs (pairs);
-        # the encode stage the map outputs (cuttings) and the reduce outputs (duplicates); the
-        # finish all but the counts (the metrics come from the maps, reduces and encodes).
-        counts = d.stage(plan, "count", [])
-        maps = d.stage(plan, "map", counts)
-        joins = d.stage(plan, "join", maps)
-        reduces = d.stage(plan, "reduce", maps + joins)
-        encodes = d.stage(plan, "encode", maps + reduces)
-        return maps + joins + reduces + encodes
-    if kind == "markdup":
-        # The encode stage takes the map outputs (the ranges' block cutting) and the reduce
-        # outputs (the duplicate groups); the finish all three.
-        counts = d.stage(plan, "count", [])
-        maps = d.stage(plan, "map", counts)
-        reduces = d.stage(plan, "reduce", maps)
-        encodes = d.stage(plan, "encode", maps + reduces)
-        return maps + reduces + encodes
-    outputs: List[Any] = []
-    for stage in (["count", "map", "reduce"] if kind in ("sort", "agd_sort") else ["tasks"]):
-        outputs = d.stage(plan, stage, outputs)
-    return outputs
 
 
 # ---------------------------------------------------------------- the finish of a sort or merge

@@ -147,6 +147,13 @@ fn task_commit(py: Python<'_>, layout: String) -> PyResult<String> {
     with_runtime(py, Some(1), None, move |_| tasks::commit_json(&layout))
 }
 
+/// The plan's stages, what each takes and what the finish takes (JSON: `{"stages": [{"name",
+/// "takes"}], "finish": [...]}`): a driver runs every kind from it.
+#[pyfunction]
+fn task_stage_graph(py: Python<'_>, plan: String) -> PyResult<String> {
+    with_runtime(py, Some(1), None, move |_| tasks::stage_graph_json(&plan))
+}
+
 /// The plan to run instead after a range task failed (`None`: the kind has none).
 #[pyfunction]
 fn task_fallback(py: Python<'_>, plan: String) -> PyResult<Option<String>> {
@@ -230,6 +237,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_layout, m)?)?;
     m.add_function(wrap_pyfunction!(task_place, m)?)?;
     m.add_function(wrap_pyfunction!(task_commit, m)?)?;
+    m.add_function(wrap_pyfunction!(task_stage_graph, m)?)?;
     m.add_function(wrap_pyfunction!(task_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(task_abort, m)?)?;
     m.add_function(wrap_pyfunction!(flagstat_text, m)?)?;

@@ -39,7 +39,8 @@ pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob};
 pub use plans::{
     abort_json, commit_json, fallback_json, finish_json, layout_json, layout_reads_json,
-    place_tasks_json, plan_json, stage_tasks_json, CutOptions, Plan,
+    place_tasks_json, plan_json, stage_graph_json, stage_tasks_json, CutOptions, Plan, StageGraph,
+    StageSpec,
 };
 pub use sort::{
     AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,

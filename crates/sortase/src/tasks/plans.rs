@@ -1,6 +1,7 @@
 //! Every job that has tasks behind one JSON face, for drivers that pass text between machines (the
 //! Dask driver of issue 18, `python/sortase/distributed.py`): [`plan_json`] plans a job,
-//! [`stage_tasks_json`] gives a stage's tasks from the outputs of the stage before, [`finish_json`]
+//! [`stage_graph_json`] names its stages and what each takes, [`stage_tasks_json`] gives a stage's
+//! tasks from the outputs of the stages before, [`finish_json`]
 //! writes the job's output from the last stage's outputs, [`fallback_json`] re-plans a range job
 //! whose task failed on a false record boundary, and [`abort_json`] removes a sort's work directory.
 //!
@@ -70,6 +71,30 @@ pub enum Plan {
     Fq2Bam(Box<Fq2BamPlan>),
     /// `sortase agd markdup` (three stages, four in Picard's mode).
     AgdMarkdup(Box<AgdMarkdupPlan>),
+}
+
+/// A stage as a table row: its name and the stages whose outputs it takes.
+type Stage = (&'static str, &'static [&'static str]);
+
+/// One stage of a plan ([`Plan::stage_graph`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageSpec {
+    /// The stage's name, as [`Plan::stage_tasks`] takes it.
+    pub name: String,
+    /// The earlier stages whose outputs its tasks are planned from, in the order to pass them.
+    pub takes: Vec<String>,
+}
+
+/// A plan's stages and what its finish takes ([`Plan::stage_graph`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageGraph {
+    /// The stages, in the order to run them.
+    pub stages: Vec<StageSpec>,
+    /// The stages whose outputs the finish (or the layout) takes.
+    pub finish: Vec<String>,
+    /// Whether the output is assembled from parts ([`Plan::layout`], then place tasks or a
+    /// multipart upload, then commit) rather than written by [`Plan::finish`].
+    pub assembled: bool,
 }
 
 /// How a job is cut: the fields every kind understands (missing ones take their defaults).
@@ -329,6 +354,77 @@ impl Plan {
         })
     }
 
+    /// The plan's stages in the order a driver runs them, each with the earlier stages whose
+    /// outputs its tasks are planned from, and the stages whose outputs the finish takes. A driver
+    /// runs any plan from this alone ([`stage_graph_json`]): it never matches on the kind.
+    pub fn stage_graph(&self) -> StageGraph {
+        const SORT: &[Stage] = &[("count", &[]), ("map", &["count"]), ("reduce", &["map"])];
+        const MARKDUP: &[Stage] = &[
+            ("count", &[]),
+            ("map", &["count"]),
+            ("reduce", &["map"]),
+            ("encode", &["map", "reduce"]),
+        ];
+        const PICARD: &[Stage] = &[
+            ("count", &[]),
+            ("map", &["count"]),
+            ("join", &["map"]),
+            ("reduce", &["map", "join"]),
+            ("encode", &["map", "reduce"]),
+        ];
+        const FQ2BAM: &[Stage] = &[
+            ("split", &[]),
+            ("align", &["split"]),
+            ("dedup", &["align"]),
+            ("map", &["align", "dedup"]),
+            ("reduce", &["align", "map"]),
+        ];
+        let (stages, finish): (&[Stage], &[&str]) = match self {
+            Plan::Sort(_) => (SORT, &["reduce"]),
+            Plan::Markdup(_) => (MARKDUP, &["map", "reduce", "encode"]),
+            Plan::MarkdupCoordinate(_) => (PICARD, &["map", "join", "reduce", "encode"]),
+            Plan::Fq2Bam(_) => (FQ2BAM, &["align", "dedup", "reduce"]),
+            // Each stage takes every earlier stage's outputs, and so does the finish.
+            Plan::AgdMarkdup(p) => {
+                let names = p.stages();
+                let stages = names
+                    .iter()
+                    .enumerate()
+                    .map(|(k, name)| StageSpec {
+                        name: name.to_string(),
+                        takes: names[..k].iter().map(|n| n.to_string()).collect(),
+                    })
+                    .collect();
+                let finish = names.iter().map(|n| n.to_string()).collect();
+                return StageGraph {
+                    stages,
+                    finish,
+                    assembled: false,
+                };
+            }
+            _ => (&[("tasks", &[])], &["tasks"]),
+        };
+        let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        StageGraph {
+            stages: stages
+                .iter()
+                .map(|(name, takes)| StageSpec {
+                    name: name.to_string(),
+                    takes: strings(takes),
+                })
+                .collect(),
+            finish: strings(finish),
+            assembled: matches!(
+                self,
+                Plan::Sort(_)
+                    | Plan::Merge { .. }
+                    | Plan::Markdup(_)
+                    | Plan::MarkdupCoordinate(_)
+                    | Plan::Fq2Bam(_)
+            ),
+        }
+    }
+
     /// Finishes the job from its last stage's outputs; the job's report as JSON.
     pub fn finish(&self, outputs: &[Value], rt: &Runtime) -> Result<String> {
         match self {
@@ -488,6 +584,12 @@ pub fn stage_tasks_json(
     let plan: Plan = parse("plan", plan_json)?;
     let outputs: Vec<Value> = parse("task outputs", outputs_json)?;
     to_json(&plan.stage_tasks(stage, &outputs, rt)?)
+}
+
+/// [`Plan::stage_graph`] of a plan given as JSON, as JSON.
+pub fn stage_graph_json(plan_json: &str) -> Result<String> {
+    let plan: Plan = parse("plan", plan_json)?;
+    to_json(&plan.stage_graph())
 }
 
 /// [`Plan::finish`] from JSON; the report as JSON.
