@@ -72,8 +72,8 @@ pub struct Fq2BamArgs {
 /// Runs `sortase fq2bam`.
 pub fn run(args: Fq2BamArgs) -> Result<()> {
     let threads = args.threads.count();
-    let memory = (args.memory.budget(threads)?)
-        .or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
+    let budget = args.memory.budget(threads)?;
+    let memory = budget.or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
     let rt = args.threads.runtime(memory)?;
     let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
     job.reads2 = args.reads2.clone();

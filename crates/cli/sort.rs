@@ -49,6 +49,16 @@ pub struct SortArgs {
     input: Option<String>,
 }
 
+impl SortArgs {
+    /// The order `-n`, `-N`, `-t` and `--template-coordinate` give.
+    fn order(&self) -> Result<sortase::Order> {
+        Ok(self
+            .order
+            .order()
+            .with_template_coordinate(self.template_coordinate)?)
+    }
+}
+
 /// Runs `sortase sort`.
 pub fn run(args: SortArgs) -> Result<()> {
     let rt = args.memory.runtime(&args.threads)?;
@@ -58,10 +68,7 @@ pub fn run(args: SortArgs) -> Result<()> {
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
         output: args.out.spec_for_pipe()?,
-        order: args
-            .order
-            .order()
-            .with_template_coordinate(args.template_coordinate)?,
+        order: args.order()?,
         temp_prefix: args.temp.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,
         program: args.pg.program(),
@@ -82,10 +89,7 @@ fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
     let input = args.input.clone().unwrap_or_else(|| "-".into());
     let job = VerifyJob {
         input: input.clone(),
-        order: args
-            .order
-            .order()
-            .with_template_coordinate(args.template_coordinate)?,
+        order: args.order()?,
         reference: args.out.spec()?.reference,
     };
     let report = job.run(rt)?;
