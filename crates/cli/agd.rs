@@ -48,7 +48,7 @@ pub struct ImportArgs {
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
     level: i32,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
@@ -140,7 +140,7 @@ pub struct ExportArgs {
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
     /// records written (samtools checksum -F 0 -P -C -M) and fail, removing the output, if they
     /// differ; -v prints them (SAM, BAM and CRAM output).
@@ -193,9 +193,7 @@ fn import(args: ImportArgs) -> Result<()> {
         for (group, bytes) in &report.group_bytes {
             eprintln!("[sortase agd import] {group:<8} {bytes:>12} bytes");
         }
-        if let Some(c) = &report.checksums {
-            eprint!("[sortase agd import] {}", c.to_text());
-        }
+        common::print_checksums("agd import", report.checksums.as_ref());
     }
     Ok(())
 }
@@ -215,8 +213,8 @@ fn export(args: ExportArgs) -> Result<()> {
         ..AgdExportJob::new(args.input, output)
     };
     let report = job.run(&rt)?;
-    if let Some(c) = report.checksums.as_ref().filter(|_| args.verbose) {
-        eprint!("[sortase agd export] {}", c.to_text());
+    if args.verbose {
+        common::print_checksums("agd export", report.checksums.as_ref());
     }
     Ok(())
 }

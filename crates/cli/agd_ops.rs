@@ -1,8 +1,9 @@
 //! `sortase agd sort|markdup|add-column|drop-column`: flags → [`sortase::AgdSortJob`],
 //! [`sortase::AgdMarkdupJob`], [`sortase::AgdAddColumnJob`], [`sortase::AgdDropColumnJob`].
 
+use crate::args::{Memory, NoPg, OrderFlags, Threads};
 use crate::common;
-use crate::markdup::Mode;
+use crate::markdup::MarkingArgs;
 use anyhow::Result;
 use sortase::agd::ColumnType;
 use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob};
@@ -15,17 +16,16 @@ pub struct SortArgs {
     #[arg(short = 'o', value_name = "DIR")]
     output: PathBuf,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: Threads,
     #[command(flatten)]
-    memory: common::Memory,
+    memory: Memory,
     /// Temporary runs go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [next to -o].
     #[arg(short = 'T', value_name = "PREFIX")]
     temp_prefix: Option<PathBuf>,
     #[command(flatten)]
-    order: common::OrderFlags,
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    no_pg: bool,
+    order: OrderFlags,
+    #[command(flatten)]
+    pg: NoPg,
     /// Most runs the final merge may open.
     #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
     max_fan_in: usize,
@@ -46,22 +46,15 @@ pub struct SortArgs {
 #[derive(clap::Args, Debug)]
 pub struct MarkdupArgs {
     #[command(flatten)]
-    threads: common::Threads,
-    /// Algorithm: auto (from @HD SO), query (samblaster) or coordinate (Picard).
-    #[arg(long = "mode", value_enum, default_value_t = Mode::Auto)]
-    mode: Mode,
+    threads: Threads,
     /// Temporary files go to PREFIX.sortase-PID-N.tmp/ [inside the dataset].
     #[arg(short = 'T', value_name = "PREFIX")]
     temp_prefix: Option<PathBuf>,
     /// zstd level of the duplicate group's files (1-22).
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
     level: i32,
-    /// samblaster's options (query-grouped input).
     #[command(flatten)]
-    query: crate::markdup_query::QueryArgs,
-    /// Picard's options (coordinate-sorted input).
-    #[command(flatten)]
-    coord: crate::markdup_coord::CoordArgs,
+    marking: MarkingArgs,
     /// The dataset directory.
     input: PathBuf,
 }
@@ -83,7 +76,7 @@ pub struct AddColumnArgs {
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
     level: i32,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: Threads,
     /// The dataset directory.
     input: PathBuf,
 }
@@ -100,9 +93,7 @@ pub struct DropColumnArgs {
 
 /// Runs `sortase agd sort`.
 pub fn sort(args: SortArgs) -> Result<()> {
-    let threads = args.threads.count();
-    let memory = args.memory.budget(threads)?;
-    let rt = common::runtime(Some(threads), memory)?;
+    let rt = args.memory.runtime(&args.threads)?;
     let job = AgdSortJob {
         input: args.input,
         output: args.output,
@@ -111,18 +102,13 @@ pub fn sort(args: SortArgs) -> Result<()> {
         max_fan_in: args.max_fan_in,
         chunk_size: args.chunk_size,
         zstd_level: args.level,
-        program: common::program(args.no_pg),
+        program: args.pg.program(),
         command_line: common::command_line(),
     };
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {
-        for p in &report.phases {
-            eprintln!(
-                "[sortase agd sort] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
-                p.name, p.seconds, p.cpu_percent
-            );
-        }
+        common::print_phases("agd sort", &report.phases);
         eprintln!(
             "[sortase agd sort] {} records ({} MiB uncompressed) into {} chunks; budget {} MiB; {} runs spilled, final merge of {} sources; {} temporary bytes",
             report.records,
@@ -139,25 +125,19 @@ pub fn sort(args: SortArgs) -> Result<()> {
 
 /// Runs `sortase agd markdup`.
 pub fn markdup(args: MarkdupArgs) -> Result<()> {
-    let threads = args.threads.count();
-    let memory = sortase::options::parse_size(&args.coord.max_memory, "--max-memory")?;
-    let rt = common::runtime(Some(threads), Some(memory))?;
+    let rt = args.marking.runtime(&args.threads)?;
     let job = AgdMarkdupJob {
         dataset: args.input,
-        mode: args.mode.into(),
+        mode: args.marking.mode.into(),
         temp_prefix: args.temp_prefix,
-        samblaster: args.query.options(),
-        picard: args.coord.options(None, common::command_line()),
+        samblaster: args.marking.query.options(),
+        picard: args.marking.coord.options(None, common::command_line()),
         zstd_level: args.level,
         command_line: common::command_line(),
     };
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
-    if !args.query.quiet {
-        for line in &report.summary {
-            eprintln!("{line}");
-        }
-    }
+    args.marking.print_summary(&report.summary);
     Ok(())
 }
 

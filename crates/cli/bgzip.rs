@@ -51,7 +51,7 @@ pub struct BgzipArgs {
     #[arg(short = 't', long = "test")]
     test: bool,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Input files [stdin].
     files: Vec<PathBuf>,
 }

@@ -1,6 +1,5 @@
 //! `sortase checksum`: samtools checksum's flags → [`sortase::ChecksumJob`] → samtools' text.
 
-use crate::common;
 use anyhow::Result;
 use sortase::view::parse_flags;
 use sortase::ChecksumJob;
@@ -70,7 +69,7 @@ pub struct ChecksumArgs {
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Input SAM/BAM/CRAM files [stdin].
     inputs: Vec<String>,
 }

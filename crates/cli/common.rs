@@ -1,11 +1,11 @@
-//! What every subcommand shares: the runtime it runs its job on (threads from `-@`, the memory
-//! budget, the cancellation flag that SIGINT/SIGTERM set), the progress bar on a terminal, the `@PG`
-//! command line, and the output flags samtools' commands have in common.
+//! What every subcommand shares: the runtime it runs its job on (threads, the memory budget, the
+//! cancellation flag that SIGINT/SIGTERM set), the progress bar on a terminal, the `@PG` command line
+//! and the printing of warnings, phases and checksums (the shared flags are in [`crate::args`]).
 
 use indicatif::{HumanCount, ProgressBar, ProgressState, ProgressStyle};
-use sortase::{CancelFlag, OutputSpec, Program, ProgressSink, Runtime};
+use sortase::proof::Checksums;
+use sortase::{CancelFlag, Phase, ProgressSink, Runtime};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -129,10 +129,9 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The runtime for a command: `threads` from `-@` (default all cores), `memory` bytes of budget
-/// (default samtools sort's 768 MiB per thread), the process's cancellation flag and progress bar.
-pub fn runtime(threads: Option<usize>, memory: Option<usize>) -> anyhow::Result<Runtime> {
-    let threads = threads.unwrap_or_else(default_threads).max(1);
+/// The runtime for a command: `threads` threads, `memory` bytes of budget (default samtools sort's
+/// 768 MiB per thread), the process's cancellation flag and progress bar.
+pub fn runtime(threads: usize, memory: Option<usize>) -> anyhow::Result<Runtime> {
     let mut b = Runtime::builder()
         .threads(threads)
         .cancel_flag(cancel_flag().clone());
@@ -150,11 +149,6 @@ pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-/// The `@PG` line of this run, or none with `--no-PG`.
-pub fn program(no_pg: bool) -> Option<Program> {
-    (!no_pg).then(|| Program::new(command_line()))
-}
-
 /// Prints a job's warnings as samtools prints its own.
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {
@@ -162,140 +156,19 @@ pub fn print_warnings(warnings: &[String]) {
     }
 }
 
-/// Whether standard output is a pipe (a FIFO: `cmd | next`, `>(next)`), not a file or terminal.
-pub fn stdout_is_pipe() -> bool {
-    // SAFETY: fstat writes into the zeroed struct it is given; fd 1 needs no ownership.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(1, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
-}
-
-/// What `sort` and `markdup` say in `--help` about their default level.
-pub const PIPE_LEVEL_HELP: &str = "Into a pipe (no -o, or -o -, and standard output a pipe) BAM is written uncompressed (level 0, as -u) unless -l, -u or --output-fmt-option level= says otherwise: the next command decompresses what this one would compress (dupblaster's default). Into a file or a terminal the default level stays samtools'. Give -l 6 (or any level) to compress into a pipe.";
-
-/// The uncompressed-into-a-pipe default of `sort` and `markdup` ([`PIPE_LEVEL_HELP`]): with BAM
-/// output to standard output, standard output a pipe and no level given, `spec` becomes
-/// uncompressed.
-pub fn uncompressed_into_pipe(spec: &mut OutputSpec) {
-    let to_stdout = spec
-        .path
-        .as_deref()
-        .is_none_or(|p| p == std::path::Path::new("-"));
-    let bam = spec
-        .format
-        .as_deref()
-        .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
-    if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
-        spec.uncompressed = true;
+/// Prints a job's phases on stderr, one `[sortase COMMAND] phase NAME  S s wall  C% CPU` line each.
+pub fn print_phases(command: &str, phases: &[Phase]) {
+    for p in phases {
+        eprintln!(
+            "[sortase {command}] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
+            p.name, p.seconds, p.cpu_percent
+        );
     }
 }
 
-/// `-@`, declared once for every command.
-#[derive(clap::Args, Debug, Clone, Copy)]
-pub struct Threads {
-    /// Threads in total [all cores].
-    #[arg(short = '@', long = "threads", value_name = "INT")]
-    pub threads: Option<usize>,
-}
-
-impl Threads {
-    /// The threads `-@` asks for (default all cores), at least 1.
-    pub fn count(&self) -> usize {
-        self.threads.unwrap_or_else(default_threads).max(1)
-    }
-
-    /// The runtime on these threads with `memory` bytes of budget ([`runtime`]).
-    pub fn runtime(&self, memory: Option<usize>) -> anyhow::Result<Runtime> {
-        runtime(self.threads, memory)
-    }
-}
-
-/// samtools sort's memory flags, declared once for `sort` and `agd sort`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Memory {
-    /// Memory per thread, with K/M/G suffix, as samtools [768M].
-    #[arg(short = 'm', value_name = "INT[KMG]")]
-    pub mem_per_thread: Option<String>,
-    /// Memory for all threads together (overrides -m).
-    #[arg(long = "max-memory", value_name = "INT[KMG]")]
-    pub max_memory: Option<String>,
-}
-
-impl Memory {
-    /// The budget for `threads` threads ([`crate::sort::memory_budget`]; `None`: the default).
-    pub fn budget(&self, threads: usize) -> anyhow::Result<Option<usize>> {
-        crate::sort::memory_budget(
-            threads,
-            self.mem_per_thread.as_deref(),
-            self.max_memory.as_deref(),
-        )
-    }
-}
-
-/// samtools sort's order flags, declared once for `sort` and `agd sort`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct OrderFlags {
-    /// Sort by read name (natural order, samtools -n).
-    #[arg(short = 'n')]
-    pub by_name: bool,
-    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
-    #[arg(short = 'N')]
-    pub by_name_lex: bool,
-    /// Sort by the value of TAG, then by position (or name with -n/-N).
-    #[arg(short = 't', value_name = "TAG")]
-    pub tag: Option<String>,
-}
-
-impl OrderFlags {
-    /// The order the flags give.
-    pub fn order(&self) -> sortase::Order {
-        sortase::Order::from_flags(self.by_name, self.by_name_lex, self.tag.as_deref())
-    }
-}
-
-/// samtools' output flags, declared once for every command that writes records.
-#[derive(clap::Args, Debug, Clone)]
-pub struct OutputArgs {
-    /// Write the final output to FILE [stdout].
-    #[arg(short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Output format: sam, bam or cram [bam, or from the -o extension].
-    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
-    pub output_fmt: Option<String>,
-    /// Compression level 0-9 with samtools' meaning.
-    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
-    pub level: Option<i32>,
-    /// Uncompressed BAM output.
-    #[arg(short = 'u')]
-    pub uncompressed: bool,
-    /// Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
-    /// `.crai`).
-    #[arg(long = "write-index")]
-    pub write_index: bool,
-    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
-    #[arg(long = "index-format", value_name = "bai|csi")]
-    pub index_format: Option<String>,
-    /// Reference FASTA (CRAM input or output).
-    #[arg(long = "reference", value_name = "FILE")]
-    pub reference: Option<PathBuf>,
-    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
-    /// embed_ref, no_ref, ... (repeatable).
-    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
-    pub output_fmt_option: Vec<String>,
-}
-
-impl OutputArgs {
-    /// The library's output spec.
-    pub fn spec(&self) -> sortase::Result<OutputSpec> {
-        OutputSpec {
-            path: self.output.clone(),
-            format: self.output_fmt.clone(),
-            level: self.level,
-            uncompressed: self.uncompressed,
-            write_index: self.write_index,
-            index_format: self.index_format.clone(),
-            reference: self.reference.clone(),
-            format_options: self.output_fmt_option.clone(),
-        }
-        .with_format_options()
+/// Prints the sums of `--checksums`, if the job made them, after `[sortase COMMAND]` on stderr.
+pub fn print_checksums(command: &str, checksums: Option<&Checksums>) {
+    if let Some(c) = checksums {
+        eprint!("[sortase {command}] {}", c.to_text());
     }
 }

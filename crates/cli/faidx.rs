@@ -1,6 +1,5 @@
 //! `sortase faidx`: samtools faidx's flags → [`sortase::FaidxJob`].
 
-use crate::common;
 use anyhow::Result;
 use sortase::FaidxJob;
 use std::path::PathBuf;
@@ -41,7 +40,7 @@ pub struct FaidxArgs {
     #[arg(long = "gzi-idx", value_name = "FILE")]
     gzi_idx: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// FASTA/FASTQ file, plain or bgzipped.
     input: PathBuf,
     /// Regions: NAME, NAME:BEG-END, {NAME}:BEG-END.

@@ -13,7 +13,7 @@ pub struct LocArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// FASTA/FASTQ file, plain or bgzipped.
     input: PathBuf,
 }
@@ -42,7 +42,7 @@ pub struct FetchArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Inflate every block read to its end and check its CRC32 (by default a block is inflated only up
     /// to the last byte wanted from it, about half the work; its CRC32 is then not checked).
     #[arg(long = "verify")]

@@ -2,7 +2,8 @@
 //! index) → `-v` report. minimap2's `-x PRESET` is `--preset` here: `-x` names the index, as in the
 //! issue's synopsis.
 
-use crate::common::{self, OutputArgs};
+use crate::args::{Memory, NoPg, OutputArgs, TempPrefix, Threads};
+use crate::common;
 use anyhow::Result;
 use sortase::{DuplicateMarking, Fq2BamJob, Fq2BamReport};
 use std::path::PathBuf;
@@ -20,6 +21,11 @@ pub enum Markdup {
 
 /// Arguments of `sortase fq2bam`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("mem_per_thread", |a| a.help(
+    "Memory per thread for the index, the read batches and the sort, with K/M/G suffix [768M per \
+     thread for the batches and the sort, plus the index's own size]"
+)))]
+#[command(mut_arg("no_pg", |a| a.help("Do not add sortase's @PG line (minimap2's is always written)")))]
 pub struct Fq2BamArgs {
     /// minimap2 index (.mmi) or reference FASTA.
     #[arg(short = 'x', long = "index", value_name = "REF.mmi|REF.fa")]
@@ -42,20 +48,13 @@ pub struct Fq2BamArgs {
     #[arg(long = "cs")]
     cs: bool,
     #[command(flatten)]
-    threads: common::Threads,
-    /// Memory per thread for the index, the read batches and the sort, with K/M/G suffix [768M per
-    /// thread for the batches and the sort, plus the index's own size].
-    #[arg(short = 'm', value_name = "INT[KMG]")]
-    mem_per_thread: Option<String>,
-    /// Memory for all threads together (overrides -m).
-    #[arg(long = "max-memory", value_name = "INT[KMG]")]
-    max_memory: Option<String>,
-    /// Temporary files go to PREFIX.sortase-PID-N.tmp/ [OUT.tmp or TMPDIR].
-    #[arg(short = 'T', value_name = "PREFIX")]
-    temp_prefix: Option<PathBuf>,
-    /// Do not add sortase's @PG line (minimap2's is always written).
-    #[arg(long = "no-PG")]
-    no_pg: bool,
+    threads: Threads,
+    #[command(flatten)]
+    memory: Memory,
+    #[command(flatten)]
+    temp: TempPrefix,
+    #[command(flatten)]
+    pg: NoPg,
     /// Prove that no read was lost or changed: sum the reads as samtools import makes them records
     /// and the primary records written (samtools checksum's defaults: the duplicate flag, mapping
     /// and mates outside the sums) and fail, removing the output, if they differ; -v prints them.
@@ -73,13 +72,9 @@ pub struct Fq2BamArgs {
 /// Runs `sortase fq2bam`.
 pub fn run(args: Fq2BamArgs) -> Result<()> {
     let threads = args.threads.count();
-    let memory = crate::sort::memory_budget(
-        threads,
-        args.mem_per_thread.as_deref(),
-        args.max_memory.as_deref(),
-    )?
-    .or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
-    let rt = common::runtime(Some(threads), memory)?;
+    let budget = args.memory.budget(threads)?;
+    let memory = budget.or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
+    let rt = args.threads.runtime(memory)?;
     let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
     job.reads2 = args.reads2.clone();
     job.preset = args.preset.clone();
@@ -91,8 +86,8 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     };
     job.md = args.md;
     job.cs = args.cs;
-    job.temp_prefix = args.temp_prefix.clone();
-    job.program = common::program(args.no_pg);
+    job.temp_prefix = args.temp.temp_prefix.clone();
+    job.program = args.pg.program();
     job.checksums = args.checksums;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
@@ -103,12 +98,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
 }
 
 fn print_report(r: &Fq2BamReport) {
-    for p in &r.phases {
-        eprintln!(
-            "[sortase fq2bam] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
-            p.name, p.seconds, p.cpu_percent
-        );
-    }
+    common::print_phases("fq2bam", &r.phases);
     eprintln!(
         "[sortase fq2bam] {} reads ({} templates, {} bases) in {} chunks -> {} records; {} duplicate templates ({} records); index {} MiB, budget {} MiB ({} MiB for records), {} runs spilled",
         r.reads,
@@ -123,7 +113,5 @@ fn print_report(r: &Fq2BamReport) {
         r.record_memory >> 20,
         r.runs_spilled
     );
-    if let Some(c) = &r.checksums {
-        eprint!("[sortase fq2bam] {}", c.to_text());
-    }
+    common::print_checksums("fq2bam", r.checksums.as_ref());
 }

@@ -134,7 +134,7 @@ pub fn with_examples(command: Command) -> Command {
                 a.help("Compression level 0-9 with samtools' meaning [0 into a pipe, as -u]")
                     .long_help(format!(
                         "Compression level 0-9 with samtools' meaning.\n\n{}",
-                        crate::common::PIPE_LEVEL_HELP
+                        crate::args::PIPE_LEVEL_HELP
                     ))
             })
         });

@@ -17,7 +17,7 @@ pub struct IndexArgs {
     #[arg(short = 'm', long = "min-shift", value_name = "INT")]
     min_shift: Option<u32>,
     #[command(flatten)]
-    threads: crate::common::Threads,
+    threads: crate::args::Threads,
     /// Index file name [in.bam.bai or in.bam.csi].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,

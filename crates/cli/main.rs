@@ -4,6 +4,7 @@
 
 mod agd;
 mod agd_ops;
+mod args;
 mod bgzip;
 mod checksum;
 mod common;
@@ -157,9 +158,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Parses the command line; `--version` also names the libraries compiled in, one `Using` line each
-/// as `samtools --version` names its htslib (`-V` prints the short form).
-/// `--version`: this version and the libraries compiled in, one `Using` line each, as samtools'.
+/// `--version`: this version and the libraries compiled in, one `Using` line each, as
+/// `samtools --version` names its htslib (`-V` prints the short form).
 fn long_version() -> &'static str {
     let mut long = env!("CARGO_PKG_VERSION").to_string();
     for c in sortase::versions::components() {

@@ -1,6 +1,7 @@
 //! `sortase merge`: samtools merge's flags → [`sortase::MergeJob`] → `-v` report.
 
-use crate::common::{self, OutputArgs};
+use crate::args::{NoPg, OutputArgs, Threads};
+use crate::common;
 use anyhow::{Context, Result};
 use sortase::{MergeJob, MergeMethod, MergeReport, Order};
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ pub struct MergeArgs {
     #[command(flatten)]
     out: OutputArgs,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: Threads,
     /// Compression level 1.
     #[arg(short = '1')]
     fast: bool,
@@ -46,9 +47,8 @@ pub struct MergeArgs {
     /// Use the header of FILE as the base of the output header.
     #[arg(short = 'h', value_name = "FILE")]
     header_file: Option<PathBuf>,
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    no_pg: bool,
+    #[command(flatten)]
+    pg: NoPg,
     /// Prove that no record was lost or changed: sum the records read (as translated into the
     /// output header) and written (samtools checksum -F 0 -P -C -M) and fail, removing the output,
     /// if they differ; -v prints them.
@@ -87,7 +87,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         seed: args.seed,
         header_file: args.header_file,
         force: args.force,
-        program: common::program(args.no_pg),
+        program: args.pg.program(),
         checksums: args.checksums,
     };
     let report = job.run(&args.threads.runtime(None)?)?;
@@ -119,7 +119,5 @@ fn print_report(r: &MergeReport) {
             }
         );
     }
-    if let Some(c) = &r.checksums {
-        eprint!("[sortase merge] {}", c.to_text());
-    }
+    common::print_checksums("merge", r.checksums.as_ref());
 }

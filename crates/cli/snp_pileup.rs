@@ -64,7 +64,7 @@ pub struct SnpPileupArgs {
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Compressed bytes per batch (for tests; default from input size and threads).
     #[arg(long = "batch-bytes", hide = true)]
     batch_bytes: Option<u64>,

@@ -1,13 +1,9 @@
 //! `sortase sort`: samtools sort's flags → [`sortase::SortJob`] → `-v` report.
 
-use crate::common::{self, OutputArgs};
+use crate::args::{Memory, NoPg, OrderFlags, OutputArgs, TempPrefix, Threads};
+use crate::common;
 use anyhow::{bail, Result};
-use sortase::options::parse_size;
 use sortase::{SortJob, SortReport, VerifyJob};
-use std::path::PathBuf;
-
-/// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
-const MIN_MEM_PER_THREAD: usize = 1 << 20;
 
 /// Arguments of `sortase sort` (samtools sort's flags and meanings).
 #[derive(clap::Args, Debug)]
@@ -15,14 +11,13 @@ pub struct SortArgs {
     #[command(flatten)]
     out: OutputArgs,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: Threads,
     #[command(flatten)]
-    memory: common::Memory,
-    /// Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp or TMPDIR].
-    #[arg(short = 'T', value_name = "PREFIX")]
-    temp_prefix: Option<PathBuf>,
+    memory: Memory,
     #[command(flatten)]
-    order: common::OrderFlags,
+    temp: TempPrefix,
+    #[command(flatten)]
+    order: OrderFlags,
     /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
     /// together, by its unclipped 5' ends; paired records need MC tags (samtools fixmate -m).
     #[arg(long = "template-coordinate")]
@@ -41,9 +36,8 @@ pub struct SortArgs {
     /// the htslib filter expression is true (repeatable; the last filter wins).
     #[arg(long = "input-fmt-option", value_name = "OPT=VAL")]
     input_fmt_option: Vec<String>,
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    no_pg: bool,
+    #[command(flatten)]
+    pg: NoPg,
     /// Most runs the final merge may open (background compaction keeps it so).
     #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
     max_fan_in: usize,
@@ -55,44 +49,29 @@ pub struct SortArgs {
     input: Option<String>,
 }
 
-/// The total memory budget from `-m` (per thread) or `--max-memory`, as samtools computes it.
-pub fn memory_budget(
-    threads: usize,
-    per_thread: Option<&str>,
-    total: Option<&str>,
-) -> Result<Option<usize>> {
-    if let Some(m) = per_thread {
-        if parse_size(m, "-m")? < MIN_MEM_PER_THREAD {
-            bail!("-m {m} per thread is below the 1M minimum; use e.g. -m 768M");
-        }
+impl SortArgs {
+    /// The order `-n`, `-N`, `-t` and `--template-coordinate` give.
+    fn order(&self) -> Result<sortase::Order> {
+        Ok(self
+            .order
+            .order()
+            .with_template_coordinate(self.template_coordinate)?)
     }
-    Ok(match (total, per_thread) {
-        (Some(t), _) => Some(parse_size(t, "--max-memory")?),
-        (None, Some(m)) => Some(parse_size(m, "-m")?.saturating_mul(threads)),
-        (None, None) => None,
-    })
 }
 
 /// Runs `sortase sort`.
 pub fn run(args: SortArgs) -> Result<()> {
-    let threads = args.threads.count();
-    let memory = args.memory.budget(threads)?;
-    let rt = common::runtime(Some(threads), memory)?;
+    let rt = args.memory.runtime(&args.threads)?;
     if args.verify {
         return verify(&args, &rt);
     }
-    let mut output = args.out.spec()?;
-    common::uncompressed_into_pipe(&mut output);
     let job = SortJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output,
-        order: args
-            .order
-            .order()
-            .with_template_coordinate(args.template_coordinate)?,
-        temp_prefix: args.temp_prefix.clone(),
+        output: args.out.spec_for_pipe()?,
+        order: args.order()?,
+        temp_prefix: args.temp.temp_prefix.clone(),
         max_fan_in: args.max_fan_in,
-        program: common::program(args.no_pg),
+        program: args.pg.program(),
         input_fmt_options: args.input_fmt_option.clone(),
         checksums: args.checksums,
     };
@@ -110,10 +89,7 @@ fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
     let input = args.input.clone().unwrap_or_else(|| "-".into());
     let job = VerifyJob {
         input: input.clone(),
-        order: args
-            .order
-            .order()
-            .with_template_coordinate(args.template_coordinate)?,
+        order: args.order()?,
         reference: args.out.spec()?.reference,
     };
     let report = job.run(rt)?;
@@ -139,12 +115,7 @@ fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
 }
 
 fn print_report(r: &SortReport) {
-    for p in &r.phases {
-        eprintln!(
-            "[sortase sort] phase {:<6} {:>8.2} s wall {:>5.0}% CPU",
-            p.name, p.seconds, p.cpu_percent
-        );
-    }
+    common::print_phases("sort", &r.phases);
     let amp = if r.spilled_bytes > 0 {
         r.temp_bytes as f64 / r.spilled_bytes as f64
     } else {
@@ -167,7 +138,5 @@ fn print_report(r: &SortReport) {
         "[sortase sort] spilling (sort + write runs) {:.2} s of the read phase; waited {:.2} s for compactions",
         r.spill_seconds, r.compaction_wait_seconds
     );
-    if let Some(c) = &r.checksums {
-        eprint!("[sortase sort] {}", c.to_text());
-    }
+    common::print_checksums("sort", r.checksums.as_ref());
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct FlagstatArgs {
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Output format: default, json or tsv.
     #[arg(
         short = 'O',
@@ -29,7 +29,7 @@ pub struct FlagstatArgs {
 #[derive(clap::Args, Debug)]
 pub struct IdxstatsArgs {
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Input BAM (CRAM) or AGD dataset directory.
     input: PathBuf,
 }
@@ -62,7 +62,7 @@ pub struct StatsArgs {
     #[arg(long = "plot", value_name = "FILE.html")]
     plot: Option<PathBuf>,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: crate::args::Threads,
     /// Reference FASTA (CRAM input).
     #[arg(long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,

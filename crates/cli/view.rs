@@ -3,6 +3,7 @@
 //! dataset directory. The filters themselves live in `sortase_ops::filter`; this file only names
 //! them.
 
+use crate::args::{NoPg, Threads};
 use crate::common;
 use anyhow::Result;
 use sortase::view::{parse_flags, FilterSpec};
@@ -45,7 +46,7 @@ pub struct ViewArgs {
     #[arg(short = 'M', long = "use-index")]
     multi_region: bool,
     #[command(flatten)]
-    threads: common::Threads,
+    threads: Threads,
     /// Only records in read group STR.
     #[arg(short = 'r', long = "read-group", value_name = "STR")]
     read_group: Option<String>,
@@ -56,9 +57,8 @@ pub struct ViewArgs {
     /// `.crai`).
     #[arg(long = "write-index")]
     write_index: bool,
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    no_pg: bool,
+    #[command(flatten)]
+    pg: NoPg,
     /// Reference FASTA (for CRAM).
     #[arg(short = 'T', long = "reference", value_name = "FILE")]
     reference: Option<PathBuf>,
@@ -166,7 +166,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
         },
         regions: args.regions,
         multi_region: args.multi_region,
-        program: common::program(args.no_pg),
+        program: args.pg.program(),
     };
     let rt = args.threads.runtime(None)?;
     let report = job.run(&rt)?;

@@ -1,0 +1,184 @@
+//! The argument groups that several commands flatten (`#[command(flatten)]`): each flag is declared
+//! once here, with its help, and each group has one conversion into the library's spec. A command
+//! whose copy of a flag says something more (markdup's `--write-index`, fq2bam's `-m`) keeps the
+//! group and changes that help with `#[command(mut_arg(...))]`.
+
+use anyhow::{bail, Result};
+use sortase::options::parse_size;
+use sortase::{OutputSpec, Program, Runtime};
+use std::path::{Path, PathBuf};
+
+/// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
+const MIN_MEM_PER_THREAD: usize = 1 << 20;
+
+/// What `sort` and `markdup` say in `--help` about their default level.
+pub const PIPE_LEVEL_HELP: &str = "Into a pipe (no -o, or -o -, and standard output a pipe) BAM is written uncompressed (level 0, as -u) unless -l, -u or --output-fmt-option level= says otherwise: the next command decompresses what this one would compress (dupblaster's default). Into a file or a terminal the default level stays samtools'. Give -l 6 (or any level) to compress into a pipe.";
+
+/// `-@`, declared once for every command.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Threads {
+    /// Threads in total [all cores].
+    #[arg(short = '@', long = "threads", value_name = "INT")]
+    pub threads: Option<usize>,
+}
+
+impl Threads {
+    /// The threads `-@` asks for (default all cores), at least 1.
+    pub fn count(&self) -> usize {
+        self.threads
+            .unwrap_or_else(crate::common::default_threads)
+            .max(1)
+    }
+
+    /// The runtime on these threads with `memory` bytes of budget ([`crate::common::runtime`]).
+    pub fn runtime(&self, memory: Option<usize>) -> Result<Runtime> {
+        crate::common::runtime(self.count(), memory)
+    }
+}
+
+/// samtools sort's memory flags, declared once for `sort`, `agd sort` and `fq2bam`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Memory {
+    /// Memory per thread, with K/M/G suffix, as samtools [768M].
+    #[arg(short = 'm', value_name = "INT[KMG]")]
+    pub mem_per_thread: Option<String>,
+    /// Memory for all threads together (overrides -m).
+    #[arg(long = "max-memory", value_name = "INT[KMG]")]
+    pub max_memory: Option<String>,
+}
+
+impl Memory {
+    /// The total budget for `threads` threads from `-m` (per thread) or `--max-memory`, as samtools
+    /// computes it (`None`: neither given, the runtime's default).
+    pub fn budget(&self, threads: usize) -> Result<Option<usize>> {
+        if let Some(m) = &self.mem_per_thread {
+            if parse_size(m, "-m")? < MIN_MEM_PER_THREAD {
+                bail!("-m {m} per thread is below the 1M minimum; use e.g. -m 768M");
+            }
+        }
+        Ok(match (&self.max_memory, &self.mem_per_thread) {
+            (Some(t), _) => Some(parse_size(t, "--max-memory")?),
+            (None, Some(m)) => Some(parse_size(m, "-m")?.saturating_mul(threads)),
+            (None, None) => None,
+        })
+    }
+
+    /// The runtime on `threads` with this budget.
+    pub fn runtime(&self, threads: &Threads) -> Result<Runtime> {
+        threads.runtime(self.budget(threads.count())?)
+    }
+}
+
+/// samtools sort's order flags, declared once for `sort` and `agd sort`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OrderFlags {
+    /// Sort by read name (natural order, samtools -n).
+    #[arg(short = 'n')]
+    pub by_name: bool,
+    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
+    #[arg(short = 'N')]
+    pub by_name_lex: bool,
+    /// Sort by the value of TAG, then by position (or name with -n/-N).
+    #[arg(short = 't', value_name = "TAG")]
+    pub tag: Option<String>,
+}
+
+impl OrderFlags {
+    /// The order the flags give.
+    pub fn order(&self) -> sortase::Order {
+        sortase::Order::from_flags(self.by_name, self.by_name_lex, self.tag.as_deref())
+    }
+}
+
+/// samtools' output flags, declared once for every command that writes records.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the final output to FILE [stdout].
+    #[arg(short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Output format: sam, bam or cram [bam, or from the -o extension].
+    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
+    pub output_fmt: Option<String>,
+    /// Compression level 0-9 with samtools' meaning.
+    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
+    pub level: Option<i32>,
+    /// Uncompressed BAM output.
+    #[arg(short = 'u')]
+    pub uncompressed: bool,
+    /// Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
+    /// `.crai`).
+    #[arg(long = "write-index")]
+    pub write_index: bool,
+    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
+    #[arg(long = "index-format", value_name = "bai|csi")]
+    pub index_format: Option<String>,
+    /// Reference FASTA (CRAM input or output).
+    #[arg(long = "reference", value_name = "FILE")]
+    pub reference: Option<PathBuf>,
+    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
+    /// embed_ref, no_ref, ... (repeatable).
+    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
+    pub output_fmt_option: Vec<String>,
+}
+
+impl OutputArgs {
+    /// The library's output spec.
+    pub fn spec(&self) -> sortase::Result<OutputSpec> {
+        OutputSpec {
+            path: self.output.clone(),
+            format: self.output_fmt.clone(),
+            level: self.level,
+            uncompressed: self.uncompressed,
+            write_index: self.write_index,
+            index_format: self.index_format.clone(),
+            reference: self.reference.clone(),
+            format_options: self.output_fmt_option.clone(),
+        }
+        .with_format_options()
+    }
+
+    /// The spec with `sort`'s and `markdup`'s default into a pipe ([`PIPE_LEVEL_HELP`]): BAM to
+    /// standard output, standard output a pipe and no level given is written uncompressed.
+    pub fn spec_for_pipe(&self) -> sortase::Result<OutputSpec> {
+        let mut spec = self.spec()?;
+        let to_stdout = spec.path.as_deref().is_none_or(|p| p == Path::new("-"));
+        let bam = spec
+            .format
+            .as_deref()
+            .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
+        if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
+            spec.uncompressed = true;
+        }
+        Ok(spec)
+    }
+}
+
+/// Whether standard output is a pipe (a FIFO: `cmd | next`, `>(next)`), not a file or terminal.
+fn stdout_is_pipe() -> bool {
+    // SAFETY: fstat writes into the zeroed struct it is given; fd 1 needs no ownership.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(1, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// `--no-PG`, declared once for every command that writes a header.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct NoPg {
+    /// Do not add a @PG line to the header.
+    #[arg(long = "no-PG")]
+    pub no_pg: bool,
+}
+
+impl NoPg {
+    /// The `@PG` line of this run, or none with `--no-PG`.
+    pub fn program(&self) -> Option<Program> {
+        (!self.no_pg).then(|| Program::new(crate::common::command_line()))
+    }
+}
+
+/// `-T PREFIX` of the commands that spill next to their output.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TempPrefix {
+    /// Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp or TMPDIR].
+    #[arg(short = 'T', value_name = "PREFIX")]
+    pub temp_prefix: Option<PathBuf>,
+}
