@@ -53,7 +53,6 @@ REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 from compare import RESULTS_MD, git_commit, human_bytes, machine_info  # noqa: E402
 
-DIST_PHASES = ("count", "map", "reduce")
 
 
 def sha256(path: str) -> str:
@@ -81,31 +80,62 @@ def workers_cpu(client) -> float:
     return sum(client.run(rusage_seconds).values())
 
 
+#: The jobs: what the distributed call and the single-process command are, and the index file
+#: each writes next to its output (markdup's distributed job writes none).
+JOBS = ("sort", "markdup-query", "markdup-coordinate", "fq2bam", "fq2bam-picard")
+
+
+def index_of(args, out: str):
+    return None if args.job.startswith("markdup") else out + ".csi"
+
+
 def run_distributed(client, args, out: str) -> dict:
     from sortase import distributed
 
     subprocess.run(["sync"], check=True)
     cpu0 = workers_cpu(client) + rusage_seconds()
     start = time.perf_counter()
-    report = distributed.sort(args.input, out, client=client, write_index=True, no_pg=True,
-                              task_memory=args.task_memory, progress=False)
+    common = dict(client=client, no_pg=True, task_memory=args.task_memory, progress=False)
+    if args.job == "sort":
+        report = distributed.sort(args.input, out, write_index=True, **common)
+    elif args.job.startswith("markdup"):
+        report = distributed.markdup(args.input, out, mode=args.job.split("-")[1], **common)
+    else:
+        report = distributed.fq2bam(args.index, *args.reads, out, write_index=True,
+                                    threads=args.threads,
+                                    markdup="picard" if args.job == "fq2bam-picard" else "samblaster",
+                                    **common)
     wall = time.perf_counter() - start
     cpu = workers_cpu(client) + rusage_seconds() - cpu0
+    idx = index_of(args, out)
     return {"wall": wall, "cpu": cpu, "report": report,
-            "sha": [sha256(out), sha256(out + ".csi")], "out_bytes": os.path.getsize(out)}
+            "sha": [sha256(out)] + ([sha256(idx)] if idx else []), "out_bytes": os.path.getsize(out)}
+
+
+def single_command(args, out: str, scratch: str) -> list:
+    temp = ["-T", os.path.join(scratch, "single-tmp")]
+    if args.job == "sort":
+        return [args.sortase, "sort", f"-@{args.threads}", "--no-PG", "--write-index", *temp,
+                "-o", out, args.input]
+    if args.job.startswith("markdup"):
+        return [args.sortase, "markdup", "--mode", args.job.split("-")[1], f"-@{args.threads}",
+                "--no-PG", *temp, "-o", out, args.input]
+    marking = "picard" if args.job == "fq2bam-picard" else "samblaster"
+    return [args.sortase, "fq2bam", f"-@{args.threads}", "-x", args.index, "--markdup", marking,
+            "--write-index", "--no-PG", *temp, "-o", out, *args.reads]
 
 
 def run_single(args, out: str, scratch: str) -> dict:
     subprocess.run(["sync"], check=True)
     timing = os.path.join(scratch, "time.txt")
-    cmd = [args.sortase, "sort", f"-@{args.threads}", "--no-PG", "--write-index",
-           "-T", os.path.join(scratch, "single-tmp"), "-o", out, args.input]
+    cmd = single_command(args, out, scratch)
     start = time.perf_counter()
     subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", timing, *cmd], check=True)
     wall = time.perf_counter() - start
     user, sys_, rss = open(timing).read().split()[-3:]
+    idx = index_of(args, out)
     return {"wall": wall, "cpu": float(user) + float(sys_), "rss_mib": int(rss) / 1024,
-            "sha": [sha256(out), sha256(out + ".csi")], "cmd": " ".join(cmd)}
+            "sha": [sha256(out)] + ([sha256(idx)] if idx else []), "cmd": " ".join(cmd)}
 
 
 def phase_medians(runs: list) -> list:
@@ -120,8 +150,20 @@ def phase_medians(runs: list) -> list:
     return table
 
 
+def is_distributed(p: dict) -> bool:
+    """A phase of tasks on the workers (the rest, plan, layout, commit, ..., run on the driver)."""
+    return p.get("tasks", 0) > 0
+
+
 def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
-    """Projected wall seconds per machine count, and what bounds each phase."""
+    """Projected wall seconds per machine count, and what bounds each phase.
+
+    Assumptions (each named in the report): every figure scales linearly with the input (CPU
+    seconds, bytes, the number of tasks at --model-task-memory); a task phase takes
+    max(CPU / usable cores, bytes / (machines x NIC), bytes / storage) + scheduler time per task
+    + one task (its last wave); a driver phase takes its measured CPU and its measured bytes
+    over one NIC (the finish's layout reads the parts' sidecars and writes the index: no part's
+    bytes pass through the driver since the parallel finish)."""
     k = args.model_gb * 1e9 / input_bytes
     node_bw = args.node_gbit * 1e9 / 8
     storage_bw = args.storage_gbs * 1e9
@@ -130,11 +172,10 @@ def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
     for n in [1] + args.machines:
         total, parts = 0.0, []
         for p in phases:
-            name = p["name"]
-            if name in DIST_PHASES:
+            moved = k * (p.get("bytes_read", 0) + p.get("bytes_written", 0))
+            if is_distributed(p):
                 tasks = max(1, math.ceil(p["tasks"] * task_scale))
                 cpu = k * p.get("task_cpu_seconds", p.get("task_seconds", 0))
-                moved = k * (p.get("bytes_read", 0) + p.get("bytes_written", 0))
                 terms = {
                     "CPU": cpu / min(n * args.cores, tasks),
                     "NIC": moved / (n * node_bw),
@@ -142,56 +183,52 @@ def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
                 }
                 bound = max(terms, key=terms.get)
                 t = terms[bound] + tasks * args.sched_ms / 1e3 + cpu / tasks
-            elif name in ("plan", "finish"):
+            else:
                 cpu = k * p.get("cpu_seconds", p["seconds"])
-                moved = 2 * k * out_bytes if name == "finish" else 0
                 terms = {"driver CPU": cpu, "driver NIC": moved / node_bw,
                          "storage": moved / storage_bw}
                 bound = max(terms, key=terms.get)
                 t = terms[bound]
-            else:
-                continue
+                bound = f"driver: {bound}"
             total += t
-            parts.append((name, t, bound))
+            parts.append((p["name"], t, bound))
         rows.append((n, total, parts))
     return rows, k
 
 
 def reading(rows: list, phases: list, input_bytes: int, args) -> str:
     """The model's conclusions in words, from its numbers."""
-    node_bw = args.node_gbit * 1e9 / 8
-    storage_at = args.storage_gbs * 1e9 / node_bw
-    serial = {n: sum(t for name, t, _ in parts if name in ("plan", "finish")) for n, _, parts in rows}
-    totals = {n: total for n, total, _ in rows}
+    driver = {p["name"] for p in phases if not is_distributed(p)}
+    last, total, parts = rows[-1]
     base = rows[0][1]
-    cpu = sum(p.get("task_cpu_seconds", 0) for p in phases if p["name"] in DIST_PHASES)
+    worst = max((x for x in parts if x[0] in driver), key=lambda x: x[1], default=None)
+    cpu = sum(p.get("task_cpu_seconds", 0) for p in phases if is_distributed(p))
     moved = sum(p.get("bytes_read", 0) + p.get("bytes_written", 0)
-                for p in phases if p["name"] in DIST_PHASES)
-    last = rows[-1][0]
-    return (
-        "Reading: the stages are barriers, so the projection is their sum. The tasks move "
-        f"{moved / input_bytes:.1f}x the input through shared storage and burn "
-        f"{cpu / (input_bytes / 1e9):.0f} CPU s per input GB: on {args.cores}-core machines with "
-        f"{args.node_gbit:g} Gb/s each, the count/map/reduce stages are bound by the machines' "
-        "NICs, not their cores, and shrink with machines until their NICs together reach the "
-        f"storage's {args.storage_gbs:g} GB/s at about {storage_at:.0f} machines: SHARED STORAGE "
-        "BANDWIDTH saturates first. The driver's serial steps (plan, and the finish that reads "
-        "every part and writes the output on one machine) do not shrink at all: "
-        f"{serial[last]:.0f} s, {serial[last] / totals[last]:.0%} of the projected wall on {last} "
-        f"machines, which caps the speedup near {base / serial[last]:.1f}x over one machine "
-        "(Amdahl). Persona, the issue's reference, scaled linearly to 32 nodes; this projection "
-        f"gives {base / totals.get(32, totals[last]):.1f}x on 32: the shared-storage bound and the "
-        "single-node finish are what stand between the two. Both have known remedies: fewer "
-        "bytes moved (the count pass reads the input once more than a one-machine sort; runs "
-        "could be compressed harder) and a finish that does not funnel the output through one "
-        "node (each part's size is known before the finish, so parts can be written in place "
-        "at their offsets or concatenated by the store, e.g. an S3 multipart copy)."
-    )
+                for p in phases if is_distributed(p))
+    text = (f"Reading: the stages are barriers, so the projection is their sum. The tasks move "
+            f"{moved / input_bytes:.1f}x the input through shared storage and burn "
+            f"{cpu / (input_bytes / 1e9):.0f} CPU s per input GB. On {last} machines the "
+            f"projection is {total:.0f} s, {base / total:.1f}x one machine.")
+    if worst is not None:
+        share = worst[1] / total
+        text += (f" The largest single-node phase is `{worst[0]}` ({worst[1]:.1f} s, "
+                 f"{share:.1%} of the wall on {last} machines; goal: at most 10%: "
+                 f"{'met' if share <= 0.10 else 'NOT met'}).")
+    return text
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", default="/work/bench-data/small.bam", help="the BAM to sort [%(default)s]")
+    ap.add_argument("--job", choices=JOBS, default="sort",
+                    help="the job: sort (aligner-order input), markdup-query (query-grouped "
+                    "input), markdup-coordinate (coordinate-sorted input), fq2bam and "
+                    "fq2bam-picard (--index and --reads) [%(default)s]")
+    ap.add_argument("--input", default="/work/bench-data/small.bam", help="the BAM [%(default)s]")
+    ap.add_argument("--index", default="/work/bench-data/ref.sr.mmi",
+                    help="fq2bam: minimap2 index [%(default)s]")
+    ap.add_argument("--reads", nargs=2, default=["/work/bench-data/work-small/R1.fq",
+                                                  "/work/bench-data/work-small/R2.fq"],
+                    help="fq2bam: R1 and R2 [%(default)s]")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds [%(default)s]")
     ap.add_argument("--task-memory", default="128M",
                     help="distributed map task memory: sets the number of map tasks [%(default)s]")
@@ -215,6 +252,9 @@ def main() -> int:
                    help="map task memory at the projected size [%(default)s]")
     args = ap.parse_args()
     args.input = os.path.abspath(args.input)
+    if args.job.startswith("fq2bam"):
+        args.index, args.reads = os.path.abspath(args.index), [os.path.abspath(r) for r in args.reads]
+        args.input = args.reads[0]
 
     from dask.distributed import Client, LocalCluster
 
@@ -226,7 +266,8 @@ def main() -> int:
                                dashboard_address=":0")
         client = Client(cluster)
         startup = time.perf_counter() - t0
-        subprocess.run(f"cat {args.input} > /dev/null", shell=True, check=True)
+        warm = [args.index, *args.reads] if args.job.startswith("fq2bam") else [args.input]
+        subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "cat", *warm], check=True)
         load_before = os.getloadavg()
         started = datetime.datetime.now(datetime.timezone.utc)
         dist_runs, single_runs = [], []
@@ -242,8 +283,9 @@ def main() -> int:
                     single_runs.append(res)
                 print(f"round {r + 1} {variant}: wall {res['wall']:.2f} s, cpu {res['cpu']:.2f} s",
                       file=sys.stderr)
-                for f in (out, out + ".csi"):
-                    os.remove(f)
+                for f in (out, index_of(args, out)):
+                    if f:
+                        os.remove(f)
             if dist_runs[-1]["sha"] != single_runs[-1]["sha"]:
                 print("outputs DIFFER", dist_runs[-1]["sha"], single_runs[-1]["sha"], file=sys.stderr)
                 return 3
@@ -257,7 +299,8 @@ def main() -> int:
     d_wall, s_wall = med(dist_runs, "wall"), med(single_runs, "wall")
     d_cpu, s_cpu = med(dist_runs, "cpu"), med(single_runs, "cpu")
     phases = phase_medians(dist_runs)
-    input_bytes = os.path.getsize(args.input)
+    inputs = args.reads if args.job.startswith("fq2bam") else [args.input]
+    input_bytes = sum(os.path.getsize(f) for f in inputs)
     out_bytes = dist_runs[0]["out_bytes"]
     records = dist_runs[0]["report"].get("records")
     moved = statistics.median(r["report"]["distributed"]["bytes_moved"] for r in dist_runs)
@@ -267,17 +310,18 @@ def main() -> int:
           f"ratio {d_wall / s_wall:.2f}x", file=sys.stderr)
     mi = machine_info()
     lines = [
-        "", f"## dask-overhead -- {os.path.basename(args.input)} -- "
+        "", f"## dask-overhead {args.job} -- {os.path.basename(args.input)} -- "
         f"{started.strftime('%Y-%m-%d %H:%M UTC')}", "",
-        "- What: distributed sort (`sortase.distributed.sort`, coordinate order, `--write-index`, "
-        f"`--no-PG`, task memory {args.task_memory}) on a standing LocalCluster({args.threads} "
-        "worker processes x 1 thread) vs single-process "
-        f"`sortase sort -@{args.threads}` with the same options (issue 18: within 1.3x). "
-        "Outputs and CSI byte-identical (SHA-256) in every round.",
+        f"- What: distributed {args.job} (`sortase.distributed`, `--no-PG`, task memory "
+        f"{args.task_memory}) on a standing LocalCluster({args.threads} worker processes x 1 "
+        "thread) vs the single-process command below with the same options (goal: within "
+        "1.3x). Outputs (and indexes) byte-identical (SHA-256) in every round."
+        + (f" fq2bam's tasks run {args.threads} threads each, as minimap2's `-t` in the "
+           "header must equal the single run's `-@`." if args.job.startswith("fq2bam") else ""),
         f"- Commit: {git_commit()}; script: `bench/dask_overhead.py`",
         f"- Machine: {mi['nproc']} CPUs ({mi['cpu']}), {mi['ram']} RAM, Linux {mi['kernel']}; "
         f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}",
-        f"- Data: `{args.input}`, {input_bytes:,} bytes ({human_bytes(input_bytes)})"
+        f"- Data: {', '.join(f'`{f}`' for f in inputs)}, {input_bytes:,} bytes ({human_bytes(input_bytes)})"
         + (f", {records:,} records" if records else ""),
         f"- {args.rounds} alternating rounds (distributed/single, then single/distributed); "
         f"warm page cache; cluster start-up {startup:.1f} s (not charged)",
@@ -286,14 +330,15 @@ def main() -> int:
         "| variant | runs | wall median (s) | wall min-max (s) | user+sys median (s) | ratio vs single |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for label, runs in (("single `sortase sort`", single_runs), ("distributed (Dask)", dist_runs)):
+    for label, runs in ((f"single `sortase {args.job.split('-')[0]}`", single_runs),
+                        ("distributed (Dask)", dist_runs)):
         walls = [r["wall"] for r in runs]
         lines.append(f"| {label} | {len(runs)} | {med(runs, 'wall'):.3f} | {min(walls):.3f}-"
                      f"{max(walls):.3f} | {med(runs, 'cpu'):.2f} | "
                      f"{med(runs, 'wall') / s_wall:.2f}x |")
     lines += [
         "",
-        "Per phase of the distributed sort (medians; task CPU = the worker processes' user+sys "
+        f"Per phase of the distributed {args.job} (medians; task CPU = the worker processes' user+sys "
         "during each task; driver phases: the driver process's):",
         "",
         "| phase | wall (s) | tasks | task wall sum (s) | CPU (s) | bytes read | bytes written |",
@@ -308,20 +353,21 @@ def main() -> int:
     lines += [
         "",
         f"Bytes moved by tasks (read + written, shared storage): {human_bytes(int(moved))} "
-        f"({moved / input_bytes:.1f}x the input); the finish reads the parts and writes "
-        f"{human_bytes(out_bytes)} of output on the driver.",
+        f"({moved / input_bytes:.1f}x the input); output {human_bytes(out_bytes)}, written in "
+        "place by the finish's tasks (the driver writes only the index).",
         "",
-        f"MODEL (a {args.model_gb:g} GB BAM, {k:.0f}x this input; {args.cores} cores per machine; "
+        f"MODEL (a {args.model_gb:g} GB input, {k:.0f}x this input; {args.cores} cores per machine; "
         f"{args.node_gbit:g} Gb/s NIC per machine; shared storage {args.storage_gbs:g} GB/s "
         f"aggregate; {args.sched_ms:g} ms scheduler time per task; map tasks of "
-        f"{args.model_task_memory}; per-phase CPU and bytes scaled linearly from the table above):",
+        f"{args.model_task_memory}; per-phase CPU, bytes and tasks scaled linearly from the "
+        "table above; a driver phase's measured CPU and bytes on one machine; see `model`):",
         "",
         "| machines | projected wall | speedup vs 1 | efficiency | phases (s, bound) |",
         "|---:|---:|---:|---:|---|",
     ]
     base = rows[0][1]
     for n, total, parts in rows:
-        detail = "; ".join(f"{name} {t:.0f} ({bound})" for name, t, bound in parts)
+        detail = "; ".join(f"{name} {t:.1f} ({bound})" for name, t, bound in parts)
         lines.append(f"| {n} | {total:.0f} s | {base / total:.1f}x | {base / total / n:.0%} | {detail} |")
     lines += ["", reading(rows, phases, input_bytes, args), ""]
     if max(load_before[0], load_after[0]) >= 1.0:
