@@ -28,6 +28,7 @@
 //! such record, which may lie some ranges later. The finish is the sort's parallel finish
 //! ([`crate::tasks::assemble`]): header blocks at the job's level, the parts, the EOF block.
 
+use super::pmarkdup::PicardPlan;
 use super::{assemble, AnyTask, ByteRange, Layout, TaskError};
 use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
@@ -126,17 +127,48 @@ impl MarkdupTask {
 
 // ------------------------------------------------------------------------------------- planning
 
-impl MarkdupJob {
+/// Planning a [`MarkdupJob`] as tasks: a trait, as the job lives in crates/markdup and its tasks
+/// here (`use sortase::tasks::MarkdupTasks` for the methods).
+pub trait MarkdupTasks {
     /// Plans the job as tasks (query-grouped BAM input to a BAM file; see the module
     /// documentation): `task_memory` bounds a map task's range and a reduce task's partition.
     /// Creates the work directory ([`MarkdupPlan::abort`] or the commit removes it).
-    pub fn plan_tasks(
+    fn plan_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<MarkdupPlan>;
+
+    /// Plans the job as tasks on coordinate-sorted BAM input (Picard's mode; see
+    /// [`super::pmarkdup`]): `task_memory` bounds a map task's range and a join or reduce task's
+    /// partition; `reduce_tasks` asks for at least that many partitions. Creates the work
+    /// directory ([`PicardPlan::abort`] or the commit removes it).
+    fn plan_coordinate_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<PicardPlan>;
+}
+
+impl MarkdupTasks for MarkdupJob {
+    fn plan_tasks(
         &self,
         rt: &Runtime,
         task_memory: usize,
         reduce_tasks: Option<usize>,
     ) -> Result<MarkdupPlan> {
         plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
+    }
+
+    fn plan_coordinate_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<PicardPlan> {
+        super::pmarkdup::plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
     }
 }
 
