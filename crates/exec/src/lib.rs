@@ -10,7 +10,9 @@
 //! part files ([`parts`]) with their serialised forms ([`wire`]), which [`assemble`] lays out into
 //! the output; [`proof`] sums the records read and written (`--checksums`). [`stream`] holds the
 //! byte streams of the bgzip, faidx, loc and fetch jobs (cancellable readers and writers, small
-//! files written through a temporary name, `.gzi` files, FASTA errors as kinds).
+//! files written through a temporary name, `.gzi` files, FASTA errors as kinds). [`task`] is the
+//! task protocol's trait ([`task::Task`]: kind, run, byte spans read, files written), so that the
+//! crates above implement it for their tasks; the registry of kinds is the facade's.
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
@@ -29,6 +31,7 @@ pub mod proof;
 pub mod range_output;
 pub mod runtime;
 pub mod stream;
+pub mod task;
 pub mod wire;
 pub mod writer;
 
