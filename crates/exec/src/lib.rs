@@ -3,7 +3,8 @@
 //! the temporary directory, a cancellation flag and a progress sink), the library's [`Error`],
 //! private temporary files renamed into place on success ([`files`]), the source every job reads
 //! records from (any alignment input opened as one stream of batches, [`input`], or cut into byte
-//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`]) and the
+//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`], after
+//! [`probe`] has looked at it) and the
 //! sink it writes them to: the output options ([`OutputSpec`]), their resolution as samtools does it
 //! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
 //! output made range by range on many threads, [`range_output`]. Range tasks write their ranges into
@@ -26,6 +27,7 @@ pub mod memory;
 pub mod options;
 pub mod output;
 pub mod parts;
+pub mod probe;
 pub mod progress;
 pub mod proof;
 pub mod range_output;

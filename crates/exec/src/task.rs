@@ -223,6 +223,55 @@ pub struct TaskIo {
     pub writes: Vec<PathBuf>,
 }
 
+/// A planned byte range of the input: the records whose first byte's virtual offset is in
+/// `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByteRange {
+    /// Virtual offset of its first record.
+    pub start: u64,
+    /// Virtual offset of the next range's first record (`None`: the end of the file).
+    pub end: Option<u64>,
+}
+
+impl ByteRange {
+    /// The planner's ranges (`sortase_index::range::plan_ranges`; an end of `u64::MAX` is the end of
+    /// the file) as the tasks carry them.
+    pub fn from_planned(ranges: &[sortase_index::range::RecordRange]) -> Vec<ByteRange> {
+        ranges
+            .iter()
+            .map(|r| ByteRange {
+                start: r.start,
+                end: (r.end != u64::MAX).then_some(r.end),
+            })
+            .collect()
+    }
+}
+
+/// An error a task reports as data instead of failing (a sort's count task, for one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskError {
+    /// The error's kind.
+    pub kind: ErrorKind,
+    /// The message.
+    pub message: String,
+}
+
+impl From<&Error> for TaskError {
+    fn from(e: &Error) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl TaskError {
+    /// The error again.
+    pub fn to_error(&self) -> Error {
+        Error::new(self.kind, self.message.clone())
+    }
+}
+
 /// Where a BAM's header ends in `prefix`, the file's first bytes: the compressed offset of the end
 /// of the BGZF block holding the header's last byte (`Ok(None)`: the prefix ends first, give more
 /// bytes). For a driver that fetches a remote BAM's header and nothing more. With `whole` the

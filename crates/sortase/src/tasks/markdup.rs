@@ -197,7 +197,7 @@ pub(super) fn plan_common(
         bail_argument!("markdup tasks read a BAM file, not standard input");
     }
     let format =
-        super::sort::plan::input_format(Path::new(&job.input)).context(job.input.clone())?;
+        sortase_exec::probe::input_format(Path::new(&job.input)).context(job.input.clone())?;
     if format != "BAM" {
         bail_argument!(
             "{}: markdup tasks read BAM only, this is {format}; convert it with `sortase view -b`",
@@ -234,9 +234,9 @@ pub(super) fn plan_common(
         bail_argument!("markdup tasks write BAM only (the output's format is SAM or CRAM)");
     }
     let (input, file_len) =
-        super::sort::plan::input_path_and_len(&job.input).context(job.input.clone())?;
+        sortase_exec::probe::input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate =
-        super::sort::plan::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
+        sortase_exec::probe::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task streams its range; it holds a signature entry and a length per group and
     // record, a small share of the records: ranges of task_memory record bytes.
     let wanted = estimate.div_ceil(task_memory as u64);
