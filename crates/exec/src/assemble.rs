@@ -18,6 +18,7 @@ use crate::parts::remove_work_dir;
 use crate::parts::PartIndex;
 use crate::range_output::{header_blocks, BamLayout};
 use crate::runtime::Runtime;
+use crate::task::{Span, Task};
 use crate::wire::hex;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -400,6 +401,35 @@ impl PlaceTask {
             parts: self.parts,
             copied,
         })
+    }
+}
+
+impl Task for PlaceTask {
+    const KIND: &'static str = "place";
+    type Output = PlaceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<PlaceOutput> {
+        PlaceTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(self
+            .copies
+            .iter()
+            .map(|c| Span::ranges(&c.path, vec![(0, c.bytes)]))
+            .collect())
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.target.clone()]
+    }
+
+    /// The part files it copies, and those bytes plus the header's or the EOF block's written at
+    /// their offsets (not the whole output, which every place task shares).
+    fn local_bytes(&self) -> (u64, u64) {
+        let copied: u64 = self.copies.iter().map(|c| c.bytes).sum();
+        let inline: u64 = self.inline.iter().map(|b| b.bytes.len() as u64).sum();
+        (copied, copied + inline)
     }
 }
 

@@ -3,7 +3,8 @@
 //! the temporary directory, a cancellation flag and a progress sink), the library's [`Error`],
 //! private temporary files renamed into place on success ([`files`]), the source every job reads
 //! records from (any alignment input opened as one stream of batches, [`input`], or cut into byte
-//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`]) and the
+//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`], after
+//! [`probe`] has looked at it) and the
 //! sink it writes them to: the output options ([`OutputSpec`]), their resolution as samtools does it
 //! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
 //! output made range by range on many threads, [`range_output`]. Range tasks write their ranges into
@@ -12,7 +13,9 @@
 //! frame of a job that sorts out of core (the sorter's share of the memory pool, its temporary
 //! runs, its final phase). [`stream`] holds the byte streams of the bgzip, faidx, loc and fetch
 //! jobs (cancellable readers and writers, small files written through a temporary name, `.gzi`
-//! files, FASTA errors as kinds).
+//! files, FASTA errors as kinds). [`task`] is the task protocol's trait ([`task::Task`]: kind,
+//! run, byte spans read, files written), so that the crates above implement it for their tasks;
+//! the registry of kinds is the facade's.
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
@@ -26,12 +29,14 @@ pub mod memory;
 pub mod options;
 pub mod output;
 pub mod parts;
+pub mod probe;
 pub mod progress;
 pub mod proof;
 pub mod range_output;
 pub mod runtime;
 pub mod sorting;
 pub mod stream;
+pub mod task;
 pub mod wire;
 pub mod writer;
 

@@ -10,6 +10,12 @@ use std::path::PathBuf;
 /// The version written in `@PG VN:` (the facade's, which is the workspace's).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
+/// bench/RESULTS.md, the levels table: `view -O bam,level=5` against `level=6`, 2 threads): 1.45x
+/// the speed of libdeflate 7 (samtools' default `-l 6`) for 0.9% larger output. An older, loaded
+/// run had measured 1.78x.
+pub const DEFAULT_LEVEL: u8 = 6;
+
 /// A sort order as samtools names it (`-n`, `-N`, `-t TAG`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -6,6 +6,10 @@
 //! - [`picard`]: Picard MarkDuplicates' algorithm for coordinate-sorted input (pairs and fragments
 //!   by unclipped 5' ends and orientations per library, the representative chosen by base-quality
 //!   score with Picard's tie-breaks, optical duplicates, the metrics file).
+//! - [`job`]: the markdup job ([`job::MarkdupJob`]): the algorithm chosen from the input's `@HD`
+//!   line, run over the input, the outputs and the runtime of crates/exec (re-exported by the
+//!   `sortase` facade as `sortase::markdup`).
 
+pub mod job;
 pub mod picard;
 pub mod samblaster;

@@ -40,7 +40,8 @@ pub mod faidx;
 pub mod fetch;
 pub mod fq2bam;
 pub mod index;
-pub mod markdup;
+/// The markdup job (crates/markdup `job`), under its old path.
+pub use sortase_markdup::job as markdup;
 pub mod merge;
 /// Inputs given as `s3://` or `http(s)://` URLs (crates/io): every job opens its inputs through
 /// [`sortase_io::Source`], so a URL works wherever a BAM path does.

@@ -32,11 +32,7 @@ use sortase_ops::filter::{FilterSpec, RecordFilter};
 use sortase_sort::SortStats;
 use std::path::PathBuf;
 
-/// Output level without `-l`: libdeflate 6 (samtools `-l 5`). Measured on the bench BAM (see
-/// bench/RESULTS.md, the levels table: `view -O bam,level=5` against `level=6`, 2 threads): 1.45x
-/// the speed of libdeflate 7 (samtools' default `-l 6`) for 0.9% larger output. An older, loaded
-/// run had measured 1.78x.
-pub const DEFAULT_LEVEL: u8 = 6;
+pub use sortase_exec::options::DEFAULT_LEVEL;
 
 /// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
 /// The memory budget is the runtime's memory pool.

@@ -2,7 +2,6 @@
 //! it writes. (What a driver would otherwise work out from the task's JSON and the formats it
 //! reads: BGZF blocks, a BAM header, a dataset's file layout.)
 
-use super::assemble::{PlaceOutput, PlaceTask};
 use super::markdup::{
     MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
     MdReduceOutput, MdReduceTask,
@@ -22,24 +21,9 @@ use crate::runtime::Runtime;
 use crate::snp_pileup::{SnpPileupPart, SnpPileupTask};
 use crate::stats::{FileRange, FlagstatPart, FlagstatTask, IdxstatsPart, IdxstatsTask};
 use sortase_agd::{ChunkEntry, ExtraGroup, Group};
+use sortase_exec::task::bam_range;
+pub use sortase_exec::task::{bam_header_end, HEADER_SPAN, READ_SLACK};
 use std::path::{Path, PathBuf};
-
-/// Bytes a BAM range task reads past its planned end: the rest of its last record and the block
-/// its boundary check reads (a record longer than this makes a remote task fall back to whole
-/// files).
-pub const READ_SLACK: u64 = 256 << 10;
-
-/// Bytes of a BAM's start a range task reads for its header: the first BGZF block (at most 64
-/// KiB). A header in more blocks makes a remote task fall back to whole files (a driver that
-/// fetches the header itself asks [`bam_header_end`]).
-pub const HEADER_SPAN: u64 = 1 << 16;
-
-/// The spans of a BAM range task: the header's block, and the blocks from the one holding virtual
-/// offset `start` to [`READ_SLACK`] past the one holding `end` (`None`: the end of the file).
-fn bam_range(input: &Path, start: u64, end: Option<u64>) -> Span {
-    let end = end.map_or(u64::MAX, |e| (e >> 16).saturating_add(READ_SLACK));
-    Span::ranges(input, vec![(0, HEADER_SPAN), (start >> 16, end)])
-}
 
 /// A BAM range task's span, or a CRAM one's: its file definition and header container, then its
 /// run of containers (its reader stops after the run's records).
@@ -296,35 +280,6 @@ impl Task for PmReduceTask {
     }
 }
 
-impl Task for PlaceTask {
-    const KIND: &'static str = "place";
-    type Output = PlaceOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<PlaceOutput> {
-        PlaceTask::run(self, rt)
-    }
-
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(self
-            .copies
-            .iter()
-            .map(|c| Span::ranges(&c.path, vec![(0, c.bytes)]))
-            .collect())
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.target.clone()]
-    }
-
-    /// The part files it copies, and those bytes plus the header's or the EOF block's written at
-    /// their offsets (not the whole output, which every place task shares).
-    fn local_bytes(&self) -> (u64, u64) {
-        let copied: u64 = self.copies.iter().map(|c| c.bytes).sum();
-        let inline: u64 = self.inline.iter().map(|b| b.bytes.len() as u64).sum();
-        (copied, copied + inline)
-    }
-}
-
 impl Task for FlagstatTask {
     const KIND: &'static str = "flagstat";
     type Output = FlagstatPart;
@@ -459,30 +414,6 @@ impl Task for AgdIdxstatsTask {
     fn reads(&self) -> Result<Vec<Span>> {
         Ok(chunk_files(&self.input, self.chunks.iter(), None))
     }
-}
-
-/// Where a BAM's header ends in `prefix`, the file's first bytes: the compressed offset of the end
-/// of the BGZF block holding the header's last byte (`Ok(None)`: the prefix ends first, give more
-/// bytes). For a driver that fetches a remote BAM's header and nothing more. With `whole` the
-/// prefix is the whole file, and a header that does not end in it is an error.
-pub fn bam_header_end(prefix: &[u8], whole: bool) -> Result<Option<u64>> {
-    let mut reader = sortase_bgzf::SeekReader::new(std::io::Cursor::new(prefix));
-    match sortase_bam::Header::read_bam(&mut reader) {
-        Ok(_) => {}
-        Err(_) if !whole => return Ok(None),
-        Err(e) => return Err(Error::from(e).context("BAM header")),
-    }
-    let at = reader.virtual_position();
-    let (block, within) = (at >> 16, at & 0xffff);
-    if within == 0 {
-        return Ok(Some(block));
-    }
-    let start = usize::try_from(block).unwrap_or(usize::MAX);
-    let header = prefix
-        .get(start..)
-        .and_then(|b| sortase_bgzf::parse_header(b).ok())
-        .ok_or_else(|| Error::argument("BAM header: bad BGZF block"))?;
-    Ok(Some(block + header.block_size as u64))
 }
 
 #[cfg(test)]

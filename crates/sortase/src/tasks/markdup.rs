@@ -28,6 +28,7 @@
 //! such record, which may lie some ranges later. The finish is the sort's parallel finish
 //! ([`crate::tasks::assemble`]): header blocks at the job's level, the parts, the EOF block.
 
+use super::pmarkdup::PicardPlan;
 use super::{assemble, AnyTask, ByteRange, Layout, TaskError};
 use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
@@ -126,17 +127,48 @@ impl MarkdupTask {
 
 // ------------------------------------------------------------------------------------- planning
 
-impl MarkdupJob {
+/// Planning a [`MarkdupJob`] as tasks: a trait, as the job lives in crates/markdup and its tasks
+/// here (`use sortase::tasks::MarkdupTasks` for the methods).
+pub trait MarkdupTasks {
     /// Plans the job as tasks (query-grouped BAM input to a BAM file; see the module
     /// documentation): `task_memory` bounds a map task's range and a reduce task's partition.
     /// Creates the work directory ([`MarkdupPlan::abort`] or the commit removes it).
-    pub fn plan_tasks(
+    fn plan_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<MarkdupPlan>;
+
+    /// Plans the job as tasks on coordinate-sorted BAM input (Picard's mode; see
+    /// [`super::pmarkdup`]): `task_memory` bounds a map task's range and a join or reduce task's
+    /// partition; `reduce_tasks` asks for at least that many partitions. Creates the work
+    /// directory ([`PicardPlan::abort`] or the commit removes it).
+    fn plan_coordinate_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<PicardPlan>;
+}
+
+impl MarkdupTasks for MarkdupJob {
+    fn plan_tasks(
         &self,
         rt: &Runtime,
         task_memory: usize,
         reduce_tasks: Option<usize>,
     ) -> Result<MarkdupPlan> {
         plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
+    }
+
+    fn plan_coordinate_tasks(
+        &self,
+        rt: &Runtime,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+    ) -> Result<PicardPlan> {
+        super::pmarkdup::plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
     }
 }
 
@@ -165,7 +197,7 @@ pub(super) fn plan_common(
         bail_argument!("markdup tasks read a BAM file, not standard input");
     }
     let format =
-        super::sort::plan::input_format(Path::new(&job.input)).context(job.input.clone())?;
+        sortase_exec::probe::input_format(Path::new(&job.input)).context(job.input.clone())?;
     if format != "BAM" {
         bail_argument!(
             "{}: markdup tasks read BAM only, this is {format}; convert it with `sortase view -b`",
@@ -202,9 +234,9 @@ pub(super) fn plan_common(
         bail_argument!("markdup tasks write BAM only (the output's format is SAM or CRAM)");
     }
     let (input, file_len) =
-        super::sort::plan::input_path_and_len(&job.input).context(job.input.clone())?;
+        sortase_exec::probe::input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate =
-        super::sort::plan::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
+        sortase_exec::probe::estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task streams its range; it holds a signature entry and a length per group and
     // record, a small share of the records: ranges of task_memory record bytes.
     let wanted = estimate.div_ceil(task_memory as u64);

@@ -37,6 +37,7 @@ pub use crate::wire::{RunIndex, Sample};
 pub use agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob};
+pub use markdup::MarkdupTasks;
 pub use plans::{
     abort_json, commit_json, fallback_json, finish_json, layout_json, layout_reads_json,
     place_tasks_json, plan_json, stage_graph_json, stage_tasks_json, CutOptions, Plan, StageGraph,

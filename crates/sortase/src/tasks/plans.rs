@@ -12,7 +12,8 @@
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqSplitTask};
 use super::markdup::{
-    MarkdupPlan, MarkdupTask, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
+    MarkdupPlan, MarkdupTask, MarkdupTasks, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask,
+    MdReduceTask,
 };
 use super::pmarkdup::{PicardPlan, PicardTask, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};

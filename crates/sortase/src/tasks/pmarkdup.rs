@@ -125,22 +125,8 @@ impl PicardTask {
     }
 }
 
-impl MarkdupJob {
-    /// Plans the job as tasks on coordinate-sorted BAM input (Picard's mode; see the module
-    /// documentation): `task_memory` bounds a map task's range and a join or reduce task's
-    /// partition; `reduce_tasks` asks for at least that many partitions. Creates the work
-    /// directory ([`PicardPlan::abort`] or the commit removes it).
-    pub fn plan_coordinate_tasks(
-        &self,
-        rt: &Runtime,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-    ) -> Result<PicardPlan> {
-        plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
-    }
-}
-
-fn plan(
+/// [`super::markdup::MarkdupTasks::plan_coordinate_tasks`].
+pub(super) fn plan(
     job: &MarkdupJob,
     rt: &Runtime,
     task_memory: usize,

@@ -1,4 +1,4 @@
-//! The task protocol: one trait ([`Task`]) that every kind of task implements, and one registry
+//! The task protocol: one trait ([`Task`], crates/exec `task.rs`) that every kind of task implements, and one registry
 //! keyed by kind ([`KINDS`]) that turns a task's JSON into a runnable [`AnyTask`]. A driver needs
 //! nothing else: it runs a task ([`run_task_json`]), asks which byte spans it reads and which files
 //! it writes ([`task_io_json`]: what to fetch from and upload to object storage), and hands the
@@ -13,189 +13,11 @@ use crate::runtime::Runtime;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
-use std::fmt::Debug;
-use std::path::{Path, PathBuf};
-
-/// Bytes of one file a task reads: `ranges` (`[start, end)` file offsets, sorted, disjoint; an
-/// end past the file means its end), or the whole file (`None`). Header bytes are included.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Span {
-    /// The file.
-    pub path: PathBuf,
-    /// Its byte ranges (`None`: all of it).
-    pub ranges: Option<Vec<(u64, u64)>>,
-}
-
-impl Span {
-    /// All of `path`.
-    pub fn whole(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            ranges: None,
-        }
-    }
-
-    /// `ranges` of `path`, sorted and merged where they touch or overlap (empty ones dropped).
-    pub fn ranges(path: impl Into<PathBuf>, mut ranges: Vec<(u64, u64)>) -> Self {
-        ranges.retain(|&(a, b)| a < b);
-        ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for (a, b) in ranges {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        Self {
-            path: path.into(),
-            ranges: Some(merged),
-        }
-    }
-
-    /// Bytes of the span in a file of `size` bytes.
-    pub fn bytes(&self, size: u64) -> u64 {
-        match &self.ranges {
-            None => size,
-            Some(r) => r.iter().map(|&(a, b)| b.min(size) - a.min(size)).sum(),
-        }
-    }
-}
-
-/// A file and its byte ranges (`None`: the whole file), before they become a [`Span`].
-type FileRanges = (PathBuf, Option<Vec<(u64, u64)>>);
-
-/// Spans by file, in order of first appearance, the ranges of one file merged into one span.
-pub(crate) fn by_file(
-    pieces: impl IntoIterator<Item = (PathBuf, Option<(u64, u64)>)>,
-) -> Vec<Span> {
-    let mut out: Vec<FileRanges> = Vec::new();
-    for (path, range) in pieces {
-        let at = match out.iter().position(|(p, _)| *p == path) {
-            Some(i) => i,
-            None => {
-                out.push((path, Some(Vec::new())));
-                out.len() - 1
-            }
-        };
-        match (range, &mut out[at].1) {
-            (Some(r), Some(v)) => v.push(r),
-            (_, slot) => *slot = None,
-        }
-    }
-    out.into_iter()
-        .map(|(path, ranges)| match ranges {
-            Some(r) => Span::ranges(path, r),
-            None => Span::whole(path),
-        })
-        .collect()
-}
-
-/// A kind of task: plain data (serde) a driver sends anywhere, run there on a [`Runtime`].
-pub trait Task: Serialize + DeserializeOwned + Debug + Send + Sync + 'static {
-    /// The kind, keying [`KINDS`]: a dotted path (`sort.count`) is the task's JSON nesting.
-    const KIND: &'static str;
-    /// The kind its output is wrapped in (a dataset's map task gives a map task's output).
-    const OUTPUT_KIND: &'static str = Self::KIND;
-    /// What it returns.
-    type Output: Serialize + DeserializeOwned;
-
-    /// Runs the task.
-    fn run(&self, rt: &Runtime) -> Result<Self::Output>;
-
-    /// The byte spans of the files it reads (header bytes included; a BAM range reaches
-    /// [`super::READ_SLACK`] past its planned end, where its last record and the boundary check
-    /// read). A task that reads outside them fails on a sparse copy, and the driver re-runs it on
-    /// whole files.
-    fn reads(&self) -> Result<Vec<Span>>;
-
-    /// The files it writes (under its work directory; a driver on object storage uploads them).
-    fn writes(&self) -> Vec<PathBuf> {
-        Vec::new()
-    }
-
-    /// Bytes it read and wrote, measured on the local files after it ran (for a driver's report).
-    fn local_bytes(&self) -> (u64, u64) {
-        measured(self.reads(), &self.writes())
-    }
-}
-
-/// `reads`' bytes and `writes`' sizes on the local file system (missing files count 0).
-pub(crate) fn measured(reads: Result<Vec<Span>>, writes: &[PathBuf]) -> (u64, u64) {
-    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
-    let read = reads
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|s| size(&s.path).map(|n| s.bytes(n)))
-        .sum();
-    let written = writes.iter().filter_map(|p| size(p)).sum();
-    (read, written)
-}
-
-/// A [`Task`] of any kind behind one object-safe face (what the registry gives).
-pub trait DynTask: Debug + Send + Sync {
-    /// [`Task::KIND`].
-    fn kind(&self) -> &'static str;
-    /// Runs the task; its output as JSON, wrapped in its output kind.
-    fn run(&self, rt: &Runtime) -> Result<Value>;
-    /// [`Task::reads`].
-    fn reads(&self) -> Result<Vec<Span>>;
-    /// [`Task::writes`].
-    fn writes(&self) -> Vec<PathBuf>;
-    /// [`Task::local_bytes`].
-    fn local_bytes(&self) -> (u64, u64);
-    /// The task as JSON, wrapped in its kind.
-    fn to_json(&self) -> Value;
-}
-
-impl<T: Task> DynTask for T {
-    fn kind(&self) -> &'static str {
-        T::KIND
-    }
-
-    fn run(&self, rt: &Runtime) -> Result<Value> {
-        let out = <T as Task>::run(self, rt)?;
-        Ok(wrap(T::OUTPUT_KIND, to_value(&out)?))
-    }
-
-    fn reads(&self) -> Result<Vec<Span>> {
-        <T as Task>::reads(self)
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        <T as Task>::writes(self)
-    }
-
-    fn local_bytes(&self) -> (u64, u64) {
-        <T as Task>::local_bytes(self)
-    }
-
-    fn to_json(&self) -> Value {
-        // A task is plain data: serialising it cannot fail.
-        wrap(T::KIND, serde_json::to_value(self).unwrap_or(Value::Null))
-    }
-}
-
-fn to_value<T: Serialize>(value: &T) -> Result<Value> {
-    serde_json::to_value(value)
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("task output JSON: {e}")))
-}
-
-/// `body` inside the objects of `kind`'s path (`a.b` → `{"a": {"b": body}}`).
-fn wrap(kind: &str, body: Value) -> Value {
-    kind.rsplit('.').fold(body, |inner, key| {
-        let mut map = serde_json::Map::with_capacity(1);
-        map.insert(key.to_owned(), inner);
-        Value::Object(map)
-    })
-}
-
-/// The body inside `kind`'s path in `value`, if it is of that kind.
-fn unwrap<'a>(value: &'a Value, kind: &str) -> Option<&'a Value> {
-    kind.split('.').try_fold(value, |v, key| match v {
-        Value::Object(m) if m.len() == 1 => m.get(key),
-        _ => None,
-    })
-}
+use sortase_exec::task::unwrap;
+// The trait and what a driver asks of a task live in crates/exec (`task.rs`), below the crates
+// that implement it.
+pub(crate) use sortase_exec::task::{by_file, measured};
+pub use sortase_exec::task::{DynTask, Span, Task, TaskIo};
 
 /// A task of any kind (what [`KINDS`] decodes; serialises as its kind's JSON).
 #[derive(Debug)]
@@ -343,17 +165,6 @@ pub fn output_of<T: DeserializeOwned>(output_json: &str, kind: &str) -> Result<T
         .ok_or_else(|| Error::argument(format!("task output JSON: not a {kind} output")))
 }
 
-/// What a task reads and writes ([`task_io_json`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskIo {
-    /// [`Task::KIND`].
-    pub kind: String,
-    /// [`Task::reads`].
-    pub reads: Vec<Span>,
-    /// [`Task::writes`].
-    pub writes: Vec<PathBuf>,
-}
-
 fn to_json<T: Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value)
         .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot write JSON: {e}")))
@@ -387,7 +198,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_are_unique_and_wrap_round_trips() {
+    fn kinds_are_unique() {
         for (i, k) in KINDS.iter().enumerate() {
             assert!(
                 KINDS[..i].iter().all(|o| o.name != k.name),
@@ -395,11 +206,6 @@ mod tests {
                 k.name
             );
         }
-        let v = wrap("sort.count", serde_json::json!({"x": 1}));
-        assert_eq!(v, serde_json::json!({"sort": {"count": {"x": 1}}}));
-        assert_eq!(unwrap(&v, "sort.count"), Some(&serde_json::json!({"x": 1})));
-        assert_eq!(unwrap(&v, "sort.map"), None);
-        assert_eq!(unwrap(&v, "merge"), None);
     }
 
     #[test]
@@ -415,23 +221,5 @@ mod tests {
             let e = AnyTask::parse(text).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Argument, "{text}: {e}");
         }
-    }
-
-    #[test]
-    fn spans_merge_and_count() {
-        let s = Span::ranges("f", vec![(10, 20), (0, 5), (15, 30), (40, 40), (5, 6)]);
-        assert_eq!(s.ranges, Some(vec![(0, 6), (10, 30)]));
-        assert_eq!(s.bytes(25), 6 + 15);
-        assert_eq!(Span::whole("f").bytes(25), 25);
-        let spans = by_file([
-            ("a".into(), Some((0, 4))),
-            ("b".into(), None),
-            ("a".into(), Some((2, 9))),
-            ("b".into(), Some((0, 1))),
-        ]);
-        assert_eq!(
-            spans,
-            vec![Span::ranges("a", vec![(0, 9)]), Span::whole("b")]
-        );
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::options::{Order, OutputSpec, Program};
 use crate::sort::SortJob;
-use crate::tasks::markdup::MdCountTask;
+use crate::tasks::markdup::{MarkdupTasks, MdCountTask};
 
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed

@@ -71,9 +71,11 @@ pub(crate) mod reduce;
 pub use crate::parts::{EncodedRangeIndex, PartIndex};
 pub(crate) use agd_map::estimate_record_bytes;
 pub use agd_map::AgdMapTask;
+// The range and the error a task carries live in crates/exec (`task.rs`), below the tasks.
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
 pub use reduce::{ReduceOutput, ReduceTask, RunStart};
+pub use sortase_exec::task::{ByteRange, TaskError};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{Runtime, DEFAULT_MEMORY_PER_THREAD};
@@ -176,30 +178,6 @@ impl Default for PlanOptions {
     }
 }
 
-/// A planned byte range of the input: the records whose first byte's virtual offset is in
-/// `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ByteRange {
-    /// Virtual offset of its first record.
-    pub start: u64,
-    /// Virtual offset of the next range's first record (`None`: the end of the file).
-    pub end: Option<u64>,
-}
-
-impl ByteRange {
-    /// The planner's ranges (`sortase_index::range::plan_ranges`; an end of `u64::MAX` is the end of
-    /// the file) as the tasks carry them.
-    pub(crate) fn from_planned(ranges: &[sortase_index::range::RecordRange]) -> Vec<ByteRange> {
-        ranges
-            .iter()
-            .map(|r| ByteRange {
-                start: r.start,
-                end: (r.end != u64::MAX).then_some(r.end),
-            })
-            .collect()
-    }
-}
-
 /// A sort cut into tasks: the job, the output header, the input's byte ranges and the work
 /// directory. Plain data (serde): a driver may keep it as JSON between stages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,29 +199,4 @@ pub struct SortPlan {
     /// The input is an AGD dataset (`input` its directory, no byte ranges): its chunks' runs.
     #[serde(default)]
     dataset: Option<agd_map::DatasetInput>,
-}
-
-/// An error a task reports as data instead of failing (see [`CountOutput::error`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskError {
-    /// The error's kind.
-    pub kind: ErrorKind,
-    /// The message.
-    pub message: String,
-}
-
-impl From<&Error> for TaskError {
-    fn from(e: &Error) -> Self {
-        Self {
-            kind: e.kind(),
-            message: e.to_string(),
-        }
-    }
-}
-
-impl TaskError {
-    /// The error again.
-    pub fn to_error(&self) -> Error {
-        Error::new(self.kind, self.message.clone())
-    }
 }

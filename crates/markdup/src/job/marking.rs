@@ -4,18 +4,18 @@
 
 use super::side_out::Side;
 use super::MarkdupReport;
+use crate::picard::LibraryTally;
+use crate::samblaster::side::{self, SideOptions, DISCORDANT};
+use crate::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, RecordBatch, RecordBuf};
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::writer::RecordSink;
-use sortase_markdup::picard::LibraryTally;
-use sortase_markdup::samblaster::side::{self, SideOptions, DISCORDANT};
-use sortase_markdup::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use std::path::PathBuf;
 
-pub(crate) use sortase_markdup::samblaster::Carry;
+pub use crate::samblaster::Carry;
 
 /// The marking state: signatures seen, options, side outputs, reused buffers, counts.
 pub(super) struct State {
@@ -50,7 +50,7 @@ fn bad_group(file: &str, batch: &RecordBatch, i: usize, what: &str) -> anyhow::E
 /// Whether the read-name group starting at record `start` of `batch` (analysed as `group`) is a
 /// duplicate: its signature was seen before (then it is added to `sigs`). A group samblaster cannot
 /// mark is an error of the input `file`.
-pub(crate) fn is_duplicate(
+pub fn is_duplicate(
     sigs: &mut SigSet,
     group: &samblaster::Group,
     file: &str,

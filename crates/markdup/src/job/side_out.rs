@@ -5,13 +5,13 @@
 //! [`Side::finish`].
 
 use super::SamblasterOptions;
+use crate::samblaster::side::{DISCORDANT, SPLITTER, UNMAPPED_CLIPPED};
 use anyhow::{Context, Result};
 use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
 use sortase_exec::files::Destination;
 use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::writer::SortedOutput;
-use sortase_markdup::samblaster::side::{DISCORDANT, SPLITTER, UNMAPPED_CLIPPED};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

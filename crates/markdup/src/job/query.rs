@@ -1,4 +1,4 @@
-//! Duplicate marking on query-grouped input: samblaster's algorithm (`sortase_markdup::samblaster`).
+//! Duplicate marking on query-grouped input: samblaster's algorithm ([`crate::samblaster`]).
 //!
 //! Each input batch is cut into read-name groups (a group straddling batches is carried into the
 //! next one); the groups' signatures are computed in parallel on the runtime's pool, then inserted
@@ -9,8 +9,11 @@
 use super::marking::State;
 use super::side_out::Side;
 use super::{MarkdupJob, MarkdupReport, SamblasterOptions};
+use crate::samblaster::side::SideOptions;
+use crate::samblaster::{Carry, Layout, Options};
 use anyhow::Result;
 use sortase_bam::checksum::{ChecksumOptions, Sums};
+use sortase_bam::{Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::input::Input;
@@ -20,8 +23,6 @@ use sortase_exec::progress::Progress;
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
-use sortase_markdup::samblaster::side::SideOptions;
-use sortase_markdup::samblaster::{Carry, Layout, Options};
 
 impl SamblasterOptions {
     /// The side-output options, checked as samblaster checks them.
@@ -55,17 +56,10 @@ impl SamblasterOptions {
 const QUERY_METRICS_TITLE: &str =
     "sortase markdup (samblaster 0.1.26 duplicates; Picard MarkDuplicates 2.27.5 metrics, no optical)";
 
-/// Marks duplicates in query-grouped `input`.
-pub(super) fn run(
-    job: &MarkdupJob,
-    rt: &Runtime,
-    mut input: Input,
-    progress: Progress,
-) -> Result<MarkdupReport> {
+/// samblaster's signature layout for `header`'s references (`--maxReadLength` of padding).
+fn layout_of(job: &MarkdupJob, header: &Header) -> sortase_exec::error::Result<Layout> {
     let q = &job.samblaster;
-    let input_name = job.input.as_str();
-    let lengths: Vec<u64> = input
-        .header
+    let lengths: Vec<u64> = header
         .references()
         .iter()
         .map(|r| u64::from(r.length))
@@ -76,13 +70,12 @@ pub(super) fn run(
     } else {
         lengths
     };
-    let layout = Layout::new(&lengths, q.max_read_length)
-        .map_err(|e| Error::new(ErrorKind::Format, format!("{input_name}: {e}")))?;
-    let opts = Options {
-        ignore_unmated: q.ignore_unmated,
-        accept_dups: q.accept_dups,
-    };
-    let side_opts = q.side_options()?;
+    Layout::new(&lengths, q.max_read_length)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))
+}
+
+/// The output (under its temporary name), at samtools' level meaning.
+fn open_output(job: &MarkdupJob, header: &Header, threads: usize) -> Result<SortedOutput> {
     let output = &job.output;
     // samtools' level meaning, also without -l (samblaster writes through htslib's defaults).
     let level = if output.uncompressed {
@@ -96,18 +89,32 @@ pub(super) fn run(
         level,
         OutFormat::Bam(level),
     )?;
-    let mut header = input.header.clone();
-    add_program(&mut header, job.program.as_ref());
-    let threads = rt.threads();
-    let mut out = SortedOutput::open(
+    SortedOutput::open(
         output.path.as_deref(),
         None,
         format,
-        &header,
+        header,
         threads,
         &output.cram(),
-    )?;
-    let side = Side::open(q, q.exclude_dups || job.remove_duplicates, &header, threads)?;
+    )
+}
+
+/// The marking state of `job` writing to `out` (whose header is `header`), with its signature
+/// layout and side-output options.
+fn new_state(
+    job: &MarkdupJob,
+    input: &Input,
+    header: &Header,
+    out: &SortedOutput,
+    threads: usize,
+    (layout, side_opts): (Layout, SideOptions),
+) -> Result<State> {
+    let q = &job.samblaster;
+    let opts = Options {
+        ignore_unmated: q.ignore_unmated,
+        accept_dups: q.accept_dups,
+    };
+    let side = Side::open(q, q.exclude_dups || job.remove_duplicates, header, threads)?;
     let mut state = State::new(
         layout,
         opts,
@@ -115,16 +122,48 @@ pub(super) fn run(
         q.add_mate_tags,
         side,
         side_opts,
-        (input_name.to_string(), out.name.clone()),
+        (job.input.clone(), out.name.clone()),
     );
-    let sums = ChecksumOptions::every_record();
-    let mut read_sums = Sums::EMPTY;
     if job.checksums {
-        state.sum_records(&sums);
+        state.sum_records(&ChecksumOptions::every_record());
     }
     if job.picard.metrics.is_some() {
         state.count_libraries(input.header.text());
     }
+    Ok(state)
+}
+
+/// The read-name groups of `batch` from record `start` on, but the last (it may continue in the
+/// next batch: its records go into `carry`).
+fn groups(batch: &RecordBatch, start: usize, carry: &mut Carry) -> Vec<std::ops::Range<usize>> {
+    let mut bounds = Vec::with_capacity(batch.len() / 2);
+    let mut g = start;
+    let mut prev = batch.record(start).read_name();
+    for i in start + 1..batch.len() {
+        let name = batch.record(i).read_name();
+        if name != prev {
+            bounds.push(g..i);
+            g = i;
+            prev = name;
+        }
+    }
+    for i in g..batch.len() {
+        carry.push(batch.raw(i));
+    }
+    bounds
+}
+
+/// Every batch of `input` marked into `out`, group by group; the sums of the records read (with
+/// `--checksums`).
+fn feed(
+    job: &MarkdupJob,
+    rt: &Runtime,
+    input: &mut Input,
+    state: &mut State,
+    out: &mut SortedOutput,
+) -> Result<Sums> {
+    let sums = ChecksumOptions::every_record();
+    let mut read_sums = Sums::EMPTY;
     let pool = rt.pool();
     let mut carry = Carry::default();
     let mut failed: Option<anyhow::Error> = None;
@@ -148,20 +187,7 @@ pub(super) fn run(
                 return Err(anyhow::Error::msg(failed.insert(e).to_string()));
             }
         }
-        let mut bounds = Vec::with_capacity(batch.len() / 2);
-        let mut g = start;
-        let mut prev = batch.record(start).read_name();
-        for i in start + 1..batch.len() {
-            let name = batch.record(i).read_name();
-            if name != prev {
-                bounds.push(g..i);
-                g = i;
-                prev = name;
-            }
-        }
-        for i in g..batch.len() {
-            carry.push(batch.raw(i));
-        }
+        let bounds = groups(&batch, start, &mut carry);
         if let Err(e) = state.process(&batch, &bounds, sink, pool) {
             return Err(anyhow::Error::msg(failed.insert(e).to_string()));
         }
@@ -172,16 +198,46 @@ pub(super) fn run(
     if let Err(e) = read {
         return Err(failed
             .take()
-            .unwrap_or_else(|| e.context(input_name.to_string())));
+            .unwrap_or_else(|| e.context(job.input.clone())));
     }
     if !carry.is_empty() {
         let group = carry.take();
         state.process_whole(&group, &mut out.sink, pool)?;
     }
+    Ok(read_sums)
+}
+
+/// Marks duplicates in query-grouped `input`.
+pub(super) fn run(
+    job: &MarkdupJob,
+    rt: &Runtime,
+    mut input: Input,
+    progress: Progress,
+) -> Result<MarkdupReport> {
+    let layout = layout_of(job, &input.header)?;
+    let side_opts = job.samblaster.side_options()?;
+    let mut header = input.header.clone();
+    add_program(&mut header, job.program.as_ref());
+    let threads = rt.threads();
+    let mut out = open_output(job, &header, threads)?;
+    let mut state = new_state(job, &input, &header, &out, threads, (layout, side_opts))?;
+    let read_sums = feed(job, rt, &mut input, &mut state, &mut out)?;
     progress.finish();
     rt.check_cancelled()?;
+    finish(job, state, out, &read_sums)
+}
+
+/// The checksums checked, the metrics file, output and side outputs renamed into place, and the
+/// report.
+fn finish(
+    job: &MarkdupJob,
+    state: State,
+    out: SortedOutput,
+    read_sums: &Sums,
+) -> Result<MarkdupReport> {
     let mut report = MarkdupReport {
-        outputs: output
+        outputs: job
+            .output
             .path
             .iter()
             .filter(|p| p.as_path() != std::path::Path::new("-"))
@@ -193,8 +249,8 @@ pub(super) fn run(
         let left = job.remove_duplicates.then_some(left);
         report.checksums = Some(Checksums::check_left_out(
             "markdup",
-            &sums,
-            &read_sums,
+            &ChecksumOptions::every_record(),
+            read_sums,
             &written,
             left.as_ref(),
         )?);

@@ -1,10 +1,11 @@
 //! [`MarkdupJob`]: duplicate marking on query-grouped input (samblaster 0.1.26's algorithm,
 //! [`query`]) or on coordinate-sorted input (Picard MarkDuplicates', [`coordinate`]); the input's
 //! `@HD` line decides which unless [`Mode`] says so. The algorithms themselves live in
-//! crates/markdup; this module drives them over the input, the outputs and the runtime.
+//! this crate's [`crate::samblaster`] and [`crate::picard`]; this module drives them over the input, the outputs and the runtime.
 //!
 //! ```
-//! use sortase::{MarkdupJob, OutputSpec, Runtime};
+//! use sortase_exec::{options::OutputSpec, runtime::Runtime};
+//! use sortase_markdup::job::MarkdupJob;
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let input = dir.path().join("in.sam");
 //! # let rec = |n: &str| format!("{n}\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n");
@@ -13,11 +14,11 @@
 //! let job = MarkdupJob::new(input.to_str().unwrap(), OutputSpec::to_path(dir.path().join("out.bam")));
 //! let report = job.run(&runtime)?;
 //! assert_eq!((report.records, report.duplicate_records), (2, 1)); // r2 repeats r1's alignment
-//! # Ok::<(), sortase::Error>(())
+//! # Ok::<(), sortase_exec::error::Error>(())
 //! ```
 
 pub mod coordinate;
-pub(crate) mod marking;
+pub mod marking;
 pub mod query;
 mod side_out;
 
