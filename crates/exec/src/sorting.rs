@@ -130,9 +130,9 @@ impl SortFrame {
     }
 }
 
-/// The sorter's records budget: a reservation from the runtime's pool (`sortase sort`'s and
-/// `agd sort`'s).
-struct PoolBudget {
+/// The sorter's records budget: a reservation from the runtime's pool (`sortase sort`'s, `agd
+/// sort`'s and `fq2bam`'s); a request the cap can never grant is refused at once.
+pub struct PoolBudget {
     reservation: Reservation,
     cancel: CancelFlag,
     /// The records' share of the pool: the whole pool less the final phase's reserve, which the sort
@@ -142,7 +142,7 @@ struct PoolBudget {
 
 impl PoolBudget {
     /// A budget of at most `cap` bytes from `rt`'s pool.
-    fn new(rt: &Runtime, consumer: &str, cap: usize) -> Self {
+    pub fn new(rt: &Runtime, consumer: &str, cap: usize) -> Self {
         Self {
             reservation: rt.memory().reservation(consumer),
             cancel: rt.cancel_flag().clone(),

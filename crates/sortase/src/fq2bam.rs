@@ -47,7 +47,7 @@ mod memory;
 mod picard;
 pub(crate) mod stream_marking;
 
-use memory::{MemoryPlan, RecordBudget};
+use memory::MemoryPlan;
 use stream_marking::Marker;
 
 /// How duplicates are marked.
@@ -429,11 +429,11 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         max_fan_in: job.max_fan_in,
         ranges: Default::default(),
     })
-    .with_budget(Box::new(RecordBudget {
-        reservation: rt.memory().reservation("fq2bam: records"),
-        cancel: rt.cancel_flag().clone(),
-        limit: plan.record_memory,
-    }))
+    .with_budget(Box::new(sortase_exec::sorting::PoolBudget::new(
+        rt,
+        "fq2bam: records",
+        plan.record_memory,
+    )))
     .with_pool(rt.shared_pool())
     .with_cancel(rt.cancel_flag().shared());
 

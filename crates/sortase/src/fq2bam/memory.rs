@@ -1,46 +1,15 @@
 //! How fq2bam shares out the memory budget: the index, the chunks in flight and the output
 //! buffers (and Picard's read ends) are held for the whole run; the sorter's records get the rest,
-//! through a budget that refuses at once what could never be granted.
+//! through a budget that refuses at once what could never be granted (crates/exec `PoolBudget`,
+//! the sort's).
 
 use super::{DuplicateMarking, Fq2BamJob};
 use crate::sort::final_phase_reserve;
 use sortase_align::pipeline::PipelineOptions;
 use sortase_align::Aligner;
 use sortase_exec::error::Error;
-use sortase_exec::memory::Reservation;
 use sortase_exec::output::OutFormat;
-use sortase_exec::runtime::{CancelFlag, Runtime};
-use sortase_sort::Budget;
-
-/// The sorter's share of the pool: what the index, the read batches and the final phase hold for
-/// the whole run is never given back while records are pushed, so a request larger than the rest
-/// is refused at once (the sorter then spills) instead of waiting for memory that never comes.
-pub(super) struct RecordBudget {
-    pub(super) reservation: Reservation,
-    pub(super) cancel: CancelFlag,
-    /// The most the records can ever get.
-    pub(super) limit: usize,
-}
-
-impl Budget for RecordBudget {
-    fn try_grow(&mut self, n: usize) -> bool {
-        self.reservation.try_grow(n).is_ok()
-    }
-
-    fn grow_waiting(&mut self, n: usize) -> bool {
-        if self.reservation.size() + n > self.limit {
-            return false;
-        }
-        let cancel = self.cancel.clone();
-        self.reservation
-            .grow_waiting(n, || cancel.is_cancelled())
-            .is_ok()
-    }
-
-    fn free(&mut self) {
-        self.reservation.free();
-    }
-}
+use sortase_exec::runtime::Runtime;
 
 /// How the memory budget is shared out.
 pub(super) struct MemoryPlan {
