@@ -328,6 +328,16 @@ impl<R: std::io::Read + Send> ChunkSource for ChunkFileSource<R> {
     }
 }
 
+impl<S: ChunkSource + ?Sized> ChunkSource for Box<S> {
+    fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError> {
+        (**self).fill(chunk, target_bases)
+    }
+
+    fn fragments(&self) -> u64 {
+        (**self).fragments()
+    }
+}
+
 impl ChunkSource for FastqSource {
     fn fill(&mut self, chunk: &mut ReadChunk, target_bases: usize) -> Result<(), AlignError> {
         FastqSource::fill(self, chunk, target_bases)
@@ -348,6 +358,10 @@ pub struct FastqSource {
     /// A read taken from R1 (single-file input) that starts the next chunk's first fragment.
     pending: bool,
     fragments: u64,
+    /// Fragments before the first one read (a part of the input): for messages.
+    before: u64,
+    /// Fragments to read at most.
+    limit: u64,
 }
 
 impl FastqSource {
@@ -362,7 +376,19 @@ impl FastqSource {
             rec2: Record::default(),
             pending: false,
             fragments: 0,
+            before: 0,
+            limit: u64::MAX,
         }
+    }
+
+    /// Reads `limit` fragments at most, the first of which is fragment `before + 1` of the input
+    /// (the readers are positioned there, [`FastqReader::numbered_after`]): a part of the input.
+    /// Not in fragment mode, where a fragment's reads are only known by reading on.
+    pub fn part(mut self, before: u64, limit: u64) -> Self {
+        debug_assert!(!self.frag_mode);
+        self.before = before;
+        self.limit = limit;
+        self
     }
 
     /// Fragments read so far.
@@ -385,7 +411,7 @@ impl FastqSource {
         let Some(r2) = self.r2.as_mut() else {
             return Ok(());
         };
-        while chunk.bases < target {
+        while chunk.bases < target && self.fragments < self.limit {
             let a = self.r1.read(&mut self.rec1)?;
             let b = r2.read(&mut self.rec2)?;
             match (a, b) {
@@ -400,7 +426,7 @@ impl FastqSource {
                     return Err(AlignError::Pairing(format!(
                         "{} ends after {} records but {} has more: R1 and R2 must hold the same reads in the same order",
                         short.display(),
-                        self.fragments,
+                        self.before + self.fragments,
                         long.display()
                     )));
                 }
@@ -408,7 +434,7 @@ impl FastqSource {
             if base_name(self.rec1.name()) != base_name(self.rec2.name()) {
                 return Err(AlignError::Pairing(format!(
                     "record {}: R1 read {} and R2 read {} differ in name: R1 and R2 must hold the same reads in the same order",
-                    self.fragments + 1,
+                    self.before + self.fragments + 1,
                     String::from_utf8_lossy(self.rec1.name()),
                     String::from_utf8_lossy(self.rec2.name())
                 )));
@@ -424,7 +450,7 @@ impl FastqSource {
     fn fill_single(&mut self, chunk: &mut ReadChunk, target: usize) -> Result<(), AlignError> {
         let mut segments = 0;
         loop {
-            if !self.pending && !self.r1.read(&mut self.rec1)? {
+            if !self.pending && (self.fragments >= self.limit || !self.r1.read(&mut self.rec1)?) {
                 break;
             }
             self.pending = true;

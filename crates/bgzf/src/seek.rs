@@ -4,7 +4,7 @@
 use crate::block::{inflate_block, parse_header, stored_isize, BLOCK_MAX};
 use crate::{BgzfError, VirtualPosition};
 use libdeflater::Decompressor;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 /// Reads BGZF data from a seekable source, one block at a time.
 pub struct SeekReader<R> {
@@ -152,15 +152,28 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 
 impl<R: Read + Seek> Read for SeekReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let data = self.fill_buf()?;
+        let n = buf.len().min(data.len());
+        buf[..n].copy_from_slice(&data[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The rest of the current block's data, so line readers see block by block without a copy and
+/// [`SeekReader::next_byte_position`] tells where each line starts.
+impl<R: Read + Seek> io::BufRead for SeekReader<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         while self.pos == self.data.len() {
             if !self.read_block()? {
-                return Ok(0);
+                return Ok(&[]);
             }
         }
-        let n = buf.len().min(self.data.len() - self.pos);
-        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
+        Ok(&self.data[self.pos..])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.pos = (self.pos + amt).min(self.data.len());
     }
 }
 

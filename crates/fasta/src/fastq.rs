@@ -139,7 +139,14 @@ impl FastqReader {
         &self.path
     }
 
-    /// Records read so far.
+    /// The same reader for input that starts at record `before + 1` of its file (a part of the
+    /// file, read from a record's position): messages number records from the file's start.
+    pub fn numbered_after(mut self, before: u64) -> Self {
+        self.records = before;
+        self
+    }
+
+    /// Records read so far (with those before, see [`Self::numbered_after`]).
     pub fn records(&self) -> u64 {
         self.records
     }

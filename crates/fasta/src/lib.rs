@@ -18,6 +18,7 @@ mod error;
 pub mod fai;
 pub mod faidx;
 pub mod fastq;
+pub mod fastq_cut;
 pub mod hash;
 pub mod lines;
 pub mod loc;
