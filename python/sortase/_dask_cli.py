@@ -10,7 +10,8 @@
                              [--maxReadLength N] [--optical-distance N] [--read-name-regex RE]
                              [--max-optical-set N] [--level N] DATASET
     sortase-dask fq2bam -x REF.mmi|REF.fa [--preset PRESET] [-R RG] [--markdup samblaster|picard|none]
-                        [--MD] [--cs] [-@ N] [--chunk-templates N] [-l N] [--write-index]
+                        [--MD] [--cs] [-@ N] [--chunk-templates N] [--scan-bytes SIZE] [-l N]
+                        [--write-index]
                         [--no-PG] -o OUT R1.fq [R2.fq]
     sortase-dask flagstat [-O default|json|tsv] IN
     sortase-dask idxstats IN
@@ -95,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     fq.add_argument("--index-format", choices=["bai", "csi"])
     fq.add_argument("--no-PG", dest="no_pg", action="store_true")
     fq.add_argument("--chunk-templates", type=int, help="templates per align task")
+    fq.add_argument("--scan-bytes", default=None,
+                    help="compressed bytes of a BGZF reads file per scan task [64M]")
     fq.add_argument("--task-memory", default=None, help="memory of one task [768M]")
     fq.add_argument("--reduce-tasks", type=int)
     fq.add_argument("-@", "--threads", type=int, default=1,
@@ -218,7 +221,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 read_group=args.read_group, markdup=args.markdup, md=args.md, cs=args.cs,
                 level=args.level, write_index=args.write_index, index_format=args.index_format,
                 no_pg=args.no_pg, chunk_templates=args.chunk_templates,
-                task_memory=args.task_memory, reduce_tasks=args.reduce_tasks,
+                scan_bytes=args.scan_bytes, task_memory=args.task_memory,
+                reduce_tasks=args.reduce_tasks,
                 threads=args.threads, storage_options=options, **common)
         elif args.command == "markdup":
             report = distributed.markdup(

@@ -1295,6 +1295,7 @@ def fq2bam(
     index_format: Optional[str] = None,
     no_pg: bool = False,
     chunk_templates: Optional[int] = None,
+    scan_bytes: Union[int, str, None] = None,
     task_memory: Union[int, str, None] = None,
     reduce_tasks: Optional[int] = None,
     threads: int = 1,
@@ -1311,9 +1312,14 @@ def fq2bam(
     ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"``, ``"picard"`` or
     ``"none"``), ``level``, ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.
 
-    Stages: ``split`` (one task reads the reads once, with the one-machine job's pairing checks,
-    and writes them cut into chunks of ``chunk_templates`` templates, default ``task_memory`` /
-    1000 bytes), ``align`` (minimap2 on each chunk, the index loaded once per worker process; the
+    Stages: ``scan`` (BGZF reads, as ``bgzip`` writes them: one task per ``scan_bytes`` of
+    compressed bytes of each file, default 64 MiB, finds and counts its records, so no task reads
+    the whole file; the scans' positions are checked against each other), ``split`` (other reads,
+    or BGZF reads that are not four-line FASTQ or not paired record for record: one task reads the
+    reads once, with the one-machine job's checks, and writes them into one file), ``align``
+    (chunks of ``chunk_templates`` templates, default ``task_memory`` / 1000 bytes, each read from
+    its first record's position in the BGZF files or from the split's file; minimap2 on each
+    chunk, the index loaded once per worker process; the
     records, and each template's samblaster signature partitioned by hash), ``dedup`` (one hash
     partition each: the first occurrence in input order is kept), ``map`` (each chunk's records
     flagged and sorted into a run), ``reduce`` (the sort's key ranges), then the parallel finish
@@ -1342,7 +1348,7 @@ def fq2bam(
     program = None if no_pg else {"command_line": " ".join(command)}
     aligned = dict(index=index, reads=reads, client=client, scheduler=scheduler, preset=preset,
                    read_group=read_group, md=md, cs=cs, chunk_templates=chunk_templates,
-                   task_memory=task_memory, reduce_tasks=reduce_tasks, threads=threads,
+                   scan_bytes=scan_bytes, task_memory=task_memory, reduce_tasks=reduce_tasks, threads=threads,
                    storage_options=storage_options, progress=progress, program=program)
     if markdup != "picard":
         return _fq2bam(output=output, markdup=markdup, level=level, write_index=write_index,
@@ -1421,8 +1427,8 @@ def _remove_quietly(path: str, storage_options: Optional[Dict[str, Any]]) -> Non
 def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler: Optional[str],
             preset: str, read_group: Optional[str], markdup: str, md: bool, cs: bool,
             level: Optional[int], write_index: bool, index_format: Optional[str],
-            chunk_templates: Optional[int], task_memory: Union[int, str, None],
-            reduce_tasks: Optional[int], threads: int,
+            chunk_templates: Optional[int], scan_bytes: Union[int, str, None],
+            task_memory: Union[int, str, None], reduce_tasks: Optional[int], threads: int,
             storage_options: Optional[Dict[str, Any]], progress: Optional[bool],
             program: Optional[Dict[str, str]]) -> Report:
     """:func:`fq2bam` with samblaster's marking or none, to ``output``."""
@@ -1447,6 +1453,7 @@ def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler
                 "program": program,
             },
             "chunk_templates": chunk_templates,
+            "scan_bytes": _size(scan_bytes),
         }
         cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
         max_memory = None if memory is None else max(2 * memory, 64 << 20)

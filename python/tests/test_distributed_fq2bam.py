@@ -122,6 +122,33 @@ def test_fq2bam_is_byte_identical_and_loads_the_index_once_per_worker(data: dict
         "dask.bam", "dask.bam.csi", "one.bam", "one.bam.csi"]
 
 
+def test_fq2bam_cuts_bgzf_reads_by_blocks(data: dict, client, tmp_path: Path) -> None:
+    """BGZF reads (as bgzip writes them): scan tasks over byte ranges of each file find the
+    records, no task reads a whole file, and the bytes are one machine's on the same files."""
+    bgzf = {}
+    for key, text in (("r1", data["r1_text"]), ("r2", data["r2_text"])):
+        plain = tmp_path / f"{key}.fq"
+        plain.write_text(text)
+        bgzf[key] = tmp_path / f"{key}.fq.gz"
+        pysam.tabix_compress(str(plain), str(bgzf[key]), force=True)
+        plain.unlink()
+    reads = dict(data, **bgzf)
+    one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
+    one_machine(reads, one, "--no-PG")
+    report = distributed.fq2bam(reads["ref"], reads["r1"], reads["r2"], out, client=client,
+                                write_index=True, no_pg=True, chunk_templates=CHUNK,
+                                scan_bytes="40K", threads=THREADS, progress=False)
+    assert out.read_bytes() == one.read_bytes()
+    assert Path(f"{out}.csi").read_bytes() == Path(f"{one}.csi").read_bytes()
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    sizes = sum(-(-bgzf[k].stat().st_size // (40 << 10)) for k in bgzf)
+    assert phases["scan"]["tasks"] == sizes >= 4
+    assert phases.get("split", {"tasks": 0})["tasks"] == 0
+    assert phases["align"]["tasks"] == -(-PAIRS // CHUNK)
+    assert report["fragments"] == PAIRS
+    assert leftovers(tmp_path) == []
+
+
 def test_fq2bam_without_marking_and_with_pg_matches_the_cli(data: dict, client,
                                                              tmp_path: Path) -> None:
     one, out = tmp_path / "one.bam", tmp_path / "dask.bam"

@@ -48,9 +48,10 @@ use crate::wire::WorkFile;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_align::pipeline::{self, PipelineOptions, CHUNK_BASES};
-use sortase_align::reads::{ChunkFileSource, FastqSource, ReadChunk};
+use sortase_align::reads::{ChunkFileSource, ChunkSource, FastqSource, ReadChunk};
 use sortase_align::Aligner;
 use sortase_bam::RecordBatch;
+use sortase_fasta::fastq::FastqReader;
 use sortase_sort::SortOrder;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -71,7 +72,15 @@ pub struct Fq2BamTasksJob {
     /// Templates per chunk (default: `task_memory` / 1000 bytes, ~770 000 at the default).
     #[serde(default)]
     pub chunk_templates: Option<u64>,
+    /// Compressed bytes of a BGZF reads file per scan task (default 64 MiB).
+    #[serde(default)]
+    pub scan_bytes: Option<u64>,
 }
+
+/// Compressed bytes of a BGZF reads file one scan task reads, by default.
+const SCAN_BYTES: u64 = 64 << 20;
+/// The largest BGZF block (compressed).
+const BGZF_BLOCK_MAX: u64 = sortase_bgzf::BLOCK_MAX as u64;
 
 /// A distributed fq2bam, planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +91,9 @@ pub struct Fq2BamPlan {
     chunk_templates: u64,
     /// Whether the preset maps a template's reads together.
     fragment_mode: bool,
+    /// The reads files cut by blocks (R1, R2), each with its size; empty: read by one split task.
+    bgzf: Vec<(PathBuf, u64)>,
+    scan_bytes: u64,
     options: PlanOptions,
     work_dir: PathBuf,
 }
@@ -91,7 +103,9 @@ pub struct Fq2BamPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fq2BamTask {
-    /// Stage 1.
+    /// Stage 1 (BGZF reads).
+    Scan(FqScanTask),
+    /// Stage 1 (other reads, or BGZF reads the scans could not cut).
     Split(FqSplitTask),
     /// Stage 2.
     Align(FqAlignTask),
@@ -103,6 +117,7 @@ impl Fq2BamTask {
     /// As a task of any kind.
     pub fn into_task(self) -> AnyTask {
         match self {
+            Fq2BamTask::Scan(t) => t.into(),
             Fq2BamTask::Split(t) => t.into(),
             Fq2BamTask::Align(t) => t.into(),
             Fq2BamTask::SortMap(t) => t.into(),
@@ -168,6 +183,12 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         .chunk_templates
         .unwrap_or((options.task_memory / TEMPLATE_MEMORY) as u64)
         .max(1);
+    let bgzf = if fragment_mode && job.reads2.is_none() {
+        // One file in fragment mode: a template's reads are only known by reading on.
+        Vec::new()
+    } else {
+        bgzf_reads(job)?
+    };
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
     Ok(Fq2BamPlan {
@@ -175,9 +196,191 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         threads: rt.threads(),
         chunk_templates,
         fragment_mode,
+        bgzf,
+        scan_bytes: t.scan_bytes.unwrap_or(SCAN_BYTES).max(1),
         options: options.clone(),
         work_dir,
     })
+}
+
+/// The reads files with their sizes if every one is BGZF (its first bytes a BGZF block header),
+/// else none: plain and gzip FASTQ is read by one split task.
+fn bgzf_reads(job: &Fq2BamJob) -> anyhow::Result<Vec<(PathBuf, u64)>> {
+    let mut files = Vec::new();
+    for path in std::iter::once(&job.reads1).chain(job.reads2.as_ref()) {
+        let mut head = [0u8; 18];
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return Ok(Vec::new()); // the split task reports it as on one machine
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if f.read_exact(&mut head).is_err() || sortase_bgzf::parse_header(&head).is_err() {
+            return Ok(Vec::new());
+        }
+        files.push((path.clone(), len));
+    }
+    Ok(files)
+}
+
+// ------------------------------------------------------------------------------ stage 1: scan
+
+/// Stage 1 for BGZF reads: one byte range of one reads file, its records found and counted
+/// ([`sortase_fasta::fastq_cut`]), so that align tasks read the file from their first record
+/// without a pass over the whole file first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqScanTask {
+    /// Which reads file (0: R1, 1: R2).
+    pub file: usize,
+    /// The file.
+    pub path: PathBuf,
+    /// Which range of the file.
+    pub range: usize,
+    /// The range's first byte.
+    pub start: u64,
+    /// Past its last byte.
+    pub end: u64,
+}
+
+/// What a [`FqScanTask`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqScanOutput {
+    /// The reads file.
+    pub file: usize,
+    /// The range.
+    pub range: usize,
+    /// Virtual position of the range's first record (`None`: no record starts in it).
+    pub first: Option<u64>,
+    /// Records starting in the range.
+    pub records: u64,
+    /// Virtual position of the record after them (`None`: the end of the file).
+    pub next: Option<u64>,
+    /// Whether the records walked are four-line FASTQ (else the split task reads the file).
+    pub regular: bool,
+}
+
+impl FqScanTask {
+    /// Scans the range.
+    pub fn run(&self) -> anyhow::Result<FqScanOutput> {
+        let s = sortase_fasta::fastq_cut::scan_range(&self.path, self.start, self.end)
+            .map_err(|e| one::kinded(e.into()))?;
+        Ok(FqScanOutput {
+            file: self.file,
+            range: self.range,
+            first: s.first,
+            records: s.records,
+            next: s.next,
+            regular: s.regular,
+        })
+    }
+}
+
+/// Where a part of a BGZF reads file starts: the record at `at` (a virtual position), then
+/// `skip` records read and dropped; `before` records of the file come before the part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqStart {
+    /// The file.
+    pub path: PathBuf,
+    /// A record's virtual position.
+    pub at: u64,
+    /// Records to drop from there.
+    pub skip: u64,
+    /// Past the last compressed byte the part's records can reach (the block holding the
+    /// position where the last of their ranges' walks ended, or the file's end).
+    pub end: u64,
+}
+
+/// A range of a BGZF reads file that holds records: its first record's position, the records
+/// of the file before it, and where the range's walk ended (`None`: the end of the file).
+#[derive(Debug, Clone, Copy)]
+struct RangeStart {
+    first: u64,
+    before: u64,
+    next: Option<u64>,
+}
+
+/// BGZF reads files cut by the scans: each file's ranges that hold records, and the templates.
+struct ReadsCut {
+    files: Vec<Vec<RangeStart>>,
+    templates: u64,
+}
+
+/// The reads an align task maps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FqReads {
+    /// A chunk of the split task's reads file.
+    Chunk(FileSlice),
+    /// Templates `before + 1 ..` of BGZF reads files (R1, and R2), read from their positions.
+    Bgzf {
+        /// R1, and R2.
+        files: Vec<FqStart>,
+        /// Templates before the chunk's first.
+        before: u64,
+    },
+}
+
+impl FqReads {
+    /// The chunk's templates as a source of fragments.
+    fn source(&self, fragments: u64) -> anyhow::Result<Box<dyn ChunkSource>> {
+        let at = |p: &Path| p.display().to_string();
+        Ok(match self {
+            FqReads::Chunk(slice) => {
+                let mut input = std::fs::File::open(&slice.path)
+                    .with_context(|| format!("{}: cannot open", at(&slice.path)))?;
+                input
+                    .seek(SeekFrom::Start(slice.start))
+                    .with_context(|| at(&slice.path))?;
+                let input = BufReader::new(input.take(slice.end - slice.start));
+                Box::new(ChunkFileSource::new(input, &slice.path, fragments))
+            }
+            FqReads::Bgzf { files, before } => {
+                let mut readers = Vec::new();
+                for f in files {
+                    let file = std::fs::File::open(&f.path)
+                        .with_context(|| format!("{}: cannot open", at(&f.path)))?;
+                    let mut r = sortase_bgzf::SeekReader::new(file);
+                    r.seek_virtual(f.at).with_context(|| at(&f.path))?;
+                    let mut reader =
+                        FastqReader::new(Box::new(r), &f.path).numbered_after(before - f.skip);
+                    let mut rec = sortase_fasta::fastq::Record::default();
+                    for _ in 0..f.skip {
+                        reader.read(&mut rec).map_err(|e| one::kinded(e.into()))?;
+                    }
+                    readers.push(reader);
+                }
+                let mut readers = readers.into_iter();
+                let r1 = readers.next().context("no reads file")?;
+                // Pairs, or single reads that are templates of their own (see `plan`).
+                Box::new(FastqSource::new(r1, readers.next(), false).part(*before, fragments))
+            }
+        })
+    }
+
+    /// The bytes it reads.
+    fn spans(&self) -> Vec<super::Span> {
+        match self {
+            FqReads::Chunk(c) => vec![super::Span::ranges(&c.path, vec![(c.start, c.end)])],
+            FqReads::Bgzf { files, .. } => files
+                .iter()
+                .map(|f| super::Span::ranges(&f.path, vec![(f.at >> 16, f.end)]))
+                .collect(),
+        }
+    }
+
+    /// How many bytes that is.
+    fn bytes(&self) -> u64 {
+        match self {
+            FqReads::Chunk(c) => c.end - c.start,
+            FqReads::Bgzf { files, .. } => files.iter().map(|f| f.end - (f.at >> 16)).sum(),
+        }
+    }
+
+    /// The (first) file, for messages.
+    fn path(&self) -> &Path {
+        match self {
+            FqReads::Chunk(c) => &c.path,
+            FqReads::Bgzf { files, .. } => files.first().map_or(Path::new(""), |f| &f.path),
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------ stage 1: split
@@ -380,8 +583,8 @@ pub struct FqAlignTask {
     pub chunk: usize,
     /// Chunks.
     pub chunks: usize,
-    /// The reads file and the chunk's bytes in it.
-    pub reads: FileSlice,
+    /// The chunk's reads.
+    pub reads: FqReads,
     /// Templates in the chunk.
     pub fragments: u64,
     /// Signature partitions (0: no marking).
@@ -441,13 +644,7 @@ impl FqAlignTask {
         };
         let sam_header = aligner.sam_header(&one::command_line(&aligner, job, self.threads));
         let at = |p: &Path| p.display().to_string();
-        let mut input = std::fs::File::open(&self.reads.path)
-            .with_context(|| format!("{}: cannot open", at(&self.reads.path)))?;
-        input
-            .seek(SeekFrom::Start(self.reads.start))
-            .with_context(|| at(&self.reads.path))?;
-        let input = BufReader::new(input.take(self.reads.end - self.reads.start));
-        let source = ChunkFileSource::new(input, &self.reads.path, self.fragments);
+        let source = self.reads.source(self.fragments)?;
         let create = |p: &Path| -> anyhow::Result<(WorkFile, BufWriter<std::fs::File>)> {
             let f = WorkFile::new(p)?;
             let w = BufWriter::new(
@@ -497,7 +694,7 @@ impl FqAlignTask {
                 ErrorKind::Input,
                 format!(
                     "{}: chunk {} holds {} templates, the split wrote {}",
-                    at(&self.reads.path),
+                    at(self.reads.path()),
                     self.chunk,
                     stats.fragments,
                     self.fragments
@@ -710,8 +907,29 @@ impl Fq2BamPlan {
         &self.work_dir
     }
 
-    /// Stage 1: the split task.
-    pub fn split_tasks(&self) -> Vec<Fq2BamTask> {
+    /// Stage 1: one scan task per byte range of each BGZF reads file (none for other reads).
+    pub fn scan_tasks(&self) -> Vec<Fq2BamTask> {
+        let mut tasks = Vec::new();
+        for (file, (path, len)) in self.bgzf.iter().enumerate() {
+            for range in 0..len.div_ceil(self.scan_bytes).max(1) {
+                tasks.push(Fq2BamTask::Scan(FqScanTask {
+                    file,
+                    path: path.clone(),
+                    range: range as usize,
+                    start: range * self.scan_bytes,
+                    end: ((range + 1) * self.scan_bytes).min(*len),
+                }));
+            }
+        }
+        tasks
+    }
+
+    /// Stage 1b: the split task, unless the scans cut the reads (every file four-line FASTQ,
+    /// the ranges joined up, R1 and R2 with as many records).
+    pub fn split_tasks(&self, scans: &[FqScanOutput]) -> Vec<Fq2BamTask> {
+        if self.cut(scans).is_some() {
+            return Vec::new();
+        }
         vec![Fq2BamTask::Split(FqSplitTask {
             reads1: self.job.reads1.clone(),
             reads2: self.job.reads2.clone(),
@@ -721,32 +939,134 @@ impl Fq2BamPlan {
         })]
     }
 
-    /// Stage 2 from the split's output: one align task per chunk.
-    pub fn align_tasks(&self, splits: &[FqSplitOutput]) -> Result<Vec<Fq2BamTask>> {
-        let split = splits
-            .first()
-            .ok_or_else(|| Error::argument("no split output"))?;
-        let chunks = split.chunks.len();
+    /// Each BGZF reads file's ranges that hold records, and the templates; `None` if the scans
+    /// cannot be trusted ([`sortase_fasta::fastq_cut::chain`]) or the files differ in records.
+    fn cut(&self, scans: &[FqScanOutput]) -> Option<ReadsCut> {
+        if self.bgzf.is_empty() {
+            return None;
+        }
+        let mut files = Vec::new();
+        let mut templates = None;
+        for (file, (_, len)) in self.bgzf.iter().enumerate() {
+            let mut mine: Vec<&FqScanOutput> = scans.iter().filter(|s| s.file == file).collect();
+            mine.sort_by_key(|s| s.range);
+            let expected = len.div_ceil(self.scan_bytes).max(1) as usize;
+            if mine.len() != expected || mine.iter().enumerate().any(|(k, s)| s.range != k) {
+                return None;
+            }
+            let ranges: Vec<sortase_fasta::fastq_cut::RangeScan> = mine
+                .iter()
+                .map(|s| sortase_fasta::fastq_cut::RangeScan {
+                    first: s.first,
+                    records: s.records,
+                    next: s.next,
+                    regular: s.regular,
+                })
+                .collect();
+            let (before, records) = sortase_fasta::fastq_cut::chain(&ranges)?;
+            if templates.is_some_and(|t| t != records) {
+                return None; // unpaired: the split task fails with the one-machine message
+            }
+            templates = Some(records);
+            files.push(
+                mine.iter()
+                    .zip(before)
+                    .filter_map(|(s, before)| {
+                        s.first.map(|first| RangeStart {
+                            first,
+                            before,
+                            next: s.next,
+                        })
+                    })
+                    .collect(),
+            );
+        }
+        Some(ReadsCut {
+            files,
+            templates: templates.unwrap_or(0),
+        })
+    }
+
+    /// Where template `before + 1` starts in each BGZF reads file, and how far the chunk of
+    /// `count` templates from there can reach.
+    fn starts(&self, files: &[Vec<RangeStart>], before: u64, count: u64) -> Vec<FqStart> {
+        files
+            .iter()
+            .zip(&self.bgzf)
+            .map(|(ranges, (path, len))| {
+                // The last range starting at or before the record (none: an empty file).
+                let holding = |record: u64| ranges.iter().rposition(|r| r.before <= record);
+                let (at, skip) = holding(before)
+                    .map_or((0, 0), |j| (ranges[j].first, before - ranges[j].before));
+                let end = match count.checked_sub(1).and_then(|c| holding(before + c)) {
+                    None => at >> 16,
+                    Some(j) => ranges[j]
+                        .next
+                        .map_or(*len, |next| ((next >> 16) + BGZF_BLOCK_MAX).min(*len)),
+                };
+                FqStart {
+                    path: path.clone(),
+                    at,
+                    skip,
+                    end: end.max(at >> 16),
+                }
+            })
+            .collect()
+    }
+
+    /// Stage 2 from the scans' or the split's outputs: one align task per chunk.
+    pub fn align_tasks(
+        &self,
+        scans: &[FqScanOutput],
+        splits: &[FqSplitOutput],
+    ) -> Result<Vec<Fq2BamTask>> {
+        let chunks: Vec<(FqReads, u64)> = match splits.first() {
+            Some(split) => split
+                .chunks
+                .iter()
+                .map(|c| {
+                    let slice = FileSlice {
+                        path: split.path.clone(),
+                        start: c.start,
+                        end: c.end,
+                    };
+                    (FqReads::Chunk(slice), c.fragments)
+                })
+                .collect(),
+            None => {
+                let ReadsCut {
+                    files: ranges,
+                    templates,
+                } = self
+                    .cut(scans)
+                    .ok_or_else(|| Error::argument("no split output, and the scans cut nothing"))?;
+                let per = self.chunk_templates;
+                (0..templates.div_ceil(per).max(1))
+                    .map(|k| {
+                        let before = k * per;
+                        let count = per.min(templates - before);
+                        let files = self.starts(&ranges, before, count);
+                        (FqReads::Bgzf { files, before }, count)
+                    })
+                    .collect()
+            }
+        };
+        let n = chunks.len();
         let partitions = match self.job.markdup {
-            DuplicateMarking::Samblaster => self.options.reduce_tasks.unwrap_or(chunks).max(1),
+            DuplicateMarking::Samblaster => self.options.reduce_tasks.unwrap_or(n).max(1),
             _ => 0,
         };
-        Ok(split
-            .chunks
-            .iter()
+        Ok(chunks
+            .into_iter()
             .enumerate()
-            .map(|(k, c)| {
+            .map(|(k, (reads, fragments))| {
                 Fq2BamTask::Align(FqAlignTask {
                     job: Box::new(self.job.clone()),
                     threads: self.threads,
                     chunk: k,
-                    chunks,
-                    reads: FileSlice {
-                        path: split.path.clone(),
-                        start: c.start,
-                        end: c.end,
-                    },
-                    fragments: c.fragments,
+                    chunks: n,
+                    reads,
+                    fragments,
                     partitions,
                     records_path: self.work_dir.join(format!("align-{k:06}.records")),
                     counts_path: self.work_dir.join(format!("align-{k:06}.counts")),
@@ -925,6 +1245,29 @@ impl Task for FqSplitTask {
     }
 }
 
+impl Task for FqScanTask {
+    const KIND: &'static str = "fq2bam.scan";
+    type Output = FqScanOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<FqScanOutput> {
+        rt.check_cancelled()?;
+        FqScanTask::run(self).map_err(Error::from)
+    }
+
+    /// Its range, and the blocks after it up to the next record start (at most one record's
+    /// bytes past the range's end).
+    fn reads(&self) -> Result<Vec<super::Span>> {
+        Ok(vec![super::Span::ranges(
+            &self.path,
+            vec![(self.start, self.end)],
+        )])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}
+
 impl Task for FqAlignTask {
     const KIND: &'static str = "fq2bam.align";
     type Output = FqAlignOutput;
@@ -935,10 +1278,10 @@ impl Task for FqAlignTask {
 
     /// The index (whole) and its chunk of the reads file.
     fn reads(&self) -> Result<Vec<super::Span>> {
-        Ok(vec![
-            super::Span::whole(&self.job.index),
-            super::Span::ranges(&self.reads.path, vec![(self.reads.start, self.reads.end)]),
-        ])
+        Ok(vec![super::Span::whole(&self.job.index)]
+            .into_iter()
+            .chain(self.reads.spans())
+            .collect())
     }
 
     fn writes(&self) -> Vec<PathBuf> {
@@ -953,7 +1296,7 @@ impl Task for FqAlignTask {
     /// a driver on object storage does not fetch it: it is a path every worker sees).
     fn local_bytes(&self) -> (u64, u64) {
         let (_, written) = super::registry::measured(Ok(Vec::new()), &self.writes());
-        (self.reads.end - self.reads.start, written)
+        (self.reads.bytes(), written)
     }
 }
 
@@ -1092,6 +1435,7 @@ mod tests {
             let spec = Fq2BamTasksJob {
                 job: job.clone(),
                 chunk_templates: Some(450),
+                scan_bytes: None,
             };
             let plan = plan_json(
                 "fq2bam",
@@ -1100,7 +1444,9 @@ mod tests {
                 &rt,
             )
             .unwrap();
-            let splits = stage(&plan, "split", &[], &rt);
+            let scans = stage(&plan, "scan", &[], &rt);
+            assert!(scans.is_empty(), "plain FASTQ: no scans");
+            let splits = stage(&plan, "split", &scans, &rt);
             let aligns = stage(&plan, "align", &splits, &rt);
             assert_eq!(aligns.len(), 5);
             let dedups = stage(&plan, "dedup", &aligns, &rt);
@@ -1142,6 +1488,110 @@ mod tests {
         }
         // The same index and options: loaded by the first align task of this process only.
         assert_eq!(index_loads(), loads + 1);
+    }
+
+    /// `text` as BGZF with a block every `every` bytes, so that records straddle blocks.
+    fn bgzf(text: &[u8], path: &Path, every: usize) {
+        let mut w = sortase_bgzf::ParallelWriter::new(
+            std::fs::File::create(path).unwrap(),
+            sortase_bgzf::WriterOptions::new(1, sortase_bgzf::CompressionLevel::samtools(1)),
+        );
+        for piece in text.chunks(every) {
+            w.write_all(piece).unwrap();
+            w.end_block().unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    /// Runs a planned job's stages as a driver does (from its stage graph, each stage's tasks in
+    /// reverse order) and assembles the output; the tasks per stage, or the first error (the
+    /// plan aborted).
+    fn drive(plan: &str, rt: &Runtime) -> std::result::Result<Vec<(String, usize)>, String> {
+        let p: crate::tasks::Plan = serde_json::from_str(plan).unwrap();
+        let graph = p.stage_graph();
+        let run = || -> Result<Vec<(String, usize)>> {
+            let mut done = std::collections::HashMap::<String, Vec<Value>>::new();
+            let mut counts = Vec::new();
+            for st in &graph.stages {
+                let taken: Vec<Value> = st.takes.iter().flat_map(|n| done[n].clone()).collect();
+                let mut outputs = Vec::new();
+                for t in p.stage_tasks(&st.name, &taken, rt)?.iter().rev() {
+                    outputs.push(t.run(rt)?);
+                }
+                counts.push((st.name.clone(), outputs.len()));
+                done.insert(st.name.clone(), outputs);
+            }
+            let all: Vec<Value> = graph.finish.iter().flat_map(|n| done[n].clone()).collect();
+            let layout = p.layout(&all, true, rt)?;
+            for t in layout.place_tasks() {
+                t.run(rt)?;
+            }
+            layout.commit()?;
+            Ok(counts)
+        };
+        run().map_err(|e| {
+            p.abort().unwrap();
+            e.to_string()
+        })
+    }
+
+    #[test]
+    fn bgzf_reads_are_cut_by_blocks_with_the_bytes_of_one_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, r1, r2) = simulate(dir.path(), 1_500);
+        let (z1, z2) = (dir.path().join("r1.fq.gz"), dir.path().join("r2.fq.gz"));
+        bgzf(&std::fs::read(&r1).unwrap(), &z1, 3000);
+        bgzf(&std::fs::read(&r2).unwrap(), &z2, 4100);
+        let rt = Runtime::with_threads(2).unwrap();
+        let one = dir.path().join("one.bam");
+        let many = dir.path().join("many.bam");
+        // One machine reads the same files (their names are in the header's @PG).
+        let mut job = Fq2BamJob::new(&fa, &z1, OutputSpec::to_path(&one));
+        job.reads2 = Some(z2.clone());
+        job.run(&rt).unwrap();
+        job.output.path = Some(many.clone());
+        let spec = |job: &Fq2BamJob| {
+            serde_json::to_string(&Fq2BamTasksJob {
+                job: job.clone(),
+                chunk_templates: Some(400),
+                scan_bytes: Some(10_000),
+            })
+            .unwrap()
+        };
+        let plan = plan_json("fq2bam", &spec(&job), r#"{"reduce_tasks": 2}"#, &rt).unwrap();
+        let counts = drive(&plan, &rt).unwrap();
+        let count = |name: &str| counts.iter().find(|c| c.0 == name).unwrap().1;
+        let scans = std::fs::metadata(&z1).unwrap().len().div_ceil(10_000)
+            + std::fs::metadata(&z2).unwrap().len().div_ceil(10_000);
+        assert_eq!(count("scan") as u64, scans);
+        assert_eq!((count("split"), count("align")), (0, 4), "{counts:?}");
+        assert!(
+            std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+            "the bytes differ from one machine's"
+        );
+
+        // A name that differs in the middle of R2: the chunk's align task fails with the one
+        // machine's message, records numbered from the file's start.
+        let text = std::fs::read_to_string(&r2).unwrap();
+        let bad = text.replacen("@p1000/2", "@x1000/2", 1);
+        assert_ne!(bad, text);
+        bgzf(bad.as_bytes(), &z2, 4100);
+        job.output.path = Some(dir.path().join("bad.bam"));
+        let want = job.run(&rt).unwrap_err().to_string();
+        let plan = plan_json("fq2bam", &spec(&job), "{}", &rt).unwrap();
+        assert_eq!(drive(&plan, &rt).unwrap_err(), want);
+        // R2 shorter than R1: the scans disagree, the split task reads the files and fails as
+        // one machine does.
+        let short: String = text
+            .lines()
+            .take(4 * 1_200)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        bgzf(short.as_bytes(), &z2, 4100);
+        let want = job.run(&rt).unwrap_err().to_string();
+        let plan = plan_json("fq2bam", &spec(&job), "{}", &rt).unwrap();
+        assert_eq!(drive(&plan, &rt).unwrap_err(), want);
+        assert!(!dir.path().join("bad.bam").exists());
     }
 
     #[test]
@@ -1189,10 +1639,11 @@ mod tests {
         let plan = Fq2BamTasksJob {
             job: job.clone(),
             chunk_templates: Some(10),
+            scan_bytes: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap();
-        let Fq2BamTask::Split(split) = plan.split_tasks().remove(0) else {
+        let Fq2BamTask::Split(split) = plan.split_tasks(&[]).remove(0) else {
             unreachable!()
         };
         let got = Task::run(&split, &rt).unwrap_err().to_string();
@@ -1204,6 +1655,7 @@ mod tests {
         let e = Fq2BamTasksJob {
             job: job.clone(),
             chunk_templates: None,
+            scan_bytes: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap_err();
@@ -1213,6 +1665,7 @@ mod tests {
         let e = Fq2BamTasksJob {
             job,
             chunk_templates: None,
+            scan_bytes: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap_err();

@@ -10,7 +10,7 @@
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
-use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqSplitTask};
+use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
 use super::markdup::{
     MarkdupPlan, MarkdupTask, MarkdupTasks, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask,
     MdReduceTask,
@@ -233,9 +233,17 @@ fn fq2bam_stage(
 ) -> Result<Vec<AnyTask>> {
     let aligns = || outputs_of(outputs, FqAlignTask::KIND);
     Ok(match stage {
-        "split" => p.split_tasks().into_iter().map(|t| t.into_task()).collect(),
+        "scan" => p.scan_tasks().into_iter().map(|t| t.into_task()).collect(),
+        "split" => p
+            .split_tasks(&outputs_of(outputs, FqScanTask::KIND)?)
+            .into_iter()
+            .map(|t| t.into_task())
+            .collect(),
         "align" => p
-            .align_tasks(&outputs_of(outputs, FqSplitTask::KIND)?)?
+            .align_tasks(
+                &outputs_of(outputs, FqScanTask::KIND)?,
+                &outputs_of(outputs, FqSplitTask::KIND)?,
+            )?
             .into_iter()
             .map(|t| t.into_task())
             .collect(),
@@ -321,7 +329,7 @@ impl Plan {
             Plan::Sort(_) => &["count", "map", "reduce"],
             Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
             Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
-            Plan::Fq2Bam(_) => &["split", "align", "dedup", "map", "reduce"],
+            Plan::Fq2Bam(_) => &["scan", "split", "align", "dedup", "map", "reduce"],
             Plan::AgdMarkdup(p) => p.stages(),
             _ => &["tasks"],
         }
@@ -374,8 +382,9 @@ impl Plan {
             ("encode", &["map", "reduce"]),
         ];
         const FQ2BAM: &[Stage] = &[
-            ("split", &[]),
-            ("align", &["split"]),
+            ("scan", &[]),
+            ("split", &["scan"]),
+            ("align", &["scan", "split"]),
             ("dedup", &["align"]),
             ("map", &["align", "dedup"]),
             ("reduce", &["align", "map"]),

@@ -128,6 +128,7 @@ registry!(
     super::pmarkdup::PmJoinTask,
     super::pmarkdup::PmReduceTask,
     super::assemble::PlaceTask,
+    super::fq2bam::FqScanTask,
     super::fq2bam::FqSplitTask,
     super::fq2bam::FqAlignTask,
     super::fq2bam::FqSortMapTask,
