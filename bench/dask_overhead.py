@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
@@ -155,7 +156,43 @@ def is_distributed(p: dict) -> bool:
     return p.get("tasks", 0) > 0
 
 
-def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
+def affine(x1: float, y1: float, x2: float, y2: float) -> tuple:
+    """(fixed, per unit) of the line through two measurements, neither negative: a smaller
+    measurement at the larger size (noise) gives the larger one as a fixed cost only; a line
+    through zero and the larger point when the fixed part would be negative."""
+    if x1 > x2:
+        x1, y1, x2, y2 = x2, y2, x1, y1
+    slope = max(0.0, (y2 - y1) / (x2 - x1)) if x2 > x1 else 0.0
+    if slope == 0.0:
+        return max(y1, y2), 0.0  # the larger of the two as a fixed cost
+    fixed = y2 - slope * x2
+    if fixed < 0:
+        return 0.0, y2 / x2
+    return fixed, slope
+
+
+def driver_fits(phases: list, input_bytes: int, other: Optional[dict]) -> dict:
+    """Per driver phase found in both runs: (fixed, per input byte) of its CPU seconds and of
+    its bytes, from this run and `other` (the same job's phases at another input size)."""
+    if other is None:
+        return {}
+    theirs = {p["name"]: p for p in other["phases"]}
+    fits = {}
+    for p in phases:
+        q = theirs.get(p["name"])
+        if is_distributed(p) or q is None:
+            continue
+        cpu = lambda x: x.get("cpu_seconds", x["seconds"])  # noqa: E731
+        moved = lambda x: x.get("bytes_read", 0) + x.get("bytes_written", 0)  # noqa: E731
+        fits[p["name"]] = {
+            "cpu": affine(input_bytes, cpu(p), other["input_bytes"], cpu(q)),
+            "bytes": affine(input_bytes, moved(p), other["input_bytes"], moved(q)),
+        }
+    return fits
+
+
+def model(phases: list, input_bytes: int, out_bytes: int, args, fits: Optional[dict] = None
+          ) -> tuple:
     """Projected wall seconds per machine count, and what bounds each phase.
 
     Assumptions (each named in the report): every figure scales linearly with the input (CPU
@@ -163,8 +200,12 @@ def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
     max(CPU / usable cores, bytes / (machines x NIC), bytes / storage) + scheduler time per task
     + one task (its last wave); a driver phase takes its measured CPU and its measured bytes
     over one NIC (the finish's layout reads the parts' sidecars and writes the index: no part's
-    bytes pass through the driver since the parallel finish)."""
+    bytes pass through the driver since the parallel finish). With `fits` (two input sizes,
+    `driver_fits`) a driver phase is fixed + per-byte cost at the projected size instead of
+    linear in the input."""
+    fits = fits or {}
     k = args.model_gb * 1e9 / input_bytes
+    model_bytes = args.model_gb * 1e9
     node_bw = args.node_gbit * 1e9 / 8
     storage_bw = args.storage_gbs * 1e9
     task_scale = k * size_bytes(args.task_memory) / size_bytes(args.model_task_memory)
@@ -185,6 +226,10 @@ def model(phases: list, input_bytes: int, out_bytes: int, args) -> tuple:
                 t = terms[bound] + tasks * args.sched_ms / 1e3 + cpu / tasks
             else:
                 cpu = k * p.get("cpu_seconds", p["seconds"])
+                fit = fits.get(p["name"])
+                if fit is not None:
+                    cpu = fit["cpu"][0] + fit["cpu"][1] * model_bytes
+                    moved = fit["bytes"][0] + fit["bytes"][1] * model_bytes
                 terms = {"driver CPU": cpu, "driver NIC": moved / node_bw,
                          "storage": moved / storage_bw}
                 bound = max(terms, key=terms.get)
@@ -239,6 +284,11 @@ def main() -> int:
     ap.add_argument("--scratch", default=None, help="scratch directory [next to the input]")
     ap.add_argument("--note", default=None, help="a note for the results section")
     ap.add_argument("--no-record", action="store_true", help="do not append to bench/RESULTS-archive.md")
+    ap.add_argument("--save-phases", default=None, metavar="JSON",
+                    help="write the input size and the per-phase medians here (for --fit-with)")
+    ap.add_argument("--fit-with", default=None, metavar="JSON",
+                    help="--save-phases of the same job at another input size: the model's "
+                    "driver phases become fixed + per-byte costs fitted from the two sizes")
     m = ap.add_argument_group("model")
     m.add_argument("--machines", type=int, nargs="+", default=[8, 32, 64])
     m.add_argument("--cores", type=int, default=32, help="cores per machine [%(default)s]")
@@ -304,7 +354,18 @@ def main() -> int:
     out_bytes = dist_runs[0]["out_bytes"]
     records = dist_runs[0]["report"].get("records")
     moved = statistics.median(r["report"]["distributed"]["bytes_moved"] for r in dist_runs)
-    rows, k = model(phases, input_bytes, out_bytes, args)
+    other = None
+    if args.fit_with:
+        with open(args.fit_with) as f:
+            other = json.load(f)
+        if other.get("job") != args.job:
+            sys.exit(f"--fit-with {args.fit_with}: a {other.get('job')} run, not {args.job}")
+    fits = driver_fits(phases, input_bytes, other)
+    rows, k = model(phases, input_bytes, out_bytes, args, fits)
+    if args.save_phases:
+        with open(args.save_phases, "w") as f:
+            json.dump({"job": args.job, "inputs": inputs, "input_bytes": input_bytes,
+                       "phases": phases}, f, indent=1)
 
     print(f"distributed {d_wall:.2f} s (cpu {d_cpu:.2f}), single {s_wall:.2f} s (cpu {s_cpu:.2f}); "
           f"ratio {d_wall / s_wall:.2f}x", file=sys.stderr)
@@ -360,7 +421,11 @@ def main() -> int:
         f"{args.node_gbit:g} Gb/s NIC per machine; shared storage {args.storage_gbs:g} GB/s "
         f"aggregate; {args.sched_ms:g} ms scheduler time per task; map tasks of "
         f"{args.model_task_memory}; per-phase CPU, bytes and tasks scaled linearly from the "
-        "table above; a driver phase's measured CPU and bytes on one machine; see `model`):",
+        "table above; a driver phase's measured CPU and bytes on one machine"
+        + (f", as fixed + per-byte costs fitted from this run and the same job on "
+           f"{human_bytes(other['input_bytes'])} ({', '.join(os.path.basename(i) for i in other['inputs'])})"
+           if fits else ", scaled linearly (an upper bound: no second size to fit a fixed part)")
+        + "; see `model`):",
         "",
         "| machines | projected wall | speedup vs 1 | efficiency | phases (s, bound) |",
         "|---:|---:|---:|---:|---|",
@@ -369,6 +434,12 @@ def main() -> int:
     for n, total, parts in rows:
         detail = "; ".join(f"{name} {t:.1f} ({bound})" for name, t, bound in parts)
         lines.append(f"| {n} | {total:.0f} s | {base / total:.1f}x | {base / total / n:.0%} | {detail} |")
+    if fits:
+        lines += ["", "Driver phases fitted from the two sizes (fixed + per input GB; CPU s, bytes):",
+                  ""]
+        lines += [f"- `{name}`: CPU {f['cpu'][0]:.3f} s + {f['cpu'][1] * 1e9:.3f} s/GB; bytes "
+                  f"{human_bytes(int(f['bytes'][0]))} + {human_bytes(int(f['bytes'][1] * 1e9))}/GB"
+                  for name, f in fits.items()]
     lines += ["", reading(rows, phases, input_bytes, args), ""]
     if max(load_before[0], load_after[0]) >= 1.0:
         lines.append(

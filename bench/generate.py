@@ -3,6 +3,7 @@
 
     python3 bench/generate.py --size tiny|small|large [--out /work/bench-data]
     python3 bench/generate.py --size xl --from DIR_OF_LARGE [--copies 4] [--out DIR]
+    python3 bench/generate.py --size small16 --from DIR_OF_SMALL [--out DIR]
 
 `xl` (>= 50M records, genome-like scale) is derived from an existing `large` data
 set instead of simulated anew (ART and minimap2 at 4x the large coverage would take
@@ -118,6 +119,9 @@ SIZES = {
     "normal": dict(ref="ref", contigs=None, coverage=1.0, art_seed=4004),
     # Derived from `large` (see the module docstring): no simulation of its own.
     "xl": dict(derived_from="large", copies=4),
+    # The small data 16 times over: the large data's record count (12.9M) in minutes, for the
+    # benchmarks that need a large input but not ART and minimap2's hour on 2 cores (Dask's).
+    "small16": dict(derived_from="small", copies=16),
 }
 
 BASES = b"ACGT"
@@ -873,7 +877,7 @@ def tile_header(header, copies):
                     f = q.rstrip(b"\n").split(b"\t")
                     f = [x + b"_%d" % k if x.startswith(b"SN:") else x for x in f]
                     out.append(b"\t".join(f) + b"\n")
-    out.append(b"@CO\txl: bench/generate.py --size xl, the large data %d times over "
+    out.append(b"@CO\tbench/generate.py: the data %d times over "
                b"(copy k >= 2: contigs NAME_k, flowcell HSIMFC0k)\n" % copies)
     return out
 
@@ -945,8 +949,9 @@ def derive_xl(args, cfg, out):
         src_info = json.load(f)
     src_bam = os.path.join(src_dir, f"{base}.bam")
     src_sorted = os.path.join(src_dir, f"{base}.sorted.bam")
-    bam = os.path.join(out, "xl.bam")
-    sbam = os.path.join(out, "xl.sorted.bam")
+    name = args.size  # xl, or small16: the same derivation from another base
+    bam = os.path.join(out, f"{name}.bam")
+    sbam = os.path.join(out, f"{name}.sorted.bam")
     os.makedirs(out, exist_ok=True)
     t = time.time()
     records = {}
@@ -969,18 +974,18 @@ def derive_xl(args, cfg, out):
     if os.path.exists(sortase):
         run([sortase, "sort", "--verify", sbam])
     info = {
-        "size": "xl",
+        "size": name,
         "description": f"the {base} data {copies} times over on a reference of {copies} copies "
-                       f"(bench/generate.py --size xl; {src_info['description']})",
+                       f"(bench/generate.py --size {name}; {src_info['description']})",
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "generator": "bench/generate.py --size xl",
+        "generator": f"bench/generate.py --size {name}",
         "derived_from": os.path.join(src_dir, f"{base}.json"),
         "copies": copies,
         "files": {
             "bam": {"path": bam, "bytes": os.path.getsize(bam), "records": want,
                     "order": "aligner within each copy, copies one after the other"},
             "sorted_bam": {"path": sbam, "bytes": os.path.getsize(sbam), "records": want,
-                           "order": "coordinate (copies of the samtools-sorted large data)"},
+                           "order": f"coordinate (copies of the samtools-sorted {base} data)"},
             "bai": {"path": sbam + ".bai"},
         },
         "records": want,
@@ -988,11 +993,11 @@ def derive_xl(args, cfg, out):
         "bytes_per_record": round(os.path.getsize(bam) / want, 1),
         "timings_s": {"derive": round(time.time() - t, 1)},
     }
-    with open(os.path.join(out, "xl.json.tmp"), "w") as f:
+    with open(os.path.join(out, f"{name}.json.tmp"), "w") as f:
         json.dump(info, f, indent=2)
         f.write("\n")
-    os.replace(os.path.join(out, "xl.json.tmp"), os.path.join(out, "xl.json"))
-    log(f"xl: {want:,} records, {human(info['bytes'])} -> {out}")
+    os.replace(os.path.join(out, f"{name}.json.tmp"), os.path.join(out, f"{name}.json"))
+    log(f"{name}: {want:,} records, {human(info['bytes'])} -> {out}")
 
 
 def main():
@@ -1007,7 +1012,7 @@ def main():
                     help="override the nuclear ART coverage of the size")
     ap.add_argument("--keep-fastq", action="store_true", help="keep DIR/work-SIZE/R1.fq, R2.fq")
     ap.add_argument("--from", dest="source", metavar="DIR",
-                    help="xl: the directory of the large data it is derived from")
+                    help="xl, small16: the directory of the data it is derived from")
     ap.add_argument("--copies", type=int, default=None, help="xl: copies of the large data (4)")
     args = ap.parse_args()
 
