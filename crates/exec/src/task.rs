@@ -190,6 +190,14 @@ impl<T: Task> DynTask for T {
     }
 }
 
+/// A task of any kind serialises as its kind's JSON ([`DynTask::to_json`]), so a boxed task
+/// (what a domain crate's `into_task` returns) is sent as the registry's `AnyTask` is.
+impl Serialize for dyn DynTask {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
 fn to_value<T: Serialize>(value: &T) -> Result<Value> {
     serde_json::to_value(value)
         .map_err(|e| Error::new(ErrorKind::Internal, format!("task output JSON: {e}")))

@@ -13,3 +13,4 @@
 pub mod job;
 pub mod picard;
 pub mod samblaster;
+pub mod tasks;

@@ -834,8 +834,11 @@ impl AgdMarkdupPlan {
 
     /// The tasks of `stage` from the outputs of the stages before (any kinds, any order).
     pub fn stage_tasks(&self, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
-        let picard_tasks =
-            |t: Vec<PicardTask>| t.into_iter().map(PicardTask::into_task).collect::<Vec<_>>();
+        let picard_tasks = |t: Vec<PicardTask>| {
+            t.into_iter()
+                .map(|t| AnyTask::from_dyn(t.into_task()))
+                .collect::<Vec<_>>()
+        };
         if self.runs.is_empty() && self.stages().contains(&stage) {
             return Ok(Vec::new()); // no records: the finish writes an empty group
         }

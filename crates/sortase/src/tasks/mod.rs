@@ -28,9 +28,12 @@
 pub use sortase_exec::assemble;
 pub mod agd_markdup;
 pub mod fq2bam;
-pub mod markdup;
+/// The markdup tasks of query-grouped input (samblaster's mode): crates/markdup `tasks/query.rs`.
+pub use sortase_markdup::tasks::query as markdup;
 pub mod plans;
-pub mod pmarkdup;
+/// The markdup tasks of coordinate-sorted input (Picard's mode): crates/markdup
+/// `tasks/coordinate.rs`.
+pub use sortase_markdup::tasks::coordinate as pmarkdup;
 pub mod sort;
 
 pub use crate::wire::{RunIndex, Sample};

@@ -12,10 +12,9 @@
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
 use super::markdup::{
-    MarkdupPlan, MarkdupTask, MarkdupTasks, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask,
-    MdReduceTask,
+    MarkdupPlan, MarkdupTasks, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
 };
-use super::pmarkdup::{PicardPlan, PicardTask, PmJoinTask, PmMapTask, PmReduceTask};
+use super::pmarkdup::{PicardPlan, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};
 use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
 use super::{Layout, PlanOptions, SortPlan};
@@ -205,7 +204,10 @@ fn markdup_stage(p: &MarkdupPlan, stage: &str, outputs: &[Value]) -> Result<Vec<
         )?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks.into_iter().map(MarkdupTask::into_task).collect())
+    Ok(tasks
+        .into_iter()
+        .map(|t| AnyTask::from_dyn(t.into_task()))
+        .collect())
 }
 
 /// The tasks of a markdup's (coordinate-sorted input, Picard's mode) `stage`.
@@ -221,7 +223,10 @@ fn coordinate_stage(p: &PicardPlan, stage: &str, outputs: &[Value]) -> Result<Ve
         "encode" => p.encode_tasks(&maps()?, &outputs_of(outputs, PmReduceTask::KIND)?)?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks.into_iter().map(PicardTask::into_task).collect())
+    Ok(tasks
+        .into_iter()
+        .map(|t| AnyTask::from_dyn(t.into_task()))
+        .collect())
 }
 
 /// The tasks of an fq2bam's `stage`.

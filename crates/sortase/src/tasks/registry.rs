@@ -38,6 +38,12 @@ impl std::ops::Deref for AnyTask {
 }
 
 impl AnyTask {
+    /// A task a domain crate boxed (`MarkdupTask::into_task`, `PicardTask::into_task`: crates
+    /// below the registry hand out [`DynTask`]s).
+    pub fn from_dyn(task: Box<dyn DynTask>) -> Self {
+        AnyTask(task)
+    }
+
     /// The task of a task's JSON, through the registry.
     pub fn from_json(value: Value) -> Result<Self> {
         let mut kind = String::new();

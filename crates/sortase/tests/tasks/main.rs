@@ -4,6 +4,8 @@
 
 mod agd_round_trip;
 mod fq2bam;
+mod markdup_coordinate_tasks;
+mod markdup_tasks;
 mod merge_tasks;
 mod runtime;
 mod sort_tasks;

@@ -27,7 +27,7 @@
 //!    next, 0x400 set on the duplicates and cleared elsewhere (as Picard), encoded into the blocks
 //!    the one-machine writer writes; the duplicates counted per library.
 //!
-//! The finish is the parallel one of a sort ([`crate::tasks::assemble`]); the driver writes the
+//! The finish is the parallel one of a sort ([`sortase_exec::assemble`]); the driver writes the
 //! metrics file from the map tasks' counts, the encode tasks' duplicate counts and the reduce
 //! tasks' histograms.
 //!
@@ -48,27 +48,26 @@
 //! can only add a false alarm. Names whose ends the one machine pairs alike (all in one range,
 //! or all paired within their ranges) pass.
 
-use super::markdup::{
+use super::query::{
     count_tasks, encode_tasks, partition, proved, Cutting, EncodeRange, FileSlice, MdCountOutput,
     MdCountTask, MdEncodeOutput, MdEncodeTask, RecordMarks,
 };
-use super::{assemble, ByteRange, Layout};
-use crate::error::{bail_argument, Error, ErrorKind, Result};
-use crate::markdup::{MarkdupJob, MarkdupReport, Mode};
-use crate::parts::{complete, remove_work_dir};
-use crate::runtime::Runtime;
-use crate::wire::{HeaderData, WorkFile};
+use crate::job::{MarkdupJob, MarkdupReport, Mode};
+use crate::picard::chunks::{self, Found, OpticalOptions};
+use crate::picard::ends::{Fragment, Pair, RecordEnd};
+use crate::picard::metrics::LibraryCounts;
+use crate::picard::name::{Location, NameParser};
+use crate::picard::spill::Spillable;
+use crate::picard::{self, order_key, Collector, Libraries, Options, OrderError, Outcome, Pending};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
+use sortase_exec::assemble::{self, Layout};
+use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
+use sortase_exec::parts::{complete, remove_work_dir};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::task::{ByteRange, DynTask};
+use sortase_exec::wire::{HeaderData, WorkFile};
 use sortase_index::range::{RangeStream, RecordRange};
-use sortase_markdup::picard::chunks::{self, Found, OpticalOptions};
-use sortase_markdup::picard::ends::{Fragment, Pair, RecordEnd};
-use sortase_markdup::picard::metrics::LibraryCounts;
-use sortase_markdup::picard::name::{Location, NameParser};
-use sortase_markdup::picard::spill::Spillable;
-use sortase_markdup::picard::{
-    self, order_key, Collector, Libraries, Options, OrderError, Outcome, Pending,
-};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -114,25 +113,25 @@ pub enum PicardTask {
 
 impl PicardTask {
     /// The stage's task as a task of any kind (what a driver sends).
-    pub fn into_task(self) -> super::AnyTask {
+    pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            PicardTask::Count(t) => t.into(),
-            PicardTask::Map(t) => t.into(),
-            PicardTask::Join(t) => t.into(),
-            PicardTask::Reduce(t) => t.into(),
-            PicardTask::Encode(t) => t.into(),
+            PicardTask::Count(t) => Box::new(t),
+            PicardTask::Map(t) => Box::new(t),
+            PicardTask::Join(t) => Box::new(t),
+            PicardTask::Reduce(t) => Box::new(t),
+            PicardTask::Encode(t) => Box::new(t),
         }
     }
 }
 
-/// [`super::markdup::MarkdupTasks::plan_coordinate_tasks`].
-pub(super) fn plan(
+/// [`super::query::MarkdupTasks::plan_coordinate_tasks`].
+pub(crate) fn plan(
     job: &MarkdupJob,
     rt: &Runtime,
     task_memory: usize,
     reduce_tasks: Option<usize>,
 ) -> anyhow::Result<PicardPlan> {
-    let planned = super::markdup::plan_common(job, rt, task_memory, |mode, _| {
+    let planned = super::query::plan_common(job, rt, task_memory, |mode, _| {
         if mode != Mode::Coordinate {
             bail_argument!(
                 "{}: not coordinate-sorted (Picard mode): plan it with MarkdupJob::plan_tasks",
@@ -162,7 +161,7 @@ pub(super) fn plan(
         work_dir: planned.work_dir,
         level: job
             .output
-            .compression_level(crate::sort::DEFAULT_LEVEL)
+            .compression_level(sortase_exec::options::DEFAULT_LEVEL)
             .libdeflate(),
         task_memory,
         reduce_tasks,
@@ -299,7 +298,7 @@ fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>>
     let file = WorkFile::new(path)?;
     let at = || path.display().to_string();
     let mut out = BufWriter::new(
-        crate::files::create_private(file.path())
+        sortase_exec::files::create_private(file.path())
             .with_context(|| format!("{}: cannot create", at()))?,
     );
     let mut offsets = vec![0u64];
@@ -392,26 +391,35 @@ fn options(regex: Option<&str>, job: Option<&MarkdupJob>) -> anyhow::Result<Opti
 }
 
 /// Where a map task's records are and what it writes (for [`map_ends`]).
-pub(super) struct EndsMap<'a> {
-    pub(super) input_name: &'a str,
-    pub(super) rg_lines: &'a str,
-    pub(super) read_name_regex: Option<&'a str>,
-    pub(super) part: usize,
-    pub(super) parts: usize,
-    pub(super) base: u64,
-    pub(super) records: u64,
-    pub(super) partitions: usize,
-    pub(super) path: &'a Path,
+pub struct EndsMap<'a> {
+    /// The input's name in messages.
+    pub input_name: &'a str,
+    /// The header's `@RG` lines (the libraries).
+    pub rg_lines: &'a str,
+    /// Picard's read-name regex (`None`: its default).
+    pub read_name_regex: Option<&'a str>,
+    /// The task's range, of `parts`.
+    pub part: usize,
+    /// The ranges of the job.
+    pub parts: usize,
+    /// The file index of the range's first record.
+    pub base: u64,
+    /// The records of the range (proved by the count stage).
+    pub records: u64,
+    /// The partitions the ends are written in.
+    pub partitions: usize,
+    /// The file the map task writes.
+    pub path: &'a Path,
     /// Whether to give the records' block cutting (a BAM's), else their count only.
-    pub(super) cutting: bool,
+    pub cutting: bool,
 }
 
 /// The map stage of Picard's mode over any record source (`next`: the records in file order,
 /// the first with file index `m.base`): the read ends collected and written partitioned.
-pub(super) fn map_ends(
+pub fn map_ends(
     rt: &Runtime,
     m: &EndsMap<'_>,
-    next: &mut super::markdup::Batches<'_>,
+    next: &mut super::query::Batches<'_>,
 ) -> anyhow::Result<PmMapOutput> {
     let libs = Libraries::from_header(m.rg_lines);
     let n_libs = libs.names.len();
@@ -825,8 +833,8 @@ impl PmReduceTask {
 
 impl PicardPlan {
     /// The plan whose join and reduce stages serve the map tasks of a dataset (`agd markdup`,
-    /// [`super::agd_markdup`]): `job.input` names the dataset in messages, `header` is its header.
-    pub(super) fn for_dataset(
+    /// `sortase::tasks::agd_markdup`): `job.input` names the dataset in messages, `header` is its header.
+    pub fn for_dataset(
         job: MarkdupJob,
         input: PathBuf,
         header: &sortase_bam::Header,
@@ -855,12 +863,12 @@ impl PicardPlan {
     }
 
     /// The header's `@RG` lines.
-    pub(super) fn rg_lines(&self) -> &str {
+    pub fn rg_lines(&self) -> &str {
         &self.rg_lines
     }
 
     /// The map outputs in range order, checked ([`PicardPlan::join_tasks`]'s check).
-    pub(super) fn checked_maps<'a>(&self, maps: &'a [PmMapOutput]) -> Result<Vec<&'a PmMapOutput>> {
+    pub fn checked_maps<'a>(&self, maps: &'a [PmMapOutput]) -> Result<Vec<&'a PmMapOutput>> {
         self.maps(maps)
     }
 }
@@ -968,7 +976,7 @@ impl PicardPlan {
     }
 
     fn order_error(&self, header: &sortase_bam::Header, e: &OrderError) -> Error {
-        Error::from(crate::markdup::coordinate::order_error(
+        Error::from(crate::job::coordinate::order_error(
             header,
             &self.job.input,
             e,
@@ -1091,7 +1099,7 @@ impl PicardPlan {
         .collect())
     }
 
-    /// The parallel finish's first step ([`crate::tasks::assemble`]): the output laid out from
+    /// The parallel finish's first step ([`sortase_exec::assemble`]): the output laid out from
     /// the encode tasks' sidecars, the metrics file (with `-f`/`--metrics`) written under a
     /// temporary name, the report from every stage's outputs.
     pub fn layout(
@@ -1204,9 +1212,9 @@ impl PicardPlan {
             rt,
         )?;
         if let Some(target) = &c.metrics {
-            let title = crate::markdup::coordinate::metrics_title(
+            let title = crate::job::coordinate::metrics_title(
                 &self.job,
-                crate::markdup::coordinate::METRICS_TITLE,
+                crate::job::coordinate::METRICS_TITLE,
             );
             let text = outcome.metrics_file(&[title]);
             let temp = assemble::temp_name(target, &self.work_dir);

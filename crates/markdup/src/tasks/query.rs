@@ -26,26 +26,27 @@
 //! ([`Cutting`]). The driver chains these from the header (whose block is ended) to find the
 //! first record of each range that starts a block; an encode task writes from there to the next
 //! such record, which may lie some ranges later. The finish is the sort's parallel finish
-//! ([`crate::tasks::assemble`]): header blocks at the job's level, the parts, the EOF block.
+//! ([`sortase_exec::assemble`]): header blocks at the job's level, the parts, the EOF block.
 
-use super::pmarkdup::PicardPlan;
-use super::{assemble, AnyTask, ByteRange, Layout, TaskError};
-use crate::error::bail_argument;
-use crate::error::{Error, ErrorKind, Result};
-use crate::markdup::marking::is_duplicate;
-use crate::markdup::{detect_mode, MarkdupJob, MarkdupReport, Mode};
-use crate::options::add_program;
-use crate::output::{resolve_format, temp_prefix, OutFormat};
-use crate::parts::{complete, create_work_dir, remove_work_dir, write_part};
-use crate::range_output::EncodedRange;
-use crate::runtime::Runtime;
-use crate::wire::{hex, HeaderData, WorkFile};
+use super::coordinate::PicardPlan;
+use crate::job::marking::is_duplicate;
+use crate::job::{detect_mode, MarkdupJob, MarkdupReport, Mode};
+use crate::samblaster::{self, Carry, Layout as SigLayout, Options, SigSet, Verdict};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::{flags, BamError, RecordBatch, RecordBuf};
 use sortase_bgzf::{BlockEncoder, CompressionLevel, BLOCK_DATA_MAX};
+use sortase_exec::assemble::{self, Layout};
+use sortase_exec::error::bail_argument;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::options::add_program;
+use sortase_exec::output::{resolve_format, temp_prefix, OutFormat};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part};
+use sortase_exec::range_output::EncodedRange;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::task::{ByteRange, DynTask, TaskError};
+use sortase_exec::wire::{hex, HeaderData, WorkFile};
 use sortase_index::range::{plan_ranges, RangeStream, RecordRange};
-use sortase_markdup::samblaster::{self, Carry, Layout as SigLayout, Options, SigSet, Verdict};
 use std::collections::HashMap;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -53,7 +54,7 @@ use std::path::{Path, PathBuf};
 /// Bytes of one signature entry of a map file: the signature (16) and the group's ordinal (4).
 const SIG_ENTRY: usize = 20;
 /// Memory a reduce task needs per signature (the entry read and its set slot with slack).
-pub(super) const REDUCE_BYTES_PER_SIG: u64 = 48;
+pub const REDUCE_BYTES_PER_SIG: u64 = 48;
 /// The open block's capacity (a block holds at most this many uncompressed bytes).
 const MAX: u64 = BLOCK_DATA_MAX as u64;
 
@@ -108,12 +109,12 @@ pub enum MarkdupTaskOutput {
 
 impl MarkdupTask {
     /// The stage's task as a task of any kind (what a driver sends).
-    pub fn into_task(self) -> AnyTask {
+    pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            MarkdupTask::Count(t) => t.into(),
-            MarkdupTask::Map(t) => t.into(),
-            MarkdupTask::Reduce(t) => t.into(),
-            MarkdupTask::Encode(t) => t.into(),
+            MarkdupTask::Count(t) => Box::new(t),
+            MarkdupTask::Map(t) => Box::new(t),
+            MarkdupTask::Reduce(t) => Box::new(t),
+            MarkdupTask::Encode(t) => Box::new(t),
         }
     }
 
@@ -141,7 +142,7 @@ pub trait MarkdupTasks {
     ) -> Result<MarkdupPlan>;
 
     /// Plans the job as tasks on coordinate-sorted BAM input (Picard's mode; see
-    /// [`super::pmarkdup`]): `task_memory` bounds a map task's range and a join or reduce task's
+    /// [`super::coordinate`]): `task_memory` bounds a map task's range and a join or reduce task's
     /// partition; `reduce_tasks` asks for at least that many partitions. Creates the work
     /// directory ([`PicardPlan::abort`] or the commit removes it).
     fn plan_coordinate_tasks(
@@ -168,26 +169,26 @@ impl MarkdupTasks for MarkdupJob {
         task_memory: usize,
         reduce_tasks: Option<usize>,
     ) -> Result<PicardPlan> {
-        super::pmarkdup::plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
+        super::coordinate::plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
     }
 }
 
 /// What both modes' plans share: the input checked and cut into byte ranges, the output's
 /// header, the work directory.
-pub(super) struct Planned {
-    pub(super) input: PathBuf,
+pub(crate) struct Planned {
+    pub(crate) input: PathBuf,
     /// The input's header.
-    pub(super) input_header: sortase_bam::Header,
+    pub(crate) input_header: sortase_bam::Header,
     /// The output's header (`@PG` added).
-    pub(super) header: sortase_bam::Header,
-    pub(super) ranges: Vec<ByteRange>,
-    pub(super) work_dir: PathBuf,
+    pub(crate) header: sortase_bam::Header,
+    pub(crate) ranges: Vec<ByteRange>,
+    pub(crate) work_dir: PathBuf,
 }
 
 /// Checks the job and plans the input's byte ranges (`task_memory` record bytes each); the
 /// mode from the job or the input's `@HD` line, which `check` accepts or refuses before the
 /// work directory is created.
-pub(super) fn plan_common(
+pub(crate) fn plan_common(
     job: &MarkdupJob,
     rt: &Runtime,
     task_memory: usize,
@@ -323,10 +324,7 @@ fn level_of(job: &MarkdupJob) -> CompressionLevel {
 }
 
 /// samblaster's layout of the references (with `-a` and no references, one of length 0).
-pub(super) fn sig_layout(
-    lengths: &[u64],
-    job: &MarkdupJob,
-) -> std::result::Result<SigLayout, String> {
+pub fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigLayout, String> {
     let q = &job.samblaster;
     let lengths = if q.accept_dups && lengths.is_empty() {
         vec![0]
@@ -635,18 +633,20 @@ impl MapState<'_> {
 }
 
 /// A source of record batches in file order (`None`: no more).
-pub(super) type Batches<'a> = dyn FnMut() -> anyhow::Result<Option<RecordBatch>> + 'a;
+pub type Batches<'a> = dyn FnMut() -> anyhow::Result<Option<RecordBatch>> + 'a;
 
 /// What a map task over some records found: its signature file written.
-pub(super) struct GroupsMapped {
+pub struct GroupsMapped {
     /// Leading records skipped (the group of the range before).
-    pub(super) skipped: u64,
-    pub(super) groups: u64,
-    pub(super) signatures: u64,
+    pub skipped: u64,
+    /// Read-name groups mapped.
+    pub groups: u64,
+    /// Signatures written.
+    pub signatures: u64,
     /// The records' lengths (their block cutting).
-    pub(super) lengths: Vec<u32>,
+    pub lengths: Vec<u32>,
     /// Byte offset of each partition in the file, and its end.
-    pub(super) offsets: Vec<u64>,
+    pub offsets: Vec<u64>,
 }
 
 /// The map stage of samblaster's mode over any record source: the records of `range` (in file
@@ -655,7 +655,7 @@ pub(super) struct GroupsMapped {
 /// when needed) while its name continues; every group's signature with its ordinal written to
 /// `path` partitioned by hash. `lengths` keeps the records' lengths (a BAM's block cutting).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn map_groups(
+pub fn map_groups(
     rt: &Runtime,
     job: &MarkdupJob,
     input_name: &str,
@@ -741,7 +741,7 @@ pub(super) fn map_groups(
     let file = WorkFile::new(path)?;
     let at = || path.display().to_string();
     let mut out = BufWriter::new(
-        crate::files::create_private(file.path())
+        sortase_exec::files::create_private(file.path())
             .with_context(|| format!("{}: cannot create", at()))?,
     );
     let mut offsets = vec![0u64];
@@ -832,7 +832,7 @@ pub struct FileSlice {
 impl FileSlice {
     /// Slice `i` of a file cut at `offsets` (partition `i` of a partitioned task file: bytes
     /// `offsets[i]..offsets[i + 1]`).
-    pub(super) fn nth(path: &Path, offsets: &[u64], i: usize) -> Self {
+    pub fn nth(path: &Path, offsets: &[u64], i: usize) -> Self {
         Self {
             path: path.to_path_buf(),
             start: offsets[i],
@@ -840,7 +840,8 @@ impl FileSlice {
         }
     }
 
-    pub(super) fn read(&self) -> anyhow::Result<Vec<u8>> {
+    /// The slice's bytes.
+    pub fn read(&self) -> anyhow::Result<Vec<u8>> {
         let at = || self.path.display().to_string();
         let mut f =
             std::fs::File::open(&self.path).with_context(|| format!("{}: cannot open", at()))?;
@@ -886,7 +887,7 @@ impl MdReduceTask {
         let file = WorkFile::new(&self.path)?;
         let at = || self.path.display().to_string();
         let mut out = BufWriter::new(
-            crate::files::create_private(file.path())
+            sortase_exec::files::create_private(file.path())
                 .with_context(|| format!("{}: cannot create", at()))?,
         );
         let mut offsets = vec![0u64];
@@ -979,7 +980,7 @@ pub struct MdEncodeTask {
     pub level: u8,
     /// Its BGZF blocks.
     pub part_path: PathBuf,
-    /// Their sizes ([`crate::tasks::sort::PartIndex`]).
+    /// Their sizes ([`sortase_exec::parts::PartIndex`]).
     pub sidecar_path: PathBuf,
     /// Picard's mode (`None`: samblaster's, duplicates by read-name group).
     #[serde(default)]
@@ -1050,7 +1051,7 @@ impl MdEncodeTask {
         let libs = self
             .records
             .as_ref()
-            .map(|m| sortase_markdup::picard::Libraries::from_header(&m.rg_lines));
+            .map(|m| crate::picard::Libraries::from_header(&m.rg_lines));
         let mut lib_dups = vec![[0u64; 2]; libs.as_ref().map_or(0, |l| l.names.len())];
         let mut dups = match self.segments.first() {
             Some(s) => duplicate_set(s, by_record)?,
@@ -1090,7 +1091,7 @@ impl MdEncodeTask {
                         let want = if dup {
                             dup_records += 1;
                             let (lib, _) = libs.of(&r);
-                            let paired = sortase_markdup::picard::ends::has_mapped_mate(flag);
+                            let paired = crate::picard::ends::has_mapped_mate(flag);
                             lib_dups[lib as usize][usize::from(paired)] += 1;
                             flag | flags::DUPLICATE
                         } else {
@@ -1191,7 +1192,7 @@ impl MarkdupPlan {
 }
 
 /// Stage 1 of either mode: one count task per planned range.
-pub(super) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> Vec<MdCountTask> {
+pub(crate) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> Vec<MdCountTask> {
     (0..ranges.len())
         .map(|i| MdCountTask {
             input: input.to_path_buf(),
@@ -1204,7 +1205,7 @@ pub(super) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> V
 }
 
 /// The proved ranges from the count outputs, walking from the first to the end of the file.
-pub(super) fn proved<'a>(
+pub(crate) fn proved<'a>(
     ranges: &[ByteRange],
     counts: &'a [MdCountOutput],
 ) -> Result<Vec<&'a MdCountOutput>> {
@@ -1346,7 +1347,7 @@ impl MarkdupPlan {
         .collect())
     }
 
-    /// The parallel finish's first step ([`crate::tasks::assemble`]): the output laid out from
+    /// The parallel finish's first step ([`sortase_exec::assemble`]): the output laid out from
     /// the encode tasks' sidecars, the report from every stage's outputs; with `preallocate` the
     /// output's temporary file created at its size.
     pub fn layout(
@@ -1426,20 +1427,20 @@ impl MarkdupPlan {
 }
 
 /// What the encode stage needs of one proved range.
-pub(super) struct EncodeRange<'a> {
-    pub(super) cutting: &'a Cutting,
-    pub(super) start: u64,
-    pub(super) end: Option<u64>,
-    pub(super) skipped: u64,
-    pub(super) groups: u64,
-    pub(super) base: u64,
+pub(crate) struct EncodeRange<'a> {
+    pub(crate) cutting: &'a Cutting,
+    pub(crate) start: u64,
+    pub(crate) end: Option<u64>,
+    pub(crate) skipped: u64,
+    pub(crate) groups: u64,
+    pub(crate) base: u64,
     /// Its duplicates, one slice per reduce task.
-    pub(super) duplicates: Vec<FileSlice>,
+    pub(crate) duplicates: Vec<FileSlice>,
 }
 
 /// Stage 4 of either mode: the block starts chained from the header's end through every range's
 /// cutting; one encode task per range that holds a block start, writing to the next one.
-pub(super) fn encode_tasks(
+pub(crate) fn encode_tasks(
     ranges: &[EncodeRange],
     input: &Path,
     n_ref: usize,
@@ -1507,8 +1508,6 @@ pub fn block_starts<'a>(cuttings: impl Iterator<Item = &'a Cutting>) -> Vec<(usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::{Order, OutputSpec, Program};
-    use crate::sort::SortJob;
 
     /// Where each record starts a block, written through htslib's rule from an ended block.
     fn direct_starts(lengths: &[u32]) -> Vec<usize> {
@@ -1602,162 +1601,5 @@ mod tests {
             let mean = 20_000 / n;
             assert!(count.iter().all(|&c| c > mean / 2), "{n}: {count:?}");
         }
-    }
-
-    fn name_grouped_bam(dir: &Path) -> PathBuf {
-        let mut sam =
-            String::from("@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n");
-        let mut seed = 11;
-        let seq: String = (0..120).map(|i| b"ACGT"[i % 4] as char).collect();
-        let qual: String = "I".repeat(120);
-        for i in 0..3000 {
-            let ref1 = if lcg(&mut seed).is_multiple_of(3) {
-                "c2"
-            } else {
-                "c1"
-            };
-            let pos = 1 + lcg(&mut seed) % 400;
-            let mpos = pos + 50 + lcg(&mut seed) % 40;
-            let name = format!("q{i:05}");
-            match lcg(&mut seed) % 10 {
-                0 => {
-                    // Unmapped pair, and a secondary of a pair.
-                    sam += &format!("{name}\t77\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
-                    sam += &format!("{name}\t141\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
-                }
-                1 => {
-                    sam += &format!("{name}\t0\t{ref1}\t{pos}\t60\t120M\t*\t0\t0\t{seq}\t{qual}\n");
-                }
-                _ => {
-                    sam += &format!(
-                        "{name}\t99\t{ref1}\t{pos}\t60\t120M\t=\t{mpos}\t170\t{seq}\t{qual}\n"
-                    );
-                    sam += &format!(
-                        "{name}\t355\t{ref1}\t{mpos}\t0\t5S115M\t=\t{pos}\t0\t{seq}\t{qual}\n"
-                    );
-                    sam += &format!(
-                        "{name}\t147\t{ref1}\t{mpos}\t60\t10S110M\t=\t{pos}\t-170\t{seq}\t{qual}\n"
-                    );
-                }
-            }
-        }
-        let sam_path = dir.join("in.sam");
-        std::fs::write(&sam_path, sam).unwrap();
-        let bam = dir.join("in.bam");
-        let mut out = OutputSpec::to_path(&bam);
-        out.uncompressed = true;
-        let job = SortJob {
-            order: Order::Name,
-            ..SortJob::new(sam_path.to_str().unwrap(), out)
-        };
-        job.run(&Runtime::with_threads(1).unwrap()).unwrap();
-        bam
-    }
-
-    fn run_tasks(plan: &MarkdupPlan, rt: &Runtime) -> Layout {
-        let run = |tasks: Vec<MarkdupTask>| -> Vec<MarkdupTaskOutput> {
-            tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
-        };
-        let counts: Vec<_> = run(plan.count_tasks())
-            .into_iter()
-            .filter_map(|o| match o {
-                MarkdupTaskOutput::Count(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        let maps: Vec<_> = run(plan.map_tasks(&counts).unwrap())
-            .into_iter()
-            .filter_map(|o| match o {
-                MarkdupTaskOutput::Map(m) => Some(m),
-                _ => None,
-            })
-            .collect();
-        let reduces: Vec<_> = run(plan.reduce_tasks(&maps).unwrap())
-            .into_iter()
-            .filter_map(|o| match o {
-                MarkdupTaskOutput::Reduce(r) => Some(r),
-                _ => None,
-            })
-            .collect();
-        let encodes: Vec<_> = run(plan.encode_tasks(&maps, &reduces).unwrap())
-            .into_iter()
-            .filter_map(|o| match o {
-                MarkdupTaskOutput::Encode(e) => Some(e),
-                _ => None,
-            })
-            .collect();
-        plan.layout(&maps, &reduces, &encodes, true, rt).unwrap()
-    }
-
-    #[test]
-    fn tasks_write_the_bytes_of_one_machine() {
-        let dir = tempfile::tempdir().unwrap();
-        let bam = name_grouped_bam(dir.path());
-        let rt = Runtime::with_threads(1).unwrap();
-        for (level, memory, reduce) in [
-            (None, 200_000, None),
-            (Some(0), 64 << 10, Some(3)),
-            (Some(6), 1 << 30, None),
-        ] {
-            let one = dir.path().join("one.bam");
-            let many = dir.path().join("many.bam");
-            let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
-            job.output.level = level;
-            job.program = Some(Program {
-                command_line: "sortase markdup in.bam".into(),
-            });
-            let report = job.run(&rt).unwrap();
-            assert!(report.duplicate_groups > 100, "{report:?}");
-            job.output.path = Some(many.clone());
-            let plan = job.plan_tasks(&rt, memory, reduce).unwrap();
-            if memory < 1 << 20 {
-                assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
-            }
-            let layout = run_tasks(&plan, &rt);
-            for t in layout.place_tasks() {
-                t.run(&rt).unwrap();
-            }
-            let value = layout.commit().unwrap();
-            assert_eq!(value["records"], report.records);
-            assert_eq!(value["duplicate_records"], report.duplicate_records);
-            assert_eq!(value["duplicate_groups"], report.duplicate_groups);
-            assert_eq!(value["read_names"], report.read_names);
-            assert!(
-                std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
-                "level {level:?}, memory {memory}: the bytes differ"
-            );
-            assert!(!plan.work_dir().exists());
-        }
-    }
-
-    #[test]
-    fn refused_options_and_an_aborted_plan_leave_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let bam = name_grouped_bam(dir.path());
-        let rt = Runtime::with_threads(1).unwrap();
-        let out = dir.path().join("out.bam");
-        let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out));
-        job.remove_duplicates = true;
-        let e = job.plan_tasks(&rt, 1 << 20, None).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
-        job.remove_duplicates = false;
-        job.mode = Mode::Coordinate;
-        assert!(job.plan_tasks(&rt, 1 << 20, None).is_err());
-        job.mode = Mode::Auto;
-        let plan = job.plan_tasks(&rt, 100_000, None).unwrap();
-        let maps: Vec<_> = plan
-            .count_tasks()
-            .iter()
-            .map(|t| t.run(&rt).unwrap())
-            .collect();
-        assert!(plan.work_dir().exists());
-        drop(maps);
-        plan.abort().unwrap();
-        assert!(!plan.work_dir().exists());
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 2, "{names:?}"); // in.sam, in.bam
     }
 }

@@ -1,0 +1,174 @@
+//! Markdup tasks of query-grouped input (samblaster's mode, `sortase::tasks::markdup`) against
+//! `MarkdupJob::run`: on a name-sorted BAM (built with `SortJob`) cut into byte ranges, every
+//! stage's tasks run in reverse order; the assembled output must be byte-identical to the one
+//! machine's, and a refused or aborted plan leaves nothing behind.
+
+use sortase::markdup::Mode;
+use sortase::tasks::markdup::{MarkdupPlan, MarkdupTask, MarkdupTaskOutput};
+use sortase::tasks::{Layout, MarkdupTasks};
+use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime, SortJob};
+use std::path::{Path, PathBuf};
+
+fn lcg(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *seed >> 33
+}
+
+fn name_grouped_bam(dir: &Path) -> PathBuf {
+    let mut sam =
+        String::from("@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n");
+    let mut seed = 11;
+    let seq: String = (0..120).map(|i| b"ACGT"[i % 4] as char).collect();
+    let qual: String = "I".repeat(120);
+    for i in 0..3000 {
+        let ref1 = if lcg(&mut seed).is_multiple_of(3) {
+            "c2"
+        } else {
+            "c1"
+        };
+        let pos = 1 + lcg(&mut seed) % 400;
+        let mpos = pos + 50 + lcg(&mut seed) % 40;
+        let name = format!("q{i:05}");
+        match lcg(&mut seed) % 10 {
+            0 => {
+                // Unmapped pair, and a secondary of a pair.
+                sam += &format!("{name}\t77\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
+                sam += &format!("{name}\t141\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\n");
+            }
+            1 => {
+                sam += &format!("{name}\t0\t{ref1}\t{pos}\t60\t120M\t*\t0\t0\t{seq}\t{qual}\n");
+            }
+            _ => {
+                sam += &format!(
+                    "{name}\t99\t{ref1}\t{pos}\t60\t120M\t=\t{mpos}\t170\t{seq}\t{qual}\n"
+                );
+                sam += &format!(
+                    "{name}\t355\t{ref1}\t{mpos}\t0\t5S115M\t=\t{pos}\t0\t{seq}\t{qual}\n"
+                );
+                sam += &format!(
+                    "{name}\t147\t{ref1}\t{mpos}\t60\t10S110M\t=\t{pos}\t-170\t{seq}\t{qual}\n"
+                );
+            }
+        }
+    }
+    let sam_path = dir.join("in.sam");
+    std::fs::write(&sam_path, sam).unwrap();
+    let bam = dir.join("in.bam");
+    let mut out = OutputSpec::to_path(&bam);
+    out.uncompressed = true;
+    let job = SortJob {
+        order: Order::Name,
+        ..SortJob::new(sam_path.to_str().unwrap(), out)
+    };
+    job.run(&Runtime::with_threads(1).unwrap()).unwrap();
+    bam
+}
+
+fn run_tasks(plan: &MarkdupPlan, rt: &Runtime) -> Layout {
+    let run = |tasks: Vec<MarkdupTask>| -> Vec<MarkdupTaskOutput> {
+        tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
+    };
+    let counts: Vec<_> = run(plan.count_tasks())
+        .into_iter()
+        .filter_map(|o| match o {
+            MarkdupTaskOutput::Count(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let maps: Vec<_> = run(plan.map_tasks(&counts).unwrap())
+        .into_iter()
+        .filter_map(|o| match o {
+            MarkdupTaskOutput::Map(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    let reduces: Vec<_> = run(plan.reduce_tasks(&maps).unwrap())
+        .into_iter()
+        .filter_map(|o| match o {
+            MarkdupTaskOutput::Reduce(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let encodes: Vec<_> = run(plan.encode_tasks(&maps, &reduces).unwrap())
+        .into_iter()
+        .filter_map(|o| match o {
+            MarkdupTaskOutput::Encode(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    plan.layout(&maps, &reduces, &encodes, true, rt).unwrap()
+}
+
+#[test]
+fn tasks_write_the_bytes_of_one_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let bam = name_grouped_bam(dir.path());
+    let rt = Runtime::with_threads(1).unwrap();
+    for (level, memory, reduce) in [
+        (None, 200_000, None),
+        (Some(0), 64 << 10, Some(3)),
+        (Some(6), 1 << 30, None),
+    ] {
+        let one = dir.path().join("one.bam");
+        let many = dir.path().join("many.bam");
+        let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+        job.output.level = level;
+        job.program = Some(Program {
+            command_line: "sortase markdup in.bam".into(),
+        });
+        let report = job.run(&rt).unwrap();
+        assert!(report.duplicate_groups > 100, "{report:?}");
+        job.output.path = Some(many.clone());
+        let plan = job.plan_tasks(&rt, memory, reduce).unwrap();
+        if memory < 1 << 20 {
+            assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
+        }
+        let layout = run_tasks(&plan, &rt);
+        for t in layout.place_tasks() {
+            t.run(&rt).unwrap();
+        }
+        let value = layout.commit().unwrap();
+        assert_eq!(value["records"], report.records);
+        assert_eq!(value["duplicate_records"], report.duplicate_records);
+        assert_eq!(value["duplicate_groups"], report.duplicate_groups);
+        assert_eq!(value["read_names"], report.read_names);
+        assert!(
+            std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+            "level {level:?}, memory {memory}: the bytes differ"
+        );
+        assert!(!plan.work_dir().exists());
+    }
+}
+
+#[test]
+fn refused_options_and_an_aborted_plan_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bam = name_grouped_bam(dir.path());
+    let rt = Runtime::with_threads(1).unwrap();
+    let out = dir.path().join("out.bam");
+    let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&out));
+    job.remove_duplicates = true;
+    let e = job.plan_tasks(&rt, 1 << 20, None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
+    job.remove_duplicates = false;
+    job.mode = Mode::Coordinate;
+    assert!(job.plan_tasks(&rt, 1 << 20, None).is_err());
+    job.mode = Mode::Auto;
+    let plan = job.plan_tasks(&rt, 100_000, None).unwrap();
+    let maps: Vec<_> = plan
+        .count_tasks()
+        .iter()
+        .map(|t| t.run(&rt).unwrap())
+        .collect();
+    assert!(plan.work_dir().exists());
+    drop(maps);
+    plan.abort().unwrap();
+    assert!(!plan.work_dir().exists());
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}"); // in.sam, in.bam
+}
