@@ -103,7 +103,7 @@ def run_distributed(client, args, out: str) -> dict:
         report = distributed.markdup(args.input, out, mode=args.job.split("-")[1], **common)
     else:
         report = distributed.fq2bam(args.index, *args.reads, out, write_index=True,
-                                    threads=args.threads,
+                                    threads=args.threads, scan_bytes=args.scan_bytes,
                                     markdup="picard" if args.job == "fq2bam-picard" else "samblaster",
                                     **common)
     wall = time.perf_counter() - start
@@ -274,6 +274,8 @@ def main() -> int:
     ap.add_argument("--reads", nargs=2, default=["/work/bench-data/work-small/R1.fq",
                                                   "/work/bench-data/work-small/R2.fq"],
                     help="fq2bam: R1 and R2 [%(default)s]")
+    ap.add_argument("--scan-bytes", default=None,
+                    help="fq2bam on BGZF reads: compressed bytes per scan task [64M]")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds [%(default)s]")
     ap.add_argument("--task-memory", default="128M",
                     help="distributed map task memory: sets the number of map tasks [%(default)s]")
