@@ -274,7 +274,8 @@ impl FqScanTask {
 }
 
 /// Where a part of a BGZF reads file starts: the record at `at` (a virtual position), then
-/// `skip` records read and dropped; `before` records of the file come before the part.
+/// `skip` records read and dropped (the templates before the part are [`FqReads::Bgzf`]'s
+/// `before`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FqStart {
     /// The file.
@@ -1254,8 +1255,8 @@ impl Task for FqScanTask {
         FqScanTask::run(self).map_err(Error::from)
     }
 
-    /// Its range, and the blocks after it up to the next record start (at most one record's
-    /// bytes past the range's end).
+    /// Its range (the walk reads on past its end to the next record's start: at most one
+    /// record more).
     fn reads(&self) -> Result<Vec<super::Span>> {
         Ok(vec![super::Span::ranges(
             &self.path,
