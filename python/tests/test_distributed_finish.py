@@ -30,7 +30,7 @@ from sortase import distributed  # noqa: E402
 from test_distributed import RECORDS, TASK_MEMORY, cli, make_bam  # noqa: E402
 
 PART = re.compile(r"/(reduce|merge|encode)-\d+\.bgzf$")
-SIDECAR = re.compile(r"/(reduce|merge|encode)-\d+\.json$")
+SIDECAR = re.compile(r"/(reduce|merge|encode)-\d+\.sidecar$")
 
 
 @pytest.fixture(scope="module")

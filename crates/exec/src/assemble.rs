@@ -198,9 +198,7 @@ fn place_part(
     name: &str,
 ) -> anyhow::Result<u64> {
     let at = |path: &Path| path.display().to_string();
-    let side: PartIndex =
-        serde_json::from_slice(&std::fs::read(sidecar).with_context(|| at(sidecar))?)
-            .with_context(|| at(sidecar))?;
+    let side = PartIndex::read(sidecar)?;
     if side.ranges.len() != ranges {
         bail!(
             "{}: {} key ranges, expected {ranges}",

@@ -1,5 +1,5 @@
 //! Part files of range tasks (a sort's reduce tasks and merge tasks): each task writes the BGZF
-//! blocks of its key ranges back to back into one part file, with a JSON sidecar ([`PartIndex`])
+//! blocks of its key ranges back to back into one part file, with a binary sidecar ([`PartIndex`])
 //! of their sizes and index summaries, both under temporary names in a work directory; the
 //! driver checks that every task's output is there ([`complete`]) and appends the parts in order
 //! ([`write_parts`]). Shared by `tasks::sort` and `merge::tasks`, below both.
@@ -21,6 +21,92 @@ use std::path::{Path, PathBuf};
 pub struct PartIndex {
     /// The key ranges in order.
     pub ranges: Vec<EncodedRangeIndex>,
+}
+
+/// What starts a sidecar file (and says which form it has).
+const SIDECAR_MAGIC: &[u8; 8] = b"SRTPIDX1";
+
+impl PartIndex {
+    /// The sidecar's bytes: the magic, then per key range its bytes, its blocks' sizes and its
+    /// index summary ([`RangeSummary::encode`]), little-endian. Binary, not JSON: the driver
+    /// of a distributed sort reads every part's sidecar, and JSON took ~154 bytes per index
+    /// segment (60.7 MB per 1.6 GiB sorted) and most of the layout's time to parse.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = SIDECAR_MAGIC.to_vec();
+        out.extend_from_slice(&(self.ranges.len() as u64).to_le_bytes());
+        for r in &self.ranges {
+            out.extend_from_slice(&r.bytes.to_le_bytes());
+            out.extend_from_slice(&(r.blocks.len() as u64).to_le_bytes());
+            for &(c, u) in &r.blocks {
+                out.extend_from_slice(&c.to_le_bytes());
+                out.extend_from_slice(&u.to_le_bytes());
+            }
+            match &r.summary {
+                None => out.push(0),
+                Some(s) => {
+                    out.push(1);
+                    s.encode(&mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads what [`Self::to_bytes`] wrote.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let bad = |what: &str| Error::new(ErrorKind::Internal, format!("part sidecar: {what}"));
+        let mut at = bytes
+            .strip_prefix(SIDECAR_MAGIC.as_slice())
+            .ok_or_else(|| bad("not a sidecar"))?;
+        let u64_ = |at: &mut &[u8]| -> Result<u64> {
+            let (head, rest) = at
+                .split_first_chunk::<8>()
+                .ok_or_else(|| bad("truncated"))?;
+            *at = rest;
+            Ok(u64::from_le_bytes(*head))
+        };
+        let n = u64_(&mut at)?;
+        let mut ranges = Vec::new();
+        for _ in 0..n {
+            let bytes = u64_(&mut at)?;
+            let k = u64_(&mut at)? as usize;
+            if k > at.len() / 8 {
+                return Err(bad("truncated"));
+            }
+            let (blocks, rest) = at.split_at(8 * k);
+            at = rest;
+            let blocks = blocks
+                .chunks_exact(8)
+                .map(|b| {
+                    let c = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+                    (c, u32::from_le_bytes(b[4..].try_into().expect("4 bytes")))
+                })
+                .collect();
+            let (&flag, rest) = at.split_first().ok_or_else(|| bad("truncated"))?;
+            at = rest;
+            let summary = match flag {
+                0 => None,
+                1 => Some(RangeSummary::decode(&mut at).map_err(bad)?),
+                _ => return Err(bad("bad summary flag")),
+            };
+            ranges.push(EncodedRangeIndex {
+                bytes,
+                blocks,
+                summary,
+            });
+        }
+        if !at.is_empty() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(Self { ranges })
+    }
+
+    /// Reads the sidecar file at `path`.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let at = || path.display().to_string();
+        let bytes = std::fs::read(path).with_context(at)?;
+        Self::from_bytes(&bytes).with_context(at)
+    }
 }
 
 /// One key range of a part file.
@@ -68,9 +154,9 @@ pub fn write_part(
         .with_context(|| part.path().display().to_string())?;
     drop(out);
     let side = WorkFile::new(sidecar_path)?;
-    let json = serde_json::to_vec(&sidecar).context("part index JSON")?;
+    let bytes = sidecar.to_bytes();
     crate::files::create_private(side.path())
-        .and_then(|mut f| f.write_all(&json))
+        .and_then(|mut f| f.write_all(&bytes))
         .with_context(|| format!("{}: cannot write", side.path().display()))?;
     part.commit()?;
     side.commit()?;
@@ -114,9 +200,7 @@ pub fn write_parts(
     let name = writer.name.clone();
     let at = |path: &Path| path.display().to_string();
     for &(part_path, sidecar_path, ranges) in parts {
-        let side: PartIndex =
-            serde_json::from_slice(&std::fs::read(sidecar_path).with_context(|| at(sidecar_path))?)
-                .with_context(|| at(sidecar_path))?;
+        let side = PartIndex::read(sidecar_path)?;
         if side.ranges.len() != ranges {
             bail!(
                 "{}: {} key ranges, expected {ranges}",

@@ -1483,7 +1483,7 @@ pub(crate) fn encode_tasks(
             segments,
             level,
             part_path: work_dir.join(format!("encode-{t:06}.bgzf")),
-            sidecar_path: work_dir.join(format!("encode-{t:06}.json")),
+            sidecar_path: work_dir.join(format!("encode-{t:06}.sidecar")),
             records: records.clone(),
         });
     }

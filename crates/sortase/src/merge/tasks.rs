@@ -361,7 +361,7 @@ impl MergeTaskPlan {
                     first_range: a,
                     ranges: b - a,
                     part_path: self.work_dir.join(format!("merge-{part:06}.bgzf")),
-                    sidecar_path: self.work_dir.join(format!("merge-{part:06}.json")),
+                    sidecar_path: self.work_dir.join(format!("merge-{part:06}.sidecar")),
                 }
             })
             .collect()

@@ -175,7 +175,7 @@ impl SortPlan {
                     total_runs: maps.len(),
                     total_records: maps.iter().map(|m| m.run.records).sum(),
                     part_path: self.work_dir.join(format!("reduce-{part:06}.bgzf")),
-                    sidecar_path: self.work_dir.join(format!("reduce-{part:06}.json")),
+                    sidecar_path: self.work_dir.join(format!("reduce-{part:06}.sidecar")),
                 })
             })
             .collect())

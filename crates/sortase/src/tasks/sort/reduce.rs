@@ -85,7 +85,7 @@ pub struct ReduceOutput {
     pub record_bytes: u64,
     /// The BGZF blocks of its key ranges, back to back.
     pub part_path: PathBuf,
-    /// Their sizes and index summaries ([`super::PartIndex`] as JSON).
+    /// Their sizes and index summaries ([`super::PartIndex`], binary).
     pub sidecar_path: PathBuf,
 }
 
