@@ -365,6 +365,8 @@ class _Driver:
         self.extra: Dict[str, Any] = {}
         #: The URLs a remote sort or merge wrote (output, then index).
         self.uploaded: List[str] = []
+        #: The tasks run so far (JSON), for the clean stage (:func:`_clean`).
+        self.ran: List[str] = []
 
     def say(self, text: str, end: str = "\n") -> None:
         if self.progress:
@@ -381,8 +383,10 @@ class _Driver:
 
     def stage(self, plan: str, stage: str, outputs: List[Any]) -> List[Any]:
         start = time.perf_counter()
-        tasks = json.loads(_sortase.task_stage(plan, stage, json.dumps(outputs), threads=self.threads))
-        return self.run(stage, [json.dumps(t) for t in tasks], start=start)
+        tasks = [json.dumps(t) for t in json.loads(
+            _sortase.task_stage(plan, stage, json.dumps(outputs), threads=self.threads))]
+        self.ran.extend(tasks)
+        return self.run(stage, tasks, start=start)
 
     def run(self, stage: str, items: List[Any], fn: Optional[Callable[..., Dict[str, Any]]] = None,
             start: Optional[float] = None, **kwargs: Any) -> List[Any]:
@@ -445,6 +449,8 @@ class _Driver:
         })
         if stage == "upload":
             self.phases[-1]["bytes_copied_server_side"] = sum(r["output"]["copied"] for r in results)
+        if stage == "clean":
+            self.phases[-1]["files_removed"] = sum(r["output"] for r in results)
         return [r["output"] for r in results]
 
     def report(self, job_report: str) -> Report:
@@ -614,6 +620,7 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str],
         layout = d.timed("layout", lambda: _sortase.task_layout(
             plan, json.dumps(outputs), True, threads=d.threads))
         d.run("place", [json.dumps(t) for t in json.loads(_sortase.task_place(layout))])
+        _clean(d, json.loads(layout)["work_dir"])
         return d.timed("finish", lambda: _sortase.task_commit(layout))
     assert output is not None, "a remote sort or merge has an output URL"
     fs = remote.fs()
@@ -671,6 +678,37 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str],
     with contextlib.suppress(Exception):
         _sortase.task_abort(plan)  # the driver's scratch work directory
     return json.dumps(layout["report"])
+
+
+def _clean(d: _Driver, work_dir: str) -> None:
+    """The clean stage of a finish on a shared file system: the workers remove the files the
+    tasks wrote (runs, parts, records: 2-4x the input), each file by one worker, so the driver's
+    commit only renames and removes a near-empty work directory. Freeing those blocks is kernel
+    work per byte; spread over the workers it is no single-node phase. Only files inside the
+    job's work directory are removed; one that cannot be is left to the commit, whose report
+    warns."""
+    groups: List[List[str]] = []
+    for task in d.ran:
+        paths = [p for p in json.loads(_sortase.task_io(task))["writes"]
+                 if os.path.commonpath([os.path.abspath(p), work_dir]) == work_dir]
+        if paths:
+            groups.append(paths)
+    if not groups:
+        return
+    n = min(len(groups), 2 * max(1, len(d.client.scheduler_info().get("workers", {}))))
+    d.run("clean", [sum(groups[i::n], []) for i in range(n)], fn=_remove_files)
+
+
+def _remove_files(paths: List[str]) -> Dict[str, Any]:
+    """A clean task (:func:`_clean`): removes ``paths`` (gone already is fine)."""
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    removed = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+            removed += 1
+    return {"output": removed, "seconds": time.perf_counter() - start,
+            "cpu_seconds": _cpu_seconds() - cpu, "read": 0, "written": 0, "refetched": False}
 
 
 def _multipart_plan(layout: Dict[str, Any], remote: _Remote, min_part: Optional[int] = None,

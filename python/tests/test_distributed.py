@@ -89,7 +89,7 @@ def test_sort_coordinate_with_index_is_byte_identical(bam: Path, client, tmp_pat
     assert report["records"] == RECORDS
     d = report["distributed"]
     assert [p["name"] for p in d["phases"]] == ["plan", "count", "map", "reduce", "layout", "place",
-                                                "finish"]
+                                                "clean", "finish"]
     assert d["phases"][2]["tasks"] > 1, "the test input is cut into several map tasks"
     assert d["bytes_moved"] > 0 and d["workers"] == 2
     assert leftovers(tmp_path) == []
@@ -146,7 +146,7 @@ def test_merge_three_inputs_is_byte_identical(merge_inputs: list, client, tmp_pa
     assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
     assert report["method"] == "key_ranges" and report["ranges"] >= 3
     phases = report["distributed"]["phases"]
-    assert [p["name"] for p in phases] == ["plan", "tasks", "layout", "place", "finish"]
+    assert [p["name"] for p in phases] == ["plan", "tasks", "layout", "place", "clean", "finish"]
     assert phases[1]["tasks"] == 3
     # The @PG IDs of the inputs collided and were renamed: -s made the suffixes equal.
     assert b"@PG\tID:sortase-" in pysam.view("-H", str(out)).encode()

@@ -76,8 +76,11 @@ def test_local_sort_driver_writes_only_the_index(bam: Path, client, tmp_path: Pa
     assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
     phases = {p["name"]: p for p in report["distributed"]["phases"]}
     assert [p["name"] for p in report["distributed"]["phases"]] == [
-        "plan", "count", "map", "reduce", "layout", "place", "finish"]
+        "plan", "count", "map", "reduce", "layout", "place", "clean", "finish"]
     assert phases["place"]["tasks"] == 3
+    # The workers removed the runs, parts and sidecars; the driver's commit only renames.
+    assert phases["clean"]["tasks"] == 4
+    assert phases["clean"]["files_removed"] == phases["map"]["tasks"] + 2 * 3
     size = out.stat().st_size
     index = (tmp_path / "dask.bam.csi").stat().st_size
     # The place tasks wrote the parts (all but the header and the EOF block).
