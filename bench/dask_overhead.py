@@ -171,23 +171,64 @@ def affine(x1: float, y1: float, x2: float, y2: float) -> tuple:
     return fixed, slope
 
 
-def driver_fits(phases: list, input_bytes: int, other: Optional[dict]) -> dict:
-    """Per driver phase found in both runs: (fixed, per input byte) of its CPU seconds and of
-    its bytes, from this run and `other` (the same job's phases at another input size)."""
-    if other is None:
+def least_squares(rows: list, ys: list) -> list:
+    """Coefficients c (one per column of `rows`) minimising |rows c - ys|, by the normal
+    equations (a handful of runs and at most three terms)."""
+    n = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] + [sum(r[i] * y for r, y in zip(rows, ys))]
+         for i in range(n)]
+    for i in range(n):  # Gauss-Jordan with partial pivoting
+        p = max(range(i, n), key=lambda r: abs(a[r][i]))
+        a[i], a[p] = a[p], a[i]
+        if a[i][i] == 0:
+            return [0.0] * n
+        for r in range(n):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [x - f * y for x, y in zip(a[r], a[i])]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def segment_fit(runs: list) -> tuple:
+    """(fixed, per input byte, per index segment) of a layout's CPU seconds over `runs`
+    ((input bytes, segments, CPU s)), none negative: a term whose fitted cost is negative (noise)
+    is dropped and the rest refitted."""
+    terms = [0, 1, 2]
+    while True:
+        rows = [[(1.0, b, s)[t] for t in terms] for b, s, _ in runs]
+        coef = least_squares(rows, [c for _, _, c in runs])
+        if all(c >= 0 for c in coef) or len(terms) == 1:
+            full = [0.0, 0.0, 0.0]
+            for t, c in zip(terms, coef):
+                full[t] = max(0.0, c)
+            return tuple(full)
+        terms.pop(min(range(len(terms)), key=lambda i: coef[i]))
+
+
+def driver_fits(phases: list, input_bytes: int, others: list) -> dict:
+    """Per driver phase found in every run: (fixed, per input byte) of its CPU seconds and of
+    its bytes, from this run and `others` (the same job's phases at other input sizes). A phase
+    that reports `index_segments` in three runs or more (the sort's layout) also gets a cost per
+    segment (`segments`: fixed, per byte, per segment), as its index work grows with the
+    segments (runs of one bin: with the genome's length and the coverage's depth, not the
+    bytes)."""
+    if not others:
         return {}
-    theirs = {p["name"]: p for p in other["phases"]}
     fits = {}
     for p in phases:
-        q = theirs.get(p["name"])
-        if is_distributed(p) or q is None:
+        qs = [next((q for q in o["phases"] if q["name"] == p["name"]), None) for o in others]
+        if is_distributed(p) or None in qs:
             continue
         cpu = lambda x: x.get("cpu_seconds", x["seconds"])  # noqa: E731
         moved = lambda x: x.get("bytes_read", 0) + x.get("bytes_written", 0)  # noqa: E731
-        fits[p["name"]] = {
-            "cpu": affine(input_bytes, cpu(p), other["input_bytes"], cpu(q)),
-            "bytes": affine(input_bytes, moved(p), other["input_bytes"], moved(q)),
-        }
+        # The two runs furthest apart in size for the affine fits.
+        pairs = [(input_bytes, p)] + [(o["input_bytes"], q) for o, q in zip(others, qs)]
+        (b1, x1), (b2, x2) = min(pairs, key=lambda t: t[0]), max(pairs, key=lambda t: t[0])
+        fits[p["name"]] = {"cpu": affine(b1, cpu(x1), b2, cpu(x2)),
+                           "bytes": affine(b1, moved(x1), b2, moved(x2))}
+        if len(pairs) >= 3 and all("index_segments" in x for _, x in pairs):
+            fits[p["name"]]["segments"] = segment_fit(
+                [(b, x["index_segments"], cpu(x)) for b, x in pairs])
     return fits
 
 
@@ -230,6 +271,11 @@ def model(phases: list, input_bytes: int, out_bytes: int, args, fits: Optional[d
                 if fit is not None:
                     cpu = fit["cpu"][0] + fit["cpu"][1] * model_bytes
                     moved = fit["bytes"][0] + fit["bytes"][1] * model_bytes
+                    if "segments" in fit:
+                        segments = (args.model_segments if args.model_segments is not None
+                                    else k * p.get("index_segments", 0))
+                        a, b, c = fit["segments"]
+                        cpu = a + b * model_bytes + c * segments
                 terms = {"driver CPU": cpu, "driver NIC": moved / node_bw,
                          "storage": moved / storage_bw}
                 bound = max(terms, key=terms.get)
@@ -288,9 +334,10 @@ def main() -> int:
     ap.add_argument("--no-record", action="store_true", help="do not append to bench/RESULTS-archive.md")
     ap.add_argument("--save-phases", default=None, metavar="JSON",
                     help="write the input size and the per-phase medians here (for --fit-with)")
-    ap.add_argument("--fit-with", default=None, metavar="JSON",
-                    help="--save-phases of the same job at another input size: the model's "
-                    "driver phases become fixed + per-byte costs fitted from the two sizes")
+    ap.add_argument("--fit-with", action="append", default=[], metavar="JSON",
+                    help="--save-phases of the same job at another input size (repeatable): the "
+                    "model's driver phases become fixed + per-byte costs fitted from the sizes; "
+                    "with three runs or more the layout also gets a cost per index segment")
     m = ap.add_argument_group("model")
     m.add_argument("--machines", type=int, nargs="+", default=[8, 32, 64])
     m.add_argument("--cores", type=int, default=32, help="cores per machine [%(default)s]")
@@ -300,6 +347,9 @@ def main() -> int:
     m.add_argument("--sched-ms", type=float, default=1.0,
                    help="Dask scheduler time per task, ms [%(default)s]")
     m.add_argument("--model-gb", type=float, default=100, help="BAM size to project, GB [%(default)s]")
+    m.add_argument("--model-segments", type=float, default=None,
+                   help="index segments (runs of one bin) of the projected BAM, for a layout "
+                   "fitted per segment [scaled with the input, as the bytes]")
     m.add_argument("--model-task-memory", default="768M",
                    help="map task memory at the projected size [%(default)s]")
     args = ap.parse_args()
@@ -356,13 +406,13 @@ def main() -> int:
     out_bytes = dist_runs[0]["out_bytes"]
     records = dist_runs[0]["report"].get("records")
     moved = statistics.median(r["report"]["distributed"]["bytes_moved"] for r in dist_runs)
-    other = None
-    if args.fit_with:
-        with open(args.fit_with) as f:
-            other = json.load(f)
-        if other.get("job") != args.job:
-            sys.exit(f"--fit-with {args.fit_with}: a {other.get('job')} run, not {args.job}")
-    fits = driver_fits(phases, input_bytes, other)
+    others = []
+    for path in args.fit_with:
+        with open(path) as f:
+            others.append(json.load(f))
+        if others[-1].get("job") != args.job:
+            sys.exit(f"--fit-with {path}: a {others[-1].get('job')} run, not {args.job}")
+    fits = driver_fits(phases, input_bytes, others)
     rows, k = model(phases, input_bytes, out_bytes, args, fits)
     if args.save_phases:
         with open(args.save_phases, "w") as f:
@@ -424,8 +474,11 @@ def main() -> int:
         f"aggregate; {args.sched_ms:g} ms scheduler time per task; map tasks of "
         f"{args.model_task_memory}; per-phase CPU, bytes and tasks scaled linearly from the "
         "table above; a driver phase's measured CPU and bytes on one machine"
-        + (f", as fixed + per-byte costs fitted from this run and the same job on "
-           f"{human_bytes(other['input_bytes'])} ({', '.join(os.path.basename(i) for i in other['inputs'])})"
+        + (", as fixed + per-byte costs fitted from this run and the same job on "
+           + "; ".join(f"{human_bytes(o['input_bytes'])} "
+                       f"({', '.join(os.path.basename(i) for i in o['inputs'])})" for o in others)
+           + (f"; the layout per index segment too, {args.model_segments:,.0f} segments "
+              "projected" if args.model_segments is not None else "")
            if fits else ", scaled linearly (an upper bound: no second size to fit a fixed part)")
         + "; see `model`):",
         "",
@@ -441,6 +494,8 @@ def main() -> int:
                   ""]
         lines += [f"- `{name}`: CPU {f['cpu'][0]:.3f} s + {f['cpu'][1] * 1e9:.3f} s/GB; bytes "
                   f"{human_bytes(int(f['bytes'][0]))} + {human_bytes(int(f['bytes'][1] * 1e9))}/GB"
+                  + (f"; per segment: CPU {f['segments'][0]:.3f} s + {f['segments'][1] * 1e9:.3f} "
+                     f"s/GB + {f['segments'][2] * 1e6:.3f} µs/segment" if "segments" in f else "")
                   for name, f in fits.items()]
     lines += ["", reading(rows, phases, input_bytes, args), ""]
     if max(load_before[0], load_after[0]) >= 1.0:

@@ -619,8 +619,10 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str],
     if remote is None:
         layout = d.timed("layout", lambda: _sortase.task_layout(
             plan, json.dumps(outputs), True, threads=d.threads))
+        laid = json.loads(layout)
+        d.phases[-1]["index_segments"] = laid["index_segments"]
         d.run("place", [json.dumps(t) for t in json.loads(_sortase.task_place(layout))])
-        _clean(d, json.loads(layout)["work_dir"])
+        _clean(d, laid["work_dir"])
         return d.timed("finish", lambda: _sortase.task_commit(layout))
     assert output is not None, "a remote sort or merge has an output URL"
     fs = remote.fs()
@@ -632,7 +634,8 @@ def _assemble(d: _Driver, plan: str, outputs: List[Any], output: Optional[str],
     text = _sortase.task_layout(plan, json.dumps(outputs), False, threads=d.threads)
     layout = json.loads(text)
     d.phases.append({"name": "layout", "seconds": time.perf_counter() - start,
-                     "cpu_seconds": _cpu_seconds() - cpu, "bytes_read": fetched})
+                     "cpu_seconds": _cpu_seconds() - cpu, "bytes_read": fetched,
+                     "index_segments": layout["index_segments"]})
     specs = _multipart_plan(layout, remote)
     bucket, key, _ = fs.split_path(output)
     start = time.perf_counter()

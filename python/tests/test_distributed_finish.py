@@ -78,6 +78,8 @@ def test_local_sort_driver_writes_only_the_index(bam: Path, client, tmp_path: Pa
     assert [p["name"] for p in report["distributed"]["phases"]] == [
         "plan", "count", "map", "reduce", "layout", "place", "clean", "finish"]
     assert phases["place"]["tasks"] == 3
+    # What the layout's index work grows with: runs of one bin, at least one per reference.
+    assert 0 < phases["layout"]["index_segments"] < RECORDS
     # The workers removed the runs, parts and sidecars; the driver's commit only renames.
     assert phases["clean"]["tasks"] == 4
     assert phases["clean"]["files_removed"] == phases["map"]["tasks"] + 2 * 3

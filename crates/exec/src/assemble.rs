@@ -84,6 +84,10 @@ pub struct Layout {
     pub report: serde_json::Value,
     /// The job's work directory (removed by [`Layout::commit`]).
     pub work_dir: PathBuf,
+    /// Index segments (runs of records of one reference and bin) the layout replayed from the
+    /// parts' summaries: what its index work grows with (a driver's report shows it).
+    #[serde(default)]
+    pub index_segments: u64,
 }
 
 /// One part placed into the output (and the header or the EOF block with the first and last).
@@ -151,10 +155,11 @@ pub fn layout(
     let head = header_blocks(level, header).with_context(|| name.clone())?;
     let mut lay = BamLayout::new(&head, header, index.map(|(_, bai)| bai));
     let mut placements = Vec::with_capacity(parts.len());
+    let mut index_segments = 0;
     for &(part, sidecar, ranges) in parts {
         rt.check_cancelled()?;
         let offset = lay.bytes();
-        let bytes = place_part(&mut lay, sidecar, ranges, &name)?;
+        let bytes = place_part(&mut lay, sidecar, ranges, &name, &mut index_segments)?;
         placements.push(Placement {
             path: part.to_path_buf(),
             offset,
@@ -186,16 +191,18 @@ pub fn layout(
         extras: Vec::new(),
         report,
         work_dir: work_dir.to_path_buf(),
+        index_segments,
     })
 }
 
 /// Adds one part to the layout from its sidecar (which must hold `ranges` key ranges whose blocks
-/// add up); the part's bytes. `name`: the output's.
+/// add up); the part's bytes. `name`: the output's; `segments` counts the summaries' segments.
 fn place_part(
     lay: &mut BamLayout,
     sidecar: &Path,
     ranges: usize,
     name: &str,
+    segments: &mut u64,
 ) -> anyhow::Result<u64> {
     let at = |path: &Path| path.display().to_string();
     let side = PartIndex::read(sidecar)?;
@@ -216,6 +223,7 @@ fn place_part(
             );
         }
         bytes += r.bytes;
+        *segments += r.summary.as_ref().map_or(0, |s| s.segments.len() as u64);
         lay.push(&r.blocks, r.summary)
             .with_context(|| name.to_string())?;
     }
