@@ -3,19 +3,22 @@
 //!
 //! The stages:
 //!
-//! 1. [`MdCountTask`]: one planned byte range of the input (as a sort's count task: proves the
-//!    range's end at a record start), and the read names of its first and last records, so that
-//!    the driver can cut the ranges at read-name-group boundaries.
-//! 2. [`MdMapTask`]: the range's groups (a group continued from the range before is skipped; the
-//!    range's last group is followed past its end): each group's signature with its ordinal (its
-//!    number among the range's groups, i.e. its file order), written partitioned by the
-//!    signature's hash into one file; and the lengths of the records it will write, summarised
-//!    as the range's block-cutting transfer function ([`Cutting`]).
-//! 3. [`MdReduceTask`]: one hash partition: every range's signatures of that partition in file
-//!    order; the first occurrence of a signature is kept, every later one is a duplicate group.
-//!    Writes the duplicate groups' ordinals, per range.
-//! 4. [`MdEncodeTask`]: the records from one BGZF block start to the next block start that
-//!    begins in a later range, flagged, encoded into the blocks the one-machine writer writes.
+//! 1. [`MdMapTask`]: one planned byte range of the input. It proves the range's end at a record
+//!    start (as a sort's count task: a planned start that is no record's start is read past) and
+//!    names the range's first and last records. Its groups (the last one followed past the
+//!    range's end while its name continues) give each signature with its ordinal (its number
+//!    among the range's groups, i.e. its file order), written partitioned by the signature's
+//!    hash into one file; and the lengths of the records it will write, summarised as the
+//!    range's block-cutting transfer function ([`Cutting`]). Its first group is kept apart
+//!    ([`HeadGroup`]): whether it is the range's own or the end of the last group of the range
+//!    before (whose map task followed it) only the names at the ranges' edges tell, and the
+//!    driver reads them from the map outputs; so no stage reads the input only to count it.
+//! 2. [`MdReduceTask`]: one hash partition: every proved range's signatures of that partition in
+//!    file order (a range's own head group first); the first occurrence of a signature is kept,
+//!    every later one is a duplicate group. Writes the duplicate groups' ordinals, per range.
+//! 3. [`MdEncodeTask`]: the records from one BGZF block start to the next block start that
+//!    begins in a later range, flagged, encoded into the blocks the one-machine writer writes (a
+//!    continued head group's records are the range before's).
 //!
 //! Why the bytes can match: the one-machine writer cuts BGZF blocks by htslib's rule (a record
 //! starts a new block unless it fits in the open one) over the whole record stream, so where a
@@ -77,19 +80,24 @@ pub struct MarkdupPlan {
     task_memory: usize,
     /// Reduce tasks asked for.
     reduce_tasks: Option<usize>,
+    /// Hash partitions of the signatures (reduce tasks), fixed when planning: as many as asked
+    /// for, else one per range, more if the records estimated from the input's size and its
+    /// first records' mean length would overfill a reduce task's memory.
+    #[serde(default)]
+    partitions: usize,
 }
 
 /// A task of a distributed markdup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkdupTask {
-    /// Stage 1.
+    /// Picard's mode's first stage ([`super::coordinate`]).
     Count(MdCountTask),
-    /// Stage 2.
+    /// Stage 1.
     Map(MdMapTask),
-    /// Stage 3.
+    /// Stage 2.
     Reduce(MdReduceTask),
-    /// Stage 4.
+    /// Stage 3.
     Encode(MdEncodeTask),
 }
 
@@ -100,7 +108,7 @@ pub enum MarkdupTaskOutput {
     /// Of a [`MdCountTask`].
     Count(MdCountOutput),
     /// Of a [`MdMapTask`].
-    Map(MdMapOutput),
+    Map(Box<MdMapOutput>),
     /// Of a [`MdReduceTask`].
     Reduce(MdReduceOutput),
     /// Of a [`MdEncodeTask`].
@@ -183,6 +191,8 @@ pub(crate) struct Planned {
     pub(crate) header: sortase_bam::Header,
     pub(crate) ranges: Vec<ByteRange>,
     pub(crate) work_dir: PathBuf,
+    /// The estimated bytes of the input's records (uncompressed).
+    pub(crate) record_bytes: u64,
 }
 
 /// Checks the job and plans the input's byte ranges (`task_memory` record bytes each); the
@@ -259,6 +269,7 @@ pub(crate) fn plan_common(
         header,
         ranges: ByteRange::from_planned(&planned.ranges),
         work_dir,
+        record_bytes: estimate,
     })
 }
 
@@ -300,10 +311,26 @@ fn plan(
             .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))?;
         Ok(())
     })?;
+    let n_ref = planned.header.references().len();
+    let first = planned.ranges.first().map_or(0, |r| r.start);
+    let mean = match mean_record_bytes(&planned.input, n_ref, first) {
+        Ok(mean) => mean,
+        Err(e) => {
+            let _ = remove_work_dir(&planned.work_dir);
+            return Err(e.context(job.input.clone()));
+        }
+    };
+    // A quarter more records than the estimate: the first records stand for the rest.
+    let records = planned.record_bytes.div_ceil(mean) * 5 / 4;
+    let by_memory = (records * REDUCE_BYTES_PER_SIG).div_ceil(task_memory as u64) as usize;
+    let partitions = reduce_tasks
+        .unwrap_or(planned.ranges.len())
+        .max(by_memory)
+        .max(1);
     Ok(MarkdupPlan {
         job: job.clone(),
         input: planned.input,
-        n_ref: planned.header.references().len(),
+        n_ref,
         header: HeaderData::of(&planned.header),
         lengths,
         ranges: planned.ranges,
@@ -311,7 +338,28 @@ fn plan(
         level: level_of(job).libdeflate(),
         task_memory,
         reduce_tasks,
+        partitions,
     })
+}
+
+/// The mean length of the records among the first few thousand from `start` (at least 1).
+fn mean_record_bytes(input: &Path, n_ref: usize, start: u64) -> anyhow::Result<u64> {
+    let range = RecordRange {
+        start,
+        end: u64::MAX,
+    };
+    let mut stream = RangeStream::open(input, &range, n_ref)?;
+    let (mut n, mut bytes) = (0u64, 0u64);
+    while n < 4096 {
+        let Some(batch) = stream.next_batch()? else {
+            break;
+        };
+        bytes += (0..batch.len())
+            .map(|i| batch.raw(i).len() as u64)
+            .sum::<u64>();
+        n += batch.len() as u64;
+    }
+    Ok(bytes.checked_div(n).unwrap_or(1).max(1))
 }
 
 /// The output's level as the one-machine job takes it.
@@ -334,9 +382,9 @@ pub fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigL
     SigLayout::new(&lengths, q.max_read_length).map_err(|e| e.to_string())
 }
 
-// ------------------------------------------------------------------------------- stage 1: count
+// ------------------------------------------------------------------------- Picard's mode: count
 
-/// Stage 1: proves one planned byte range's end and gives its first and last read names.
+/// Picard's mode's first stage: proves one planned byte range's end and counts its records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdCountTask {
     /// The input BAM.
@@ -434,9 +482,12 @@ impl MdCountTask {
     }
 }
 
-// --------------------------------------------------------------------------------- stage 2: map
+// --------------------------------------------------------------------------------- stage 1: map
 
-/// Stage 2: one proved range's groups, their signatures partitioned by hash, and its cutting.
+/// Stage 1: one planned byte range's groups, their signatures partitioned by hash, and its
+/// cutting; it proves the range's end (as a sort's count task) and names its first and last
+/// records, and keeps its first group apart (the driver learns whether it continues the range
+/// before only from the maps' outputs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdMapTask {
     /// The input BAM.
@@ -449,22 +500,36 @@ pub struct MdMapTask {
     pub lengths: Vec<u64>,
     /// The job (samblaster's options).
     pub job: Box<MarkdupJob>,
-    /// The range's number among the proved ranges.
+    /// The range's number among the planned ranges.
     pub part: usize,
-    /// Proved ranges.
+    /// Planned ranges.
     pub parts: usize,
     /// Virtual offset of its first record.
     pub start: u64,
-    /// Where it ends (`None`: the end of the file).
+    /// Where it is planned to end (the next range's start; `None`: the end of the file).
     pub end: Option<u64>,
-    /// The read name of the record before the range (its leading records of that name belong to
-    /// the range before; empty: none).
-    #[serde(with = "hex")]
-    pub skip_name: Vec<u8>,
+    /// Planned starts of the ranges after the next, ascending: where it ends instead if `end`
+    /// proves not to be a record's start.
+    #[serde(default)]
+    pub later_starts: Vec<u64>,
     /// Hash partitions (reduce tasks).
     pub partitions: usize,
     /// The signature file it writes.
     pub path: PathBuf,
+}
+
+/// A map task's first read-name group, kept apart: it is the range's first group, or the end of
+/// the range before's last one (which that range's map task followed), as the names of the two
+/// ranges' edges tell the driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HeadGroup {
+    /// Its records (those past the range's end included, if it is the range's last group too).
+    pub records: u64,
+    /// Its signature (16 bytes, little-endian; empty: no duplicate candidate).
+    #[serde(with = "hex")]
+    pub signature: Vec<u8>,
+    /// The one-machine job's error for it, raised only if it is the range's own group.
+    pub error: Option<TaskError>,
 }
 
 /// Where a range leaves the open BGZF block, for every way it can be entered.
@@ -481,29 +546,47 @@ pub struct Cutting {
     pub exits: Vec<u32>,
 }
 
-/// What a [`MdMapTask`] wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a [`MdMapTask`] wrote (an AGD map task's output too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct MdMapOutput {
     /// The range's number.
     pub part: usize,
-    /// Proved ranges.
+    /// Ranges.
     pub parts: usize,
-    /// Leading records skipped (the group of the range before).
+    /// Leading records skipped (the group of the range before; an AGD run's).
     pub skipped: u64,
-    /// Read-name groups of the range.
+    /// Read-name groups of the range (the head group included).
     pub groups: u64,
-    /// Of them, duplicate candidates (with a signature).
+    /// Of them, duplicate candidates written to the signature file.
     pub signatures: u64,
     /// How its records fall into blocks.
     pub cutting: Cutting,
     /// Virtual offset of the range's first record.
     pub start: u64,
-    /// Where it ends.
+    /// Where it proved to end.
     pub end: Option<u64>,
     /// The signature file.
     pub path: PathBuf,
     /// Byte offset of each partition in it, and its end (`partitions + 1` entries).
     pub offsets: Vec<u64>,
+    /// A BAM range's first group, kept apart ([`HeadGroup`]).
+    #[serde(default)]
+    pub head: HeadGroup,
+    /// How its records fall into blocks without the head group's.
+    #[serde(default)]
+    pub tail_cutting: Cutting,
+    /// Records inside the range (none followed past its end).
+    #[serde(default)]
+    pub in_range: u64,
+    /// The read name of its first record (empty: no records).
+    #[serde(default, with = "hex")]
+    pub first_name: Vec<u8>,
+    /// The read name of its last record inside the range.
+    #[serde(default, with = "hex")]
+    pub last_name: Vec<u8>,
+    /// Reading failed (a range starting at a false boundary may; it matters only if reached).
+    #[serde(default)]
+    pub error: Option<TaskError>,
 }
 
 /// The hash partition of `sig` among `n`.
@@ -598,6 +681,9 @@ struct MapState<'a> {
     lengths: Vec<u32>,
     groups: u64,
     signatures: u64,
+    /// The first group goes to `head`, not to `parts`.
+    head_apart: bool,
+    head: HeadGroup,
 }
 
 impl MapState<'_> {
@@ -606,8 +692,13 @@ impl MapState<'_> {
         for i in range.clone() {
             self.lengths.push(batch.raw(i).len() as u32);
         }
+        let apart = self.head_apart && self.groups == 0;
+        if apart {
+            self.head.records = range.len() as u64;
+        }
         match g.verdict {
             Verdict::Pass => {}
+            Verdict::Sig(sig) if apart => self.head.signature = sig.to_le_bytes().to_vec(),
             Verdict::Sig(sig) => {
                 let p = &mut self.parts[partition(sig, self.partitions)];
                 p.extend_from_slice(&sig.to_le_bytes());
@@ -618,13 +709,19 @@ impl MapState<'_> {
             }
             _ => {
                 // The one-machine job's message for a group samblaster cannot mark.
-                is_duplicate(
+                let checked = is_duplicate(
                     &mut SigSet::default(),
                     &g,
                     self.input_name,
                     batch,
                     range.start,
-                )?;
+                );
+                match checked {
+                    Err(e) if apart => self.head.error = Some(TaskError::from(&Error::from(e))),
+                    r => {
+                        r?;
+                    }
+                }
             }
         }
         self.groups += 1;
@@ -649,6 +746,26 @@ pub struct GroupsMapped {
     pub offsets: Vec<u64>,
 }
 
+/// The groups of a range before its signature file is written.
+struct Grouped<'a> {
+    st: MapState<'a>,
+    skipped: u64,
+    in_range: u64,
+    first_name: Vec<u8>,
+    last_name: Vec<u8>,
+}
+
+/// How a map task reads its records and keeps its groups.
+struct MapInput<'a> {
+    input_name: &'a str,
+    ref_lengths: &'a [u64],
+    /// Leading records of this name are skipped (they belong to the range before).
+    skip_name: &'a [u8],
+    /// The first group goes to [`HeadGroup`] (a BAM range's map task).
+    head_apart: bool,
+    partitions: usize,
+}
+
 /// The map stage of samblaster's mode over any record source: the records of `range` (in file
 /// order) grouped by read name, leading records named `skip_name` skipped (they belong to the
 /// range before), the last group followed into `rest` (the records after the range, opened only
@@ -667,33 +784,79 @@ pub fn map_groups(
     range: &mut Batches<'_>,
     rest: &mut dyn FnMut() -> anyhow::Result<Box<Batches<'static>>>,
 ) -> anyhow::Result<GroupsMapped> {
-    let q = &job.samblaster;
-    let layout = sig_layout(ref_lengths, job)
-        .map_err(|e| Error::new(ErrorKind::Format, format!("{input_name}: {e}")))?;
-    let mut st = MapState {
+    let how = MapInput {
         input_name,
+        ref_lengths,
+        skip_name,
+        head_apart: false,
         partitions,
-        layout,
-        opts: Options {
-            ignore_unmated: q.ignore_unmated,
-            accept_dups: q.accept_dups,
-        },
-        parts: vec![Vec::new(); partitions.max(1)],
-        lengths: Vec::new(),
-        groups: 0,
-        signatures: 0,
     };
-    let mut skipping = !skip_name.is_empty();
-    let mut skipped = 0u64;
+    let mut g = group_range(rt, job, &how, range, rest)?;
+    let offsets = write_signatures(path, &g.st.parts)?;
+    if !lengths {
+        g.st.lengths = Vec::new();
+    }
+    Ok(GroupsMapped {
+        skipped: g.skipped,
+        groups: g.st.groups,
+        signatures: g.st.signatures,
+        lengths: g.st.lengths,
+        offsets,
+    })
+}
+
+/// Reads and groups the records of `range` (and of `rest` while its last group continues).
+fn group_range<'a>(
+    rt: &Runtime,
+    job: &MarkdupJob,
+    how: &MapInput<'a>,
+    range: &mut Batches<'_>,
+    rest: &mut dyn FnMut() -> anyhow::Result<Box<Batches<'static>>>,
+) -> anyhow::Result<Grouped<'a>> {
+    let q = &job.samblaster;
+    let layout = sig_layout(how.ref_lengths, job)
+        .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", how.input_name)))?;
+    let mut g = Grouped {
+        st: MapState {
+            input_name: how.input_name,
+            partitions: how.partitions,
+            layout,
+            opts: Options {
+                ignore_unmated: q.ignore_unmated,
+                accept_dups: q.accept_dups,
+            },
+            parts: vec![Vec::new(); how.partitions.max(1)],
+            lengths: Vec::new(),
+            groups: 0,
+            signatures: 0,
+            head_apart: how.head_apart,
+            head: HeadGroup::default(),
+        },
+        skipped: 0,
+        in_range: 0,
+        first_name: Vec::new(),
+        last_name: Vec::new(),
+    };
+    let mut skipping = !how.skip_name.is_empty();
     let mut carry = Carry::default();
     while let Some(batch) = range()? {
         rt.check_cancelled()?;
+        if batch.is_empty() {
+            continue;
+        }
+        if g.in_range == 0 {
+            g.first_name = batch.record(0).read_name().to_vec();
+        }
+        g.in_range += batch.len() as u64;
+        g.last_name.clear();
+        g.last_name
+            .extend_from_slice(batch.record(batch.len() - 1).read_name());
         let mut start = 0;
         if skipping {
-            while start < batch.len() && batch.record(start).read_name() == skip_name {
+            while start < batch.len() && batch.record(start).read_name() == how.skip_name {
                 start += 1;
             }
-            skipped += start as u64;
+            g.skipped += start as u64;
             if start == batch.len() {
                 continue;
             }
@@ -708,16 +871,16 @@ pub fn map_groups(
                 continue;
             }
             let group = carry.take();
-            st.group(&group, 0..group.len())?;
+            g.st.group(&group, 0..group.len())?;
         }
-        let mut g = start;
+        let mut first = start;
         for i in start + 1..batch.len() {
             if batch.record(i).read_name() != batch.record(i - 1).read_name() {
-                st.group(&batch, g..i)?;
-                g = i;
+                g.st.group(&batch, first..i)?;
+                first = i;
             }
         }
-        for i in g..batch.len() {
+        for i in first..batch.len() {
             carry.push(batch.raw(i));
         }
     }
@@ -735,9 +898,15 @@ pub fn map_groups(
     }
     if !carry.is_empty() {
         let group = carry.take();
-        st.group(&group, 0..group.len())?;
+        g.st.group(&group, 0..group.len())?;
     }
     rt.check_cancelled()?;
+    Ok(g)
+}
+
+/// Writes the partitions' signature entries one after another into `path`; each partition's
+/// byte offset and the end.
+fn write_signatures(path: &Path, parts: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
     let file = WorkFile::new(path)?;
     let at = || path.display().to_string();
     let mut out = BufWriter::new(
@@ -745,37 +914,61 @@ pub fn map_groups(
             .with_context(|| format!("{}: cannot create", at()))?,
     );
     let mut offsets = vec![0u64];
-    for p in &st.parts {
+    for p in parts {
         out.write_all(p).with_context(at)?;
         offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
     }
     out.flush().with_context(at)?;
     drop(out);
     file.commit()?;
-    if !lengths {
-        st.lengths = Vec::new();
-    }
-    Ok(GroupsMapped {
-        skipped,
-        groups: st.groups,
-        signatures: st.signatures,
-        lengths: st.lengths,
-        offsets,
-    })
+    Ok(offsets)
 }
 
 impl MdMapTask {
-    /// Reads the range's groups and writes its signature file.
+    /// Reads the range's groups and writes its signature file. Where the planned end proves not
+    /// to be a record's start, the range runs to the next planned start that is; a range that
+    /// cannot be read (it may start at a false boundary) reports the error in its output and
+    /// writes an empty signature file.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdMapOutput> {
+        let starts: Vec<u64> = self.end.iter().chain(&self.later_starts).copied().collect();
+        let mut next = 0;
+        loop {
+            let end = starts.get(next).copied();
+            match self.group(rt, end) {
+                Ok(g) => return self.output(end, g),
+                Err(e) => {
+                    rt.check_cancelled()?;
+                    if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
+                        next = starts.partition_point(|&s| s < *found).max(next + 1);
+                        continue;
+                    }
+                    let offsets = write_signatures(&self.path, &vec![Vec::new(); self.partitions])?;
+                    return Ok(MdMapOutput {
+                        part: self.part,
+                        parts: self.parts,
+                        start: self.start,
+                        end,
+                        path: self.path.clone(),
+                        offsets,
+                        error: Some(TaskError::from(&Error::from(e))),
+                        ..MdMapOutput::default()
+                    });
+                }
+            }
+        }
+    }
+
+    /// The groups of the range ending at `end`.
+    fn group(&self, rt: &Runtime, end: Option<u64>) -> anyhow::Result<Grouped<'_>> {
         let name = || self.input_name.clone();
         let range = RecordRange {
             start: self.start,
-            end: self.end.unwrap_or(u64::MAX),
+            end: end.unwrap_or(u64::MAX),
         };
         let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
         let mut in_range = || stream.next_batch().with_context(name);
         let mut rest = || -> anyhow::Result<Box<Batches<'static>>> {
-            let Some(end) = self.end else {
+            let Some(end) = end else {
                 return Ok(Box::new(|| Ok(None)));
             };
             let rest = RecordRange {
@@ -789,34 +982,42 @@ impl MdMapTask {
                 stream.next_batch().with_context(|| input_name.clone())
             }))
         };
-        let m = map_groups(
-            rt,
-            &self.job,
-            &self.input_name,
-            &self.lengths,
-            &self.skip_name,
-            self.partitions,
-            &self.path,
-            true,
-            &mut in_range,
-            &mut rest,
-        )?;
+        let how = MapInput {
+            input_name: &self.input_name,
+            ref_lengths: &self.lengths,
+            skip_name: &[],
+            head_apart: true,
+            partitions: self.partitions,
+        };
+        group_range(rt, &self.job, &how, &mut in_range, &mut rest)
+    }
+
+    fn output(&self, end: Option<u64>, g: Grouped<'_>) -> anyhow::Result<MdMapOutput> {
+        let offsets = write_signatures(&self.path, &g.st.parts)?;
+        let head = g.st.head;
+        let lengths = &g.st.lengths;
         Ok(MdMapOutput {
             part: self.part,
             parts: self.parts,
-            skipped: m.skipped,
-            groups: m.groups,
-            signatures: m.signatures,
-            cutting: Cutting::of(&m.lengths),
+            skipped: 0,
+            groups: g.st.groups,
+            signatures: g.st.signatures,
+            cutting: Cutting::of(lengths),
             start: self.start,
-            end: self.end,
+            end,
             path: self.path.clone(),
-            offsets: m.offsets,
+            offsets,
+            tail_cutting: Cutting::of(&lengths[head.records as usize..]),
+            head,
+            in_range: g.in_range,
+            first_name: g.first_name,
+            last_name: g.last_name,
+            error: None,
         })
     }
 }
 
-// ------------------------------------------------------------------------------ stage 3: reduce
+// ------------------------------------------------------------------------------ stage 2: reduce
 
 /// A byte slice of a task file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -852,7 +1053,7 @@ impl FileSlice {
     }
 }
 
-/// Stage 3: one hash partition of the signatures: the first occurrence in file order is kept.
+/// Stage 2: one hash partition of the signatures: the first occurrence in file order is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdReduceTask {
     /// The partition.
@@ -861,8 +1062,21 @@ pub struct MdReduceTask {
     pub parts: usize,
     /// Each range's entries of the partition, in range order.
     pub inputs: Vec<FileSlice>,
+    /// Head groups of the partition ([`HeadGroup`]), each before its range's entries.
+    #[serde(default)]
+    pub heads: Vec<HeadEntry>,
     /// The duplicate ordinals it writes.
     pub path: PathBuf,
+}
+
+/// A range's own head group in a reduce task: its signature, ordinal 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadEntry {
+    /// The range's place among the task's inputs.
+    pub input: usize,
+    /// The signature (16 bytes, little-endian).
+    #[serde(with = "hex")]
+    pub signature: Vec<u8>,
 }
 
 /// What a [`MdReduceTask`] found.
@@ -892,8 +1106,17 @@ impl MdReduceTask {
         );
         let mut offsets = vec![0u64];
         let mut written = 0u64;
-        for input in &self.inputs {
+        for (k, input) in self.inputs.iter().enumerate() {
             rt.check_cancelled()?;
+            for h in self.heads.iter().filter(|h| h.input == k) {
+                let sig: [u8; 16] = h.signature.as_slice().try_into().map_err(|_| {
+                    anyhow::anyhow!("a head signature of {} bytes", h.signature.len())
+                })?;
+                if !sigs.insert(u128::from_le_bytes(sig)) {
+                    out.write_all(&0u32.to_le_bytes()).with_context(at)?;
+                    written += 4;
+                }
+            }
             let bytes = input.read()?;
             if !bytes.len().is_multiple_of(SIG_ENTRY) {
                 bail!(
@@ -924,7 +1147,7 @@ impl MdReduceTask {
     }
 }
 
-// ------------------------------------------------------------------------------ stage 4: encode
+// ------------------------------------------------------------------------------ stage 3: encode
 
 /// One range's share of an encode task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -956,7 +1179,7 @@ pub struct RecordMarks {
     pub rg_lines: String,
 }
 
-/// Stage 4: records from one block start to the next, flagged and encoded.
+/// Stage 3: records from one block start to the next, flagged and encoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdEncodeTask {
     /// The input BAM.
@@ -1020,10 +1243,11 @@ fn duplicate_set(seg: &Segment, by_record: bool) -> anyhow::Result<Vec<u64>> {
         let bytes = s.read()?;
         for o in bytes.chunks_exact(width) {
             let o = if by_record {
-                u64::from_le_bytes(o.try_into().expect("8 bytes")).wrapping_sub(seg.base)
+                u64::from_le_bytes(o.try_into().expect("8 bytes"))
             } else {
                 u64::from(u32::from_le_bytes(o.try_into().expect("4 bytes")))
-            };
+            }
+            .wrapping_sub(seg.base);
             if o >= n {
                 bail!("{}: entry {o} of a range of {n}", s.path.display());
             }
@@ -1177,21 +1401,93 @@ impl MarkdupPlan {
         &self.work_dir
     }
 
-    /// Stage 1: one count task per planned range.
-    pub fn count_tasks(&self) -> Vec<MarkdupTask> {
-        count_tasks(&self.input, self.n_ref, &self.ranges)
-            .into_iter()
-            .map(MarkdupTask::Count)
-            .collect()
-    }
-
-    /// The proved ranges from the count outputs, walking from the first to the end of the file.
-    fn proved<'a>(&self, counts: &'a [MdCountOutput]) -> Result<Vec<&'a MdCountOutput>> {
-        proved(&self.ranges, counts)
+    /// The ranges proved by the map outputs, walking from the first to the end of the file,
+    /// each with whether its head group continues the last group of the range before (the
+    /// first record's name is the last one's of the range before with records). The first
+    /// error on the way is the job's: a range's, or its head group's if the group is its own.
+    fn chain<'a>(&self, maps: &'a [MdMapOutput]) -> Result<Vec<Proved<'a>>> {
+        let mut by_range: Vec<Option<&MdMapOutput>> = vec![None; self.ranges.len()];
+        for m in maps {
+            if m.parts != self.ranges.len()
+                || self.ranges.get(m.part).map(|r| r.start) != Some(m.start)
+            {
+                return Err(Error::argument(format!(
+                    "map output for range {} does not belong to this plan",
+                    m.part
+                )));
+            }
+            by_range[m.part].get_or_insert(m);
+        }
+        let mut chain = Vec::new();
+        let mut last_name: &[u8] = &[];
+        let mut i = 0;
+        loop {
+            let m = by_range
+                .get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Error::argument(format!("no output of map task {i}")))?;
+            let ghost = m.in_range > 0 && !last_name.is_empty() && m.first_name == last_name;
+            if let (false, Some(e)) = (ghost, &m.head.error) {
+                return Err(e.to_error());
+            }
+            if let Some(e) = &m.error {
+                return Err(e.to_error());
+            }
+            if m.in_range > 0 {
+                last_name = &m.last_name;
+            }
+            chain.push(Proved { m, ghost });
+            let Some(end) = m.end else { break };
+            match self.ranges[i + 1..].iter().position(|r| r.start == end) {
+                Some(k) => i += 1 + k,
+                None => {
+                    return Err(Error::argument(format!(
+                        "map output for range {i} ends at {end:#x}, no planned range start"
+                    )))
+                }
+            }
+        }
+        Ok(chain)
     }
 }
 
-/// Stage 1 of either mode: one count task per planned range.
+/// A range on the chain the map tasks proved.
+struct Proved<'a> {
+    m: &'a MdMapOutput,
+    /// Its head group is the end of the range before's last group (its map task followed it).
+    ghost: bool,
+}
+
+impl<'a> Proved<'a> {
+    /// Its head group's signature, if the group is its own and in partition `p` of `n`.
+    fn head_in(&self, p: usize, n: usize) -> Option<u128> {
+        let sig = u128::from_le_bytes(self.m.head.signature.as_slice().try_into().ok()?);
+        (!self.ghost && partition(sig, n) == p).then_some(sig)
+    }
+
+    /// What the encode stage needs of it: a continued head group is the range before's.
+    fn encode_range(&self, duplicates: Vec<FileSlice>) -> EncodeRange<'a> {
+        let ghost = u64::from(self.ghost);
+        let m: &'a MdMapOutput = self.m;
+        EncodeRange {
+            cutting: if self.ghost {
+                &m.tail_cutting
+            } else {
+                &m.cutting
+            },
+            start: self.m.start,
+            end: self.m.end,
+            skipped: if self.ghost { self.m.head.records } else { 0 },
+            groups: self.m.groups - ghost,
+            // Ordinals count the head group: a continued one's is skipped.
+            base: ghost,
+            duplicates,
+        }
+    }
+}
+
+/// Picard's mode's first stage: one count task per planned range.
 pub(crate) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> Vec<MdCountTask> {
     (0..ranges.len())
         .map(|i| MdCountTask {
@@ -1245,47 +1541,36 @@ pub(crate) fn proved<'a>(
 }
 
 impl MarkdupPlan {
-    /// Stage 2 from the count outputs: one map task per proved range; as many hash partitions as
-    /// reduce tasks (asked for, else one per range), more if a partition would not fit in a
-    /// task's memory.
-    pub fn map_tasks(&self, counts: &[MdCountOutput]) -> Result<Vec<MarkdupTask>> {
-        let proved = self.proved(counts)?;
-        let records: u64 = proved.iter().map(|c| c.records).sum();
-        let by_memory = (records * REDUCE_BYTES_PER_SIG).div_ceil(self.task_memory as u64) as usize;
-        let partitions = self
-            .reduce_tasks
-            .unwrap_or(proved.len())
-            .max(by_memory)
-            .max(1);
-        let mut skip_name: Vec<u8> = Vec::new();
-        let mut tasks = Vec::with_capacity(proved.len());
-        for (part, c) in proved.iter().enumerate() {
-            tasks.push(MarkdupTask::Map(MdMapTask {
-                input: self.input.clone(),
-                input_name: self.job.input.clone(),
-                n_ref: self.n_ref,
-                lengths: self.lengths.clone(),
-                job: Box::new(self.job.clone()),
-                part,
-                parts: proved.len(),
-                start: c.start,
-                end: c.end,
-                skip_name: skip_name.clone(),
-                partitions,
-                path: self.work_dir.join(format!("map-{part:06}.sigs")),
-            }));
-            if c.records > 0 {
-                skip_name = c.last_name.clone();
-            }
-        }
-        Ok(tasks)
+    /// Stage 1: one map task per planned range.
+    pub fn map_tasks(&self) -> Vec<MarkdupTask> {
+        let n = self.ranges.len();
+        (0..n)
+            .map(|part| {
+                let later = |k: usize| self.ranges.get(k..).unwrap_or_default().iter();
+                MarkdupTask::Map(MdMapTask {
+                    input: self.input.clone(),
+                    input_name: self.job.input.clone(),
+                    n_ref: self.n_ref,
+                    lengths: self.lengths.clone(),
+                    job: Box::new(self.job.clone()),
+                    part,
+                    parts: n,
+                    start: self.ranges[part].start,
+                    end: self.ranges.get(part + 1).map(|r| r.start),
+                    later_starts: later(part + 2).map(|r| r.start).collect(),
+                    partitions: self.partitions,
+                    path: self.work_dir.join(format!("map-{part:06}.sigs")),
+                })
+            })
+            .collect()
     }
 
-    /// Stage 3 from the map outputs: one reduce task per hash partition.
+    /// Stage 2 from the map outputs: one reduce task per hash partition, over the proved
+    /// ranges (a range's own head group goes in before its slice).
     pub fn reduce_tasks(&self, maps: &[MdMapOutput]) -> Result<Vec<MarkdupTask>> {
-        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
-        let partitions = maps[0].offsets.len().saturating_sub(1);
-        if maps.iter().any(|m| m.offsets.len() != partitions + 1) {
+        let chain = self.chain(maps)?;
+        let partitions = chain[0].m.offsets.len().saturating_sub(1);
+        if chain.iter().any(|r| r.m.offsets.len() != partitions + 1) {
             return Err(Error::argument("map outputs disagree on the partitions"));
         }
         Ok((0..partitions)
@@ -1293,9 +1578,20 @@ impl MarkdupPlan {
                 MarkdupTask::Reduce(MdReduceTask {
                     part: p,
                     parts: partitions,
-                    inputs: maps
+                    inputs: chain
                         .iter()
-                        .map(|m| FileSlice::nth(&m.path, &m.offsets, p))
+                        .map(|r| FileSlice::nth(&r.m.path, &r.m.offsets, p))
+                        .collect(),
+                    heads: chain
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(input, r)| {
+                            let sig = r.head_in(p, partitions)?;
+                            Some(HeadEntry {
+                                input,
+                                signature: sig.to_le_bytes().to_vec(),
+                            })
+                        })
                         .collect(),
                     path: self.work_dir.join(format!("reduce-{p:06}.dups")),
                 })
@@ -1303,7 +1599,7 @@ impl MarkdupPlan {
             .collect())
     }
 
-    /// Stage 4 from the map and the reduce outputs: the block starts chained from the header's
+    /// Stage 3 from the map and the reduce outputs: the block starts chained from the header's
     /// end through every range's cutting; one encode task per range that holds a block start,
     /// writing to the next one.
     pub fn encode_tasks(
@@ -1311,27 +1607,23 @@ impl MarkdupPlan {
         maps: &[MdMapOutput],
         reduces: &[MdReduceOutput],
     ) -> Result<Vec<MarkdupTask>> {
-        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let chain = self.chain(maps)?;
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
-        if reduces.iter().any(|r| r.offsets.len() != maps.len() + 1) {
+        if reduces.iter().any(|r| r.offsets.len() != chain.len() + 1) {
             return Err(Error::argument(
                 "reduce outputs do not cover the map tasks' ranges",
             ));
         }
-        let ranges: Vec<EncodeRange> = maps
+        let ranges: Vec<EncodeRange> = chain
             .iter()
             .enumerate()
-            .map(|(r, m)| EncodeRange {
-                cutting: &m.cutting,
-                start: m.start,
-                end: m.end,
-                skipped: m.skipped,
-                groups: m.groups,
-                base: 0,
-                duplicates: reduces
-                    .iter()
-                    .map(|d| FileSlice::nth(&d.path, &d.offsets, r))
-                    .collect(),
+            .map(|(r, c)| {
+                c.encode_range(
+                    reduces
+                        .iter()
+                        .map(|d| FileSlice::nth(&d.path, &d.offsets, r))
+                        .collect(),
+                )
             })
             .collect();
         Ok(encode_tasks(
@@ -1370,9 +1662,13 @@ impl MarkdupPlan {
         preallocate: bool,
         rt: &Runtime,
     ) -> anyhow::Result<Layout> {
-        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let chain: Vec<EncodeRange> = self
+            .chain(maps)?
+            .iter()
+            .map(|c| c.encode_range(Vec::new()))
+            .collect();
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
-        let records: u64 = maps.iter().map(|m| m.cutting.records).sum();
+        let records: u64 = chain.iter().map(|c| c.cutting.records).sum();
         let encodes = if records == 0 {
             Vec::new()
         } else {
@@ -1388,7 +1684,7 @@ impl MarkdupPlan {
         let Some(data) = self.job.output.path.as_deref() else {
             bail_argument!("markdup tasks write a BAM file");
         };
-        let groups: u64 = maps.iter().map(|m| m.groups).sum();
+        let groups: u64 = chain.iter().map(|c| c.groups).sum();
         let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
         let report = MarkdupReport {
             mode: Mode::Query,
@@ -1438,7 +1734,7 @@ pub(crate) struct EncodeRange<'a> {
     pub(crate) duplicates: Vec<FileSlice>,
 }
 
-/// Stage 4 of either mode: the block starts chained from the header's end through every range's
+/// The encode stage of either mode: the block starts chained from the header's end through every range's
 /// cutting; one encode task per range that holds a block start, writing to the next one.
 pub(crate) fn encode_tasks(
     ranges: &[EncodeRange],

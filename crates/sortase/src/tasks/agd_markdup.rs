@@ -401,6 +401,7 @@ impl AgdMdMapTask {
             end: None,
             path: self.path.clone(),
             offsets: m.offsets,
+            ..MdMapOutput::default()
         })
     }
 }
@@ -876,6 +877,7 @@ impl AgdMarkdupPlan {
                         .iter()
                         .map(|m| FileSlice::nth(&m.path, &m.offsets, p))
                         .collect(),
+                    heads: Vec::new(),
                     path: self.work_dir.join(format!("reduce-{p:06}.dups")),
                 }
                 .into()

@@ -1093,6 +1093,7 @@ impl Fq2BamPlan {
                     .iter()
                     .map(|a| FileSlice::nth(&a.sigs_path, &a.offsets, p))
                     .collect(),
+                heads: Vec::new(),
                 path: self.work_dir.join(format!("dedup-{p:06}.dups")),
             })
             .collect())

@@ -194,8 +194,7 @@ fn sort_stage(p: &SortPlan, stage: &str, outputs: &[Value], rt: &Runtime) -> Res
 /// The tasks of a markdup's (query-grouped input) `stage`.
 fn markdup_stage(p: &MarkdupPlan, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
     let tasks = match stage {
-        "count" => p.count_tasks(),
-        "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+        "map" => p.map_tasks(),
         "reduce" => p.reduce_tasks(&outputs_of(outputs, MdMapTask::KIND)?)?,
         // The map outputs (the ranges' cuttings) and the reduce outputs.
         "encode" => p.encode_tasks(
@@ -332,7 +331,7 @@ impl Plan {
     pub fn stages(&self) -> &'static [&'static str] {
         match self {
             Plan::Sort(_) => &["count", "map", "reduce"],
-            Plan::Markdup(_) => &["count", "map", "reduce", "encode"],
+            Plan::Markdup(_) => &["map", "reduce", "encode"],
             Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
             Plan::Fq2Bam(_) => &["scan", "split", "align", "dedup", "map", "reduce"],
             Plan::AgdMarkdup(p) => p.stages(),
@@ -374,8 +373,7 @@ impl Plan {
     pub fn stage_graph(&self) -> StageGraph {
         const SORT: &[Stage] = &[("count", &[]), ("map", &["count"]), ("reduce", &["map"])];
         const MARKDUP: &[Stage] = &[
-            ("count", &[]),
-            ("map", &["count"]),
+            ("map", &[]),
             ("reduce", &["map"]),
             ("encode", &["map", "reduce"]),
         ];

@@ -17,12 +17,27 @@ fn lcg(seed: &mut u64) -> u64 {
 }
 
 fn name_grouped_bam(dir: &Path) -> PathBuf {
+    name_grouped_bam_with(dir, 0)
+}
+
+/// The test data, with a read name of `giant` secondary alignments (plus its pair) among them:
+/// a group longer than several ranges.
+fn name_grouped_bam_with(dir: &Path, giant: usize) -> PathBuf {
     let mut sam =
         String::from("@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n");
     let mut seed = 11;
     let seq: String = (0..120).map(|i| b"ACGT"[i % 4] as char).collect();
     let qual: String = "I".repeat(120);
     for i in 0..3000 {
+        if i == 1500 && giant > 0 {
+            let name = "q01500g";
+            sam += &format!("{name}\t99\tc1\t100\t60\t120M\t=\t200\t220\t{seq}\t{qual}\n");
+            for k in 0..giant {
+                let pos = 1 + k % 900;
+                sam += &format!("{name}\t355\tc1\t{pos}\t0\t120M\t=\t100\t0\t{seq}\t{qual}\n");
+            }
+            sam += &format!("{name}\t147\tc1\t200\t60\t120M\t=\t100\t-220\t{seq}\t{qual}\n");
+        }
         let ref1 = if lcg(&mut seed).is_multiple_of(3) {
             "c2"
         } else {
@@ -66,21 +81,32 @@ fn name_grouped_bam(dir: &Path) -> PathBuf {
     bam
 }
 
+/// Ranges whose first read name continues the last one of the range before (their head
+/// group is that range's): the case the driver must leave to the range before.
+fn continued(maps: &[sortase::tasks::markdup::MdMapOutput]) -> usize {
+    let mut last: &[u8] = &[];
+    let mut n = 0;
+    for m in maps {
+        if m.in_range > 0 {
+            n += usize::from(!last.is_empty() && m.first_name == last);
+            last = &m.last_name;
+        }
+    }
+    n
+}
+
 fn run_tasks(plan: &MarkdupPlan, rt: &Runtime) -> Layout {
+    run_tasks_counting(plan, rt).0
+}
+
+fn run_tasks_counting(plan: &MarkdupPlan, rt: &Runtime) -> (Layout, usize) {
     let run = |tasks: Vec<MarkdupTask>| -> Vec<MarkdupTaskOutput> {
         tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
     };
-    let counts: Vec<_> = run(plan.count_tasks())
+    let maps: Vec<_> = run(plan.map_tasks())
         .into_iter()
         .filter_map(|o| match o {
-            MarkdupTaskOutput::Count(c) => Some(c),
-            _ => None,
-        })
-        .collect();
-    let maps: Vec<_> = run(plan.map_tasks(&counts).unwrap())
-        .into_iter()
-        .filter_map(|o| match o {
-            MarkdupTaskOutput::Map(m) => Some(m),
+            MarkdupTaskOutput::Map(m) => Some(*m),
             _ => None,
         })
         .collect();
@@ -98,7 +124,35 @@ fn run_tasks(plan: &MarkdupPlan, rt: &Runtime) -> Layout {
             _ => None,
         })
         .collect();
-    plan.layout(&maps, &reduces, &encodes, true, rt).unwrap()
+    let mut sorted = maps.clone();
+    sorted.sort_by_key(|m| m.part);
+    let layout = plan.layout(&maps, &reduces, &encodes, true, rt).unwrap();
+    (layout, continued(&sorted))
+}
+
+#[test]
+fn a_group_longer_than_several_ranges_is_marked_by_the_range_it_starts_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let bam = name_grouped_bam_with(dir.path(), 1500);
+    let rt = Runtime::with_threads(1).unwrap();
+    let one = dir.path().join("one.bam");
+    let many = dir.path().join("many.bam");
+    let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+    job.program = None;
+    let report = job.run(&rt).unwrap();
+    job.output.path = Some(many.clone());
+    let plan = job.plan_tasks(&rt, 64 << 10, Some(3)).unwrap();
+    let (layout, continued) = run_tasks_counting(&plan, &rt);
+    // The giant group (~0.5 MB) covers several 64 KiB ranges; groups cut by ranges are common.
+    assert!(continued >= 8, "{continued} ranges continue a group");
+    for t in layout.place_tasks() {
+        t.run(&rt).unwrap();
+    }
+    let value = layout.commit().unwrap();
+    assert_eq!(value["records"], report.records);
+    assert_eq!(value["duplicate_groups"], report.duplicate_groups);
+    assert_eq!(value["read_names"], report.read_names);
+    assert!(std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap());
 }
 
 #[test]
@@ -158,7 +212,7 @@ fn refused_options_and_an_aborted_plan_leave_nothing() {
     job.mode = Mode::Auto;
     let plan = job.plan_tasks(&rt, 100_000, None).unwrap();
     let maps: Vec<_> = plan
-        .count_tasks()
+        .map_tasks()
         .iter()
         .map(|t| t.run(&rt).unwrap())
         .collect();
