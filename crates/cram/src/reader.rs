@@ -34,14 +34,7 @@ impl CramReader {
             .spawn(move || feed(inner, ours_end))
             .map_err(BamError::Io)?;
         let mut file = HtsFile::on_fd(hts_end, "rc")?;
-        file.set_reference(options.reference.as_deref())?;
-        file.set_fields(options.fields)?;
-        file.set_threads(options.threads)?;
-        // SAFETY: valid file.
-        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
-        if header.0.is_null() {
-            return Err(cram_err("cannot read the CRAM header"));
-        }
+        let header = file.read_header(options)?;
         let ours = header.to_header()?;
         Ok((
             ours.clone(),
@@ -68,14 +61,7 @@ impl CramReader {
     ) -> Result<(Header, Self), BamError> {
         quiet_htslib();
         let mut file = HtsFile::open_path(path)?;
-        file.set_reference(options.reference.as_deref())?;
-        file.set_fields(options.fields)?;
-        file.set_threads(options.threads)?;
-        // SAFETY: valid file.
-        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
-        if header.0.is_null() {
-            return Err(cram_err("cannot read the CRAM header"));
-        }
+        let header = file.read_header(options)?;
         let offset = libc::off_t::try_from(range.offset)
             .map_err(|_| cram_err("container offset out of range"))?;
         // SAFETY: a CRAM htsFile holds a cram_fd; no record has been read yet, so no container is
