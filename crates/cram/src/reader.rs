@@ -35,19 +35,7 @@ impl CramReader {
             .map_err(BamError::Io)?;
         let mut file = HtsFile::on_fd(hts_end, "rc")?;
         let header = file.read_header(options)?;
-        let ours = header.to_header()?;
-        Ok((
-            ours.clone(),
-            Self {
-                file,
-                header,
-                ours,
-                record: Bam1::new(),
-                reference: options.reference.clone(),
-                feeder: Some(feeder),
-                limit: None,
-            },
-        ))
+        Self::with_header(file, header, options, Some(feeder), None)
     }
 
     /// Reads the records of `range` (from [`plan_container_ranges`]) of the CRAM file at `path`:
@@ -75,6 +63,17 @@ impl CramReader {
                 range.offset
             )));
         }
+        Self::with_header(file, header, options, None, Some(range.records))
+    }
+
+    /// The reader of `file` whose header `header` has been read; with that header.
+    fn with_header(
+        file: HtsFile,
+        header: HtsHeader,
+        options: &ReadOptions,
+        feeder: Option<JoinHandle<std::io::Result<()>>>,
+        limit: Option<u64>,
+    ) -> Result<(Header, Self), BamError> {
         let ours = header.to_header()?;
         Ok((
             ours.clone(),
@@ -84,8 +83,8 @@ impl CramReader {
                 ours,
                 record: Bam1::new(),
                 reference: options.reference.clone(),
-                feeder: None,
-                limit: Some(range.records),
+                feeder,
+                limit,
             },
         ))
     }
