@@ -18,14 +18,12 @@
 //! a map task of its own. The cut changes which task sorts which records, never the output.
 
 use super::map::{hold, sort_into_run};
-use super::plan::{check_output, set_output_header};
+use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
 use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
 use crate::agd_tasks::runs;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Order;
-use crate::output::temp_prefix;
-use crate::parts::create_work_dir;
 use crate::runtime::Runtime;
 use crate::sort::SortJob;
 use anyhow::Context;
@@ -193,7 +191,7 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
     let order = job.order.resolve()?;
     let manifest = open_manifest(Path::new(&job.input))?;
     let mut warnings = Vec::new();
-    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
+    let output = check_output(job, order, options, &mut warnings)?;
     let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
     let n = match estimate_record_bytes(&input, &manifest) {
         // As a BAM's map tasks: records plus a quarter for the sort entries and slack.
@@ -206,13 +204,8 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
         // No records: one map task writes an empty run, as a BAM's one empty range does.
         chunk_runs.push(Vec::new());
     }
-    let mut header = dataset_header(&manifest);
-    set_output_header(job, order, &mut header);
-    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
-    let work_dir = create_work_dir(&prefix)?;
-    let plan = SortPlan::with_output(
-        job, options, input, &header, &out, level, work_dir, warnings,
-    );
+    let header = dataset_header(&manifest);
+    let plan = new_plan(job, options, order, input, header, output, warnings, rt)?;
     Ok(SortPlan {
         dataset: Some(DatasetInput {
             runs: chunk_runs,

@@ -50,7 +50,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
         );
     }
     let mut warnings = Vec::new();
-    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
+    let output = check_output(job, order, options, &mut warnings)?;
     let (input, file_len) = input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate = estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task holds its records and a 16-byte entry per record; a quarter more than the
@@ -58,24 +58,36 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
     let wanted = (estimate + estimate / 4).div_ceil(options.task_memory as u64);
     let n = wanted.clamp(1, (file_len >> 16).max(1)) as usize;
     let planned = plan_ranges(&input, n).context(job.input.clone())?;
-    let mut header = planned.header.clone();
-    set_output_header(job, order, &mut header);
-    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
-    let work_dir = create_work_dir(&prefix)?;
-    let plan = SortPlan::with_output(
-        job, options, input, &header, &out, level, work_dir, warnings,
-    );
+    let header = planned.header.clone();
+    let plan = new_plan(job, options, order, input, header, output, warnings, rt)?;
     Ok(SortPlan {
         ranges: ByteRange::from_planned(&planned.ranges),
         ..plan
     })
 }
 
-/// `header` as the output's: the order's `@HD SO`/`SS` set, the job's `@PG` added.
-pub(super) fn set_output_header(job: &SortJob, order: SortOrder, header: &mut Header) {
+/// [`SortPlan::with_output`] of `job` on `input`: `header` made the output's (the order's
+/// `@HD SO`/`SS` set, the job's `@PG` added), `output` as [`check_output`] gives it, and a new work
+/// directory next to the output file.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn new_plan(
+    job: &SortJob,
+    options: &PlanOptions,
+    order: SortOrder,
+    input: PathBuf,
+    mut header: Header,
+    (out, data, level): (ResolvedOutput, PathBuf, u8),
+    warnings: Vec<String>,
+    rt: &Runtime,
+) -> anyhow::Result<SortPlan> {
     let (so, ss) = order.header_values();
     header.set_sort_order(so, ss.as_deref());
-    add_program(header, job.program.as_ref());
+    add_program(&mut header, job.program.as_ref());
+    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
+    let work_dir = create_work_dir(&prefix)?;
+    Ok(SortPlan::with_output(
+        job, options, input, &header, &out, level, work_dir, warnings,
+    ))
 }
 
 impl SortPlan {
