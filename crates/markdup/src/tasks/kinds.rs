@@ -23,10 +23,13 @@ fn slices<'a>(slices: impl IntoIterator<Item = &'a FileSlice>) -> Vec<Span> {
     )
 }
 
-/// `impl Task` for a task whose inherent `run` fails with `anyhow`: its kind, its output, and,
-/// of the task `$t`, the spans it reads and the files it writes.
+/// `impl Task` for tasks whose inherent `run` fails with `anyhow`: each one's kind and output, and,
+/// of the task `$t`, the spans it reads and the files it writes (the same for all of them).
 macro_rules! task {
-    ($task:ident, $kind:literal, $output:ident, |$t:ident| reads: $reads:expr, writes: $writes:expr) => {
+    (
+        $($task:ident: $kind:literal -> $output:ident),+;
+        |$t:ident| reads: $reads:expr, writes: $writes:expr
+    ) => {$(
         impl Task for $task {
             const KIND: &'static str = $kind;
             type Output = $output;
@@ -45,7 +48,7 @@ macro_rules! task {
                 $writes
             }
         }
-    };
+    )+};
 }
 
 impl Task for MdCountTask {
@@ -65,19 +68,22 @@ impl Task for MdCountTask {
     }
 }
 
-// Reads the range, and past its end the rest of its last read-name group (a group longer than
-// `READ_SLACK` makes a remote task fall back to the whole file).
-task!(MdMapTask, "markdup.map", MdMapOutput, |t|
-    reads: vec![bam_range(&t.input, t.start, t.end)],
-    writes: vec![t.path.clone()]);
+// The map tasks read their range, and past its end the rest of its last read-name group (a group
+// longer than `READ_SLACK` makes a remote task fall back to the whole file).
+task!(
+    MdMapTask: "markdup.map" -> MdMapOutput,
+    PmMapTask: "markdup.coordinate_map" -> PmMapOutput;
+    |t| reads: vec![bam_range(&t.input, t.start, t.end)], writes: vec![t.path.clone()]);
 
-// Reads its partition's slice of every map task's signature file.
-task!(MdReduceTask, "markdup.reduce", MdReduceOutput, |t|
-    reads: slices(&t.inputs),
-    writes: vec![t.path.clone()]);
+// Samblaster's reduce and Picard's join tasks read their partition's slice of every map task's
+// file.
+task!(
+    MdReduceTask: "markdup.reduce" -> MdReduceOutput,
+    PmJoinTask: "markdup.coordinate_join" -> PmJoinOutput;
+    |t| reads: slices(&t.inputs), writes: vec![t.path.clone()]);
 
 // Reads its ranges of the input, and each range's slice of every reduce task's file.
-task!(MdEncodeTask, "markdup.encode", MdEncodeOutput, |t|
+task!(MdEncodeTask: "markdup.encode" -> MdEncodeOutput; |t|
     reads: {
         let mut out = vec![bam_range(&t.input, t.start, t.read_end)];
         out.extend(slices(t.segments.iter().flat_map(|seg| &seg.duplicates)));
@@ -85,16 +91,6 @@ task!(MdEncodeTask, "markdup.encode", MdEncodeOutput, |t|
     },
     writes: vec![t.part_path.clone(), t.sidecar_path.clone()]);
 
-task!(PmMapTask, "markdup.coordinate_map", PmMapOutput, |t|
-    reads: vec![bam_range(&t.input, t.start, t.end)],
-    writes: vec![t.path.clone()]);
-
-// Reads its partition's slice of every map task's file.
-task!(PmJoinTask, "markdup.coordinate_join", PmJoinOutput, |t|
-    reads: slices(&t.inputs),
-    writes: vec![t.path.clone()]);
-
 // Reads its partition's slices of every map and join task's file.
-task!(PmReduceTask, "markdup.coordinate_reduce", PmReduceOutput, |t|
-    reads: slices(t.fragments.iter().chain(&t.pairs)),
-    writes: vec![t.path.clone()]);
+task!(PmReduceTask: "markdup.coordinate_reduce" -> PmReduceOutput;
+    |t| reads: slices(t.fragments.iter().chain(&t.pairs)), writes: vec![t.path.clone()]);
