@@ -5,8 +5,13 @@
 use crate::cigar::{code_of, consumes_query, consumes_reference};
 use crate::Header;
 
-/// htslib `seq_nt16_table`: text base → 4-bit code (`=` 0, A 1, C 2, G 4, T/U 8, IUPAC codes, else N).
-static NT16: [u8; 256] = {
+/// htslib `seq_nt16_table`, which SAM text is parsed with.
+static NT16: [u8; 256] = nt16_table(true);
+
+/// htslib `seq_nt16_table`: text base → 4-bit code (`=` 0, A 1, C 2, G 4, T/U 8, IUPAC codes, else
+/// N); with `digits` also htslib's `0`-`3` as A, C, G, T (else N, as minimap2's output and FASTQ
+/// import have them).
+pub const fn nt16_table(digits: bool) -> [u8; 256] {
     let mut t = [15u8; 256];
     let codes: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
     let mut i = 0;
@@ -17,12 +22,14 @@ static NT16: [u8; 256] = {
     }
     t[b'U' as usize] = 8;
     t[b'u' as usize] = 8;
-    t[b'0' as usize] = 1;
-    t[b'1' as usize] = 2;
-    t[b'2' as usize] = 4;
-    t[b'3' as usize] = 8;
+    if digits {
+        t[b'0' as usize] = 1;
+        t[b'1' as usize] = 2;
+        t[b'2' as usize] = 4;
+        t[b'3' as usize] = 8;
+    }
     t
-};
+}
 
 /// Why a SAM line could not be parsed.
 pub type ParseError = String;
@@ -403,7 +410,9 @@ fn parse_aux(field: &[u8], out: &mut Vec<u8>) -> Result<(), ParseError> {
     Ok(())
 }
 
-fn push_smallest_int(x: i64, out: &mut Vec<u8>) -> Result<(), ParseError> {
+/// Appends the type and bytes of integer `x` in htslib's smallest type (`c C s S i I`); an error,
+/// and nothing appended, out of those types' range.
+pub fn push_smallest_int(x: i64, out: &mut Vec<u8>) -> Result<(), ParseError> {
     if x < 0 {
         if x >= i64::from(i8::MIN) {
             out.push(b'c');

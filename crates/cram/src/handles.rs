@@ -1,7 +1,7 @@
 //! htslib's handles (an open file, a header, a record) as owned values that close themselves, the
 //! socket pair the CRAM streams go through, and the error of a failed htslib call.
 
-use crate::Fields;
+use crate::{Fields, ReadOptions};
 use sortase_bam::{BamError, Header, Reference};
 use sortase_htslib as hts;
 use std::ffi::{CStr, CString};
@@ -64,6 +64,11 @@ pub(crate) fn send_all(fd: &OwnedFd, mut buf: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `path` as a C string.
+pub(crate) fn c_path(path: &Path) -> Result<CString, BamError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| cram_err("path has NUL"))
+}
+
 /// An htslib file opened on one end of a socket pair.
 pub(crate) struct HtsFile {
     pub(crate) fp: *mut hts::htsFile,
@@ -75,21 +80,38 @@ unsafe impl Send for HtsFile {}
 impl HtsFile {
     /// Opens the CRAM file at `path` for reading.
     pub(crate) fn open_path(path: &Path) -> Result<Self, BamError> {
-        let cpath =
-            CString::new(path.as_os_str().as_bytes()).map_err(|_| cram_err("path has NUL"))?;
-        let mode = CString::new("rc").expect("no NUL");
-        // SAFETY: valid NUL-terminated strings.
-        let fp = unsafe { hts::hts_open(cpath.as_ptr(), mode.as_ptr()) };
-        if fp.is_null() {
-            return Err(cram_err(format!("{}: cannot open as CRAM", path.display())));
-        }
-        let file = Self { fp };
+        let file = Self::open_c(&c_path(path)?, path)?;
         // SAFETY: valid file; the format is filled in by hts_open.
         let format = unsafe { (*hts::hts_get_format(file.fp)).format };
         if format != hts::HTS_FORMAT_CRAM {
             return Err(cram_err(format!("{}: not a CRAM file", path.display())));
         }
         Ok(file)
+    }
+
+    /// Opens the file at `cpath` (`path`, for messages) with htslib's mode `"rc"`, its format
+    /// unchecked.
+    pub(crate) fn open_c(cpath: &CStr, path: &Path) -> Result<Self, BamError> {
+        let mode = CString::new("rc").expect("no NUL");
+        // SAFETY: valid NUL-terminated strings.
+        let fp = unsafe { hts::hts_open(cpath.as_ptr(), mode.as_ptr()) };
+        if fp.is_null() {
+            return Err(cram_err(format!("{}: cannot open as CRAM", path.display())));
+        }
+        Ok(Self { fp })
+    }
+
+    /// Applies `options` (reference, fields, threads), then reads the header.
+    pub(crate) fn read_header(&mut self, options: &ReadOptions) -> Result<HtsHeader, BamError> {
+        self.set_reference(options.reference.as_deref())?;
+        self.set_fields(options.fields)?;
+        self.set_threads(options.threads)?;
+        // SAFETY: valid file.
+        let header = HtsHeader(unsafe { hts::sam_hdr_read(self.fp) });
+        if header.0.is_null() {
+            return Err(cram_err("cannot read the CRAM header"));
+        }
+        Ok(header)
     }
 
     /// Opens `fd` with the htslib mode `mode` (`"rc"`, `"wc"`); htslib takes the descriptor.

@@ -4,18 +4,13 @@ use crate::handles::*;
 use crate::{bam1_to_raw, missing, ReadOptions};
 use sortase_bam::{BamError, Header, RecordBatch};
 use sortase_htslib as hts;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Builds the `.crai` index of a CRAM file with htslib (`samtools index`), next to it or at `index`.
 pub fn build_index(path: &Path, index: Option<&Path>, threads: usize) -> Result<(), BamError> {
     quiet_htslib();
-    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| cram_err("path has NUL"))?;
-    let cindex = index
-        .map(|p| CString::new(p.as_os_str().as_bytes()))
-        .transpose()
-        .map_err(|_| cram_err("path has NUL"))?;
+    let cpath = c_path(path)?;
+    let cindex = index.map(c_path).transpose()?;
     // SAFETY: valid NUL-terminated paths (or NULL for the default name).
     let r = unsafe {
         hts::sam_index_build3(
@@ -50,23 +45,9 @@ impl IndexedCram {
     /// Opens `path` and its index (`path.crai`).
     pub fn open(path: &Path, options: &ReadOptions) -> Result<Self, BamError> {
         quiet_htslib();
-        let cpath =
-            CString::new(path.as_os_str().as_bytes()).map_err(|_| cram_err("path has NUL"))?;
-        let mode = CString::new("rc").expect("no NUL");
-        // SAFETY: valid NUL-terminated strings.
-        let fp = unsafe { hts::hts_open(cpath.as_ptr(), mode.as_ptr()) };
-        if fp.is_null() {
-            return Err(cram_err(format!("{}: cannot open as CRAM", path.display())));
-        }
-        let mut file = HtsFile { fp };
-        file.set_reference(options.reference.as_deref())?;
-        file.set_fields(options.fields)?;
-        file.set_threads(options.threads)?;
-        // SAFETY: valid file.
-        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
-        if header.0.is_null() {
-            return Err(cram_err("cannot read the CRAM header"));
-        }
+        let cpath = c_path(path)?;
+        let mut file = HtsFile::open_c(&cpath, path)?;
+        let header = file.read_header(options)?;
         // SAFETY: valid file and path; NULL when there is no index.
         let index = unsafe { hts::sam_index_load(file.fp, cpath.as_ptr()) };
         if index.is_null() {

@@ -34,27 +34,8 @@ impl CramReader {
             .spawn(move || feed(inner, ours_end))
             .map_err(BamError::Io)?;
         let mut file = HtsFile::on_fd(hts_end, "rc")?;
-        file.set_reference(options.reference.as_deref())?;
-        file.set_fields(options.fields)?;
-        file.set_threads(options.threads)?;
-        // SAFETY: valid file.
-        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
-        if header.0.is_null() {
-            return Err(cram_err("cannot read the CRAM header"));
-        }
-        let ours = header.to_header()?;
-        Ok((
-            ours.clone(),
-            Self {
-                file,
-                header,
-                ours,
-                record: Bam1::new(),
-                reference: options.reference.clone(),
-                feeder: Some(feeder),
-                limit: None,
-            },
-        ))
+        let header = file.read_header(options)?;
+        Self::with_header(file, header, options, Some(feeder), None)
     }
 
     /// Reads the records of `range` (from [`plan_container_ranges`]) of the CRAM file at `path`:
@@ -68,14 +49,7 @@ impl CramReader {
     ) -> Result<(Header, Self), BamError> {
         quiet_htslib();
         let mut file = HtsFile::open_path(path)?;
-        file.set_reference(options.reference.as_deref())?;
-        file.set_fields(options.fields)?;
-        file.set_threads(options.threads)?;
-        // SAFETY: valid file.
-        let header = HtsHeader(unsafe { hts::sam_hdr_read(file.fp) });
-        if header.0.is_null() {
-            return Err(cram_err("cannot read the CRAM header"));
-        }
+        let header = file.read_header(options)?;
         let offset = libc::off_t::try_from(range.offset)
             .map_err(|_| cram_err("container offset out of range"))?;
         // SAFETY: a CRAM htsFile holds a cram_fd; no record has been read yet, so no container is
@@ -89,6 +63,17 @@ impl CramReader {
                 range.offset
             )));
         }
+        Self::with_header(file, header, options, None, Some(range.records))
+    }
+
+    /// The reader of `file` whose header `header` has been read; with that header.
+    fn with_header(
+        file: HtsFile,
+        header: HtsHeader,
+        options: &ReadOptions,
+        feeder: Option<JoinHandle<std::io::Result<()>>>,
+        limit: Option<u64>,
+    ) -> Result<(Header, Self), BamError> {
         let ours = header.to_header()?;
         Ok((
             ours.clone(),
@@ -98,8 +83,8 @@ impl CramReader {
                 ours,
                 record: Bam1::new(),
                 reference: options.reference.clone(),
-                feeder: None,
-                limit: Some(range.records),
+                feeder,
+                limit,
             },
         ))
     }

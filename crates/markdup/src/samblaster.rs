@@ -60,6 +60,24 @@ pub struct Group {
     pub discordant: bool,
 }
 
+/// Analyses the groups `bounds` of `batch` in parallel on `pool`; their verdicts, in order.
+pub fn analyze_all(
+    batch: &RecordBatch,
+    bounds: &[std::ops::Range<usize>],
+    layout: &Layout,
+    opts: &Options,
+    pool: &rayon::ThreadPool,
+) -> Vec<Group> {
+    use rayon::prelude::*;
+    pool.install(|| {
+        bounds
+            .par_iter()
+            .with_min_len(256)
+            .map(|r| analyze(batch, r.clone(), layout, opts))
+            .collect()
+    })
+}
+
 /// Analyses the group of records `range` of `batch`.
 pub fn analyze(
     batch: &RecordBatch,

@@ -809,6 +809,30 @@ mod tests {
         v
     }
 
+    /// `recs` sorted in `order` at each `(memory, fan_in)` of `budgets`, in one range and in many
+    /// small ones (split points every 7 input records, so ties are split across ranges too), equal
+    /// [`reference`]'s order.
+    fn assert_sorts_as_reference(order: SortOrder, recs: &[Vec<u8>], budgets: &[(usize, usize)]) {
+        let want = reference(order, recs);
+        let many = RangePlan {
+            sample_every: 7,
+            range_bytes: 600,
+            min_ranges: 1,
+            min_range_bytes: 600,
+        };
+        for plan in [RangePlan::default(), many] {
+            for &(memory, fan_in) in budgets {
+                let got = sort_with(order, recs, memory, fan_in, plan);
+                assert_eq!(got.len(), want.len());
+                let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(
+                    first_bad.is_none(),
+                    "{order:?} memory {memory} fan-in {fan_in} {plan:?}: first difference at record {first_bad:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_order_and_budget_equals_a_stable_sort() {
         let recs = random_records(3000, 7);
@@ -825,26 +849,8 @@ mod tests {
                 by_name: Some(true),
             },
         ] {
-            let want = reference(order, &recs);
-            // One range, and many small ones (split points every 7 input records, so ties are
-            // split across ranges too).
-            let many = RangePlan {
-                sample_every: 7,
-                range_bytes: 600,
-                min_ranges: 1,
-                min_range_bytes: 600,
-            };
-            for plan in [RangePlan::default(), many] {
-                for (memory, fan_in) in [(1 << 30, 64), (1, 64), (1, 2), (2000, 3), (5000, 5)] {
-                    let got = sort_with(order, &recs, memory, fan_in, plan);
-                    assert_eq!(got.len(), want.len());
-                    let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
-                    assert!(
-                        first_bad.is_none(),
-                        "{order:?} memory {memory} fan-in {fan_in} {plan:?}: first difference at record {first_bad:?}"
-                    );
-                }
-            }
+            let budgets = [(1 << 30, 64), (1, 64), (1, 2), (2000, 3), (5000, 5)];
+            assert_sorts_as_reference(order, &recs, &budgets);
         }
     }
 
@@ -893,23 +899,7 @@ mod tests {
         // Neighbours whose keys tie up to the name, names descending: only the names order them.
         let mut recs = recs;
         recs.extend((0..50).map(|i| record(1, 7, 0, &format!("z{:02}", 50 - i), b"")));
-        let want = reference(order, &recs);
-        let many = RangePlan {
-            sample_every: 7,
-            range_bytes: 600,
-            min_ranges: 1,
-            min_range_bytes: 600,
-        };
-        for plan in [RangePlan::default(), many] {
-            for (memory, fan_in) in [(1 << 30, 64), (1, 64), (2000, 3)] {
-                let got = sort_with(order, &recs, memory, fan_in, plan);
-                let first_bad = got.iter().zip(&want).position(|(a, b)| a != b);
-                assert!(
-                    first_bad.is_none(),
-                    "memory {memory} fan-in {fan_in}: record {first_bad:?}"
-                );
-            }
-        }
+        assert_sorts_as_reference(order, &recs, &[(1 << 30, 64), (1, 64), (2000, 3)]);
     }
 
     /// A paired record with a mapped mate and no MC tag is refused, naming the record.

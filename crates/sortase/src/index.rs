@@ -279,17 +279,10 @@ mod tests {
                 plan.tasks.len() > 1,
                 "the test BAM should give several ranges"
             );
-            let plan: IndexPlan =
-                serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-            let parts: Vec<IndexPart> = plan
-                .tasks
-                .iter()
-                .rev()
-                .map(|t| {
-                    let part = t.run(&rt).unwrap();
-                    serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap()
-                })
-                .collect();
+            let plan: IndexPlan = test_data::through_json(&plan);
+            let parts: Vec<IndexPart> = test_data::run_last_first(&plan.tasks, |t| {
+                test_data::through_json(&t.run(&rt).unwrap())
+            });
             let done = plan.finish(parts, &rt).unwrap();
             assert_eq!(
                 std::fs::read(&done.outputs[0]).unwrap(),

@@ -629,17 +629,10 @@ mod tests {
         .plan_tasks(&rt, 6)
         .unwrap();
         assert!(plan.tasks.len() > 2, "{} tasks", plan.tasks.len());
-        let plan: SnpPileupPlan =
-            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-        let parts: Vec<SnpPileupPart> = plan
-            .tasks
-            .iter()
-            .rev()
-            .map(|t| {
-                let part = t.run(&rt).unwrap();
-                serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap()
-            })
-            .collect();
+        let plan: SnpPileupPlan = test_data::through_json(&plan);
+        let parts: Vec<SnpPileupPart> = test_data::run_last_first(&plan.tasks, |t| {
+            test_data::through_json(&t.run(&rt).unwrap())
+        });
         let done = plan.finish(parts, &rt).unwrap();
         assert_eq!(std::fs::read(&done.outputs[0]).unwrap(), expected);
         assert_eq!(

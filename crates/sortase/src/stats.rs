@@ -642,17 +642,10 @@ mod tests {
             plan.tasks.len() > 1,
             "the test BAM should give several ranges"
         );
-        let plan: FlagstatPlan =
-            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-        let parts: Vec<FlagstatPart> = plan
-            .tasks
-            .iter()
-            .rev()
-            .map(|t| {
-                let part = t.run(&rt).unwrap();
-                serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap()
-            })
-            .collect();
+        let plan: FlagstatPlan = test_data::through_json(&plan);
+        let parts: Vec<FlagstatPart> = test_data::run_last_first(&plan.tasks, |t| {
+            test_data::through_json(&t.run(&rt).unwrap())
+        });
         assert_eq!(plan.finish(parts.clone()).unwrap(), expected);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
         let fallback = plan.fallback().unwrap();
@@ -669,14 +662,9 @@ mod tests {
         // Range tasks, in reverse order through JSON, give the scan's rows.
         let plan = IdxstatsJob::new(&bam).plan_ranges(8).unwrap();
         assert!(plan.index.is_none() && plan.tasks.len() > 1, "{plan:?}");
-        let plan: IdxstatsPlan =
-            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-        let parts: Vec<IdxstatsPart> = plan
-            .tasks
-            .iter()
-            .rev()
-            .map(|t| t.run(&rt).unwrap())
-            .collect();
+        let plan: IdxstatsPlan = test_data::through_json(&plan);
+        let parts: Vec<IdxstatsPart> =
+            test_data::run_last_first(&plan.tasks, |t| t.run(&rt).unwrap());
         assert_eq!(plan.finish(parts.clone()).unwrap(), scanned);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
         let fallback = plan.fallback().unwrap();
@@ -721,14 +709,9 @@ mod tests {
         let plan = IdxstatsJob::new(&cram).plan_ranges(6).unwrap();
         assert!(plan.index.is_none() && plan.tasks.len() > 3, "{plan:?}");
         assert!(plan.fallback().is_none());
-        let plan: IdxstatsPlan =
-            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-        let parts: Vec<IdxstatsPart> = plan
-            .tasks
-            .iter()
-            .rev()
-            .map(|t| t.run(&rt).unwrap())
-            .collect();
+        let plan: IdxstatsPlan = test_data::through_json(&plan);
+        let parts: Vec<IdxstatsPart> =
+            test_data::run_last_first(&plan.tasks, |t| t.run(&rt).unwrap());
         assert_eq!(plan.finish(parts.clone()).unwrap(), want);
         assert!(plan.finish(parts[1..].to_vec()).is_err());
         // Flagstat's tasks are the same runs.
@@ -738,8 +721,7 @@ mod tests {
             plan.tasks.len() > 3 && plan.fallback().is_none(),
             "{plan:?}"
         );
-        let plan: FlagstatPlan =
-            serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        let plan: FlagstatPlan = test_data::through_json(&plan);
         let parts = plan.tasks.iter().rev().map(|t| t.run(&rt).unwrap());
         assert_eq!(plan.finish(parts.collect()).unwrap(), want);
     }

@@ -52,3 +52,14 @@ pub fn sorted_bam(dir: &Path, n: usize) -> PathBuf {
         .unwrap();
     bam
 }
+
+/// `value` through its JSON text, as a driver sends a plan to a worker and a task's output back.
+pub fn through_json<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) -> T {
+    serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
+}
+
+/// Each of `tasks` run by `run`, last first (the order of a plan's tasks does not matter); their
+/// outputs in that order.
+pub fn run_last_first<T, O>(tasks: &[T], run: impl Fn(&T) -> O) -> Vec<O> {
+    tasks.iter().rev().map(run).collect()
+}

@@ -3,19 +3,7 @@
 //! `seq_nt16_table`, qualities less 33 (`0xff` when the read has none).
 
 /// htslib `seq_nt16_table`: base → 4-bit code.
-pub(crate) static NT16: [u8; 256] = {
-    let mut t = [15u8; 256];
-    let codes: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
-    let mut i = 0;
-    while i < 16 {
-        t[codes[i] as usize] = i as u8;
-        t[codes[i].to_ascii_lowercase() as usize] = i as u8;
-        i += 1;
-    }
-    t[b'U' as usize] = 8;
-    t[b'u' as usize] = 8;
-    t
-};
+pub(crate) static NT16: [u8; 256] = sortase_bam::sam_parse::nt16_table(false);
 
 /// minimap2's `seq_comp_table` (bseq.c): IUPAC complement, other bytes unchanged.
 pub(crate) static COMPLEMENT: [u8; 256] = {

@@ -10,26 +10,15 @@ use std::io::Write;
 /// Appends an integer tag in htslib's smallest type (`c C s S i I`).
 pub(crate) fn push_int(out: &mut Vec<u8>, tag: &[u8; 2], x: i64) {
     out.extend_from_slice(tag);
-    if x < 0 {
-        if x >= i64::from(i8::MIN) {
-            out.push(b'c');
-            out.push(x as i8 as u8);
-        } else if x >= i64::from(i16::MIN) {
-            out.push(b's');
-            out.extend_from_slice(&(x as i16).to_le_bytes());
-        } else {
+    if sortase_bam::sam_parse::push_smallest_int(x, out).is_err() {
+        // Past 32 bits (minimap2 writes none): its low 32 bits, as `i` or `I`.
+        if x < 0 {
             out.push(b'i');
             out.extend_from_slice(&(x as i32).to_le_bytes());
+        } else {
+            out.push(b'I');
+            out.extend_from_slice(&(x as u32).to_le_bytes());
         }
-    } else if x <= i64::from(u8::MAX) {
-        out.push(b'C');
-        out.push(x as u8);
-    } else if x <= i64::from(u16::MAX) {
-        out.push(b'S');
-        out.extend_from_slice(&(x as u16).to_le_bytes());
-    } else {
-        out.push(b'I');
-        out.extend_from_slice(&(x as u32).to_le_bytes());
     }
 }
 

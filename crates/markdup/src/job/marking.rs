@@ -8,7 +8,6 @@ use crate::picard::LibraryTally;
 use crate::samblaster::side::{self, SideOptions, DISCORDANT};
 use crate::samblaster::{self, mate_tags, Layout, Options, SigSet, Verdict};
 use anyhow::{Context, Result};
-use rayon::prelude::*;
 use sortase_bam::checksum::{ChecksumOptions, Fault, Sums, Tally};
 use sortase_bam::{flags, RecordBatch, RecordBuf};
 use sortase_exec::error::{Error, ErrorKind};
@@ -157,14 +156,7 @@ impl State {
         sink: &mut RecordSink,
         pool: &rayon::ThreadPool,
     ) -> Result<()> {
-        let (layout, opts) = (&self.layout, &self.opts);
-        let verdicts: Vec<samblaster::Group> = pool.install(|| {
-            bounds
-                .par_iter()
-                .with_min_len(256)
-                .map(|r| samblaster::analyze(batch, r.clone(), layout, opts))
-                .collect()
-        });
+        let verdicts = samblaster::analyze_all(batch, bounds, &self.layout, &self.opts, pool);
         for (range, group) in bounds.iter().zip(&verdicts) {
             self.groups += 1;
             let dup = is_duplicate(&mut self.sigs, group, &self.names.0, batch, range.start)?;

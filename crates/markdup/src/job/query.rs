@@ -56,22 +56,24 @@ impl SamblasterOptions {
 const QUERY_METRICS_TITLE: &str =
     "sortase markdup (samblaster 0.1.26 duplicates; Picard MarkDuplicates 2.27.5 metrics, no optical)";
 
-/// samblaster's signature layout for `header`'s references (`--maxReadLength` of padding).
-fn layout_of(job: &MarkdupJob, header: &Header) -> sortase_exec::error::Result<Layout> {
-    let q = &job.samblaster;
-    let lengths: Vec<u64> = header
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    // samblaster needs @SQ lines only to mark (-a marks nothing).
-    let lengths = if q.accept_dups && lengths.is_empty() {
-        vec![0]
-    } else {
-        lengths
-    };
-    Layout::new(&lengths, q.max_read_length)
-        .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))
+impl SamblasterOptions {
+    /// samblaster's signature layout for `header`'s references (`--maxReadLength` of padding);
+    /// `name`, the input's, heads the error.
+    pub fn layout(&self, header: &Header, name: &str) -> sortase_exec::error::Result<Layout> {
+        let lengths: Vec<u64> = header
+            .references()
+            .iter()
+            .map(|r| u64::from(r.length))
+            .collect();
+        // samblaster needs @SQ lines only to mark (-a marks nothing).
+        let lengths = if self.accept_dups && lengths.is_empty() {
+            vec![0]
+        } else {
+            lengths
+        };
+        Layout::new(&lengths, self.max_read_length)
+            .map_err(|e| Error::new(ErrorKind::Format, format!("{name}: {e}")))
+    }
 }
 
 /// The output (under its temporary name), at samtools' level meaning.
@@ -214,7 +216,7 @@ pub(super) fn run(
     mut input: Input,
     progress: Progress,
 ) -> Result<MarkdupReport> {
-    let layout = layout_of(job, &input.header)?;
+    let layout = job.samblaster.layout(&input.header, &job.input)?;
     let side_opts = job.samblaster.side_options()?;
     let mut header = input.header.clone();
     add_program(&mut header, job.program.as_ref());

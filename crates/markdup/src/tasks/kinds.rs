@@ -6,13 +6,50 @@ use super::coordinate::{
     PmJoinOutput, PmJoinTask, PmMapOutput, PmMapTask, PmReduceOutput, PmReduceTask,
 };
 use super::query::{
-    MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
+    FileSlice, MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
     MdReduceOutput, MdReduceTask,
 };
 use sortase_exec::error::{Error, Result};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{bam_range, by_file, Span, Task};
 use std::path::PathBuf;
+
+/// The spans of task-file slices, one per file.
+fn slices<'a>(slices: impl IntoIterator<Item = &'a FileSlice>) -> Vec<Span> {
+    by_file(
+        slices
+            .into_iter()
+            .map(|s| (s.path.clone(), Some((s.start, s.end)))),
+    )
+}
+
+/// `impl Task` for tasks whose inherent `run` fails with `anyhow`: each one's kind and output, and,
+/// of the task `$t`, the spans it reads and the files it writes (the same for all of them).
+macro_rules! task {
+    (
+        $($task:ident: $kind:literal -> $output:ident),+;
+        |$t:ident| reads: $reads:expr, writes: $writes:expr
+    ) => {$(
+        impl Task for $task {
+            const KIND: &'static str = $kind;
+            type Output = $output;
+
+            fn run(&self, rt: &Runtime) -> Result<$output> {
+                $task::run(self, rt).map_err(Error::from)
+            }
+
+            fn reads(&self) -> Result<Vec<Span>> {
+                let $t = self;
+                Ok($reads)
+            }
+
+            fn writes(&self) -> Vec<PathBuf> {
+                let $t = self;
+                $writes
+            }
+        }
+    )+};
+}
 
 impl Task for MdCountTask {
     const KIND: &'static str = "markdup.count";
@@ -31,129 +68,29 @@ impl Task for MdCountTask {
     }
 }
 
-impl Task for MdMapTask {
-    const KIND: &'static str = "markdup.map";
-    type Output = MdMapOutput;
+// The map tasks read their range, and past its end the rest of its last read-name group (a group
+// longer than `READ_SLACK` makes a remote task fall back to the whole file).
+task!(
+    MdMapTask: "markdup.map" -> MdMapOutput,
+    PmMapTask: "markdup.coordinate_map" -> PmMapOutput;
+    |t| reads: vec![bam_range(&t.input, t.start, t.end)], writes: vec![t.path.clone()]);
 
-    fn run(&self, rt: &Runtime) -> Result<MdMapOutput> {
-        MdMapTask::run(self, rt).map_err(Error::from)
-    }
+// Samblaster's reduce and Picard's join tasks read their partition's slice of every map task's
+// file.
+task!(
+    MdReduceTask: "markdup.reduce" -> MdReduceOutput,
+    PmJoinTask: "markdup.coordinate_join" -> PmJoinOutput;
+    |t| reads: slices(&t.inputs), writes: vec![t.path.clone()]);
 
-    /// The range, and past its end the rest of its last read-name group (a group longer than
-    /// [`READ_SLACK`](sortase_exec::task::READ_SLACK) makes a remote task fall back to the whole file).
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![bam_range(&self.input, self.start, self.end)])
-    }
+// Reads its ranges of the input, and each range's slice of every reduce task's file.
+task!(MdEncodeTask: "markdup.encode" -> MdEncodeOutput; |t|
+    reads: {
+        let mut out = vec![bam_range(&t.input, t.start, t.read_end)];
+        out.extend(slices(t.segments.iter().flat_map(|seg| &seg.duplicates)));
+        out
+    },
+    writes: vec![t.part_path.clone(), t.sidecar_path.clone()]);
 
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
-    }
-}
-
-impl Task for MdReduceTask {
-    const KIND: &'static str = "markdup.reduce";
-    type Output = MdReduceOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<MdReduceOutput> {
-        MdReduceTask::run(self, rt).map_err(Error::from)
-    }
-
-    /// Its partition's slice of every map task's signature file.
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(by_file(
-            self.inputs
-                .iter()
-                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
-        ))
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
-    }
-}
-
-impl Task for MdEncodeTask {
-    const KIND: &'static str = "markdup.encode";
-    type Output = MdEncodeOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<MdEncodeOutput> {
-        MdEncodeTask::run(self, rt).map_err(Error::from)
-    }
-
-    /// Its ranges of the input, and each range's slice of every reduce task's file.
-    fn reads(&self) -> Result<Vec<Span>> {
-        let mut out = vec![bam_range(&self.input, self.start, self.read_end)];
-        out.extend(by_file(self.segments.iter().flat_map(|seg| {
-            seg.duplicates
-                .iter()
-                .map(|d| (d.path.clone(), Some((d.start, d.end))))
-        })));
-        Ok(out)
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.part_path.clone(), self.sidecar_path.clone()]
-    }
-}
-
-impl Task for PmMapTask {
-    const KIND: &'static str = "markdup.coordinate_map";
-    type Output = PmMapOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<PmMapOutput> {
-        PmMapTask::run(self, rt).map_err(Error::from)
-    }
-
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![bam_range(&self.input, self.start, self.end)])
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
-    }
-}
-
-impl Task for PmJoinTask {
-    const KIND: &'static str = "markdup.coordinate_join";
-    type Output = PmJoinOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<PmJoinOutput> {
-        PmJoinTask::run(self, rt).map_err(Error::from)
-    }
-
-    /// Its partition's slice of every map task's file.
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(by_file(
-            self.inputs
-                .iter()
-                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
-        ))
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
-    }
-}
-
-impl Task for PmReduceTask {
-    const KIND: &'static str = "markdup.coordinate_reduce";
-    type Output = PmReduceOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<PmReduceOutput> {
-        PmReduceTask::run(self, rt).map_err(Error::from)
-    }
-
-    /// Its partition's slices of every map and join task's file.
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(by_file(
-            self.fragments
-                .iter()
-                .chain(&self.pairs)
-                .map(|s| (s.path.clone(), Some((s.start, s.end)))),
-        ))
-    }
-
-    fn writes(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
-    }
-}
+// Reads its partition's slices of every map and join task's file.
+task!(PmReduceTask: "markdup.coordinate_reduce" -> PmReduceOutput;
+    |t| reads: slices(t.fragments.iter().chain(&t.pairs)), writes: vec![t.path.clone()]);

@@ -263,6 +263,15 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
             .any(|f| (counts[f][q].depth as i64) < i64::from(self.opts.min_read_counts[f]))
     }
 
+    /// Starts the line of `at`: its reference name and 1-based position.
+    fn start_line(&mut self, at: Pos) {
+        self.line.clear();
+        self.line
+            .extend_from_slice(self.names[at.0 as usize].as_bytes());
+        self.line.push(b',');
+        push_int(&mut self.line, at.1 + 1);
+    }
+
     fn pseudo_line(&mut self, at: Pos, out: &mut dyn Write) -> Result<(), PileupError> {
         let (b, q) = self.find(at)?.ok_or_else(|| Self::missing(at))?;
         if self.fails_min(b, q) {
@@ -276,11 +285,7 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
         if refs.iter().all(|&r| r == 0) {
             return Ok(());
         }
-        self.line.clear();
-        self.line
-            .extend_from_slice(self.names[at.0 as usize].as_bytes());
-        self.line.push(b',');
-        push_int(&mut self.line, at.1 + 1);
+        self.start_line(at);
         self.line.extend_from_slice(b",.,.");
         for r in refs {
             self.line.push(b',');
@@ -318,11 +323,7 @@ impl<'a, I: Iterator<Item = Result<BatchResult, PileupError>>> Driver<'a, I> {
         if rows.iter().all(|x| x[0] == 0 && x[1] == 0 && x[2] == 0) {
             return Ok(());
         }
-        self.line.clear();
-        self.line
-            .extend_from_slice(self.names[at.0 as usize].as_bytes());
-        self.line.push(b',');
-        push_int(&mut self.line, at.1 + 1);
+        self.start_line(at);
         self.line.push(b',');
         self.line.push(site.reference);
         self.line.push(b',');

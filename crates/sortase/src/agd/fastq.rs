@@ -137,19 +137,7 @@ pub(crate) struct FastqRecords {
 const UNMAPPED_BIN: u16 = 4680;
 
 /// htslib `seq_nt16_table`: base → 4-bit code (`U` is `T`, other letters `N`).
-static NT16: [u8; 256] = {
-    let mut t = [15u8; 256];
-    let codes: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
-    let mut i = 0;
-    while i < 16 {
-        t[codes[i] as usize] = i as u8;
-        t[codes[i].to_ascii_lowercase() as usize] = i as u8;
-        i += 1;
-    }
-    t[b'U' as usize] = 8;
-    t[b'u' as usize] = 8;
-    t
-};
+static NT16: [u8; 256] = sortase_bam::sam_parse::nt16_table(false);
 
 impl FastqRecords {
     /// Opens the files of `input`; every byte read is counted by `progress`.

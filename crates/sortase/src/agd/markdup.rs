@@ -169,7 +169,7 @@ fn query(
     report: &mut MarkdupReport,
 ) -> anyhow::Result<Vec<bool>> {
     let q = &job.samblaster;
-    let layout = layout(q, header, name)?;
+    let layout = q.layout(header, name)?;
     let opts = Options {
         ignore_unmated: q.ignore_unmated,
         accept_dups: q.accept_dups,
@@ -213,32 +213,6 @@ fn query(
     Ok(marks.duplicate)
 }
 
-/// The layout of samblaster's signatures for `header`'s references (`name`: the dataset's).
-fn layout(
-    q: &SamblasterOptions,
-    header: &sortase_bam::Header,
-    name: &str,
-) -> anyhow::Result<Layout> {
-    let lengths: Vec<u64> = header
-        .references()
-        .iter()
-        .map(|r| u64::from(r.length))
-        .collect();
-    // samblaster needs @SQ lines only to mark (-a marks nothing), as `sortase markdup`.
-    let lengths = if q.accept_dups && lengths.is_empty() {
-        vec![0]
-    } else {
-        lengths
-    };
-    let layout = Layout::new(&lengths, q.max_read_length).map_err(|e| {
-        Error::new(
-            sortase_exec::error::ErrorKind::Format,
-            format!("{name}: {e}"),
-        )
-    })?;
-    Ok(layout)
-}
-
 /// The runs of one read name in `batch` from `start` on, but the last (which may continue in the
 /// next batch); with the start of that last run.
 fn name_groups(batch: &Records, start: usize) -> (Vec<std::ops::Range<usize>>, usize) {
@@ -275,14 +249,7 @@ impl Marks<'_> {
         bounds: &[std::ops::Range<usize>],
         pool: &rayon::ThreadPool,
     ) -> anyhow::Result<()> {
-        let (layout, opts) = (&self.layout, &self.opts);
-        let verdicts: Vec<samblaster::Group> = pool.install(|| {
-            bounds
-                .par_iter()
-                .with_min_len(256)
-                .map(|r| samblaster::analyze(batch, r.clone(), layout, opts))
-                .collect()
-        });
+        let verdicts = samblaster::analyze_all(batch, bounds, &self.layout, &self.opts, pool);
         for (range, group) in bounds.iter().zip(&verdicts) {
             let dup = is_duplicate(&mut self.sigs, group, self.name, batch, range.start)?;
             self.groups += 1;

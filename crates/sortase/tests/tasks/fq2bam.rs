@@ -3,26 +3,10 @@
 //! smaller than the index is an argument error. Record identity with minimap2's CLI is checked by
 //! tests/e2e/fq2bam.rs.
 
+use super::fixtures::Rng;
 use sortase::markdup::Mode;
 use sortase::{DuplicateMarking, ErrorKind, Fq2BamJob, MarkdupJob, OutputSpec, Runtime};
 use std::path::Path;
-
-/// xorshift64* for reproducible sequences.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn bases(&mut self, n: usize) -> Vec<u8> {
-        (0..n)
-            .map(|_| b"ACGT"[(self.next() % 4) as usize])
-            .collect()
-    }
-}
 
 fn revcomp(s: &[u8]) -> Vec<u8> {
     s.iter()
@@ -39,7 +23,7 @@ fn revcomp(s: &[u8]) -> Vec<u8> {
 /// A 20 kb reference and `n` read pairs from it, every tenth pair a copy of the one before.
 fn write_data(dir: &Path, n: usize) {
     let mut rng = Rng(0x5eed);
-    let genome = rng.bases(20_000);
+    let genome = rng.bases(20_000).into_bytes();
     let mut fa = b">chr1\n".to_vec();
     for line in genome.chunks(60) {
         fa.extend_from_slice(line);

@@ -3,6 +3,7 @@
 //! in every CI run for ~1,100 lines of tests.
 
 mod agd_round_trip;
+mod fixtures;
 mod fq2bam;
 mod markdup_coordinate_tasks;
 mod markdup_tasks;

@@ -4,19 +4,13 @@
 //! one machine's, and inputs the tasks refuse (out of order, a name of three primary records
 //! across ranges) fail as the one machine does and leave nothing behind.
 
+use super::fixtures::{lcg, sam_to_bam, sort_to_bam};
 use sortase::markdup::Mode;
 use sortase::tasks::markdup::{MdCountOutput, MdCountTask, MdEncodeOutput};
 use sortase::tasks::pmarkdup::{PicardPlan, PicardTask, PmJoinOutput, PmMapOutput, PmReduceOutput};
 use sortase::tasks::{Layout, MarkdupTasks};
-use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime, SortJob};
+use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime};
 use std::path::{Path, PathBuf};
-
-fn lcg(seed: &mut u64) -> u64 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    *seed >> 33
-}
 
 /// Coordinate-sorted pairs (many duplicates, mates far apart so that they fall in other
 /// ranges, Illumina names with tile:x:y close together for optical duplicates), fragments,
@@ -118,17 +112,7 @@ fn coordinate_bam_with(dir: &Path, extra: &str) -> PathBuf {
         }
     }
     sam += extra;
-    let sam_path = dir.join("in.sam");
-    std::fs::write(&sam_path, sam).unwrap();
-    let bam = dir.join("in.bam");
-    let mut out = OutputSpec::to_path(&bam);
-    out.uncompressed = true;
-    let job = SortJob {
-        order: Order::Coordinate,
-        ..SortJob::new(sam_path.to_str().unwrap(), out)
-    };
-    job.run(&Runtime::with_threads(1).unwrap()).unwrap();
-    bam
+    sam_to_bam(dir, sam, Order::Coordinate)
 }
 
 /// Runs every stage; the layout and the pairs the join tasks formed.
@@ -161,6 +145,26 @@ fn run_all(plan: &PicardPlan, rt: &Runtime) -> (Layout, u64) {
         .layout(&maps, &joins, &reduces, &encodes, true, rt)
         .unwrap();
     (layout, joined)
+}
+
+/// Runs the count tasks, then the map tasks, each in order; the map tasks' outputs.
+fn run_counts_and_maps(plan: &PicardPlan, rt: &Runtime) -> Vec<PmMapOutput> {
+    let counts: Vec<MdCountOutput> = plan
+        .count_tasks()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Count(c) => MdCountTask::run(&c, rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect();
+    plan.map_tasks(&counts)
+        .unwrap()
+        .into_iter()
+        .map(|t| match t {
+            PicardTask::Map(m) => m.run(rt).unwrap(),
+            _ => unreachable!(),
+        })
+        .collect()
 }
 
 #[test]
@@ -232,37 +236,14 @@ fn out_of_order_input_fails_as_one_machine_and_leaves_nothing() {
     let sorted = coordinate_bam(dir.path());
     // The records of the sorted BAM in name order, under an SO:coordinate header.
     let named = dir.path().join("named.bam");
-    let mut out = OutputSpec::to_path(&named);
-    out.uncompressed = true;
-    SortJob {
-        order: Order::Name,
-        ..SortJob::new(sorted.to_str().unwrap(), out)
-    }
-    .run(&Runtime::with_threads(1).unwrap())
-    .unwrap();
+    sort_to_bam(&sorted, Order::Name, &named);
     let rt = Runtime::with_threads(1).unwrap();
     let out = dir.path().join("out.bam");
     let mut job = MarkdupJob::new(named.to_str().unwrap(), OutputSpec::to_path(&out));
     job.mode = Mode::Coordinate;
     let one = job.run(&rt).unwrap_err();
     let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
-    let counts: Vec<MdCountOutput> = plan
-        .count_tasks()
-        .into_iter()
-        .map(|t| match t {
-            PicardTask::Count(c) => MdCountTask::run(&c, &rt).unwrap(),
-            _ => unreachable!(),
-        })
-        .collect();
-    let maps: Vec<PmMapOutput> = plan
-        .map_tasks(&counts)
-        .unwrap()
-        .into_iter()
-        .map(|t| match t {
-            PicardTask::Map(m) => m.run(&rt).unwrap(),
-            _ => unreachable!(),
-        })
-        .collect();
+    let maps = run_counts_and_maps(&plan, &rt);
     let e = plan.join_tasks(&maps).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Format);
     assert_eq!(e.to_string(), one.to_string());
@@ -294,23 +275,7 @@ fn a_name_of_three_primary_records_across_ranges_fails_and_leaves_nothing() {
     job.picard.metrics = Some(metrics.clone());
     let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
     assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
-    let counts: Vec<MdCountOutput> = plan
-        .count_tasks()
-        .into_iter()
-        .map(|t| match t {
-            PicardTask::Count(c) => MdCountTask::run(&c, &rt).unwrap(),
-            _ => unreachable!(),
-        })
-        .collect();
-    let maps: Vec<PmMapOutput> = plan
-        .map_tasks(&counts)
-        .unwrap()
-        .into_iter()
-        .map(|t| match t {
-            PicardTask::Map(m) => m.run(&rt).unwrap(),
-            _ => unreachable!(),
-        })
-        .collect();
+    let maps = run_counts_and_maps(&plan, &rt);
     let joins: Vec<PmJoinOutput> = plan
         .join_tasks(&maps)
         .unwrap()

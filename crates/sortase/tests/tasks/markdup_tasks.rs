@@ -3,18 +3,12 @@
 //! stage's tasks run in reverse order; the assembled output must be byte-identical to the one
 //! machine's, and a refused or aborted plan leaves nothing behind.
 
+use super::fixtures::{lcg, sam_to_bam};
 use sortase::markdup::Mode;
 use sortase::tasks::markdup::{MarkdupPlan, MarkdupTask, MarkdupTaskOutput};
 use sortase::tasks::{Layout, MarkdupTasks};
-use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime, SortJob};
+use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime};
 use std::path::{Path, PathBuf};
-
-fn lcg(seed: &mut u64) -> u64 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    *seed >> 33
-}
 
 fn name_grouped_bam(dir: &Path) -> PathBuf {
     name_grouped_bam_with(dir, 0)
@@ -68,17 +62,7 @@ fn name_grouped_bam_with(dir: &Path, giant: usize) -> PathBuf {
             }
         }
     }
-    let sam_path = dir.join("in.sam");
-    std::fs::write(&sam_path, sam).unwrap();
-    let bam = dir.join("in.bam");
-    let mut out = OutputSpec::to_path(&bam);
-    out.uncompressed = true;
-    let job = SortJob {
-        order: Order::Name,
-        ..SortJob::new(sam_path.to_str().unwrap(), out)
-    };
-    job.run(&Runtime::with_threads(1).unwrap()).unwrap();
-    bam
+    sam_to_bam(dir, sam, Order::Name)
 }
 
 /// Ranges whose first read name continues the last one of the range before (their head

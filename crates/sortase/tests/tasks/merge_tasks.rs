@@ -3,27 +3,16 @@
 //! by small `MergeRangeOptions`; the tasks run in reversed order, each through JSON on a fresh
 //! one-thread runtime; the finished output and its CSI must be byte-identical to the merge's.
 
+use super::fixtures::Rng;
 use sortase::merge::MergeTaskOutput;
 use sortase::tasks::{output_of, run_task_json, AnyTask};
 use sortase::{ErrorKind, MergeJob, MergeRangeOptions, OutputSpec, Runtime, SortJob};
 use std::path::{Path, PathBuf};
 
-/// Deterministic xorshift64* generator.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// SAM text of `n` records in random order: placed reads on two references (runs of equal
 /// positions), some unmapped; RG tags g0/g1; @RG and @PG lines that collide between inputs.
 fn sam(input: u64, n: u64) -> String {
-    let mut rng = Rng((input + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(input + 1);
     let mut text = format!(
         "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:50000\n\
          @RG\tID:g0\tSM:s{input}\n@RG\tID:g1\tSM:shared\n@PG\tID:aligner\tPN:bwa\tVN:0.{input}\n"

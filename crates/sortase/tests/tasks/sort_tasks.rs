@@ -3,6 +3,7 @@
 //! in a shuffled order, each on a fresh one-thread runtime and through JSON; the finished output
 //! (and index) must be byte-identical to the single-machine sort's.
 
+use super::fixtures::Rng;
 use sortase::tasks::{
     output_of, run_task_json, AnyTask, CountOutput, PlanOptions, ReduceOutput, SortPlan, SortTask,
     SortTaskOutput,
@@ -10,22 +11,6 @@ use sortase::tasks::{
 use sortase::{Order, OutputSpec, Runtime, SortJob};
 use sortase_bgzf::{BlockEncoder, CompressionLevel, EOF_MARKER};
 use std::path::{Path, PathBuf};
-
-/// Deterministic xorshift64* generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const REFERENCES: [(&str, u32); 3] = [("chr1", 100_000), ("chr2", 50_000), ("chr3", 200_000)];
 
@@ -91,7 +76,7 @@ fn write_bam(path: &Path, n: u64, seed: u64) {
     let header = sortase_bam::Header::new(text, refs);
     let mut enc = BlockEncoder::new(CompressionLevel::from_libdeflate(1));
     enc.write_all(&header.to_bam_bytes()).unwrap();
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     for i in 0..n {
         enc.write_all(&record(&mut rng, i)).unwrap();
     }

@@ -18,24 +18,19 @@
 //! a map task of its own. The cut changes which task sorts which records, never the output.
 
 use super::map::{hold, sort_into_run};
-use super::plan::check_output;
+use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
 use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
 use crate::agd_tasks::runs;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{add_program, Order};
-use crate::output::temp_prefix;
-use crate::parts::create_work_dir;
+use crate::options::Order;
 use crate::runtime::Runtime;
 use crate::sort::SortJob;
-use crate::wire::HeaderData;
-use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, Group, Manifest};
 use sortase_bam::RecordBatch;
-use sortase_index::IndexBuilder;
 use std::path::{Path, PathBuf};
 
 /// The dataset a [`SortPlan`] reads: its chunks cut into the map tasks' runs.
@@ -196,7 +191,7 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
     let order = job.order.resolve()?;
     let manifest = open_manifest(Path::new(&job.input))?;
     let mut warnings = Vec::new();
-    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
+    let output = check_output(job, order, options, &mut warnings)?;
     let input = std::fs::canonicalize(&job.input).context(job.input.clone())?;
     let n = match estimate_record_bytes(&input, &manifest) {
         // As a BAM's map tasks: records plus a quarter for the sort entries and slack.
@@ -209,31 +204,14 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
         // No records: one map task writes an empty run, as a BAM's one empty range does.
         chunk_runs.push(Vec::new());
     }
-    let mut header = dataset_header(&manifest);
-    let (so, ss) = order.header_values();
-    header.set_sort_order(so, ss.as_deref());
-    add_program(&mut header, job.program.as_ref());
-    let index = out.index.as_ref().map(|&(_, bai)| {
-        let ix = OnTheFlyIndex::new(&header, bai);
-        IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
-    });
-    let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
-    let work_dir = create_work_dir(&prefix)?;
+    let header = dataset_header(&manifest);
+    let plan = new_plan(job, options, order, input, header, output, warnings, rt)?;
     Ok(SortPlan {
-        job: job.clone(),
-        options: options.clone(),
-        input,
-        n_ref: header.references().len(),
-        header: HeaderData::of(&header),
-        ranges: Vec::new(),
-        work_dir,
-        level,
-        index,
-        warnings,
         dataset: Some(DatasetInput {
             runs: chunk_runs,
             duplicate: duplicate_group(&manifest).cloned(),
         }),
+        ..plan
     })
 }
 

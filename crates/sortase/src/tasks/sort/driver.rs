@@ -8,8 +8,8 @@ use super::{
 use crate::error::bail_argument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
-use crate::output::resolve_output;
 use crate::output::OutFormat;
+use crate::output::{resolve_output, ResolvedOutput};
 use crate::parts::{complete, remove_work_dir, write_parts};
 use crate::range_output;
 use crate::runtime::Runtime;
@@ -254,6 +254,17 @@ impl SortPlan {
             .map_err(Error::from)
     }
 
+    /// The job's output, resolved as the plan resolved it (its warnings were the plan's).
+    fn output(&self) -> anyhow::Result<ResolvedOutput> {
+        let order = self.job.order.resolve()?;
+        resolve_output(
+            &self.job.output,
+            DEFAULT_LEVEL,
+            order.is_coordinate(),
+            &mut Vec::new(),
+        )
+    }
+
     fn layout_inner(
         &self,
         reduces: &[ReduceOutput],
@@ -261,13 +272,7 @@ impl SortPlan {
         rt: &Runtime,
     ) -> anyhow::Result<Layout> {
         let parts = self.checked_parts(reduces)?;
-        let order = self.job.order.resolve()?;
-        let out = resolve_output(
-            &self.job.output,
-            DEFAULT_LEVEL,
-            order.is_coordinate(),
-            &mut Vec::new(),
-        )?;
+        let out = self.output()?;
         let (OutFormat::Bam(level), Some(data)) = (out.format, out.data.as_deref()) else {
             bail_argument!("sort tasks write a BAM file");
         };
@@ -301,13 +306,7 @@ impl SortPlan {
     fn finish_inner(&self, reduces: &[ReduceOutput], rt: &Runtime) -> anyhow::Result<SortReport> {
         let parts = self.checked_parts(reduces)?;
         let total_ranges = parts[0].total_ranges;
-        let order = self.job.order.resolve()?;
-        let out = resolve_output(
-            &self.job.output,
-            DEFAULT_LEVEL,
-            order.is_coordinate(),
-            &mut Vec::new(),
-        )?;
+        let out = self.output()?;
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
@@ -342,16 +341,9 @@ impl SortPlan {
     /// [`SortPlan::finish`], which calls it).
     /// Also removes the temporary files of the parallel finish ([`SortPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
-        if let Ok(order) = self.job.order.resolve() {
-            if let Ok(out) = resolve_output(
-                &self.job.output,
-                DEFAULT_LEVEL,
-                order.is_coordinate(),
-                &mut Vec::new(),
-            ) {
-                let index = out.index.as_ref().map(|(p, _)| p.as_path());
-                assemble::remove_temps(out.data.as_deref(), index, &self.work_dir);
-            }
+        if let Ok(out) = self.output() {
+            let index = out.index.as_ref().map(|(p, _)| p.as_path());
+            assemble::remove_temps(out.data.as_deref(), index, &self.work_dir);
         }
         remove_work_dir(&self.work_dir)
     }

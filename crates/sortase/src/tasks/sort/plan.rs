@@ -13,6 +13,7 @@ use crate::sort::{SortJob, DEFAULT_LEVEL};
 use crate::wire::HeaderData;
 use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
+use sortase_bam::Header;
 use sortase_exec::probe::{estimate_record_bytes, input_format, input_path_and_len};
 use sortase_index::range::plan_ranges;
 use sortase_index::IndexBuilder;
@@ -49,7 +50,7 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
         );
     }
     let mut warnings = Vec::new();
-    let (out, data, level) = check_output(job, order, options, &mut warnings)?;
+    let output = check_output(job, order, options, &mut warnings)?;
     let (input, file_len) = input_path_and_len(&job.input).context(job.input.clone())?;
     let estimate = estimate_record_bytes(&input, file_len).context(job.input.clone())?;
     // A map task holds its records and a 16-byte entry per record; a quarter more than the
@@ -57,30 +58,36 @@ fn plan(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Result<So
     let wanted = (estimate + estimate / 4).div_ceil(options.task_memory as u64);
     let n = wanted.clamp(1, (file_len >> 16).max(1)) as usize;
     let planned = plan_ranges(&input, n).context(job.input.clone())?;
-    let mut header = planned.header.clone();
+    let header = planned.header.clone();
+    let plan = new_plan(job, options, order, input, header, output, warnings, rt)?;
+    Ok(SortPlan {
+        ranges: ByteRange::from_planned(&planned.ranges),
+        ..plan
+    })
+}
+
+/// [`SortPlan::with_output`] of `job` on `input`: `header` made the output's (the order's
+/// `@HD SO`/`SS` set, the job's `@PG` added), `output` as [`check_output`] gives it, and a new work
+/// directory next to the output file.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn new_plan(
+    job: &SortJob,
+    options: &PlanOptions,
+    order: SortOrder,
+    input: PathBuf,
+    mut header: Header,
+    (out, data, level): (ResolvedOutput, PathBuf, u8),
+    warnings: Vec<String>,
+    rt: &Runtime,
+) -> anyhow::Result<SortPlan> {
     let (so, ss) = order.header_values();
     header.set_sort_order(so, ss.as_deref());
     add_program(&mut header, job.program.as_ref());
-    let index = out.index.as_ref().map(|&(_, bai)| {
-        let ix = OnTheFlyIndex::new(&header, bai);
-        IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
-    });
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
-    let ranges = ByteRange::from_planned(&planned.ranges);
-    Ok(SortPlan {
-        job: job.clone(),
-        options: options.clone(),
-        input,
-        n_ref: header.references().len(),
-        header: HeaderData::of(&header),
-        ranges,
-        work_dir,
-        level,
-        index,
-        warnings,
-        dataset: None,
-    })
+    Ok(SortPlan::with_output(
+        job, options, input, &header, &out, level, work_dir, warnings,
+    ))
 }
 
 impl SortPlan {
@@ -96,14 +103,39 @@ impl SortPlan {
         let order = job.order.resolve()?;
         let mut warnings = Vec::new();
         let (out, _, level) = check_output(job, order, options, &mut warnings)?;
+        Ok(SortPlan::with_output(
+            job,
+            options,
+            PathBuf::new(),
+            header,
+            &out,
+            level,
+            work_dir,
+            warnings,
+        ))
+    }
+
+    /// The plan of `job` on `input` without ranges or dataset: `header` the output's, `level` its
+    /// libdeflate level, with the index geometry of `out`'s index (`--write-index`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn with_output(
+        job: &SortJob,
+        options: &PlanOptions,
+        input: PathBuf,
+        header: &Header,
+        out: &ResolvedOutput,
+        level: u8,
+        work_dir: PathBuf,
+        warnings: Vec<String>,
+    ) -> SortPlan {
         let index = out.index.as_ref().map(|&(_, bai)| {
             let ix = OnTheFlyIndex::new(header, bai);
             IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
         });
-        Ok(SortPlan {
+        SortPlan {
             job: job.clone(),
             options: options.clone(),
-            input: PathBuf::new(),
+            input,
             n_ref: header.references().len(),
             header: HeaderData::of(header),
             ranges: Vec::new(),
@@ -112,7 +144,7 @@ impl SortPlan {
             index,
             warnings,
             dataset: None,
-        })
+        }
     }
 }
 
