@@ -1094,16 +1094,17 @@ def markdup(
     ``mode``: ``"auto"`` (``@HD SO:coordinate`` is Picard's mode, anything else samblaster's),
     ``"query"`` or ``"coordinate"``.
 
-    Query-grouped input, stages: ``count`` (each planned byte range proves its end and gives its
-    first and last read names), ``map`` (each range cut at read-name-group boundaries: every
-    group's signature with its file order, written partitioned by hash into one file per task,
-    and how the range's records fall into BGZF blocks), ``reduce`` (one hash partition each: the
-    first occurrence of a signature in file order is kept, later ones are duplicates),
+    Query-grouped input, stages: ``map`` (each planned byte range proves its end, names its
+    first and last records, and gives every group's signature with its file order, written
+    partitioned by hash into one file per task, and how the range's records fall into BGZF
+    blocks; its first group is kept apart, and dropped by the driver when it continues the range
+    before's last group, which that range's task followed), ``reduce`` (one hash partition each:
+    the first occurrence of a signature in file order is kept, later ones are duplicates),
     ``encode`` (the records from a block start to the next, flagged and compressed into the
-    blocks ``sortase markdup`` writes).
+    blocks ``sortase markdup`` writes). The input is read twice, as on one machine.
 
-    Coordinate-sorted input, stages: ``count`` (as above, and each range's records, so that every
-    record has its index in the file), ``map`` (each range's read ends, with their file indices:
+    Coordinate-sorted input, stages: ``count`` (each planned byte range proves its end and
+    counts its records, so that every record has its index in the file), ``map`` (each range's read ends, with their file indices:
     fragments and the pairs whose two ends the range holds, partitioned by a hash of the
     duplicate key; the ends whose mates lie in other ranges, partitioned by a hash of the read
     name; the counts of the metrics), ``join`` (one read-name partition each: those ends paired
