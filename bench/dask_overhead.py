@@ -152,8 +152,9 @@ def phase_medians(runs: list) -> list:
 
 
 def is_distributed(p: dict) -> bool:
-    """A phase of tasks on the workers (the rest, plan, layout, commit, ..., run on the driver)."""
-    return p.get("tasks", 0) > 0
+    """A phase of tasks on the workers, even with no tasks this time (an fq2bam's `split` on
+    BGZF reads); the rest (plan, layout, finish, ...) run on the driver."""
+    return "tasks" in p
 
 
 def affine(x1: float, y1: float, x2: float, y2: float) -> tuple:
@@ -226,9 +227,13 @@ def driver_fits(phases: list, input_bytes: int, others: list) -> dict:
         (b1, x1), (b2, x2) = min(pairs, key=lambda t: t[0]), max(pairs, key=lambda t: t[0])
         fits[p["name"]] = {"cpu": affine(b1, cpu(x1), b2, cpu(x2)),
                            "bytes": affine(b1, moved(x1), b2, moved(x2))}
-        if len(pairs) >= 3 and all("index_segments" in x for _, x in pairs):
-            fits[p["name"]]["segments"] = segment_fit(
-                [(b, x["index_segments"], cpu(x)) for b, x in pairs])
+        if len(pairs) >= 2 and all("index_segments" in x for _, x in pairs):
+            # Three runs or more: fixed + per byte + per segment; two: fixed + per segment.
+            runs = [(b, x["index_segments"], cpu(x)) for b, x in pairs]
+            fits[p["name"]]["segments"] = (
+                segment_fit(runs) if len(runs) >= 3
+                else (lambda f: (f[0], 0.0, f[1]))(
+                    affine(runs[0][1], runs[0][2], runs[1][1], runs[1][2])))
     return fits
 
 
@@ -255,6 +260,9 @@ def model(phases: list, input_bytes: int, out_bytes: int, args, fits: Optional[d
         total, parts = 0.0, []
         for p in phases:
             moved = k * (p.get("bytes_read", 0) + p.get("bytes_written", 0))
+            if is_distributed(p) and p["tasks"] == 0:
+                parts.append((p["name"], 0.0, "no tasks"))
+                continue
             if is_distributed(p):
                 tasks = max(1, math.ceil(p["tasks"] * task_scale))
                 cpu = k * p.get("task_cpu_seconds", p.get("task_seconds", 0))
@@ -337,7 +345,8 @@ def main() -> int:
     ap.add_argument("--fit-with", action="append", default=[], metavar="JSON",
                     help="--save-phases of the same job at another input size (repeatable): the "
                     "model's driver phases become fixed + per-byte costs fitted from the sizes; "
-                    "with three runs or more the layout also gets a cost per index segment")
+                    "a layout that reports its index segments is fitted per segment too (with a "
+                    "third run, per byte as well)")
     m = ap.add_argument_group("model")
     m.add_argument("--machines", type=int, nargs="+", default=[8, 32, 64])
     m.add_argument("--cores", type=int, default=32, help="cores per machine [%(default)s]")
