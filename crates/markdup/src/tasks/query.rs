@@ -410,12 +410,6 @@ pub struct MdCountOutput {
     pub end: Option<u64>,
     /// Records in it.
     pub records: u64,
-    /// Its first record's read name (empty: no records).
-    #[serde(with = "hex")]
-    pub first_name: Vec<u8>,
-    /// Its last record's read name.
-    #[serde(with = "hex")]
-    pub last_name: Vec<u8>,
     /// Reading failed (a range starting at a false boundary may; it matters only if reached).
     pub error: Option<TaskError>,
 }
@@ -435,8 +429,6 @@ impl MdCountTask {
                 start: self.start,
                 end,
                 records: 0,
-                first_name: Vec::new(),
-                last_name: Vec::new(),
                 error: None,
             };
             let failed = |e: BamError| match e {
@@ -449,16 +441,7 @@ impl MdCountTask {
                     if rt.check_cancelled().is_err() {
                         return Ok(());
                     }
-                    if batch.is_empty() {
-                        continue;
-                    }
-                    if out.records == 0 {
-                        out.first_name = batch.record(0).read_name().to_vec();
-                    }
                     out.records += batch.len() as u64;
-                    out.last_name.clear();
-                    out.last_name
-                        .extend_from_slice(batch.record(batch.len() - 1).read_name());
                 }
                 Ok(())
             })();
@@ -1406,27 +1389,15 @@ impl MarkdupPlan {
     /// first record's name is the last one's of the range before with records). The first
     /// error on the way is the job's: a range's, or its head group's if the group is its own.
     fn chain<'a>(&self, maps: &'a [MdMapOutput]) -> Result<Vec<Proved<'a>>> {
-        let mut by_range: Vec<Option<&MdMapOutput>> = vec![None; self.ranges.len()];
-        for m in maps {
-            if m.parts != self.ranges.len()
-                || self.ranges.get(m.part).map(|r| r.start) != Some(m.start)
-            {
-                return Err(Error::argument(format!(
-                    "map output for range {} does not belong to this plan",
-                    m.part
-                )));
-            }
-            by_range[m.part].get_or_insert(m);
+        if let Some(m) = maps.iter().find(|m| m.parts != self.ranges.len()) {
+            return Err(Error::argument(format!(
+                "map output for range {} does not belong to this plan",
+                m.part
+            )));
         }
         let mut chain = Vec::new();
         let mut last_name: &[u8] = &[];
-        let mut i = 0;
-        loop {
-            let m = by_range
-                .get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| Error::argument(format!("no output of map task {i}")))?;
+        walk_proved(&self.ranges, maps, "map", |m| {
             let ghost = m.in_range > 0 && !last_name.is_empty() && m.first_name == last_name;
             if let (false, Some(e)) = (ghost, &m.head.error) {
                 return Err(e.to_error());
@@ -1438,16 +1409,8 @@ impl MarkdupPlan {
                 last_name = &m.last_name;
             }
             chain.push(Proved { m, ghost });
-            let Some(end) = m.end else { break };
-            match self.ranges[i + 1..].iter().position(|r| r.start == end) {
-                Some(k) => i += 1 + k,
-                None => {
-                    return Err(Error::argument(format!(
-                        "map output for range {i} ends at {end:#x}, no planned range start"
-                    )))
-                }
-            }
-        }
+            Ok(())
+        })?;
         Ok(chain)
     }
 }
@@ -1500,43 +1463,91 @@ pub(crate) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> V
         .collect()
 }
 
+/// A task output of one planned byte range that proved where the range ends.
+pub(crate) trait RangeProof {
+    /// The range's number in the plan.
+    fn range(&self) -> usize;
+    /// Virtual offset of its first record.
+    fn start(&self) -> u64;
+    /// Where it proved to end (`None`: the end of the file).
+    fn end(&self) -> Option<u64>;
+}
+
+impl RangeProof for MdCountOutput {
+    fn range(&self) -> usize {
+        self.range
+    }
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn end(&self) -> Option<u64> {
+        self.end
+    }
+}
+
+impl RangeProof for MdMapOutput {
+    fn range(&self) -> usize {
+        self.part
+    }
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn end(&self) -> Option<u64> {
+        self.end
+    }
+}
+
+/// Walks the outputs (`what`: of which tasks) from the first range to the end of the file, each
+/// range to the one starting where it proved to end, calling `visit` on each in file order.
+pub(crate) fn walk_proved<'a, T: RangeProof>(
+    ranges: &[ByteRange],
+    outputs: &'a [T],
+    what: &str,
+    mut visit: impl FnMut(&'a T) -> Result<()>,
+) -> Result<()> {
+    let mut by_range: Vec<Option<&T>> = vec![None; ranges.len()];
+    for o in outputs {
+        if ranges.get(o.range()).map(|r| r.start) != Some(o.start()) {
+            return Err(Error::argument(format!(
+                "{what} output for range {} does not belong to this plan",
+                o.range()
+            )));
+        }
+        by_range[o.range()].get_or_insert(o);
+    }
+    let mut i = 0;
+    loop {
+        let o = by_range
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::argument(format!("no output of {what} task {i}")))?;
+        visit(o)?;
+        let Some(end) = o.end() else { return Ok(()) };
+        match ranges[i + 1..].iter().position(|r| r.start == end) {
+            Some(k) => i += 1 + k,
+            None => {
+                return Err(Error::argument(format!(
+                    "{what} output for range {i} ends at {end:#x}, no planned range start"
+                )))
+            }
+        }
+    }
+}
+
 /// The proved ranges from the count outputs, walking from the first to the end of the file.
 pub(crate) fn proved<'a>(
     ranges: &[ByteRange],
     counts: &'a [MdCountOutput],
 ) -> Result<Vec<&'a MdCountOutput>> {
-    let mut by_range: Vec<Option<&MdCountOutput>> = vec![None; ranges.len()];
-    for c in counts {
-        if ranges.get(c.range).map(|r| r.start) != Some(c.start) {
-            return Err(Error::argument(format!(
-                "count output for range {} does not belong to this plan",
-                c.range
-            )));
-        }
-        by_range[c.range].get_or_insert(c);
-    }
     let mut proved = Vec::new();
-    let mut i = 0;
-    loop {
-        let c = by_range
-            .get(i)
-            .copied()
-            .flatten()
-            .ok_or_else(|| Error::argument(format!("no output of count task {i}")))?;
+    walk_proved(ranges, counts, "count", |c| {
         if let Some(e) = &c.error {
             return Err(e.to_error());
         }
         proved.push(c);
-        let Some(end) = c.end else { break };
-        match ranges[i + 1..].iter().position(|r| r.start == end) {
-            Some(k) => i += 1 + k,
-            None => {
-                return Err(Error::argument(format!(
-                    "count output for range {i} ends at {end:#x}, no planned range start"
-                )))
-            }
-        }
-    }
+        Ok(())
+    })?;
     Ok(proved)
 }
 
