@@ -230,10 +230,11 @@ def driver_fits(phases: list, input_bytes: int, others: list) -> dict:
         if len(pairs) >= 2 and all("index_segments" in x for _, x in pairs):
             # Three runs or more: fixed + per byte + per segment; two: fixed + per segment.
             runs = [(b, x["index_segments"], cpu(x)) for b, x in pairs]
-            fits[p["name"]]["segments"] = (
-                segment_fit(runs) if len(runs) >= 3
-                else (lambda f: (f[0], 0.0, f[1]))(
-                    affine(runs[0][1], runs[0][2], runs[1][1], runs[1][2])))
+            if len(runs) >= 3:
+                fits[p["name"]]["segments"] = segment_fit(runs)
+            else:
+                fixed, per_segment = affine(runs[0][1], runs[0][2], runs[1][1], runs[1][2])
+                fits[p["name"]]["segments"] = (fixed, 0.0, per_segment)
     return fits
 
 

@@ -83,7 +83,6 @@ pub struct MarkdupPlan {
     /// Hash partitions of the signatures (reduce tasks), fixed when planning: as many as asked
     /// for, else one per range, more if the records estimated from the input's size and its
     /// first records' mean length would overfill a reduce task's memory.
-    #[serde(default)]
     partitions: usize,
 }
 
