@@ -1103,11 +1103,11 @@ def markdup(
     ``encode`` (the records from a block start to the next, flagged and compressed into the
     blocks ``sortase markdup`` writes). The input is read twice, as on one machine.
 
-    Coordinate-sorted input, stages: ``count`` (each planned byte range proves its end and counts
-    its records, so that every record has its index in the file), ``map`` (each range's read ends,
-    with their file indices: fragments and the pairs whose two ends the range holds, partitioned by
-    a hash of the duplicate key; the ends whose mates lie in other ranges, partitioned by a hash of
-    the read name; the counts of the metrics), ``join`` (one read-name partition each: those ends
+    Coordinate-sorted input, stages: ``map`` (each planned byte range proves its end as above;
+    its read ends, each with an index in file order, ``range << 40 | position``: fragments and
+    the pairs whose two ends the range holds, partitioned by a hash of the duplicate key; the ends
+    whose mates lie in other ranges, partitioned by a hash of the read name; the counts of the
+    metrics), ``join`` (one read-name partition each: those ends
     paired in file order, as the one machine pairs them), ``reduce`` (one duplicate-key partition
     each: the duplicate sets, optical duplicates included, decided by the one-machine engine's code
     on the same ends in the same order, so ties keep the same read), ``encode`` (as above, 0x400 set

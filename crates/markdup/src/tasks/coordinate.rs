@@ -5,25 +5,29 @@
 //! The one-machine engine (crates/markdup/src/picard.rs) gives every record its index in the file
 //! and keeps it in every read end; the ends' sort order ends in that index, so it is total, and
 //! which end of a duplicate set is kept (the first best score in that order) and every optical
-//! decision follow from the ends alone. The tasks give each end the same file index (a range's
-//! first record's index is the sum of the records of the ranges before it, which the count stage
-//! proves), so the sets, their order and the kept ends are the one machine's. The stages:
+//! decision follow from the ends alone. The tasks give each end an index in the same order
+//! without knowing how many records come before their range: `range << 40 | position`
+//! ([`range_base`]; `range` is the planned range's number, which grows with the offset, and a
+//! range holds fewer than 2^40 records), so the sets, their order and the kept ends are the one
+//! machine's. Only the messages need the record's number in the file: the driver adds the
+//! records of the ranges before. The stages:
 //!
-//! 1. `markdup.count` ([`MdCountTask`], shared with samblaster's mode): each planned byte range
-//!    proves its end and counts its records.
-//! 2. [`PmMapTask`]: the range's records through the engine's collector: every primary mapped
-//!    record's fragment end, the pairs whose two ends the range holds (paired as the one machine
-//!    pairs them), and the ends whose mates it does not hold; the library counts of the metrics;
-//!    the range's first and last coordinates (the driver checks the order across ranges); the
-//!    lengths of its records as its block [`Cutting`]. Fragments and pairs are written
-//!    partitioned by a hash of their duplicate key, the waiting ends and the name hashes of the
-//!    ends paired or replaced within the range by a hash of their read name, into one file.
-//! 3. [`PmJoinTask`]: one read-name partition: the waiting ends of every range, in file order,
+//! 1. [`PmMapTask`]: one planned byte range, which proves its end as samblaster's map task does (a
+//!    planned start that is no record's start is read past, to the next planned start that is):
+//!    its records through the engine's collector: every primary mapped record's fragment end, the
+//!    pairs whose two ends the range holds (paired as the one machine pairs them), and the ends
+//!    whose mates it does not hold; the library counts of the metrics; the range's first and last
+//!    coordinates (the driver checks the order across ranges); the lengths of its records as its
+//!    block [`Cutting`]. Fragments and pairs are written partitioned by a hash of their duplicate
+//!    key, the waiting ends and the name hashes of the ends paired or replaced within the range by
+//!    a hash of their read name, into one file. The driver keeps the ranges on the chain the map
+//!    tasks proved, from the first to the end of the file.
+//! 2. [`PmJoinTask`]: one read-name partition: the waiting ends of every range, in file order,
 //!    paired as the one machine pairs them; the pairs written partitioned by duplicate key.
-//! 4. [`PmReduceTask`]: one duplicate-key partition: its fragments and pairs (from the map and
+//! 3. [`PmReduceTask`]: one duplicate-key partition: its fragments and pairs (from the map and
 //!    the join tasks) sorted and cut into duplicate sets by the engine's code (optical duplicates
-//!    included): the duplicates' file indices, split by range, and the partition's histograms.
-//! 5. `markdup.encode` ([`MdEncodeTask`], shared): the records from one BGZF block start to the
+//!    included): the duplicates' indices, split by range, and the partition's histograms.
+//! 4. `markdup.encode` ([`MdEncodeTask`], shared): the records from one BGZF block start to the
 //!    next, 0x400 set on the duplicates and cleared elsewhere (as Picard), encoded into the blocks
 //!    the one-machine writer writes; the duplicates counted per library.
 //!
@@ -33,7 +37,8 @@
 //!
 //! Memory: a map task holds its range's ends (a range has `task_memory` bytes of records, its
 //! ends a fraction of that); a join or reduce task holds one partition, and there are enough
-//! partitions for `task_memory` to hold one ([`BYTES_PER_RECORD`] per record of the input). A
+//! partitions for `task_memory` to hold one ([`BYTES_PER_RECORD`] per record of the input, whose
+//! records the plan estimates from the mean length of the first few thousand, a quarter more). A
 //! partition is a set of duplicate keys, so one duplicate set larger than `task_memory` is held
 //! whole, as the one machine holds it.
 //!
@@ -49,8 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    count_tasks, encode_tasks, partition, proved, Cutting, EncodeRange, FileSlice, MdCountOutput,
-    MdCountTask, MdEncodeOutput, MdEncodeTask, RecordMarks,
+    encode_tasks, mean_record_bytes, partition, walk_proved, Cutting, EncodeRange, FileSlice,
+    MdEncodeOutput, MdEncodeTask, RangeProof, RecordMarks,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -61,11 +66,12 @@ use crate::picard::spill::Spillable;
 use crate::picard::{self, order_key, Collector, Libraries, Options, OrderError, Outcome, Pending};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
+use sortase_bam::BamError;
 use sortase_exec::assemble::{self, Layout};
 use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
 use sortase_exec::parts::{complete, remove_work_dir};
 use sortase_exec::runtime::Runtime;
-use sortase_exec::task::{ByteRange, DynTask};
+use sortase_exec::task::{ByteRange, DynTask, TaskError};
 use sortase_exec::wire::{HeaderData, WorkFile};
 use sortase_index::range::{RangeStream, RecordRange};
 use std::collections::{BTreeMap, HashMap};
@@ -75,6 +81,12 @@ use std::path::{Path, PathBuf};
 /// Memory a join or reduce task needs per record of its partition (a fragment end, half a pair,
 /// sorting slack).
 pub const BYTES_PER_RECORD: u64 = 96;
+
+/// The index of the first record of planned range `range` (of a BAM input): indices grow with
+/// the offset, and a range's records follow its first's.
+pub fn range_base(range: usize) -> u64 {
+    (range as u64) << 40
+}
 
 /// A distributed duplicate marking of coordinate-sorted BAM input, planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +105,9 @@ pub struct PicardPlan {
     level: u8,
     task_memory: usize,
     reduce_tasks: Option<usize>,
+    /// The partitions of the map tasks' files (join and reduce tasks): as many as reduce tasks
+    /// asked for, else one per range, more if one would not fit in a task's memory.
+    partitions: usize,
 }
 
 /// A task of a distributed Picard-mode markdup.
@@ -100,14 +115,12 @@ pub struct PicardPlan {
 #[serde(rename_all = "snake_case")]
 pub enum PicardTask {
     /// Stage 1.
-    Count(MdCountTask),
-    /// Stage 2.
     Map(PmMapTask),
-    /// Stage 3.
+    /// Stage 2.
     Join(PmJoinTask),
-    /// Stage 4.
+    /// Stage 3.
     Reduce(PmReduceTask),
-    /// Stage 5.
+    /// Stage 4.
     Encode(MdEncodeTask),
 }
 
@@ -115,7 +128,6 @@ impl PicardTask {
     /// The stage's task as a task of any kind (what a driver sends).
     pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            PicardTask::Count(t) => Box::new(t),
             PicardTask::Map(t) => Box::new(t),
             PicardTask::Join(t) => Box::new(t),
             PicardTask::Reduce(t) => Box::new(t),
@@ -151,10 +163,26 @@ pub(crate) fn plan(
         .filter(|l| l.starts_with("@RG\t"))
         .flat_map(|l| [l, "\n"])
         .collect();
+    let n_ref = planned.header.references().len();
+    let first = planned.ranges.first().map_or(0, |r| r.start);
+    let mean = match mean_record_bytes(&planned.input, n_ref, first) {
+        Ok(mean) => mean,
+        Err(e) => {
+            let _ = remove_work_dir(&planned.work_dir);
+            return Err(e.context(job.input.clone()));
+        }
+    };
+    // A quarter more records than the estimate: the first records stand for the rest.
+    let records = planned.record_bytes.div_ceil(mean) * 5 / 4;
+    let by_memory = (records * BYTES_PER_RECORD).div_ceil(task_memory as u64) as usize;
+    let partitions = reduce_tasks
+        .unwrap_or(planned.ranges.len())
+        .max(by_memory)
+        .max(1);
     Ok(PicardPlan {
         job: job.clone(),
         input: planned.input,
-        n_ref: planned.header.references().len(),
+        n_ref,
         header: HeaderData::of(&planned.header),
         rg_lines,
         ranges: planned.ranges,
@@ -165,6 +193,7 @@ pub(crate) fn plan(
             .libdeflate(),
         task_memory,
         reduce_tasks,
+        partitions,
     })
 }
 
@@ -182,7 +211,7 @@ pub struct LibCounts {
 /// A record out of coordinate order, as a map task found it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderFault {
-    /// 1-based record number in the file.
+    /// 1-based record number in the range (the driver adds the records of the ranges before).
     pub record: u64,
     /// Its read name.
     pub name: String,
@@ -316,9 +345,9 @@ fn slices(path: &Path, offsets: &[u64], range: std::ops::Range<usize>) -> Vec<Fi
     range.map(|i| FileSlice::nth(path, offsets, i)).collect()
 }
 
-// --------------------------------------------------------------------------------- stage 2: map
+// --------------------------------------------------------------------------------- stage 1: map
 
-/// Stage 2: one proved range's read ends, partitioned.
+/// Stage 1: one planned range's read ends, partitioned; it proves the range's end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmMapTask {
     /// The input BAM.
@@ -329,18 +358,17 @@ pub struct PmMapTask {
     pub rg_lines: String,
     /// `--read-name-regex`.
     pub read_name_regex: Option<String>,
-    /// The range's number among the proved ranges.
+    /// The range's number among the planned ranges.
     pub part: usize,
-    /// Proved ranges.
+    /// Planned ranges.
     pub parts: usize,
     /// Virtual offset of its first record.
     pub start: u64,
-    /// Where it ends (`None`: the end of the file).
+    /// Where it is planned to end (the next range's start; `None`: the end of the file).
     pub end: Option<u64>,
-    /// The file index of its first record.
-    pub base: u64,
-    /// Its records (the count task's).
-    pub records: u64,
+    /// Planned starts of the ranges after the next, ascending: where it ends instead if `end`
+    /// proves not to be a record's start.
+    pub later_starts: Vec<u64>,
     /// Partitions (join and reduce tasks).
     pub partitions: usize,
     /// The file it writes.
@@ -350,15 +378,15 @@ pub struct PmMapTask {
 /// What a [`PmMapTask`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmMapOutput {
-    /// The range's number.
+    /// The range's number (a BAM's: among the planned ranges).
     pub part: usize,
-    /// Proved ranges.
+    /// Ranges.
     pub parts: usize,
-    /// The file index of its first record.
+    /// The index of its first record ([`range_base`]; an AGD run's: its number in the file).
     pub base: u64,
     /// Virtual offset of the range's first record.
     pub start: u64,
-    /// Where it ends.
+    /// Where it proved to end.
     pub end: Option<u64>,
     /// How its records fall into blocks.
     pub cutting: Cutting,
@@ -377,6 +405,22 @@ pub struct PmMapOutput {
     pub path: PathBuf,
     /// Byte offset of every section, and the end (`4 * partitions + 1` entries).
     pub offsets: Vec<u64>,
+    /// Reading failed (a range starting at a false boundary may; it matters only if the range
+    /// is on the proved chain).
+    #[serde(default)]
+    pub error: Option<TaskError>,
+}
+
+impl RangeProof for PmMapOutput {
+    fn range(&self) -> usize {
+        self.part
+    }
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn end(&self) -> Option<u64> {
+        self.end
+    }
 }
 
 fn options(regex: Option<&str>, job: Option<&MarkdupJob>) -> anyhow::Result<Options> {
@@ -402,10 +446,10 @@ pub struct EndsMap<'a> {
     pub part: usize,
     /// The ranges of the job.
     pub parts: usize,
-    /// The file index of the range's first record.
+    /// The index of the range's first record (its ends carry `base` + their position).
     pub base: u64,
-    /// The records of the range (proved by the count stage).
-    pub records: u64,
+    /// The records of the range, where they are known (an AGD run's; checked).
+    pub records: Option<u64>,
     /// The partitions the ends are written in.
     pub partitions: usize,
     /// The file the map task writes.
@@ -425,7 +469,7 @@ pub fn map_ends(
     let n_libs = libs.names.len();
     let opts = options(m.read_name_regex, None)?;
     let mut collector = Collector::starting_at(libs, opts, m.base);
-    let mut lengths: Vec<u32> = Vec::with_capacity(if m.cutting { m.records as usize } else { 0 });
+    let mut lengths: Vec<u32> = Vec::new();
     let (mut first, mut last, mut order) = (None, None, None);
     while let Some(batch) = next()? {
         rt.check_cancelled()?;
@@ -449,7 +493,7 @@ pub fn map_ends(
                 after,
             } = e;
             order = Some(OrderFault {
-                record,
+                record: record - m.base,
                 name,
                 at,
                 after,
@@ -458,20 +502,18 @@ pub fn map_ends(
         }
     }
     rt.check_cancelled()?;
+    let read = collector.records() - m.base;
     let p = m.partitions.max(1);
     let mut sections = vec![Vec::new(); 4 * p];
     let mut pairs_formed = 0;
     let mut counts = vec![LibCounts::default(); n_libs];
     if order.is_none() {
-        if collector.records() != m.base + m.records {
+        if m.records.is_some_and(|n| n != read) {
             bail!(Error::new(
                 ErrorKind::Internal,
                 format!(
-                    "{}: map task {} read {} records, its count task {}",
-                    m.input_name,
-                    m.part,
-                    collector.records() - m.base,
-                    m.records
+                    "{}: map task {} read {read} records of {:?}",
+                    m.input_name, m.part, m.records
                 )
             ));
         }
@@ -506,7 +548,7 @@ pub fn map_ends(
         Cutting::of(&lengths)
     } else {
         Cutting {
-            records: m.records,
+            records: m.records.unwrap_or(read),
             ..Cutting::default()
         }
     };
@@ -524,18 +566,71 @@ pub fn map_ends(
         pairs_formed,
         path: m.path.to_path_buf(),
         offsets,
+        error: None,
     })
 }
 
 impl PmMapTask {
-    /// Collects the range's read ends and writes them partitioned.
+    /// Collects the range's read ends and writes them partitioned. Where the planned end proves
+    /// not to be a record's start, the range runs to the next planned start that is; a range
+    /// that cannot be read (it may start at a false boundary) reports the error in its output
+    /// and writes empty sections.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<PmMapOutput> {
+        let starts: Vec<u64> = self.end.iter().chain(&self.later_starts).copied().collect();
+        let mut next = 0;
+        loop {
+            let end = starts.get(next).copied();
+            let read_failed = std::cell::Cell::new(false);
+            let e = match self.map(rt, end, &read_failed) {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            rt.check_cancelled()?;
+            if !read_failed.get() {
+                return Err(e);
+            }
+            if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
+                next = starts.partition_point(|&s| s < *found).max(next + 1);
+                continue;
+            }
+            let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
+            let offsets = write_sections(&self.path, &sections)?;
+            return Ok(PmMapOutput {
+                part: self.part,
+                parts: self.parts,
+                base: range_base(self.part),
+                start: self.start,
+                end,
+                cutting: Cutting::default(),
+                counts: Vec::new(),
+                first: None,
+                last: None,
+                order: None,
+                pairs_formed: 0,
+                path: self.path.clone(),
+                offsets,
+                error: Some(TaskError::from(&Error::from(e))),
+            });
+        }
+    }
+
+    /// The range ending at `end` through [`map_ends`]; `read_failed` tells a failure to read it.
+    fn map(
+        &self,
+        rt: &Runtime,
+        end: Option<u64>,
+        read_failed: &std::cell::Cell<bool>,
+    ) -> anyhow::Result<PmMapOutput> {
         let name = || self.input.display().to_string();
         let range = RecordRange {
             start: self.start,
-            end: self.end.unwrap_or(u64::MAX),
+            end: end.unwrap_or(u64::MAX),
         };
-        let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
+        let failed = |e: BamError| {
+            read_failed.set(true);
+            anyhow::Error::from(e).context(name())
+        };
+        let mut stream = RangeStream::open(&self.input, &range, self.n_ref).map_err(failed)?;
         let input_name = name();
         let m = EndsMap {
             input_name: &input_name,
@@ -543,24 +638,24 @@ impl PmMapTask {
             read_name_regex: self.read_name_regex.as_deref(),
             part: self.part,
             parts: self.parts,
-            base: self.base,
-            records: self.records,
+            base: range_base(self.part),
+            records: None,
             partitions: self.partitions,
             path: &self.path,
             cutting: true,
         };
-        let out = map_ends(rt, &m, &mut || stream.next_batch().with_context(name))?;
+        let out = map_ends(rt, &m, &mut || stream.next_batch().map_err(failed))?;
         Ok(PmMapOutput {
             start: self.start,
-            end: self.end,
+            end,
             ..out
         })
     }
 }
 
-// -------------------------------------------------------------------------------- stage 3: join
+// -------------------------------------------------------------------------------- stage 2: join
 
-/// Stage 3: one read-name partition of the ends whose mates were in other ranges.
+/// Stage 2: one read-name partition of the ends whose mates were in other ranges.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmJoinTask {
     /// The partition.
@@ -717,9 +812,9 @@ fn ambiguous(
         .min()
 }
 
-// ------------------------------------------------------------------------------ stage 4: reduce
+// ------------------------------------------------------------------------------ stage 3: reduce
 
-/// Stage 4: one duplicate-key partition's duplicate sets.
+/// Stage 3: one duplicate-key partition's duplicate sets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmReduceTask {
     /// The partition.
@@ -859,6 +954,8 @@ impl PicardPlan {
             level: 0,
             task_memory,
             reduce_tasks,
+            // A dataset's map tasks are the facade's, which plan their own.
+            partitions: 0,
         }
     }
 
@@ -884,59 +981,61 @@ impl PicardPlan {
         &self.work_dir
     }
 
-    /// Stage 1: one count task per planned range.
-    pub fn count_tasks(&self) -> Vec<PicardTask> {
-        count_tasks(&self.input, self.n_ref, &self.ranges)
-            .into_iter()
-            .map(PicardTask::Count)
+    /// Stage 1: one map task per planned range.
+    pub fn map_tasks(&self) -> Vec<PicardTask> {
+        let n = self.ranges.len();
+        (0..n)
+            .map(|part| {
+                let later = |k: usize| self.ranges.get(k..).unwrap_or_default().iter();
+                PicardTask::Map(PmMapTask {
+                    input: self.input.clone(),
+                    n_ref: self.n_ref,
+                    rg_lines: self.rg_lines.clone(),
+                    read_name_regex: self.job.picard.read_name_regex.clone(),
+                    part,
+                    parts: n,
+                    start: self.ranges[part].start,
+                    end: self.ranges.get(part + 1).map(|r| r.start),
+                    later_starts: later(part + 2).map(|r| r.start).collect(),
+                    partitions: self.partitions,
+                    path: self.work_dir.join(format!("pmap-{part:06}.ends")),
+                })
+            })
             .collect()
     }
 
-    /// Stage 2 from the count outputs: one map task per proved range; as many partitions as
-    /// reduce tasks asked for, else one per range, more if a partition would not fit in a
-    /// task's memory.
-    pub fn map_tasks(&self, counts: &[MdCountOutput]) -> Result<Vec<PicardTask>> {
-        let proved = proved(&self.ranges, counts)?;
-        let records: u64 = proved.iter().map(|c| c.records).sum();
-        let by_memory = (records * BYTES_PER_RECORD).div_ceil(self.task_memory as u64) as usize;
-        let partitions = self
-            .reduce_tasks
-            .unwrap_or(proved.len())
-            .max(by_memory)
-            .max(1);
-        let mut base = 0;
-        let mut tasks = Vec::with_capacity(proved.len());
-        for (part, c) in proved.iter().enumerate() {
-            tasks.push(PicardTask::Map(PmMapTask {
-                input: self.input.clone(),
-                n_ref: self.n_ref,
-                rg_lines: self.rg_lines.clone(),
-                read_name_regex: self.job.picard.read_name_regex.clone(),
-                part,
-                parts: proved.len(),
-                start: c.start,
-                end: c.end,
-                base,
-                records: c.records,
-                partitions,
-                path: self.work_dir.join(format!("pmap-{part:06}.ends")),
-            }));
-            base += c.records;
-        }
-        Ok(tasks)
-    }
-
-    /// The map outputs in range order, every one present; fails on a record out of coordinate
-    /// order (the first in the file, with the one-machine job's message).
+    /// The map outputs of the ranges on the chain they proved, in file order (a dataset's: of
+    /// every run, in order); fails on the first error on the way: a range's, or a record out
+    /// of coordinate order (the first in the file, with the one-machine job's message).
     fn maps<'a>(&self, maps: &'a [PmMapOutput]) -> Result<Vec<&'a PmMapOutput>> {
-        let maps = complete(maps, "map", |m| (m.part, m.parts))?;
+        let maps = if self.ranges.is_empty() {
+            complete(maps, "map", |m| (m.part, m.parts))?
+        } else {
+            if let Some(m) = maps.iter().find(|m| m.parts != self.ranges.len()) {
+                return Err(Error::argument(format!(
+                    "map output for range {} does not belong to this plan",
+                    m.part
+                )));
+            }
+            let mut chain = Vec::new();
+            walk_proved(&self.ranges, maps, "map", |m| {
+                if let Some(e) = &m.error {
+                    return Err(e.to_error());
+                }
+                chain.push(m);
+                Ok(())
+            })?;
+            chain
+        };
         let header = self.header.to_header();
         let mut prev: Option<(i32, i32)> = None;
+        // Records of the ranges before: a record's number in the file is this plus its own.
+        let mut before = 0;
         for m in &maps {
             if let (Some(after), Some((at, name))) = (prev, &m.first) {
                 if *at < after {
                     let e = OrderError {
-                        record: m.base + 1,
+                        record: before + 1,
                         name: name.clone(),
                         at: *at,
                         after,
@@ -946,7 +1045,7 @@ impl PicardPlan {
             }
             if let Some(f) = &m.order {
                 let e = OrderError {
-                    record: f.record,
+                    record: before + f.record,
                     name: f.name.clone(),
                     at: f.at,
                     after: f.after,
@@ -954,6 +1053,7 @@ impl PicardPlan {
                 return Err(self.order_error(&header, &e));
             }
             prev = m.last.or(prev);
+            before += m.cutting.records;
         }
         Ok(maps)
     }
@@ -983,7 +1083,7 @@ impl PicardPlan {
         ))
     }
 
-    /// Stage 3 from the map outputs: one join task per read-name partition.
+    /// Stage 2 from the map outputs: one join task per read-name partition.
     pub fn join_tasks(&self, maps: &[PmMapOutput]) -> Result<Vec<PicardTask>> {
         let maps = self.maps(maps)?;
         let p = (maps[0].offsets.len().saturating_sub(1)) / 4;
@@ -1009,7 +1109,7 @@ impl PicardPlan {
             .collect())
     }
 
-    /// Stage 4 from the map and the join outputs: one reduce task per duplicate-key partition.
+    /// Stage 3 from the map and the join outputs: one reduce task per duplicate-key partition.
     pub fn reduce_tasks(
         &self,
         maps: &[PmMapOutput],
@@ -1053,7 +1153,7 @@ impl PicardPlan {
             .collect())
     }
 
-    /// Stage 5 from the map and the reduce outputs: the encode tasks of samblaster's mode,
+    /// Stage 4 from the map and the reduce outputs: the encode tasks of samblaster's mode,
     /// flagging by record.
     pub fn encode_tasks(
         &self,

@@ -6,8 +6,7 @@ use super::coordinate::{
     PmJoinOutput, PmJoinTask, PmMapOutput, PmMapTask, PmReduceOutput, PmReduceTask,
 };
 use super::query::{
-    FileSlice, MdCountOutput, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask,
-    MdReduceOutput, MdReduceTask,
+    FileSlice, MdEncodeOutput, MdEncodeTask, MdMapOutput, MdMapTask, MdReduceOutput, MdReduceTask,
 };
 use sortase_exec::error::{Error, Result};
 use sortase_exec::runtime::Runtime;
@@ -49,23 +48,6 @@ macro_rules! task {
             }
         }
     )+};
-}
-
-impl Task for MdCountTask {
-    const KIND: &'static str = "markdup.count";
-    type Output = MdCountOutput;
-
-    fn run(&self, rt: &Runtime) -> Result<MdCountOutput> {
-        MdCountTask::run(self, rt)
-    }
-
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![bam_range(
-            &self.input,
-            self.start,
-            self.later_starts.first().copied(),
-        )])
-    }
 }
 
 // The map tasks read their range, and past its end the rest of its last read-name group (a group

@@ -90,8 +90,6 @@ pub struct MarkdupPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkdupTask {
-    /// Picard's mode's first stage ([`super::coordinate`]).
-    Count(MdCountTask),
     /// Stage 1.
     Map(MdMapTask),
     /// Stage 2.
@@ -104,8 +102,6 @@ pub enum MarkdupTask {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkdupTaskOutput {
-    /// Of a [`MdCountTask`].
-    Count(MdCountOutput),
     /// Of a [`MdMapTask`].
     Map(Box<MdMapOutput>),
     /// Of a [`MdReduceTask`].
@@ -118,7 +114,6 @@ impl MarkdupTask {
     /// The stage's task as a task of any kind (what a driver sends).
     pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            MarkdupTask::Count(t) => Box::new(t),
             MarkdupTask::Map(t) => Box::new(t),
             MarkdupTask::Reduce(t) => Box::new(t),
             MarkdupTask::Encode(t) => Box::new(t),
@@ -342,7 +337,7 @@ fn plan(
 }
 
 /// The mean length of the records among the first few thousand from `start` (at least 1).
-fn mean_record_bytes(input: &Path, n_ref: usize, start: u64) -> anyhow::Result<u64> {
+pub(crate) fn mean_record_bytes(input: &Path, n_ref: usize, start: u64) -> anyhow::Result<u64> {
     let range = RecordRange {
         start,
         end: u64::MAX,
@@ -379,89 +374,6 @@ pub fn sig_layout(lengths: &[u64], job: &MarkdupJob) -> std::result::Result<SigL
         lengths.to_vec()
     };
     SigLayout::new(&lengths, q.max_read_length).map_err(|e| e.to_string())
-}
-
-// ------------------------------------------------------------------------- Picard's mode: count
-
-/// Picard's mode's first stage: proves one planned byte range's end and counts its records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MdCountTask {
-    /// The input BAM.
-    pub input: PathBuf,
-    /// References in its header.
-    pub n_ref: usize,
-    /// The range's number in the plan.
-    pub range: usize,
-    /// Virtual offset of its first record.
-    pub start: u64,
-    /// Planned starts of the later ranges, ascending.
-    pub later_starts: Vec<u64>,
-}
-
-/// What a [`MdCountTask`] found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MdCountOutput {
-    /// The range's number in the plan.
-    pub range: usize,
-    /// Virtual offset of its first record.
-    pub start: u64,
-    /// Where it proved to end (`None`: the end of the file).
-    pub end: Option<u64>,
-    /// Records in it.
-    pub records: u64,
-    /// Reading failed (a range starting at a false boundary may; it matters only if reached).
-    pub error: Option<TaskError>,
-}
-
-impl MdCountTask {
-    /// Counts the range.
-    pub fn run(&self, rt: &Runtime) -> Result<MdCountOutput> {
-        let mut next = 0;
-        loop {
-            let end = self.later_starts.get(next).copied();
-            let range = RecordRange {
-                start: self.start,
-                end: end.unwrap_or(u64::MAX),
-            };
-            let mut out = MdCountOutput {
-                range: self.range,
-                start: self.start,
-                end,
-                records: 0,
-                error: None,
-            };
-            let failed = |e: BamError| match e {
-                BamError::RangeBoundary { found, .. } => Ok(found),
-                e => Err(Error::from(e).context(self.input.display().to_string())),
-            };
-            let counted = (|| -> std::result::Result<(), BamError> {
-                let mut stream = RangeStream::open(&self.input, &range, self.n_ref)?;
-                while let Some(batch) = stream.next_batch()? {
-                    if rt.check_cancelled().is_err() {
-                        return Ok(());
-                    }
-                    out.records += batch.len() as u64;
-                }
-                Ok(())
-            })();
-            rt.check_cancelled()?;
-            match counted {
-                Ok(()) => return Ok(out),
-                Err(e) => match failed(e) {
-                    Ok(found) => {
-                        next = self
-                            .later_starts
-                            .partition_point(|&s| s < found)
-                            .max(next + 1);
-                    }
-                    Err(e) => {
-                        out.error = Some(TaskError::from(&e));
-                        return Ok(out);
-                    }
-                },
-            }
-        }
-    }
 }
 
 // --------------------------------------------------------------------------------- stage 1: map
@@ -1449,19 +1361,6 @@ impl<'a> Proved<'a> {
     }
 }
 
-/// Picard's mode's first stage: one count task per planned range.
-pub(crate) fn count_tasks(input: &Path, n_ref: usize, ranges: &[ByteRange]) -> Vec<MdCountTask> {
-    (0..ranges.len())
-        .map(|i| MdCountTask {
-            input: input.to_path_buf(),
-            n_ref,
-            range: i,
-            start: ranges[i].start,
-            later_starts: ranges[i + 1..].iter().map(|r| r.start).collect(),
-        })
-        .collect()
-}
-
 /// A task output of one planned byte range that proved where the range ends.
 pub(crate) trait RangeProof {
     /// The range's number in the plan.
@@ -1470,18 +1369,6 @@ pub(crate) trait RangeProof {
     fn start(&self) -> u64;
     /// Where it proved to end (`None`: the end of the file).
     fn end(&self) -> Option<u64>;
-}
-
-impl RangeProof for MdCountOutput {
-    fn range(&self) -> usize {
-        self.range
-    }
-    fn start(&self) -> u64 {
-        self.start
-    }
-    fn end(&self) -> Option<u64> {
-        self.end
-    }
 }
 
 impl RangeProof for MdMapOutput {
@@ -1532,22 +1419,6 @@ pub(crate) fn walk_proved<'a, T: RangeProof>(
             }
         }
     }
-}
-
-/// The proved ranges from the count outputs, walking from the first to the end of the file.
-pub(crate) fn proved<'a>(
-    ranges: &[ByteRange],
-    counts: &'a [MdCountOutput],
-) -> Result<Vec<&'a MdCountOutput>> {
-    let mut proved = Vec::new();
-    walk_proved(ranges, counts, "count", |c| {
-        if let Some(e) = &c.error {
-            return Err(e.to_error());
-        }
-        proved.push(c);
-        Ok(())
-    })?;
-    Ok(proved)
 }
 
 impl MarkdupPlan {

@@ -485,7 +485,7 @@ impl Task for AgdPmMapTask {
             part: self.part,
             parts: self.parts,
             base: self.chunks.first().map_or(0, |c| c.first),
-            records: self.chunks.iter().map(|c| c.records).sum(),
+            records: Some(self.chunks.iter().map(|c| c.records).sum()),
             partitions: self.partitions,
             path: &self.path,
             cutting: false,

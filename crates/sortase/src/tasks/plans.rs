@@ -12,7 +12,7 @@
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
 use super::markdup::{
-    MarkdupPlan, MarkdupTasks, MdCountTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
+    MarkdupPlan, MarkdupTasks, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
 };
 use super::pmarkdup::{PicardPlan, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};
@@ -213,8 +213,7 @@ fn markdup_stage(p: &MarkdupPlan, stage: &str, outputs: &[Value]) -> Result<Vec<
 fn coordinate_stage(p: &PicardPlan, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
     let maps = || outputs_of(outputs, PmMapTask::KIND);
     let tasks = match stage {
-        "count" => p.count_tasks(),
-        "map" => p.map_tasks(&outputs_of(outputs, MdCountTask::KIND)?)?,
+        "map" => p.map_tasks(),
         "join" => p.join_tasks(&maps()?)?,
         // The map outputs and the join outputs.
         "reduce" => p.reduce_tasks(&maps()?, &outputs_of(outputs, PmJoinTask::KIND)?)?,
@@ -332,7 +331,7 @@ impl Plan {
         match self {
             Plan::Sort(_) => &["count", "map", "reduce"],
             Plan::Markdup(_) => &["map", "reduce", "encode"],
-            Plan::MarkdupCoordinate(_) => &["count", "map", "join", "reduce", "encode"],
+            Plan::MarkdupCoordinate(_) => &["map", "join", "reduce", "encode"],
             Plan::Fq2Bam(_) => &["scan", "split", "align", "dedup", "map", "reduce"],
             Plan::AgdMarkdup(p) => p.stages(),
             _ => &["tasks"],
@@ -378,8 +377,7 @@ impl Plan {
             ("encode", &["map", "reduce"]),
         ];
         const PICARD: &[Stage] = &[
-            ("count", &[]),
-            ("map", &["count"]),
+            ("map", &[]),
             ("join", &["map"]),
             ("reduce", &["map", "join"]),
             ("encode", &["map", "reduce"]),

@@ -126,7 +126,6 @@ registry!(
     super::sort::MapTask,
     super::sort::AgdMapTask,
     super::sort::ReduceTask,
-    super::markdup::MdCountTask,
     super::markdup::MdMapTask,
     super::markdup::MdReduceTask,
     super::markdup::MdEncodeTask,

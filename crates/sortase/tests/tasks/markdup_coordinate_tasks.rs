@@ -6,10 +6,10 @@
 
 use super::fixtures::{lcg, sam_to_bam, sort_to_bam};
 use sortase::markdup::Mode;
-use sortase::tasks::markdup::{MdCountOutput, MdCountTask, MdEncodeOutput};
+use sortase::tasks::markdup::MdEncodeOutput;
 use sortase::tasks::pmarkdup::{PicardPlan, PicardTask, PmJoinOutput, PmMapOutput, PmReduceOutput};
 use sortase::tasks::{Layout, MarkdupTasks};
-use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime};
+use sortase::{ErrorKind, MarkdupJob, Order, OutputSpec, Program, Runtime, ViewJob};
 use std::path::{Path, PathBuf};
 
 /// Coordinate-sorted pairs (many duplicates, mates far apart so that they fall in other
@@ -135,8 +135,7 @@ fn run_all(plan: &PicardPlan, rt: &Runtime) -> (Layout, u64) {
             })
             .collect()
     }
-    let counts: Vec<MdCountOutput> = run(plan.count_tasks(), rt);
-    let maps: Vec<PmMapOutput> = run(plan.map_tasks(&counts).unwrap(), rt);
+    let maps: Vec<PmMapOutput> = run(plan.map_tasks(), rt);
     let joins: Vec<PmJoinOutput> = run(plan.join_tasks(&maps).unwrap(), rt);
     let reduces: Vec<PmReduceOutput> = run(plan.reduce_tasks(&maps, &joins).unwrap(), rt);
     let encodes: Vec<MdEncodeOutput> = run(plan.encode_tasks(&maps, &reduces).unwrap(), rt);
@@ -147,18 +146,9 @@ fn run_all(plan: &PicardPlan, rt: &Runtime) -> (Layout, u64) {
     (layout, joined)
 }
 
-/// Runs the count tasks, then the map tasks, each in order; the map tasks' outputs.
-fn run_counts_and_maps(plan: &PicardPlan, rt: &Runtime) -> Vec<PmMapOutput> {
-    let counts: Vec<MdCountOutput> = plan
-        .count_tasks()
-        .into_iter()
-        .map(|t| match t {
-            PicardTask::Count(c) => MdCountTask::run(&c, rt).unwrap(),
-            _ => unreachable!(),
-        })
-        .collect();
-    plan.map_tasks(&counts)
-        .unwrap()
+/// Runs the map tasks in order; their outputs.
+fn run_maps(plan: &PicardPlan, rt: &Runtime) -> Vec<PmMapOutput> {
+    plan.map_tasks()
         .into_iter()
         .map(|t| match t {
             PicardTask::Map(m) => m.run(rt).unwrap(),
@@ -243,7 +233,7 @@ fn out_of_order_input_fails_as_one_machine_and_leaves_nothing() {
     job.mode = Mode::Coordinate;
     let one = job.run(&rt).unwrap_err();
     let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
-    let maps = run_counts_and_maps(&plan, &rt);
+    let maps = run_maps(&plan, &rt);
     let e = plan.join_tasks(&maps).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Format);
     assert_eq!(e.to_string(), one.to_string());
@@ -275,7 +265,7 @@ fn a_name_of_three_primary_records_across_ranges_fails_and_leaves_nothing() {
     job.picard.metrics = Some(metrics.clone());
     let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
     assert!(plan.ranges().len() > 2, "{}", plan.ranges().len());
-    let maps = run_counts_and_maps(&plan, &rt);
+    let maps = run_maps(&plan, &rt);
     let joins: Vec<PmJoinOutput> = plan
         .join_tasks(&maps)
         .unwrap()
@@ -305,4 +295,104 @@ fn a_name_of_three_primary_records_across_ranges_fails_and_leaves_nothing() {
     plan.abort().unwrap();
     assert!(!plan.work_dir().exists());
     assert!(!many.exists() && !metrics.exists());
+}
+
+/// The records of `bam` as SAM text (its header first).
+fn sam_text(bam: &Path, dir: &Path) -> String {
+    let sam = dir.join("text.sam");
+    let mut view = ViewJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&sam));
+    view.with_header = true;
+    view.program = None;
+    view.run(&Runtime::with_threads(1).unwrap()).unwrap();
+    std::fs::read_to_string(&sam).unwrap()
+}
+
+/// A BAM of `sam` as it stands (no sorting).
+fn bam_of(sam: &str, dir: &Path, name: &str) -> PathBuf {
+    let (text, bam) = (
+        dir.join(format!("{name}.sam")),
+        dir.join(format!("{name}.bam")),
+    );
+    std::fs::write(&text, sam).unwrap();
+    let mut out = OutputSpec::to_path(&bam);
+    out.format = Some("bam".into());
+    out.uncompressed = true;
+    let mut view = ViewJob::new(text.to_str().unwrap(), out);
+    view.program = None;
+    view.run(&Runtime::with_threads(1).unwrap()).unwrap();
+    bam
+}
+
+#[test]
+fn a_record_out_of_order_in_a_later_range_is_named_by_its_number_in_the_file() {
+    // The map tasks number their records within their range; the message counts from the file's
+    // first record, as the one machine's does.
+    let dir = tempfile::tempdir().unwrap();
+    let text = sam_text(&coordinate_bam(dir.path()), dir.path());
+    let (header, body): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.starts_with('@'));
+    let mut body = body;
+    // An early record (low coordinate on c1) moved to 80% of the file.
+    let early = body.remove(5);
+    let at = body.len() * 4 / 5;
+    body.insert(at, early);
+    let sam: String = header
+        .iter()
+        .chain(&body)
+        .flat_map(|l| [*l, "\n"])
+        .collect();
+    let bad = bam_of(&sam, dir.path(), "late");
+    let rt = Runtime::with_threads(1).unwrap();
+    let out = dir.path().join("out.bam");
+    let mut job = MarkdupJob::new(bad.to_str().unwrap(), OutputSpec::to_path(&out));
+    job.mode = Mode::Coordinate;
+    let one = job.run(&rt).unwrap_err();
+    assert!(
+        one.to_string().contains(&format!("record {} (", at + 1)),
+        "{one}"
+    );
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    assert!(plan.ranges().len() > 3, "{}", plan.ranges().len());
+    let maps = run_maps(&plan, &rt);
+    let e = plan.join_tasks(&maps).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert_eq!(e.to_string(), one.to_string());
+    plan.abort().unwrap();
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_planned_start_that_is_no_record_start_is_read_past() {
+    // A start one byte past a record's is added to the plan: the range before proves its end at
+    // the next planned start that is a record's, the false one is off the chain, and the bytes
+    // are the one machine's.
+    let dir = tempfile::tempdir().unwrap();
+    let bam = coordinate_bam(dir.path());
+    let rt = Runtime::with_threads(2).unwrap();
+    let (one, many) = (dir.path().join("one.bam"), dir.path().join("many.bam"));
+    let mut job = MarkdupJob::new(bam.to_str().unwrap(), OutputSpec::to_path(&one));
+    job.mode = Mode::Coordinate;
+    job.program = None;
+    job.run(&rt).unwrap();
+    job.output.path = Some(many.clone());
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    let mut value = serde_json::to_value(&plan).unwrap();
+    let ranges = value["ranges"].as_array_mut().unwrap();
+    assert!(ranges.len() > 3, "{}", ranges.len());
+    let start = ranges[1]["start"].as_u64().unwrap();
+    assert_ne!(start & 0xffff, 0xffff);
+    let false_start = start + 1;
+    let next = ranges[1]["end"].clone();
+    ranges[1]["end"] = false_start.into();
+    ranges.insert(2, serde_json::json!({"start": false_start, "end": next}));
+    let plan: PicardPlan = serde_json::from_value(value).unwrap();
+    let maps = run_maps(&plan, &rt);
+    // Range 1 ran on to range 3's start.
+    assert_eq!(maps[1].end, Some(plan.ranges()[3].start));
+    let (layout, _) = run_all(&plan, &rt);
+    for t in layout.place_tasks() {
+        t.run(&rt).unwrap();
+    }
+    layout.commit().unwrap();
+    assert!(std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap());
+    assert!(!plan.work_dir().exists());
 }
