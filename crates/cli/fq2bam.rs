@@ -63,7 +63,8 @@ pub struct Fq2BamArgs {
     /// Report phases and counts (and the checksums) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair).
+    /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair), or an AGD dataset of the reads
+    /// (`sortase agd import -1 R1 -2 R2`), given alone.
     reads1: PathBuf,
     /// R2 of a pair.
     reads2: Option<PathBuf>,

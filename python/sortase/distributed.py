@@ -1349,7 +1349,8 @@ def fq2bam(
     as ``-t``: give the same ``threads``).
 
     ``index`` (a minimap2 ``.mmi`` or the reference FASTA) and the reads (``reads1``, and
-    ``reads2`` of a pair; FASTQ/FASTA, plain, gzip or BGZF) are paths every worker sees; the
+    ``reads2`` of a pair; FASTQ/FASTA, plain, gzip or BGZF; or ``reads1`` an AGD dataset of the
+    reads, from ``agd import``, aligned in runs of whole chunks) are paths every worker sees; the
     ``output`` a path every worker sees or an ``s3://`` URL. ``preset``, ``read_group`` (``-R``),
     ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"``, ``"picard"`` or
     ``"none"``), ``level``, ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.

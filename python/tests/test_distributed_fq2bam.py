@@ -1,8 +1,9 @@
 """sortase.distributed.fq2bam on a LocalCluster of 2 worker processes: byte identity (BAM and
 .csi) with the single-machine CLI (``sortase fq2bam``) on simulated read pairs cut into several
 chunks, over a local path and an S3 API server (moto); the minimap2 index loaded once per worker
-process; a worker killed in the middle of the job; bad FASTQ input fails with the one-machine
-job's message and leaves nothing behind, locally and in the bucket."""
+process; an AGD dataset of the reads (Persona's pipeline); a worker killed in the middle of the
+job; bad FASTQ input fails with the one-machine job's message and leaves nothing behind, locally
+and in the bucket."""
 
 from __future__ import annotations
 
@@ -146,6 +147,32 @@ def test_fq2bam_cuts_bgzf_reads_by_blocks(data: dict, client, tmp_path: Path) ->
     assert phases.get("split", {"tasks": 0})["tasks"] == 0
     assert phases["align"]["tasks"] == -(-PAIRS // CHUNK)
     assert report["fragments"] == PAIRS
+    assert leftovers(tmp_path) == []
+
+
+def test_fq2bam_of_an_agd_dataset_is_persona_s_pipeline(data: dict, client, tmp_path: Path) -> None:
+    """Persona's pipeline: the reads imported into an AGD dataset (``agd import -1 -2``, chunks
+    of an odd number of records, so pairs straddle chunks), then aligned, marked and sorted across
+    the workers in runs of whole chunks: no scan or split task, and the bytes (BAM and .csi) of
+    ``sortase fq2bam`` of the dataset on one machine."""
+    ds = tmp_path / "reads.agd"
+    r = run_cli("agd", "import", "--chunk-size", "501", "-1", str(data["r1"]), "-2",
+                str(data["r2"]), "-o", str(ds))
+    assert r.returncode == 0, r.stderr
+    one, out = tmp_path / "one.bam", tmp_path / "dask.bam"
+    r = run_cli("fq2bam", "-@", str(THREADS), "-x", str(data["ref"]), "--write-index", "--no-PG",
+                "-o", str(one), str(ds))
+    assert r.returncode == 0, r.stderr
+    report = distributed.fq2bam(data["ref"], ds, None, out, client=client, write_index=True,
+                                no_pg=True, chunk_templates=CHUNK, threads=THREADS,
+                                progress=False)
+    assert out.read_bytes() == one.read_bytes()
+    assert Path(f"{out}.csi").read_bytes() == Path(f"{one}.csi").read_bytes()
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases.get("scan", {"tasks": 0})["tasks"] == 0
+    assert phases.get("split", {"tasks": 0})["tasks"] == 0
+    assert phases["align"]["tasks"] >= 4
+    assert report["fragments"] == PAIRS and report["duplicate_templates"] > 100
     assert leftovers(tmp_path) == []
 
 

@@ -46,6 +46,10 @@ pub enum AlignError {
         /// What is wrong.
         what: String,
     },
+    /// Reads from another source than FASTQ (a dataset) could not be read; the message names
+    /// the source.
+    #[error("{0}")]
+    Source(String),
     /// The consumer of the aligned records failed or stopped the pipeline.
     #[error("{0}")]
     Stopped(String),

@@ -119,7 +119,9 @@ impl ReadChunk {
         }
     }
 
-    fn start_fragment(&mut self) {
+    /// Starts a fragment: the reads pushed next are its reads (a source other than FASTQ builds
+    /// its chunks with this and [`ReadChunk::push_parts`]).
+    pub fn start_fragment(&mut self) {
         self.fragments.push(self.spans.len() as u32);
     }
 
@@ -127,7 +129,8 @@ impl ReadChunk {
         self.push_parts(rec.name(), rec.sequence(), rec.quality());
     }
 
-    fn push_parts(&mut self, name: &[u8], seq: &[u8], qual: Option<&[u8]>) {
+    /// Adds a read to the current fragment: its name, bases and qualities (phred + 33).
+    pub fn push_parts(&mut self, name: &[u8], seq: &[u8], qual: Option<&[u8]>) {
         let start = self.data.len();
         self.data.extend_from_slice(name);
         self.data.push(0);

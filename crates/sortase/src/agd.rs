@@ -710,7 +710,7 @@ fn is_fastq(output: &OutputSpec) -> bool {
 
 /// samtools fastq's complement of a SAM base letter (`seq_comp_table`; IUPAC codes complemented,
 /// `=` and `N` kept).
-fn complement(b: u8) -> u8 {
+pub(crate) fn complement(b: u8) -> u8 {
     match b {
         b'A' => b'T',
         b'C' => b'G',

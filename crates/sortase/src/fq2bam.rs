@@ -28,7 +28,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_align::fastq::FastqReader;
 use sortase_align::pipeline;
-use sortase_align::reads::FastqSource;
+use sortase_align::reads::{ChunkSource, FastqSource};
 use sortase_align::{AlignError, Aligner, AlignerOptions};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::Header;
@@ -43,6 +43,7 @@ use sortase_markdup::samblaster::Layout;
 use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
 
+pub(crate) mod dataset;
 mod memory;
 mod picard;
 pub(crate) mod stream_marking;
@@ -193,7 +194,7 @@ pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
         AlignError::Io { .. } => return e.into(),
         AlignError::Option(_) => ErrorKind::Argument,
         AlignError::Stopped(_) => ErrorKind::Cancelled,
-        AlignError::Index { .. } => ErrorKind::Input,
+        AlignError::Index { .. } | AlignError::Source(_) => ErrorKind::Input,
         AlignError::Format { .. } | AlignError::Pairing(_) | AlignError::Record { .. } => {
             ErrorKind::Format
         }
@@ -210,6 +211,48 @@ pub(crate) fn classify(e: anyhow::Error) -> anyhow::Error {
         unreachable!("checked with is::<AlignError>()");
     }
     e
+}
+
+/// fq2bam's reads: FASTQ files, or an AGD dataset ([`dataset`]).
+enum Reads {
+    Fastq(FastqReader, Option<FastqReader>),
+    Dataset(Box<dataset::DatasetReads>),
+}
+
+impl Reads {
+    /// Opens the job's reads (a dataset is a directory holding a manifest, given alone).
+    fn open(
+        job: &Fq2BamJob,
+        bytes_read: &sortase_exec::progress::Progress,
+    ) -> anyhow::Result<Self> {
+        if crate::agd::is_dataset(&job.reads1) {
+            if let Some(r2) = &job.reads2 {
+                return Err(Error::argument(format!(
+                    "{}: a dataset holds both reads of its pairs: give it alone, not with {}",
+                    job.reads1.display(),
+                    r2.display()
+                ))
+                .into());
+            }
+            let reads = dataset::DatasetReads::open(&job.reads1, &job.preset)?;
+            return Ok(Reads::Dataset(Box::new(reads)));
+        }
+        let r1 = open_reads(&job.reads1, bytes_read)?;
+        let r2 = job
+            .reads2
+            .as_deref()
+            .map(|p| open_reads(p, bytes_read))
+            .transpose()?;
+        Ok(Reads::Fastq(r1, r2))
+    }
+
+    /// The aligner's source of fragments.
+    fn source(self, fragment_mode: bool) -> Box<dyn ChunkSource> {
+        match self {
+            Reads::Fastq(r1, r2) => Box::new(FastqSource::new(r1, r2, fragment_mode)),
+            Reads::Dataset(d) => Box::new(d.fragment_mode(fragment_mode)),
+        }
+    }
 }
 
 pub(crate) fn open_reads(
@@ -390,12 +433,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     let progress = rt.progress("fq2bam reads", 0);
     let bytes_read = sortase_exec::progress::Progress::hidden();
     // The reads first: a missing file fails before the index is built.
-    let r1 = open_reads(&job.reads1, &bytes_read)?;
-    let r2 = job
-        .reads2
-        .as_deref()
-        .map(|p| open_reads(p, &bytes_read))
-        .transpose()?;
+    let reads = Reads::open(job, &bytes_read)?;
 
     let mut clock = PhaseClock::new("index");
     let aligner = Aligner::load(&job.index, &aligner_options(job, threads)).map_err(kinded)?;
@@ -443,7 +481,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
         _ => None,
     };
     let mut marker = Marker::default();
-    let source = FastqSource::new(r1, r2, aligner.fragment_mode());
+    let source = reads.source(aligner.fragment_mode());
     let stop = rt.cancel_flag().shared();
     // With --checksums: the reads' sums, each chunk's on the thread that maps it.
     let mut read = Sums::EMPTY;

@@ -47,6 +47,7 @@ use crate::sort::SortJob;
 use crate::wire::WorkFile;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sortase_agd::Group;
 use sortase_align::pipeline::{self, PipelineOptions, CHUNK_BASES};
 use sortase_align::reads::{ChunkFileSource, ChunkSource, FastqSource, ReadChunk};
 use sortase_align::Aligner;
@@ -96,6 +97,10 @@ pub struct Fq2BamPlan {
     scan_bytes: u64,
     options: PlanOptions,
     work_dir: PathBuf,
+    /// An AGD dataset's reads (`reads1` names it): the records of each of its chunks; `None`:
+    /// FASTQ.
+    #[serde(default)]
+    dataset: Option<Vec<u64>>,
 }
 
 /// A task of a distributed fq2bam (its own kinds; the dedup stage's are markdup's reduce tasks,
@@ -183,7 +188,20 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         .chunk_templates
         .unwrap_or((options.task_memory / TEMPLATE_MEMORY) as u64)
         .max(1);
-    let bgzf = if fragment_mode && job.reads2.is_none() {
+    let dataset = if crate::agd::is_dataset(&job.reads1) {
+        if let Some(r2) = &job.reads2 {
+            bail_argument!(
+                "{}: a dataset holds both reads of its pairs: give it alone, not with {}",
+                job.reads1.display(),
+                r2.display()
+            );
+        }
+        let manifest = crate::agd::open_manifest(&job.reads1)?;
+        Some(manifest.chunks.iter().map(|c| c.records).collect())
+    } else {
+        None
+    };
+    let bgzf = if dataset.is_some() || (fragment_mode && job.reads2.is_none()) {
         // One file in fragment mode: a template's reads are only known by reading on.
         Vec::new()
     } else {
@@ -200,6 +218,7 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         scan_bytes: t.scan_bytes.unwrap_or(SCAN_BYTES).max(1),
         options: options.clone(),
         work_dir,
+        dataset,
     })
 }
 
@@ -317,13 +336,31 @@ pub enum FqReads {
         /// Templates before the chunk's first.
         before: u64,
     },
+    /// The fragments whose first read lies in chunks `chunks` of an AGD dataset
+    /// ([`crate::fq2bam::dataset`]).
+    Dataset {
+        /// The dataset.
+        dir: PathBuf,
+        /// Its chunks (numbers in the manifest's list).
+        chunks: std::ops::Range<usize>,
+    },
 }
 
 impl FqReads {
     /// The chunk's templates as a source of fragments.
-    fn source(&self, fragments: u64) -> anyhow::Result<Box<dyn ChunkSource>> {
+    fn source(
+        &self,
+        fragments: u64,
+        aligner: &Aligner,
+        preset: &str,
+    ) -> anyhow::Result<Box<dyn ChunkSource>> {
         let at = |p: &Path| p.display().to_string();
         Ok(match self {
+            FqReads::Dataset { dir, chunks } => Box::new(
+                one::dataset::DatasetReads::open(dir, preset)?
+                    .fragment_mode(aligner.fragment_mode())
+                    .part(chunks.clone())?,
+            ),
             FqReads::Chunk(slice) => {
                 let mut input = std::fs::File::open(&slice.path)
                     .with_context(|| format!("{}: cannot open", at(&slice.path)))?;
@@ -364,7 +401,26 @@ impl FqReads {
                 .iter()
                 .map(|f| super::Span::ranges(&f.path, vec![(f.at >> 16, f.end)]))
                 .collect(),
+            FqReads::Dataset { dir, .. } => self
+                .dataset_files()
+                .into_iter()
+                .chain([dir.join(sortase_agd::MANIFEST_FILE)])
+                .map(|p| super::Span::whole(&p))
+                .collect(),
         }
+    }
+
+    /// A dataset part's chunk files (its chunks, and the next one, where a final READ1's mate
+    /// may be).
+    fn dataset_files(&self) -> Vec<PathBuf> {
+        let FqReads::Dataset { dir, chunks } = self else {
+            return Vec::new();
+        };
+        let groups = [Group::Names, Group::Bases, Group::Qual, Group::Results];
+        (chunks.start..chunks.end + 1)
+            .flat_map(|k| groups.map(|g| sortase_agd::chunk_path(dir, g, k)))
+            .filter(|p| p.exists())
+            .collect()
     }
 
     /// How many bytes that is.
@@ -372,6 +428,12 @@ impl FqReads {
         match self {
             FqReads::Chunk(c) => c.end - c.start,
             FqReads::Bgzf { files, .. } => files.iter().map(|f| f.end - (f.at >> 16)).sum(),
+            FqReads::Dataset { .. } => self
+                .dataset_files()
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum(),
         }
     }
 
@@ -380,6 +442,7 @@ impl FqReads {
         match self {
             FqReads::Chunk(c) => &c.path,
             FqReads::Bgzf { files, .. } => files.first().map_or(Path::new(""), |f| &f.path),
+            FqReads::Dataset { dir, .. } => dir,
         }
     }
 }
@@ -645,7 +708,7 @@ impl FqAlignTask {
         };
         let sam_header = aligner.sam_header(&one::command_line(&aligner, job, self.threads));
         let at = |p: &Path| p.display().to_string();
-        let source = self.reads.source(self.fragments)?;
+        let source = self.reads.source(self.fragments, &aligner, &job.preset)?;
         let create = |p: &Path| -> anyhow::Result<(WorkFile, BufWriter<std::fs::File>)> {
             let f = WorkFile::new(p)?;
             let w = BufWriter::new(
@@ -690,7 +753,9 @@ impl FqAlignTask {
         )
         .map_err(one::classify)?;
         rt.check_cancelled()?;
-        if stats.fragments != self.fragments {
+        // A dataset part's fragments are known by reading it (pairs or single reads).
+        let dataset = matches!(self.reads, FqReads::Dataset { .. });
+        if !dataset && stats.fragments != self.fragments {
             return Err(Error::new(
                 ErrorKind::Input,
                 format!(
@@ -928,7 +993,7 @@ impl Fq2BamPlan {
     /// Stage 1b: the split task, unless the scans cut the reads (every file four-line FASTQ,
     /// the ranges joined up, R1 and R2 with as many records).
     pub fn split_tasks(&self, scans: &[FqScanOutput]) -> Vec<Fq2BamTask> {
-        if self.cut(scans).is_some() {
+        if self.dataset.is_some() || self.cut(scans).is_some() {
             return Vec::new();
         }
         vec![Fq2BamTask::Split(FqSplitTask {
@@ -1021,8 +1086,33 @@ impl Fq2BamPlan {
         scans: &[FqScanOutput],
         splits: &[FqSplitOutput],
     ) -> Result<Vec<Fq2BamTask>> {
-        let chunks: Vec<(FqReads, u64)> = match splits.first() {
-            Some(split) => split
+        let chunks: Vec<(FqReads, u64)> = match (&self.dataset, splits.first()) {
+            (Some(records), _) => {
+                // Runs of whole chunks of about two records per template.
+                let per = 2 * self.chunk_templates;
+                let mut runs = Vec::new();
+                let (mut start, mut held) = (0, 0);
+                for (k, r) in records.iter().enumerate() {
+                    held += r;
+                    if held >= per || k + 1 == records.len() {
+                        let dir = self.job.reads1.clone();
+                        runs.push((
+                            FqReads::Dataset {
+                                dir,
+                                chunks: start..k + 1,
+                            },
+                            0,
+                        ));
+                        (start, held) = (k + 1, 0);
+                    }
+                }
+                if runs.is_empty() {
+                    let dir = self.job.reads1.clone();
+                    runs.push((FqReads::Dataset { dir, chunks: 0..0 }, 0));
+                }
+                runs
+            }
+            (None, Some(split)) => split
                 .chunks
                 .iter()
                 .map(|c| {
@@ -1034,7 +1124,7 @@ impl Fq2BamPlan {
                     (FqReads::Chunk(slice), c.fragments)
                 })
                 .collect(),
-            None => {
+            (None, None) => {
                 let ReadsCut {
                     files: ranges,
                     templates,
@@ -1594,6 +1684,59 @@ mod tests {
         let plan = plan_json("fq2bam", &spec(&job), "{}", &rt).unwrap();
         assert_eq!(drive(&plan, &rt).unwrap_err(), want);
         assert!(!dir.path().join("bad.bam").exists());
+    }
+
+    /// An AGD dataset of the reads (`agd import -1 -2`, chunks of an odd number of records, so
+    /// pairs straddle chunks and the align tasks' runs of chunks): no scan or split task, and
+    /// the bytes of one-machine `fq2bam` of the dataset, with either marking.
+    #[test]
+    fn a_dataset_of_reads_aligns_in_runs_of_chunks_with_the_bytes_of_one_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, r1, r2) = simulate(dir.path(), 1_500);
+        let ds = dir.path().join("reads.agd");
+        let fastq = crate::agd::FastqInput {
+            read1: Some(r1.display().to_string()),
+            read2: Some(r2.display().to_string()),
+            ..Default::default()
+        };
+        let rt = Runtime::with_threads(2).unwrap();
+        let mut import = crate::AgdImportJob::from_fastq(fastq, &ds);
+        import.chunk_size = 333;
+        import.run(&rt).unwrap();
+        for markdup in [DuplicateMarking::Samblaster, DuplicateMarking::None] {
+            let (one, many) = (dir.path().join("one.bam"), dir.path().join("many.bam"));
+            let mut job = Fq2BamJob::new(&fa, &ds, OutputSpec::to_path(&one));
+            job.markdup = markdup;
+            let report = job.run(&rt).unwrap();
+            assert_eq!(report.fragments, 1_500);
+            job.output.path = Some(many.clone());
+            let spec = Fq2BamTasksJob {
+                job: job.clone(),
+                chunk_templates: Some(400),
+                scan_bytes: None,
+            };
+            let spec = serde_json::to_string(&spec).unwrap();
+            let plan = plan_json("fq2bam", &spec, r#"{"reduce_tasks": 2}"#, &rt).unwrap();
+            let counts = drive(&plan, &rt).unwrap();
+            let count = |name: &str| counts.iter().find(|c| c.0 == name).unwrap().1;
+            // 3,000 records in 10 chunks of 333 (the last of 3), runs of >= 800 records: 4 runs,
+            // each ending inside a pair.
+            assert_eq!((count("scan"), count("split"), count("align")), (0, 0, 4));
+            assert!(
+                std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap(),
+                "{markdup:?}: the bytes differ from one machine's"
+            );
+        }
+        // With R2 too: refused at plan time, as on one machine.
+        let mut job = Fq2BamJob::new(&fa, &ds, OutputSpec::to_path(dir.path().join("x.bam")));
+        job.reads2 = Some(r2);
+        let spec = Fq2BamTasksJob {
+            job: job.clone(),
+            chunk_templates: None,
+            scan_bytes: None,
+        };
+        let e = plan_json("fq2bam", &serde_json::to_string(&spec).unwrap(), "{}", &rt);
+        assert!(e.unwrap_err().to_string().contains("give it alone"));
     }
 
     #[test]
