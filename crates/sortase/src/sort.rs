@@ -13,6 +13,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::agd::sink::DatasetSink;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
@@ -34,7 +35,8 @@ use std::path::PathBuf;
 
 pub use sortase_exec::options::DEFAULT_LEVEL;
 
-/// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
+/// samtools sort as a job: one input (SAM, BAM, CRAM, an AGD dataset; `-` for standard input)
+/// sorted into one output (SAM, BAM, CRAM, or with `-O agd` a new AGD dataset: `sortase agd sort`).
 /// The memory budget is the runtime's memory pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SortJob {
@@ -62,6 +64,16 @@ pub struct SortJob {
     /// more CPU (every record is summed once as read and once as written).
     #[serde(default)]
     pub checksums: bool,
+    /// AGD output (`-O agd`): most records per chunk of the dataset.
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u64,
+    /// AGD output: the command line recorded as the provenance of every group of the dataset.
+    #[serde(default)]
+    pub command_line: String,
+}
+
+fn default_chunk_size() -> u64 {
+    crate::agd::DEFAULT_CHUNK_SIZE
 }
 
 /// What a sort did.
@@ -101,6 +113,9 @@ pub struct SortReport {
     pub warnings: Vec<String>,
     /// The sums of the records read and written (equal, or the sort fails and writes nothing).
     pub checksums: Option<Checksums>,
+    /// Chunks written (AGD output).
+    #[serde(default)]
+    pub chunks: usize,
 }
 
 impl SortJob {
@@ -115,6 +130,8 @@ impl SortJob {
             program: None,
             input_fmt_options: Vec::new(),
             checksums: false,
+            chunk_size: default_chunk_size(),
+            command_line: String::new(),
         }
     }
 
@@ -136,6 +153,7 @@ pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutForm
         OutFormat::Bam(_) => range / 2,
         OutFormat::Sam => range * 2,
         OutFormat::Cram => range,
+        OutFormat::Agd => return crate::agd::sink::final_phase_reserve(memory, threads),
     };
     ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
@@ -238,6 +256,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let progress = rt.progress("sort", size);
     let mut clock = PhaseClock::new("read");
     let mut input = SortSource::open(job, rt, &progress).with_context(|| job.input.clone())?;
+    let mut dataset = open_dataset_sink(job, &out, &input, &mut report)?;
     let order = job.order.resolve_with(input.header())?;
     let filter = input_filter(&job.input_fmt_options, input.header())?;
 
@@ -256,14 +275,53 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let (so, ss) = order.header_values();
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
-    let (stats, held) = write_phase(job, rt, &out, &header, frame, &mut clock, &mut read)?;
+    let (stats, held) = match dataset.as_mut() {
+        Some(sink) => {
+            let written = rt.progress("sort: merge and write records", read.pushed);
+            let done = sink.write(rt, frame, &mut clock, &written)?;
+            written.finish();
+            rt.check_cancelled()?;
+            done
+        }
+        None => write_phase(job, rt, &out, &header, frame, &mut clock, &mut read)?,
+    };
     report.checksums = read.checksums;
     drop(held);
+    if let Some(sink) = dataset {
+        report.chunks = sink.chunks();
+        sink.finish(&header, &job.command_line)?;
+    }
     report.phases = clock.finish();
     report.add_stats(&stats, memory, reserve);
     report.outputs = out.data.into_iter().collect();
     report.outputs.extend(out.index.map(|(p, _)| p));
     Ok(report)
+}
+
+/// The dataset sink of AGD output (`-O agd`, or an existing directory as `-o`), opened before the
+/// input is read (`None`: a SAM/BAM/CRAM output); a dataset source's extra groups it does not carry
+/// are warned about.
+fn open_dataset_sink(
+    job: &SortJob,
+    out: &ResolvedOutput,
+    input: &SortSource,
+    report: &mut SortReport,
+) -> anyhow::Result<Option<DatasetSink>> {
+    if out.format != OutFormat::Agd {
+        return Ok(None);
+    }
+    let Some(path) = out.data.as_deref() else {
+        sortase_exec::error::bail_argument!("-O agd: the dataset directory to create is -o DIR");
+    };
+    if job.checksums {
+        sortase_exec::error::bail_argument!("--checksums: not with AGD output (-O agd)");
+    }
+    if let SortSource::Dataset { manifest, .. } = input {
+        report
+            .warnings
+            .extend(DatasetSink::extra_group_warnings(manifest));
+    }
+    DatasetSink::open(&job.output, path, job.chunk_size).map(Some)
 }
 
 /// What the read phase took: the records pushed and, with `--checksums`, their sums.
