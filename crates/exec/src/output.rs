@@ -25,7 +25,7 @@ pub enum OutFormat {
 
 /// Why a record writer refuses [`OutFormat::Agd`]: a dataset is written by a job's dataset sink.
 pub const AGD_REFUSED: &str =
-    "-O agd: only sort writes an AGD dataset (sortase sort -O agd, sortase agd sort)";
+    "AGD output (-O agd, or a directory as -o): only sort writes a dataset (sortase sort -O agd)";
 
 /// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then an existing
 /// directory is a dataset (AGD), then the output file's extension, then `default`.
