@@ -227,16 +227,23 @@ impl SortSource {
         }
     }
 
+    /// Gives `f` the source's batches in order (a dataset's chunks decoded on `rt`'s pool, their
+    /// progress `label: read records`).
     fn for_each_batch(
         &mut self,
         rt: &Runtime,
+        label: &str,
         f: impl FnMut(sortase_bam::RecordBatch) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         match self {
             SortSource::File(input) => input.for_each_batch(f),
-            SortSource::Dataset { dir, manifest, .. } => {
-                crate::agd::for_each_chunk_batch(dir, manifest, rt, "sort: read records", f)
-            }
+            SortSource::Dataset { dir, manifest, .. } => crate::agd::for_each_chunk_batch(
+                dir,
+                manifest,
+                rt,
+                &format!("{label}: read records"),
+                f,
+            ),
         }
     }
 }
@@ -252,8 +259,13 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     )?;
     let memory = rt.memory().limit();
 
+    // The bars of AGD output are `agd sort`'s, as the command's name was.
+    let label = match out.format {
+        OutFormat::Agd => "agd sort",
+        _ => "sort",
+    };
     let size = sortase_exec::input::input_size(&job.input);
-    let progress = rt.progress("sort", size);
+    let progress = rt.progress(label, size);
     let mut clock = PhaseClock::new("read");
     let mut input = SortSource::open(job, rt, &progress).with_context(|| job.input.clone())?;
     let mut dataset = open_dataset_sink(job, &out, &input, &mut report)?;
@@ -268,7 +280,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let reserve = final_phase_reserve(memory, rt.threads(), out.format);
     let mut frame = SortFrame::open(rt, "sort", order, reserve, temp, job.max_fan_in)?;
     report.threads = frame.threads();
-    let mut read = read_phase(job, rt, &mut input, filter.as_ref(), &mut frame)?;
+    let mut read = read_phase(job, rt, &mut input, filter.as_ref(), &mut frame, label)?;
     progress.finish();
 
     let mut header = input.header().clone();
@@ -277,7 +289,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     add_program(&mut header, job.program.as_ref());
     let (stats, held) = match dataset.as_mut() {
         Some(sink) => {
-            let written = rt.progress("sort: merge and write records", read.pushed);
+            let written = rt.progress(&format!("{label}: merge and write records"), read.pushed);
             let done = sink.write(rt, frame, &mut clock, &written)?;
             written.finish();
             rt.check_cancelled()?;
@@ -341,6 +353,7 @@ fn read_phase(
     input: &mut SortSource,
     filter: Option<&RecordFilter>,
     frame: &mut SortFrame,
+    label: &str,
 ) -> anyhow::Result<ReadPhase> {
     let mut scratch = Scratch::default();
     let mut phase = ReadPhase {
@@ -350,7 +363,7 @@ fn read_phase(
         checksums: None,
     };
     input
-        .for_each_batch(rt, |mut b| {
+        .for_each_batch(rt, label, |mut b| {
             if let Some(f) = filter {
                 b.retain(|r| f.passes(&r, &mut scratch))
                     .map_err(|e| Error::argument(e.to_string()))?;
