@@ -23,7 +23,7 @@ pub enum AgdCommand {
     /// (`sortase idxstats DIR`).
     Idxstats(crate::stats::IdxstatsArgs),
     /// A new dataset sorted as samtools sort sorts the BAM (coordinate, -n, -N, -t TAG).
-    Sort(crate::agd_ops::SortArgs),
+    Sort(crate::agd_ops::AgdSortArgs),
     /// Duplicate marking (samblaster or Picard, as sortase markdup) into a `duplicate` column group.
     Markdup(crate::agd_ops::MarkdupArgs),
     /// Adds (or replaces) an extra column group from a program's per-record output.

@@ -1,45 +1,22 @@
-//! `sortase agd sort|markdup|add-column|drop-column`: flags → [`sortase::AgdSortJob`],
+//! `sortase agd sort|markdup|add-column|drop-column`: flags → [`sortase::SortJob`] (`-O agd`),
 //! [`sortase::AgdMarkdupJob`], [`sortase::AgdAddColumnJob`], [`sortase::AgdDropColumnJob`].
 
-use crate::args::{Memory, NoPg, OrderFlags, Threads};
+use crate::args::Threads;
 use crate::common;
 use crate::markdup::MarkingArgs;
 use anyhow::Result;
 use sortase::agd::ColumnType;
-use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob};
+use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob};
 use std::path::PathBuf;
 
-/// Arguments of `sortase agd sort` (samtools sort's orders and memory flags).
+/// Arguments of `sortase agd sort`: `sortase sort`'s, the output a new dataset (`-O agd`).
 #[derive(clap::Args, Debug)]
-pub struct SortArgs {
-    /// The dataset directory to create (must not exist, or be empty).
-    #[arg(short = 'o', value_name = "DIR")]
-    output: PathBuf,
+pub struct AgdSortArgs {
+    /// zstd level of the column files (1-22) [3]; `-l` too.
+    #[arg(long = "level", value_name = "INT")]
+    zstd_level: Option<i32>,
     #[command(flatten)]
-    threads: Threads,
-    #[command(flatten)]
-    memory: Memory,
-    /// Temporary runs go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [next to -o].
-    #[arg(short = 'T', value_name = "PREFIX")]
-    temp_prefix: Option<PathBuf>,
-    #[command(flatten)]
-    order: OrderFlags,
-    #[command(flatten)]
-    pg: NoPg,
-    /// Most runs the final merge may open.
-    #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
-    max_fan_in: usize,
-    /// Most records per chunk of the output.
-    #[arg(long = "chunk-size", value_name = "INT", default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE)]
-    chunk_size: u64,
-    /// zstd level of the column files (1-22).
-    #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
-    level: i32,
-    /// Report phases, runs and chunks on stderr.
-    #[arg(short = 'v', long = "verbose")]
-    verbose: bool,
-    /// The dataset directory to sort.
-    input: PathBuf,
+    sort: crate::sort::SortArgs,
 }
 
 /// Arguments of `sortase agd markdup` (`sortase markdup`'s marking options).
@@ -91,36 +68,11 @@ pub struct DropColumnArgs {
     input: PathBuf,
 }
 
-/// Runs `sortase agd sort`.
-pub fn sort(args: SortArgs) -> Result<()> {
-    let rt = args.memory.runtime(&args.threads)?;
-    let job = AgdSortJob {
-        input: args.input,
-        output: args.output,
-        order: args.order.order(),
-        temp_prefix: args.temp_prefix,
-        max_fan_in: args.max_fan_in,
-        chunk_size: args.chunk_size,
-        zstd_level: args.level,
-        program: args.pg.program(),
-        command_line: common::command_line(),
-    };
-    let report = job.run(&rt)?;
-    common::print_warnings(&report.warnings);
-    if args.verbose {
-        common::print_phases("agd sort", &report.phases);
-        eprintln!(
-            "[sortase agd sort] {} records ({} MiB uncompressed) into {} chunks; budget {} MiB; {} runs spilled, final merge of {} sources; {} temporary bytes",
-            report.records,
-            report.record_bytes >> 20,
-            report.chunks,
-            report.memory_budget >> 20,
-            report.runs_spilled,
-            report.final_fan_in,
-            report.temp_bytes
-        );
-    }
-    Ok(())
+/// Runs `sortase agd sort`: `sortase sort -O agd`.
+pub fn sort(mut args: AgdSortArgs) -> Result<()> {
+    args.sort.out.output_fmt = Some("agd".into());
+    args.sort.out.level = args.zstd_level.or(args.sort.out.level);
+    crate::sort::run(args.sort)
 }
 
 /// Runs `sortase agd markdup`.

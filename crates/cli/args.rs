@@ -96,7 +96,8 @@ pub struct OutputArgs {
     /// Write the final output to FILE [stdout].
     #[arg(short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Output format: sam, bam or cram [bam, or from the -o extension].
+    /// Output format: sam, bam or cram [bam, or from the -o extension]; sort also takes agd (a new
+    /// dataset directory).
     #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
     pub output_fmt: Option<String>,
     /// Compression level 0-9 with samtools' meaning.

@@ -29,6 +29,7 @@ pub const EXAMPLES: &[(&str, &[&str])] = &[
             "sortase sort -n -o by_name.bam in.bam",
             "sortase sort --write-index -o sorted.bam in.sam",
             "sortase sort --checksums -v -o sorted.bam in.bam",
+            "sortase sort -O agd --chunk-size 50000 -o sorted_ds in.bam",
         ],
     ),
     (

@@ -9,7 +9,7 @@ use sortase::{SortJob, SortReport, VerifyJob};
 #[derive(clap::Args, Debug)]
 pub struct SortArgs {
     #[command(flatten)]
-    out: OutputArgs,
+    pub(crate) out: OutputArgs,
     #[command(flatten)]
     threads: Threads,
     #[command(flatten)]
@@ -41,11 +41,15 @@ pub struct SortArgs {
     /// Most runs the final merge may open (background compaction keeps it so).
     #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
     max_fan_in: usize,
+    /// AGD output (-O agd, or an existing empty directory as -o): most records per chunk of the
+    /// new dataset (-l: the zstd level of its files, 1-22 [3]).
+    #[arg(long = "chunk-size", value_name = "INT", default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE)]
+    chunk_size: u64,
     /// Report phases (wall time, CPU%), runs, compactions and temporary bytes on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted into -o as the BAM it
-    /// came from; `sortase agd sort` writes a dataset).
+    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted as the BAM it came
+    /// from; -O agd writes a new dataset).
     input: Option<String>,
 }
 
@@ -74,6 +78,8 @@ pub fn run(args: SortArgs) -> Result<()> {
         program: args.pg.program(),
         input_fmt_options: args.input_fmt_option.clone(),
         checksums: args.checksums,
+        chunk_size: args.chunk_size,
+        command_line: common::command_line(),
     };
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
@@ -134,6 +140,9 @@ fn print_report(r: &SortReport) {
         r.temp_bytes,
         amp
     );
+    if r.chunks > 0 {
+        eprintln!("[sortase sort] {} chunks written", r.chunks);
+    }
     eprintln!(
         "[sortase sort] spilling (sort + write runs) {:.2} s of the read phase; waited {:.2} s for compactions",
         r.spill_seconds, r.compaction_wait_seconds

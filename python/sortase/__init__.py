@@ -206,8 +206,11 @@ def sort(
     max_fan_in: int = 64,
     progress: Optional[bool] = None,
     checksums: bool = False,
+    chunk_size: int = 100_000,
 ) -> Report:
-    """Sorts ``input`` (SAM/BAM/CRAM) into ``output``, as ``sortase sort`` / ``samtools sort``.
+    """Sorts ``input`` (SAM/BAM/CRAM, or an AGD dataset directory) into ``output``, as ``sortase
+    sort`` / ``samtools sort``; with ``output_fmt="agd"`` into a new AGD dataset directory
+    (``sortase agd sort``: ``chunk_size`` records per chunk, ``level`` the zstd level).
 
     Keywords are the command's long options: ``threads`` (``-@``, default all cores),
     ``max_memory`` (bytes, or ``"768M"``/``"2G"``; default 768 MiB per thread), ``by_name``

@@ -76,3 +76,26 @@ def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
         assert sortase.sort(ds, ours, no_pg=True, **kw)["records"] == 41
         sortase.sort(bam, theirs, no_pg=True, **kw)
         assert ours.read_text() == theirs.read_text(), kw
+
+
+def test_sort_into_a_dataset_from_a_bam_or_a_dataset(tmp_path: Path) -> None:
+    """``output_fmt="agd"``: the sort's sink is a new dataset (``sortase agd sort``); from the BAM or
+    from its dataset, the chunks hold the same records, and the export is the sorted BAM's."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    bam = tmp_path / "in.bam"
+    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    ds = tmp_path / "ds"
+    sortase.agd.import_(bam, ds, chunk_size=6)
+    want = tmp_path / "want.sam"
+    sortase.sort(bam, want, no_pg=True)
+    for source in (bam, ds):
+        out = tmp_path / f"sorted-{source.name}"
+        report = sortase.sort(source, out, output_fmt="agd", chunk_size=5, no_pg=True)
+        assert report["records"] == 41 and report["chunks"] >= 9
+        sorted_ds = sortase.agd.open(out)
+        assert sorted_ds.sort_order == "coordinate"
+        assert sorted_ds.records == 41
+        back = tmp_path / f"back-{source.name}.sam"
+        sortase.agd.export(out, back)
+        assert back.read_text() == want.read_text(), source

@@ -145,6 +145,74 @@ fn agd_sort_matches_sortase_and_samtools_sort() {
     assert_no_failures("agd sort", &failures);
 }
 
+/// `sortase sort -O agd` of a BAM (the BAM as the sort's source, a dataset as its sink) writes the
+/// dataset `agd import` then `agd sort` write: the same chunk files, and the same records exported
+/// (in memory and with `-m 1M`); so does `sortase sort -o DIR` with DIR an existing empty directory.
+#[test]
+fn sort_of_a_bam_into_a_dataset_is_agd_sort_of_its_import() {
+    let Some(st) = oracle() else {
+        return crate::common::skip("no samtools oracle");
+    };
+    let tmp = tempdir();
+    let d = tmp.path();
+    let bam = crate::sort::random_bam(st, d, 5_000);
+    let ds = import(&bam, d, "ds", 1000);
+    let chunks = |dir: &Path| {
+        snapshot(dir)
+            .into_iter()
+            .filter(|(n, _)| n != "manifest.json")
+            .collect::<Vec<_>>()
+    };
+    let mut failures = Vec::new();
+    for (order, mem) in [(&[][..], &[][..]), (&["-n"][..], &["-m", "1M"][..])] {
+        let label = format!("sort -O agd {order:?} {mem:?}");
+        let via_import = d.join("via_import");
+        let direct = d.join("direct");
+        let _ = std::fs::remove_dir_all(&via_import);
+        let _ = std::fs::remove_dir_all(&direct);
+        let mut agd_sort = vec!["agd", "sort", "-@", "2", "--no-PG", "--chunk-size", "700"];
+        agd_sort.extend_from_slice(order);
+        agd_sort.extend_from_slice(mem);
+        agd_sort.extend([p(&ds), "-o", p(&via_import)]);
+        sortase(&agd_sort).expect_ok();
+        let mut sort = vec![
+            "sort",
+            "-@",
+            "2",
+            "--no-PG",
+            "--chunk-size",
+            "700",
+            "-O",
+            "agd",
+        ];
+        sort.extend_from_slice(order);
+        sort.extend_from_slice(mem);
+        sort.extend(["-o", p(&direct), p(&bam)]);
+        let sorted = sortase(&sort);
+        if !sorted.ok() {
+            failures.push(format!("{label}: {}", sorted.failure()));
+            continue;
+        }
+        if chunks(&direct) != chunks(&via_import) {
+            failures.push(format!("{label}: chunk files differ from agd sort's"));
+        }
+        let export = |dir: &Path, name: &str| {
+            let out = d.join(name);
+            sortase(&["agd", "export", p(dir), "-o", p(&out)]).expect_ok();
+            gunzip(&out)
+        };
+        if export(&direct, "direct.bam") != export(&via_import, "via_import.bam") {
+            failures.push(format!("{label}: export differs from agd sort's"));
+        }
+    }
+    // An existing empty directory as -o is a dataset without -O.
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    sortase(&["sort", "--no-PG", "-o", p(&empty), p(&bam)]).expect_ok();
+    assert!(empty.join("manifest.json").is_file());
+    assert_no_failures("sort -O agd", &failures);
+}
+
 /// `agd markdup` on a query-grouped dataset (samblaster) and on a coordinate-sorted one (Picard):
 /// the export equals `sortase markdup` on the BAM record for record (and samblaster's output, when
 /// installed), `agd flagstat` equals samtools flagstat of that BAM, the records' own groups are

@@ -18,10 +18,17 @@ pub enum OutFormat {
     Bam(CompressionLevel),
     /// CRAM (needs a reference).
     Cram,
+    /// An AGD dataset directory (`-O agd`, or an existing directory as the output), written by the
+    /// jobs that have a dataset sink (sort); the record writers here refuse it.
+    Agd,
 }
 
-/// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then the output file's
-/// extension, then `default`.
+/// Why a record writer refuses [`OutFormat::Agd`]: a dataset is written by a job's dataset sink.
+pub const AGD_REFUSED: &str =
+    "AGD output (-O agd, or a directory as -o): only sort writes a dataset (sortase sort -O agd)";
+
+/// Resolves samtools' output options: `-O` wins, then `-u`/`-l` imply BAM, then an existing
+/// directory is a dataset (AGD), then the output file's extension, then `default`.
 pub fn resolve_format(
     output_fmt: Option<&str>,
     output: Option<&Path>,
@@ -33,8 +40,12 @@ pub fn resolve_format(
             "sam" => OutFormat::Sam,
             "bam" => OutFormat::Bam(level),
             "cram" => OutFormat::Cram,
-            other => bail!("-O {other}: unknown output format (use sam, bam or cram)"),
+            "agd" => OutFormat::Agd,
+            other => bail!("-O {other}: unknown output format (use sam, bam, cram or agd)"),
         });
+    }
+    if output.is_some_and(Path::is_dir) {
+        return Ok(OutFormat::Agd);
     }
     let by_extension = output.and_then(|p| p.extension()).and_then(|e| {
         match e.to_str()?.to_ascii_lowercase().as_str() {

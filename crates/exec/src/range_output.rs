@@ -9,7 +9,7 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::output::OutFormat;
+use crate::output::{OutFormat, AGD_REFUSED};
 use crate::proof::SumsCell;
 use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
@@ -168,6 +168,7 @@ impl RangeEncoder {
                     buf, offsets, end, 0,
                 )))
             }
+            OutFormat::Agd => Err(SortError::Output(std::io::Error::other(AGD_REFUSED))),
         }
     }
 
@@ -306,6 +307,9 @@ pub fn open(
     cram_out: &CramOut,
     threads: usize,
 ) -> Result<(RangeEncoder, RangeWriter)> {
+    if format == OutFormat::Agd {
+        return Err(crate::error::Error::argument(AGD_REFUSED).into());
+    }
     let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
     let (files, mut out) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
     let name = files.name.clone();
@@ -335,6 +339,7 @@ pub fn open(
             cram = Some(Box::new(w));
             out = Box::new(std::io::sink());
         }
+        OutFormat::Agd => unreachable!("refused above"),
     }
     let geometry = builder.as_ref().map(IndexBuilder::geometry);
     Ok((

@@ -11,7 +11,7 @@
 //! ([`IndexBuilder::translate_offsets`]).
 
 use crate::files::{Destination, OutputFile};
-use crate::output::OutFormat;
+use crate::output::{OutFormat, AGD_REFUSED};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, ParallelWriter, WriterOptions};
@@ -196,6 +196,7 @@ impl RecordSink {
                 writer: Box::new(CramWriter::new(out, header, &cram.write_options(threads))?),
                 pending: Pending::default(),
             },
+            OutFormat::Agd => return Err(crate::error::Error::argument(AGD_REFUSED).into()),
         })
     }
 

@@ -73,12 +73,12 @@ fn to_value<T: Serialize>(spec: &T) -> Result<Value> {
 }
 
 /// The fields of a spec that take a keyword each: `(path of the group, field)`; the groups
-/// `order` and `program` are filled from face keywords instead.
+/// `order` and `program` are filled from face keywords instead, and `command_line` from the call.
 fn leaves(spec: &Map<String, Value>) -> Vec<(Option<&str>, &str)> {
     let mut out = Vec::new();
     for (key, value) in spec {
         match (key.as_str(), value) {
-            ("order" | "program", _) => {}
+            ("order" | "program" | "command_line", _) => {}
             (group, Value::Object(fields)) => {
                 out.extend(fields.keys().map(|f| (Some(group), f.as_str())));
             }
@@ -143,7 +143,8 @@ fn order(kind: &str, given: &mut Map<String, Value>) -> Result<Value> {
 }
 
 /// The spec of `kind` from a face's keywords (`given`, a JSON object): each keyword placed into
-/// the default spec; `program` is `call`'s `@PG` line unless `no_pg`.
+/// the default spec; `program` is `call`'s `@PG` line unless `no_pg`, and `command_line` (a
+/// dataset's provenance) is `call`'s line.
 pub fn place(kind: &str, given: &str, call: impl FnOnce(&Value) -> String) -> Result<Value> {
     let mut given: Map<String, Value> = serde_json::from_str(given)
         .map_err(|e| Error::argument(format!("{kind}: the keywords are not a JSON object: {e}")))?;
@@ -177,9 +178,16 @@ pub fn place(kind: &str, given: &str, call: impl FnOnce(&Value) -> String) -> Re
         };
         target.insert(field.to_string(), value);
     }
-    if obj.contains_key("program") && !no_pg {
+    let provenance = obj.contains_key("command_line");
+    let pg = obj.contains_key("program") && !no_pg;
+    if pg || provenance {
         let line = call(&spec);
-        spec["program"] = to_value(&Program::new(line))?;
+        if provenance {
+            spec["command_line"] = Value::from(line.clone());
+        }
+        if pg {
+            spec["program"] = to_value(&Program::new(line))?;
+        }
     }
     Ok(spec)
 }

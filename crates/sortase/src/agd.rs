@@ -56,14 +56,12 @@ pub(crate) mod columns;
 pub mod fastq;
 pub(crate) mod idxstats;
 pub(crate) mod markdup;
-mod sort;
+pub(crate) mod sink;
 pub(crate) mod view;
-pub(crate) use sort::for_each_chunk_batch;
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
 pub use markdup::AgdMarkdupJob;
-pub use sort::{AgdSortJob, AgdSortReport};
 
 /// Records per chunk without `--chunk-size`: Persona's 100 000. On the small bench BAM (808 685
 /// records) chunks of 20 000 / 100 000 / 500 000 made datasets of 94.70 / 94.66 / 93.76 MB (zstd works
@@ -694,6 +692,52 @@ pub(crate) fn chunk_batch_with(
     }
     let end = buf.len();
     Ok(RecordBatch::from_parts(buf, offsets, end, 0))
+}
+
+/// Decodes the chunks of dataset `dir` into record batches on `rt`'s pool, `threads` chunks at a
+/// time (the next window while `f` takes the previous one), and gives them to `f` in order. The
+/// records `f` has taken are the progress of `label` (ending in " records").
+pub(crate) fn for_each_chunk_batch(
+    dir: &Path,
+    manifest: &Manifest,
+    rt: &Runtime,
+    label: &str,
+    mut f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let progress = rt.progress(label, manifest.records);
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
+    std::thread::scope(|s| {
+        let decoder = s.spawn(move || {
+            manifest
+                .chunks
+                .chunks(rt.threads().max(1))
+                .try_for_each(|window| {
+                    rt.check_cancelled()?;
+                    let batches = rt.install(|| {
+                        window
+                            .par_iter()
+                            .map(|c| chunk_batch(dir, manifest, c))
+                            .collect::<anyhow::Result<Vec<_>>>()
+                    })?;
+                    if tx.send(batches).is_err() {
+                        // The consumer stopped on an error of its own, which it reports.
+                        return Ok(());
+                    }
+                    anyhow::Ok(())
+                })
+        });
+        let consumed = rx.iter().flatten().try_for_each(|b| {
+            let n = b.len() as u64;
+            f(b)?;
+            progress.add(n);
+            Ok(())
+        });
+        drop(rx);
+        let decoded = decoder
+            .join()
+            .map_err(|_| anyhow::anyhow!("chunk decoder panicked"))?;
+        decoded.and(consumed)
+    })
 }
 
 /// Whether the export is FASTQ: `-O fastq`, or a `.fastq`/`.fq` output without `-O`.

@@ -66,9 +66,7 @@ pub use sortase_exec::{
 };
 use sortase_exec::{parts, wire};
 
-pub use agd::{
-    AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob, AgdSortJob, AgdSortReport,
-};
+pub use agd::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob};
 pub use agd::{AgdExportJob, AgdExportReport, AgdImportJob, AgdImportReport};
 pub use bam_ranges::InputSpan;
 pub use bgzip::{BgzipJob, BgzipMode, BgzipReport};

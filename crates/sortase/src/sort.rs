@@ -13,6 +13,7 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+use crate::agd::sink::DatasetSink;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
@@ -34,7 +35,8 @@ use std::path::PathBuf;
 
 pub use sortase_exec::options::DEFAULT_LEVEL;
 
-/// samtools sort as a job: one input (SAM, BAM, CRAM; `-` for standard input) sorted into one output.
+/// samtools sort as a job: one input (SAM, BAM, CRAM, an AGD dataset; `-` for standard input)
+/// sorted into one output (SAM, BAM, CRAM, or with `-O agd` a new AGD dataset: `sortase agd sort`).
 /// The memory budget is the runtime's memory pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SortJob {
@@ -62,6 +64,16 @@ pub struct SortJob {
     /// more CPU (every record is summed once as read and once as written).
     #[serde(default)]
     pub checksums: bool,
+    /// AGD output (`-O agd`): most records per chunk of the dataset.
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u64,
+    /// AGD output: the command line recorded as the provenance of every group of the dataset.
+    #[serde(default)]
+    pub command_line: String,
+}
+
+fn default_chunk_size() -> u64 {
+    crate::agd::DEFAULT_CHUNK_SIZE
 }
 
 /// What a sort did.
@@ -101,6 +113,9 @@ pub struct SortReport {
     pub warnings: Vec<String>,
     /// The sums of the records read and written (equal, or the sort fails and writes nothing).
     pub checksums: Option<Checksums>,
+    /// Chunks written (AGD output).
+    #[serde(default)]
+    pub chunks: usize,
 }
 
 impl SortJob {
@@ -115,6 +130,8 @@ impl SortJob {
             program: None,
             input_fmt_options: Vec::new(),
             checksums: false,
+            chunk_size: default_chunk_size(),
+            command_line: String::new(),
         }
     }
 
@@ -136,6 +153,7 @@ pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutForm
         OutFormat::Bam(_) => range / 2,
         OutFormat::Sam => range * 2,
         OutFormat::Cram => range,
+        OutFormat::Agd => return crate::agd::sink::final_phase_reserve(memory, threads),
     };
     ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
@@ -209,16 +227,23 @@ impl SortSource {
         }
     }
 
+    /// Gives `f` the source's batches in order (a dataset's chunks decoded on `rt`'s pool, their
+    /// progress `label: read records`).
     fn for_each_batch(
         &mut self,
         rt: &Runtime,
+        label: &str,
         f: impl FnMut(sortase_bam::RecordBatch) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         match self {
             SortSource::File(input) => input.for_each_batch(f),
-            SortSource::Dataset { dir, manifest, .. } => {
-                crate::agd::for_each_chunk_batch(dir, manifest, rt, "sort: read records", f)
-            }
+            SortSource::Dataset { dir, manifest, .. } => crate::agd::for_each_chunk_batch(
+                dir,
+                manifest,
+                rt,
+                &format!("{label}: read records"),
+                f,
+            ),
         }
     }
 }
@@ -234,10 +259,16 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     )?;
     let memory = rt.memory().limit();
 
+    // The bars of AGD output are `agd sort`'s, as the command's name was.
+    let label = match out.format {
+        OutFormat::Agd => "agd sort",
+        _ => "sort",
+    };
     let size = sortase_exec::input::input_size(&job.input);
-    let progress = rt.progress("sort", size);
+    let progress = rt.progress(label, size);
     let mut clock = PhaseClock::new("read");
     let mut input = SortSource::open(job, rt, &progress).with_context(|| job.input.clone())?;
+    let mut dataset = open_dataset_sink(job, &out, &input, &mut report)?;
     let order = job.order.resolve_with(input.header())?;
     let filter = input_filter(&job.input_fmt_options, input.header())?;
 
@@ -249,21 +280,60 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     let reserve = final_phase_reserve(memory, rt.threads(), out.format);
     let mut frame = SortFrame::open(rt, "sort", order, reserve, temp, job.max_fan_in)?;
     report.threads = frame.threads();
-    let mut read = read_phase(job, rt, &mut input, filter.as_ref(), &mut frame)?;
+    let mut read = read_phase(job, rt, &mut input, filter.as_ref(), &mut frame, label)?;
     progress.finish();
 
     let mut header = input.header().clone();
     let (so, ss) = order.header_values();
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
-    let (stats, held) = write_phase(job, rt, &out, &header, frame, &mut clock, &mut read)?;
+    let (stats, held) = match dataset.as_mut() {
+        Some(sink) => {
+            let written = rt.progress(&format!("{label}: merge and write records"), read.pushed);
+            let done = sink.write(rt, frame, &mut clock, &written)?;
+            written.finish();
+            rt.check_cancelled()?;
+            done
+        }
+        None => write_phase(job, rt, &out, &header, frame, &mut clock, &mut read)?,
+    };
     report.checksums = read.checksums;
     drop(held);
+    if let Some(sink) = dataset {
+        report.chunks = sink.chunks();
+        sink.finish(&header, &job.command_line)?;
+    }
     report.phases = clock.finish();
     report.add_stats(&stats, memory, reserve);
     report.outputs = out.data.into_iter().collect();
     report.outputs.extend(out.index.map(|(p, _)| p));
     Ok(report)
+}
+
+/// The dataset sink of AGD output (`-O agd`, or an existing directory as `-o`), opened before the
+/// input is read (`None`: a SAM/BAM/CRAM output); a dataset source's extra groups it does not carry
+/// are warned about.
+fn open_dataset_sink(
+    job: &SortJob,
+    out: &ResolvedOutput,
+    input: &SortSource,
+    report: &mut SortReport,
+) -> anyhow::Result<Option<DatasetSink>> {
+    if out.format != OutFormat::Agd {
+        return Ok(None);
+    }
+    let Some(path) = out.data.as_deref() else {
+        sortase_exec::error::bail_argument!("-O agd: the dataset directory to create is -o DIR");
+    };
+    if job.checksums {
+        sortase_exec::error::bail_argument!("--checksums: not with AGD output (-O agd)");
+    }
+    if let SortSource::Dataset { manifest, .. } = input {
+        report
+            .warnings
+            .extend(DatasetSink::extra_group_warnings(manifest));
+    }
+    DatasetSink::open(&job.output, path, job.chunk_size).map(Some)
 }
 
 /// What the read phase took: the records pushed and, with `--checksums`, their sums.
@@ -283,6 +353,7 @@ fn read_phase(
     input: &mut SortSource,
     filter: Option<&RecordFilter>,
     frame: &mut SortFrame,
+    label: &str,
 ) -> anyhow::Result<ReadPhase> {
     let mut scratch = Scratch::default();
     let mut phase = ReadPhase {
@@ -292,7 +363,7 @@ fn read_phase(
         checksums: None,
     };
     input
-        .for_each_batch(rt, |mut b| {
+        .for_each_batch(rt, label, |mut b| {
             if let Some(f) = filter {
                 b.retain(|r| f.passes(&r, &mut scratch))
                     .map_err(|e| Error::argument(e.to_string()))?;

@@ -13,7 +13,7 @@
 //! or write other files (removing duplicates, mate tags, side outputs, metrics) are refused.
 
 use super::columns::PendingGroup;
-use super::sort::for_each_chunk_batch;
+use super::for_each_chunk_batch;
 use super::{dataset_header, open_manifest};
 use crate::markdup::marking::{is_duplicate, Carry};
 use crate::markdup::{
