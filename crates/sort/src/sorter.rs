@@ -32,7 +32,8 @@ pub trait Budget: Send {
     /// Takes `n` more bytes, waiting for other holders to give memory back; false if `n` can never
     /// be granted (or the wait was stopped).
     fn grow_waiting(&mut self, n: usize) -> bool;
-    /// Gives back everything held.
+    /// Gives back everything held; called when a run was spilled, after the records it held were
+    /// dropped (a budget may return their memory to the system here).
     fn free(&mut self);
 }
 
