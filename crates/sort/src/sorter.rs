@@ -32,7 +32,8 @@ pub trait Budget: Send {
     /// Takes `n` more bytes, waiting for other holders to give memory back; false if `n` can never
     /// be granted (or the wait was stopped).
     fn grow_waiting(&mut self, n: usize) -> bool;
-    /// Gives back everything held.
+    /// Gives back everything held; called when a run was spilled, after the records it held were
+    /// dropped (a budget may return their memory to the system here).
     fn free(&mut self);
 }
 
@@ -145,6 +146,47 @@ pub struct Sorter {
     next_id: u64,
     compaction: Option<Compaction>,
     stats: SortStats,
+    /// Bytes of the budget held for the sorter's own I/O buffers besides the records ([`IoCosts`]).
+    io_held: usize,
+}
+
+/// Bytes a run reader holds while open: one block's raw bytes and its compressed copy.
+pub const RUN_READER_BYTES: usize = 2 * crate::run::RUN_BLOCK_RAW;
+
+/// The sorter's I/O buffers besides the records, taken from its budget (issue 33: the budget bounded
+/// the records while the run writers and readers came on top of it). A run being spilled holds its
+/// 1 MiB file buffer and up to four windows of `4 x threads` compressed blocks (being compressed,
+/// two queued, being written: `run::write_run`); a compaction opens `fan_in / 2` runs and writes one;
+/// the final merge opens every run once per range being merged (`threads` at a time).
+#[derive(Debug, Clone, Copy)]
+struct IoCosts {
+    threads: usize,
+    /// The final merge's fan-in: `max_fan_in`, lowered so that the merge's readers take at most a
+    /// quarter of the budget (at least 2).
+    fan_in: usize,
+}
+
+impl IoCosts {
+    fn new(memory: usize, threads: usize, max_fan_in: usize) -> Self {
+        let threads = threads.max(1);
+        let fit = memory / 4 / (threads * RUN_READER_BYTES);
+        Self {
+            threads,
+            fan_in: max_fan_in.min(fit).max(2),
+        }
+    }
+
+    fn spill(&self) -> usize {
+        (1 << 20) + 4 * 4 * self.threads * crate::run::RUN_BLOCK_RAW
+    }
+
+    fn compaction(&self) -> usize {
+        (self.fan_in / 2).max(2) * RUN_READER_BYTES + (1 << 20) + crate::run::RUN_BLOCK_RAW
+    }
+
+    fn merge(&self, sources: usize) -> usize {
+        self.threads * sources * RUN_READER_BYTES
+    }
 }
 
 /// Memory charged per record besides its bytes: the 16-byte entry (and slack for the sort).
@@ -169,7 +211,36 @@ impl Sorter {
             next_id: 0,
             compaction: None,
             stats: SortStats::default(),
+            io_held: 0,
         }
+    }
+
+    fn io_costs(&self) -> IoCosts {
+        IoCosts::new(self.opts.memory, self.threads(), self.opts.max_fan_in)
+    }
+
+    /// Holds `need` bytes of the budget for I/O buffers (more if already held); false if the budget
+    /// refused (a budget smaller than the buffers: the sort goes on, over it).
+    fn hold_io(&mut self, need: usize) -> bool {
+        if self.io_held >= need {
+            return true;
+        }
+        if self.budget.grow_waiting(need - self.io_held) {
+            self.io_held = need;
+            return true;
+        }
+        false
+    }
+
+    /// The I/O buffers of the read phase: a spill, and a compaction while one runs.
+    fn hold_read_io(&mut self) {
+        let io = self.io_costs();
+        let compaction = if self.compaction.is_some() {
+            io.compaction()
+        } else {
+            0
+        };
+        self.hold_io(io.spill() + compaction);
     }
 
     /// Takes memory for records from `budget` instead of `SortOptions::memory`.
@@ -218,7 +289,9 @@ impl Sorter {
         if batch.is_empty() {
             return Ok(());
         }
+        self.hold_read_io();
         let b = self.batches.len() as u64;
+        let capacity = self.entries.capacity();
         self.entries.reserve(batch.len());
         let order = self.opts.order;
         let mut ties = Vec::new();
@@ -244,12 +317,16 @@ impl Sorter {
         self.next_seq += batch.len() as u64;
         self.stats.records += batch.len() as u64;
         self.stats.record_bytes += batch.bytes().len() as u64;
-        let cost = batch.allocated() + batch.len() * ENTRY_COST + ties.capacity() * 8;
+        // The entries are charged by capacity: their vector doubles, and the unused half is
+        // allocated memory too (~5% of the records at 350-byte records).
+        let grown = self.entries.capacity().saturating_sub(capacity) * ENTRY_COST;
+        let cost = batch.allocated() + grown + ties.capacity() * 8;
         let fits = self.budget.try_grow(cost);
         if !fits && !self.batches.is_empty() {
             // Spill what is held before this batch (its entries were pushed last: set them aside).
             let mine = self.entries.split_off(self.entries.len() - batch.len());
             self.spill()?;
+            let cost = batch.allocated() + mine.capacity() * ENTRY_COST + ties.capacity() * 8;
             self.entries = mine;
             for e in &mut self.entries {
                 e.1 &= 0xffff_ffff; // the batch becomes batch 0
@@ -316,8 +393,10 @@ impl Sorter {
         self.entries = Vec::new();
         self.used = 0;
         self.budget.free();
+        self.io_held = 0;
         self.stats.spill_time += started.elapsed();
         self.maybe_compact(false)?;
+        self.hold_read_io();
         Ok(())
     }
 
@@ -354,8 +433,9 @@ impl Sorter {
                 );
             }
         }
-        if self.compaction.is_none() && self.runs.len() + 1 > self.opts.max_fan_in {
+        if self.compaction.is_none() && self.runs.len() + 1 > self.io_costs().fan_in {
             self.start_compaction();
+            self.hold_read_io();
         }
         Ok(())
     }
@@ -368,7 +448,7 @@ impl Sorter {
         let level = (0..=max_level)
             .find(|&l| self.runs.iter().filter(|r| r.level <= l).count() >= 2)
             .unwrap_or(max_level);
-        let group = (self.opts.max_fan_in / 2).max(2);
+        let group = (self.io_costs().fan_in / 2).max(2);
         let picked: Vec<&Run> = self
             .runs
             .iter()
@@ -451,13 +531,24 @@ impl Sorter {
         sink: impl FnMut(T) -> Result<(), SortError>,
     ) -> Result<SortStats, SortError> {
         phase("sort");
+        let io = self.io_costs();
+        if !self.runs.is_empty()
+            && !self.batches.is_empty()
+            && !self.hold_io(io.merge(io.fan_in.min(self.runs.len() + 1)))
+        {
+            // The merge's run readers do not fit beside the records held: those become a run too.
+            self.spill()?;
+        }
         self.sort_entries();
         let in_memory = usize::from(!self.entries.is_empty());
         loop {
             self.maybe_compact(true)?;
-            if self.compaction.is_none() && self.runs.len() + in_memory <= self.opts.max_fan_in {
+            if self.compaction.is_none() && self.runs.len() + in_memory <= io.fan_in {
                 break;
             }
+        }
+        if !self.runs.is_empty() {
+            self.hold_io(io.merge(self.runs.len() + in_memory));
         }
         let samples = std::mem::take(&mut self.samples);
         let (order, plan, bytes) = (self.opts.order, self.opts.ranges, self.stats.record_bytes);

@@ -284,6 +284,9 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     progress.finish();
 
     let mut header = input.header().clone();
+    // The reader's recycled chunk buffers (up to `threads + 4` of ~2 MiB) are not held into the
+    // final phase, whose memory is the final-phase reserve.
+    drop(input);
     let (so, ss) = order.header_values();
     header.set_sort_and_group_order(so, order.group_order(), ss.as_deref());
     add_program(&mut header, job.program.as_ref());
