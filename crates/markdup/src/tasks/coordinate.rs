@@ -54,8 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    encode_tasks, mean_record_bytes, partition, walk_proved, Cutting, EncodeRange, FileSlice,
-    MdEncodeOutput, MdEncodeTask, RangeProof, RecordMarks,
+    encode_tasks, partition, walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput,
+    MdEncodeTask, RangeProof, RecordMarks,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -164,21 +164,7 @@ pub(crate) fn plan(
         .flat_map(|l| [l, "\n"])
         .collect();
     let n_ref = planned.header.references().len();
-    let first = planned.ranges.first().map_or(0, |r| r.start);
-    let mean = match mean_record_bytes(&planned.input, n_ref, first) {
-        Ok(mean) => mean,
-        Err(e) => {
-            let _ = remove_work_dir(&planned.work_dir);
-            return Err(e.context(job.input.clone()));
-        }
-    };
-    // A quarter more records than the estimate: the first records stand for the rest.
-    let records = planned.record_bytes.div_ceil(mean) * 5 / 4;
-    let by_memory = (records * BYTES_PER_RECORD).div_ceil(task_memory as u64) as usize;
-    let partitions = reduce_tasks
-        .unwrap_or(planned.ranges.len())
-        .max(by_memory)
-        .max(1);
+    let partitions = planned.partitions(job, task_memory, reduce_tasks, BYTES_PER_RECORD)?;
     Ok(PicardPlan {
         job: job.clone(),
         input: planned.input,

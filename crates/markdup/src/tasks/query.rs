@@ -306,21 +306,7 @@ fn plan(
         Ok(())
     })?;
     let n_ref = planned.header.references().len();
-    let first = planned.ranges.first().map_or(0, |r| r.start);
-    let mean = match mean_record_bytes(&planned.input, n_ref, first) {
-        Ok(mean) => mean,
-        Err(e) => {
-            let _ = remove_work_dir(&planned.work_dir);
-            return Err(e.context(job.input.clone()));
-        }
-    };
-    // A quarter more records than the estimate: the first records stand for the rest.
-    let records = planned.record_bytes.div_ceil(mean) * 5 / 4;
-    let by_memory = (records * REDUCE_BYTES_PER_SIG).div_ceil(task_memory as u64) as usize;
-    let partitions = reduce_tasks
-        .unwrap_or(planned.ranges.len())
-        .max(by_memory)
-        .max(1);
+    let partitions = planned.partitions(job, task_memory, reduce_tasks, REDUCE_BYTES_PER_SIG)?;
     Ok(MarkdupPlan {
         job: job.clone(),
         input: planned.input,
@@ -336,8 +322,39 @@ fn plan(
     })
 }
 
+impl Planned {
+    /// The partitions of the map tasks' files (reduce tasks): as many as `reduce_tasks` asks
+    /// for, else one per range, more if a partition of `bytes_per_record` per record would not
+    /// fit in `task_memory`; the records estimated from the first few thousand's mean length, a
+    /// quarter more. Removes the work directory if the input cannot be read.
+    pub(crate) fn partitions(
+        &self,
+        job: &MarkdupJob,
+        task_memory: usize,
+        reduce_tasks: Option<usize>,
+        bytes_per_record: u64,
+    ) -> anyhow::Result<usize> {
+        let n_ref = self.header.references().len();
+        let first = self.ranges.first().map_or(0, |r| r.start);
+        let mean = match mean_record_bytes(&self.input, n_ref, first) {
+            Ok(mean) => mean,
+            Err(e) => {
+                let _ = remove_work_dir(&self.work_dir);
+                return Err(e.context(job.input.clone()));
+            }
+        };
+        // A quarter more records than the estimate: the first records stand for the rest.
+        let records = self.record_bytes.div_ceil(mean) * 5 / 4;
+        let by_memory = (records * bytes_per_record).div_ceil(task_memory as u64) as usize;
+        Ok(reduce_tasks
+            .unwrap_or(self.ranges.len())
+            .max(by_memory)
+            .max(1))
+    }
+}
+
 /// The mean length of the records among the first few thousand from `start` (at least 1).
-pub(crate) fn mean_record_bytes(input: &Path, n_ref: usize, start: u64) -> anyhow::Result<u64> {
+fn mean_record_bytes(input: &Path, n_ref: usize, start: u64) -> anyhow::Result<u64> {
     let range = RecordRange {
         start,
         end: u64::MAX,
