@@ -399,14 +399,9 @@ fn encode_chunks(
     Ok(written)
 }
 
-/// Writes the imported dataset's manifest into `dir`: `header`, its references and the chunks
-/// `written`.
-fn write_import_manifest(
-    job: &AgdImportJob,
-    header: &Header,
-    written: &[Written],
-    dir: &Path,
-) -> anyhow::Result<Manifest> {
+/// A new dataset's manifest (no chunks yet): every group, `header` and its references,
+/// `command_line` as every group's provenance. Import and the sort's dataset sink write it.
+pub(crate) fn new_manifest(header: &Header, chunk_size: u64, command_line: &str) -> Manifest {
     let references = header
         .references()
         .iter()
@@ -416,16 +411,27 @@ fn write_import_manifest(
         })
         .collect();
     let provenance = Provenance {
-        command_line: job.command_line.clone(),
+        command_line: command_line.to_string(),
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let mut manifest = Manifest::new(
+    Manifest::new(
         &Group::ALL,
         header.text().to_string(),
         references,
-        job.chunk_size,
+        chunk_size,
         provenance,
-    );
+    )
+}
+
+/// Writes the imported dataset's manifest into `dir`: `header`, its references and the chunks
+/// `written`.
+fn write_import_manifest(
+    job: &AgdImportJob,
+    header: &Header,
+    written: &[Written],
+    dir: &Path,
+) -> anyhow::Result<Manifest> {
+    let mut manifest = new_manifest(header, job.chunk_size, &job.command_line);
     let counts: Vec<u64> = written.iter().map(|w| w.records).collect();
     manifest.set_chunks(&counts);
     manifest.set_positions(written.iter().map(|w| w.positions.clone()).collect());

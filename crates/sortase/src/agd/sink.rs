@@ -14,7 +14,7 @@
 
 use super::{check_new_output, hidden_sibling, write_chunk, CHUNK_BYTES, DEFAULT_ZSTD_LEVEL};
 use anyhow::Context;
-use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance, ReferenceEntry};
+use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest};
 use sortase_bam::Header;
 use sortase_exec::files::TempDir;
 use sortase_exec::options::{OutputSpec, PhaseClock};
@@ -156,25 +156,7 @@ impl DatasetSink {
         let staging = dir.join(".staging");
         std::fs::remove_dir_all(&staging)
             .with_context(|| format!("{}: cannot remove", staging.display()))?;
-        let references = header
-            .references()
-            .iter()
-            .map(|r| ReferenceEntry {
-                name: String::from_utf8_lossy(&r.name).into_owned(),
-                length: r.length,
-            })
-            .collect();
-        let provenance = Provenance {
-            command_line: command_line.to_string(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        };
-        let mut manifest = Manifest::new(
-            &Group::ALL,
-            header.text().to_string(),
-            references,
-            self.chunk_size,
-            provenance,
-        );
+        let mut manifest = super::new_manifest(header, self.chunk_size, command_line);
         manifest.set_chunks(&self.counts);
         let manifest_path = dir.join(agd::MANIFEST_FILE);
         std::fs::write(&manifest_path, manifest.to_json())

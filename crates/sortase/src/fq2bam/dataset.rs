@@ -33,6 +33,20 @@ struct Columns {
     flags: UInt16Array,
 }
 
+/// The last primary record of a chunk: its name and flag (the names and flags only are read).
+fn last_primary(dir: &Path, chunk: &ChunkEntry) -> Result<Option<(Vec<u8>, u16)>, agd::AgdError> {
+    let names = agd::read_group(dir, Group::Names, chunk, None)?;
+    let results = agd::read_group(dir, Group::Results, chunk, Some(&["flag"]))?;
+    let (names, flags) = (
+        names.batch.column(0).as_string::<i32>(),
+        results.batch.column(0).as_primitive::<UInt16Type>(),
+    );
+    Ok((0..flags.len())
+        .rev()
+        .find(|&i| flags.value(i) & (SECONDARY | SUPPLEMENTARY) == 0)
+        .map(|i| (names.value(i).as_bytes().to_vec(), flags.value(i))))
+}
+
 impl Columns {
     fn read(dir: &Path, chunk: &ChunkEntry) -> Result<Self, agd::AgdError> {
         let col = |g: Group, cols: Option<&[&str]>| agd::read_group(dir, g, chunk, cols);
@@ -109,13 +123,10 @@ impl DatasetReads {
         self.stop = chunks.end;
         // The last primary record before the part: a READ1 there may own the part's first read.
         for k in (0..self.next).rev() {
-            let c = Columns::read(&self.dir, &self.chunks[k]).map_err(|e| self.error(e))?;
-            let last = (0..c.flags.len())
-                .rev()
-                .find(|&i| c.flags.value(i) & (SECONDARY | SUPPLEMENTARY) == 0);
-            if let Some(i) = last {
-                if c.flags.value(i) & (PAIRED | READ1 | READ2) == PAIRED | READ1 {
-                    self.continued = Some(c.names.value(i).as_bytes().to_vec());
+            let last = last_primary(&self.dir, &self.chunks[k]).map_err(|e| self.error(e))?;
+            if let Some((name, flag)) = last {
+                if flag & (PAIRED | READ1 | READ2) == PAIRED | READ1 {
+                    self.continued = Some(name);
                 }
                 break;
             }
