@@ -21,7 +21,7 @@ export SORTASE_PYTHON="$PY"
 # What the tests, the demo and the wheel build need in .venv, as module:pip-requirement pairs: pysam's
 # bundled samtools 1.24 is the oracle; maturin builds the wheel; the Dask driver's tests need a local
 # S3 server (moto + flask); DuckDB reads AGD datasets in an end-to-end test.
-dev_requirements=(pysam:pysam==0.24.1 maturin:maturin pyarrow:pyarrow pytest:pytest polars:polars
+dev_requirements=(pysam:pysam==0.24.1 maturin:maturin pyarrow:pyarrow pytest:pytest xdist:pytest-xdist polars:polars
                   duckdb:duckdb tqdm:tqdm distributed:dask[distributed] s3fs:s3fs moto:moto[s3]
                   flask:flask flask_cors:flask-cors)
 

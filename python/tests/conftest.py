@@ -175,3 +175,15 @@ def large_bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clean_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[Any]:
+    """One LocalCluster of 2 worker processes for every distributed test module (starting one per
+    module cost seconds each); tests that kill a worker or sabotage task code start their own."""
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c

@@ -66,15 +66,6 @@ def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_bam(tmp_path_factory.mktemp("data") / "in.bam")
 
 
-@pytest.fixture(scope="module")
-def client():
-    from dask.distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        yield c
-
-
 def leftovers(directory: Path) -> list:
     return sorted(p.name for p in directory.iterdir() if "sortase" in p.name and p.name.endswith(".tmp"))
 

@@ -16,7 +16,7 @@ pytest.importorskip("pysam")
 pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
-from test_distributed import RECORDS, cli, client, leftovers, make_bam, s3  # noqa: E402,F401
+from test_distributed import RECORDS, cli, leftovers, make_bam, s3  # noqa: E402,F401
 
 #: Records per chunk: the test BAM makes 14 chunks.
 CHUNK = 3000

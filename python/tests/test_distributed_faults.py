@@ -22,7 +22,7 @@ distributed_mod = pytest.importorskip("dask.distributed")
 from sortase import distributed  # noqa: E402
 
 from s3faults import Fault, FaultProxy  # noqa: E402
-from test_distributed import CLI, client, make_bam  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, make_bam  # noqa: E402,F401  (fixtures)
 from test_distributed_markdup import make_grouped_bam  # noqa: E402
 
 BUCKET = "sortase-faults"

@@ -19,7 +19,7 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
-from test_distributed import CLI, client, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 PAIRS = 3_000
 # Templates per align task: 3000 pairs make at least 4 chunks.

@@ -17,7 +17,7 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
-from test_distributed import CLI, client, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 PAIRS = 6_000
 # Small tasks: the test BAM is cut into many ranges, and many pairs have their mates in others.
