@@ -54,8 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    encode_tasks, partition, walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput,
-    MdEncodeTask, RangeProof, RecordMarks,
+    encode_tasks, partition, walk_proved, write_sections, Cutting, EncodeRange, FileSlice,
+    MdEncodeOutput, MdEncodeTask, RangeProof, RecordMarks,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -72,10 +72,9 @@ use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
 use sortase_exec::parts::{complete, remove_work_dir};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{ByteRange, DynTask, TaskError};
-use sortase_exec::wire::{HeaderData, WorkFile};
+use sortase_exec::wire::HeaderData;
 use sortase_index::range::{RangeStream, RecordRange};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Memory a join or reduce task needs per record of its partition (a fragment end, half a pair,
@@ -307,26 +306,6 @@ fn decode_all<T: Spillable>(b: &[u8], what: &Path, out: &mut Vec<T>) -> anyhow::
     Ok(())
 }
 
-/// Writes `sections` one after the other to `path` (under a temporary name, renamed when
-/// complete); the offset of each and the end.
-fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
-    let file = WorkFile::new(path)?;
-    let at = || path.display().to_string();
-    let mut out = BufWriter::new(
-        sortase_exec::files::create_private(file.path())
-            .with_context(|| format!("{}: cannot create", at()))?,
-    );
-    let mut offsets = vec![0u64];
-    for p in sections {
-        out.write_all(p).with_context(at)?;
-        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
-    }
-    out.flush().with_context(at)?;
-    drop(out);
-    file.commit()?;
-    Ok(offsets)
-}
-
 fn slices(path: &Path, offsets: &[u64], range: std::ops::Range<usize>) -> Vec<FileSlice> {
     range.map(|i| FileSlice::nth(path, offsets, i)).collect()
 }
@@ -400,6 +379,9 @@ pub struct PmMapOutput {
 impl RangeProof for PmMapOutput {
     fn range(&self) -> usize {
         self.part
+    }
+    fn parts(&self) -> usize {
+        self.parts
     }
     fn start(&self) -> u64 {
         self.start
@@ -997,12 +979,6 @@ impl PicardPlan {
         let maps = if self.ranges.is_empty() {
             complete(maps, "map", |m| (m.part, m.parts))?
         } else {
-            if let Some(m) = maps.iter().find(|m| m.parts != self.ranges.len()) {
-                return Err(Error::argument(format!(
-                    "map output for range {} does not belong to this plan",
-                    m.part
-                )));
-            }
             let mut chain = Vec::new();
             walk_proved(&self.ranges, maps, "map", |m| {
                 if let Some(e) = &m.error {

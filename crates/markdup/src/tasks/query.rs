@@ -703,7 +703,7 @@ pub fn map_groups(
         partitions,
     };
     let mut g = group_range(rt, job, &how, range, rest)?;
-    let offsets = write_signatures(path, &g.st.parts)?;
+    let offsets = write_sections(path, &g.st.parts)?;
     if !lengths {
         g.st.lengths = Vec::new();
     }
@@ -815,26 +815,6 @@ fn group_range<'a>(
     Ok(g)
 }
 
-/// Writes the partitions' signature entries one after another into `path`; each partition's
-/// byte offset and the end.
-fn write_signatures(path: &Path, parts: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
-    let file = WorkFile::new(path)?;
-    let at = || path.display().to_string();
-    let mut out = BufWriter::new(
-        sortase_exec::files::create_private(file.path())
-            .with_context(|| format!("{}: cannot create", at()))?,
-    );
-    let mut offsets = vec![0u64];
-    for p in parts {
-        out.write_all(p).with_context(at)?;
-        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
-    }
-    out.flush().with_context(at)?;
-    drop(out);
-    file.commit()?;
-    Ok(offsets)
-}
-
 impl MdMapTask {
     /// Reads the range's groups and writes its signature file. Where the planned end proves not
     /// to be a record's start, the range runs to the next planned start that is; a range that
@@ -853,7 +833,7 @@ impl MdMapTask {
                         next = starts.partition_point(|&s| s < *found).max(next + 1);
                         continue;
                     }
-                    let offsets = write_signatures(&self.path, &vec![Vec::new(); self.partitions])?;
+                    let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
                     return Ok(MdMapOutput {
                         part: self.part,
                         parts: self.parts,
@@ -904,7 +884,7 @@ impl MdMapTask {
     }
 
     fn output(&self, end: Option<u64>, g: Grouped<'_>) -> anyhow::Result<MdMapOutput> {
-        let offsets = write_signatures(&self.path, &g.st.parts)?;
+        let offsets = write_sections(&self.path, &g.st.parts)?;
         let head = g.st.head;
         let lengths = &g.st.lengths;
         Ok(MdMapOutput {
@@ -1317,12 +1297,6 @@ impl MarkdupPlan {
     /// first record's name is the last one's of the range before with records). The first
     /// error on the way is the job's: a range's, or its head group's if the group is its own.
     fn chain<'a>(&self, maps: &'a [MdMapOutput]) -> Result<Vec<Proved<'a>>> {
-        if let Some(m) = maps.iter().find(|m| m.parts != self.ranges.len()) {
-            return Err(Error::argument(format!(
-                "map output for range {} does not belong to this plan",
-                m.part
-            )));
-        }
         let mut chain = Vec::new();
         let mut last_name: &[u8] = &[];
         walk_proved(&self.ranges, maps, "map", |m| {
@@ -1378,10 +1352,32 @@ impl<'a> Proved<'a> {
     }
 }
 
+/// Writes `sections` one after the other to `path` (under a temporary name, renamed when
+/// complete): a map task's partitions of signatures or read ends; the offset of each and the end.
+pub(crate) fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
+    let file = WorkFile::new(path)?;
+    let at = || path.display().to_string();
+    let mut out = BufWriter::new(
+        sortase_exec::files::create_private(file.path())
+            .with_context(|| format!("{}: cannot create", at()))?,
+    );
+    let mut offsets = vec![0u64];
+    for p in sections {
+        out.write_all(p).with_context(at)?;
+        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
+    }
+    out.flush().with_context(at)?;
+    drop(out);
+    file.commit()?;
+    Ok(offsets)
+}
+
 /// A task output of one planned byte range that proved where the range ends.
 pub(crate) trait RangeProof {
     /// The range's number in the plan.
     fn range(&self) -> usize;
+    /// How many ranges the plan it was made for has.
+    fn parts(&self) -> usize;
     /// Virtual offset of its first record.
     fn start(&self) -> u64;
     /// Where it proved to end (`None`: the end of the file).
@@ -1391,6 +1387,9 @@ pub(crate) trait RangeProof {
 impl RangeProof for MdMapOutput {
     fn range(&self) -> usize {
         self.part
+    }
+    fn parts(&self) -> usize {
+        self.parts
     }
     fn start(&self) -> u64 {
         self.start
@@ -1410,7 +1409,7 @@ pub(crate) fn walk_proved<'a, T: RangeProof>(
 ) -> Result<()> {
     let mut by_range: Vec<Option<&T>> = vec![None; ranges.len()];
     for o in outputs {
-        if ranges.get(o.range()).map(|r| r.start) != Some(o.start()) {
+        if o.parts() != ranges.len() || ranges.get(o.range()).map(|r| r.start) != Some(o.start()) {
             return Err(Error::argument(format!(
                 "{what} output for range {} does not belong to this plan",
                 o.range()

@@ -396,3 +396,35 @@ fn a_planned_start_that_is_no_record_start_is_read_past() {
     assert!(std::fs::read(&one).unwrap() == std::fs::read(&many).unwrap());
     assert!(!plan.work_dir().exists());
 }
+
+#[test]
+fn map_outputs_made_for_another_plan_are_refused() {
+    // An output of a plan with another number of ranges, or of a range starting elsewhere, is
+    // no proof for this plan's chain (the check both modes share in `walk_proved`).
+    let dir = tempfile::tempdir().unwrap();
+    let bam = coordinate_bam(dir.path());
+    let rt = Runtime::with_threads(1).unwrap();
+    let mut job = MarkdupJob::new(
+        bam.to_str().unwrap(),
+        OutputSpec::to_path(dir.path().join("out.bam")),
+    );
+    job.mode = Mode::Coordinate;
+    let plan = job.plan_coordinate_tasks(&rt, 64 << 10, None).unwrap();
+    let maps = run_maps(&plan, &rt);
+    assert!(plan.join_tasks(&maps).is_ok());
+    for (i, change) in [(1, "parts"), (2, "start")] {
+        let mut foreign = maps.clone();
+        match change {
+            "parts" => foreign[i].parts += 1,
+            _ => foreign[i].start += 1,
+        }
+        let e = plan.join_tasks(&foreign).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Argument, "{change}");
+        assert_eq!(
+            e.to_string(),
+            format!("map output for range {i} does not belong to this plan")
+        );
+    }
+    plan.abort().unwrap();
+    assert!(!plan.work_dir().exists());
+}
