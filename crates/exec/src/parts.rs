@@ -5,11 +5,14 @@
 //! ([`write_parts`]). Shared by `tasks::sort` and `merge::tasks`, below both.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::range_output::{EncodedRange, RangeWriter};
+use crate::output::OutFormat;
+use crate::range_output::{self, EncodedRange, RangeWriter};
 use crate::runtime::Runtime;
 use crate::wire::WorkFile;
+use crate::writer::CramOut;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
+use sortase_bam::Header;
 use sortase_bgzf::EncodedBlocks;
 use sortase_index::RangeSummary;
 use std::fs::File;
@@ -190,9 +193,34 @@ pub fn complete<'a, T>(
         .collect()
 }
 
+/// A sort's and a merge's finish on one machine: opens the output (`None`: stdout) with its index
+/// (as [`range_output::open`]), writes the key ranges of the part files (`(part, sidecar, key
+/// ranges)`, in output order) and finishes it.
+pub fn write_output(
+    path: Option<&Path>,
+    index: Option<(&Path, bool)>,
+    format: OutFormat,
+    header: &Header,
+    parts: &[(&Path, &Path, usize)],
+    rt: &Runtime,
+) -> anyhow::Result<()> {
+    let (_, mut writer) = range_output::open(
+        path,
+        index,
+        format,
+        header,
+        &CramOut::default(),
+        rt.threads(),
+    )?;
+    write_parts(&mut writer, parts, rt)?;
+    rt.check_cancelled()?;
+    writer.finish(true)?;
+    Ok(())
+}
+
 /// Appends the key ranges of part files (`(part, sidecar, key ranges)`, in output order) to
-/// `writer`: a sort's and a merge's finish.
-pub fn write_parts(
+/// `writer`.
+fn write_parts(
     writer: &mut RangeWriter,
     parts: &[(&Path, &Path, usize)],
     rt: &Runtime,

@@ -50,8 +50,8 @@ use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::input::read_bam_header;
 use sortase_exec::input::Format;
 use sortase_exec::output::{temp_prefix, OutFormat};
-use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part, write_parts};
-use sortase_exec::range_output::{self, RangeEncoder};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_output, write_part};
+use sortase_exec::range_output::RangeEncoder;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::wire::{hex, HeaderData};
 use sortase_exec::writer::OnTheFlyIndex;
@@ -488,21 +488,18 @@ impl MergeTaskPlan {
         let shared = &self.shared;
         let target = Target::resolve(&self.job)?;
         let header = shared.header.to_header();
-        let (_, mut writer) = range_output::open(
-            target.data.as_deref(),
-            target.index(),
-            target.format,
-            &header,
-            &sortase_exec::writer::CramOut::default(),
-            rt.threads(),
-        )?;
         let files: Vec<_> = parts
             .iter()
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
             .collect();
-        write_parts(&mut writer, &files, rt)?;
-        rt.check_cancelled()?;
-        writer.finish(true)?;
+        write_output(
+            target.data.as_deref(),
+            target.index(),
+            target.format,
+            &header,
+            &files,
+            rt,
+        )?;
         let mut report = self.report(&parts, &target, rt, self.warnings.clone());
         if let Err(e) = self.abort() {
             report.warnings.push(format!("merge tasks: {e}"));

@@ -10,8 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::options::PhaseClock;
 use crate::output::OutFormat;
 use crate::output::{resolve_output, ResolvedOutput};
-use crate::parts::{complete, remove_work_dir, write_parts};
-use crate::range_output;
+use crate::parts::{complete, remove_work_dir, write_output};
 use crate::runtime::Runtime;
 use crate::sort::{SortJob, SortReport, DEFAULT_LEVEL};
 use crate::tasks::assemble::{self, Layout};
@@ -310,21 +309,11 @@ impl SortPlan {
         let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
-        let (_, mut writer) = range_output::open(
-            out.data.as_deref(),
-            index,
-            out.format,
-            &header,
-            &crate::writer::CramOut::default(),
-            rt.threads(),
-        )?;
         let files: Vec<_> = parts
             .iter()
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
             .collect();
-        write_parts(&mut writer, &files, rt)?;
-        rt.check_cancelled()?;
-        writer.finish(true)?;
+        write_output(out.data.as_deref(), index, out.format, &header, &files, rt)?;
         let mut warnings = self.warnings.clone();
         if let Err(e) = self.abort() {
             warnings.push(format!("sort tasks: {e}"));
