@@ -193,6 +193,27 @@ pub fn complete<'a, T>(
         .collect()
 }
 
+/// Writes `sections` one after the other to `path` (under a temporary name, renamed when
+/// complete): a map task's partitions (markdup's signatures or read ends, fq2bam's signatures);
+/// the offset of each and the end.
+pub fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
+    let file = WorkFile::new(path)?;
+    let at = || path.display().to_string();
+    let mut out = BufWriter::new(
+        crate::files::create_private(file.path())
+            .with_context(|| format!("{}: cannot create", at()))?,
+    );
+    let mut offsets = vec![0u64];
+    for p in sections {
+        out.write_all(p).with_context(at)?;
+        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
+    }
+    out.flush().with_context(at)?;
+    drop(out);
+    file.commit()?;
+    Ok(offsets)
+}
+
 /// A sort's and a merge's finish on one machine: opens the output (`None`: stdout) with its index
 /// (as [`range_output::open`]), writes the key ranges of the part files (`(part, sidecar, key
 /// ranges)`, in output order) and finishes it.

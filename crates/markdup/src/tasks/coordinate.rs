@@ -54,8 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    encode_tasks, partition, walk_proved, write_sections, Cutting, EncodeRange, FileSlice,
-    MdEncodeOutput, MdEncodeTask, RangeProof, RecordMarks,
+    encode_tasks, partition, walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput,
+    MdEncodeTask, RangeProof, RecordMarks,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 use sortase_bam::BamError;
 use sortase_exec::assemble::{self, Layout};
 use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
-use sortase_exec::parts::{complete, remove_work_dir};
+use sortase_exec::parts::{complete, remove_work_dir, write_sections};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{ByteRange, DynTask, TaskError};
 use sortase_exec::wire::HeaderData;

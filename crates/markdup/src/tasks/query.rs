@@ -44,7 +44,7 @@ use sortase_exec::error::bail_argument;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::options::add_program;
 use sortase_exec::output::{resolve_format, temp_prefix, OutFormat};
-use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part, write_sections};
 use sortase_exec::range_output::EncodedRange;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{ByteRange, DynTask, TaskError};
@@ -1350,26 +1350,6 @@ impl<'a> Proved<'a> {
             duplicates,
         }
     }
-}
-
-/// Writes `sections` one after the other to `path` (under a temporary name, renamed when
-/// complete): a map task's partitions of signatures or read ends; the offset of each and the end.
-pub(crate) fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u64>> {
-    let file = WorkFile::new(path)?;
-    let at = || path.display().to_string();
-    let mut out = BufWriter::new(
-        sortase_exec::files::create_private(file.path())
-            .with_context(|| format!("{}: cannot create", at()))?,
-    );
-    let mut offsets = vec![0u64];
-    for p in sections {
-        out.write_all(p).with_context(at)?;
-        offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
-    }
-    out.flush().with_context(at)?;
-    drop(out);
-    file.commit()?;
-    Ok(offsets)
 }
 
 /// A task output of one planned byte range that proved where the range ends.

@@ -41,7 +41,7 @@ use crate::fq2bam::stream_marking::{self, set_duplicate};
 use crate::fq2bam::{self as one, DuplicateMarking, Fq2BamJob};
 use crate::options::Order;
 use crate::output::temp_prefix;
-use crate::parts::{complete, create_work_dir, remove_work_dir};
+use crate::parts::{complete, create_work_dir, remove_work_dir, write_sections};
 use crate::runtime::Runtime;
 use crate::sort::SortJob;
 use crate::wire::WorkFile;
@@ -771,17 +771,9 @@ impl FqAlignTask {
         records.flush().with_context(|| at(&self.records_path))?;
         counts.flush().with_context(|| at(&self.counts_path))?;
         drop((records, counts));
-        let (sigs_file, mut sigs) = create(&self.sigs_path)?;
-        let mut offsets = vec![0u64];
-        for p in &parts {
-            sigs.write_all(p).with_context(|| at(&self.sigs_path))?;
-            offsets.push(offsets.last().copied().unwrap_or(0) + p.len() as u64);
-        }
-        sigs.flush().with_context(|| at(&self.sigs_path))?;
-        drop(sigs);
         records_file.commit()?;
         counts_file.commit()?;
-        sigs_file.commit()?;
+        let offsets = write_sections(&self.sigs_path, &parts)?;
         Ok(FqAlignOutput {
             chunk: self.chunk,
             chunks: self.chunks,
