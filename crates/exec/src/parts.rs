@@ -1,8 +1,9 @@
 //! Part files of range tasks (a sort's reduce tasks and merge tasks): each task writes the BGZF
 //! blocks of its key ranges back to back into one part file, with a binary sidecar ([`PartIndex`])
 //! of their sizes and index summaries, both under temporary names in a work directory; the
-//! driver checks that every task's output is there ([`complete`]) and appends the parts in order
-//! ([`write_parts`]). Shared by `tasks::sort` and `merge::tasks`, below both.
+//! driver checks that every task's output is there ([`complete`]) and, finishing on one machine,
+//! writes the parts in order into the output ([`write_output`]). Shared by `tasks::sort` and
+//! `merge::tasks`, below both. Also the map tasks' partitioned files ([`write_sections`]).
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::output::OutFormat;
