@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -17,6 +18,28 @@ CORPUS = Path(os.environ.get("SORTASE_HTSLIB_TEST_DIR", "/usr/share/htslib-test/
 
 FIXED = ["qname", "flag", "rname", "pos", "mapq", "cigar", "rnext", "pnext", "tlen", "seq",
          "qual", "tags"]
+
+
+def pytest_configure(config: Any) -> None:
+    """Give this test process a temporary directory of its own ($TMPDIR, inherited by the CLI, the
+    Dask workers it starts and the Rust library): tests that check no `sortase-*` scratch is left
+    behind must not see another process's (pytest-xdist's other worker, another run on the machine)."""
+    own = tempfile.mkdtemp(prefix="sortase-pytest-")
+    config._sortase_tmp = (own, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = own
+    tempfile.tempdir = None
+
+
+def pytest_unconfigure(config: Any) -> None:
+    own, before = getattr(config, "_sortase_tmp", (None, None))
+    if own is None:
+        return
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    shutil.rmtree(own, ignore_errors=True)
 
 
 def cli_binary() -> Optional[Path]:
