@@ -3,7 +3,6 @@
 use anyhow::Result;
 use sortase::view::parse_flags;
 use sortase::ChecksumJob;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `sortase checksum`.
@@ -102,8 +101,7 @@ pub fn run(args: ChecksumArgs) -> Result<()> {
         text += &job.run(&rt)?.to_text();
     }
     match &args.output {
-        Some(path) => std::fs::write(path, text)?,
-        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+        Some(path) => Ok(std::fs::write(path, text)?),
+        None => crate::common::print_stdout(text),
     }
-    Ok(())
 }

@@ -149,6 +149,12 @@ pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
+/// Writes a job's text (a report, a count) to standard output.
+pub fn print_stdout(text: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_ref())?;
+    Ok(())
+}
+
 /// Prints a job's warnings as samtools prints its own.
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {

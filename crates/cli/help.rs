@@ -6,127 +6,73 @@ use anyhow::{Context, Result};
 use clap::Command;
 use std::path::{Path, PathBuf};
 
-/// Examples shown after each command's options (`sortase CMD --help`), as a user would type them.
-/// A unit test parses every line, so each stays a valid command line.
-pub const EXAMPLES: &[(&str, &[&str])] = &[
-    (
-        "view",
-        &[
-            "sortase view -b -o out.bam in.sam",
-            "sortase view -c -q 30 -F 0x904 in.bam chr1:1-100000",
-            "sortase view -L targets.bed -e 'mapq >= 30 && [NM] < 5' -o on_target.bam in.bam",
-            "sortase view -d RG:lane1 -N names.txt -1 -o picked.bam in.bam",
-        ],
-    ),
-    (
-        "index",
-        &["sortase index in.bam", "sortase index -c -@ 8 in.bam"],
-    ),
-    (
-        "sort",
-        &[
-            "sortase sort -@ 8 -m 2G -o sorted.bam in.bam",
-            "sortase sort -n -o by_name.bam in.bam",
-            "sortase sort --write-index -o sorted.bam in.sam",
-            "sortase sort --checksums -v -o sorted.bam in.bam",
-            "sortase sort -O agd --chunk-size 50000 -o sorted_ds in.bam",
-        ],
-    ),
-    (
-        "merge",
-        &[
-            "sortase merge -o all.bam a.bam b.bam c.bam",
-            "sortase merge --checksums -v -o all.bam a.bam b.bam",
-        ],
-    ),
-    (
-        "checksum",
-        &[
-            "sortase checksum in.bam",
-            "sortase checksum -F 0 -P -C -M in.bam sorted.bam",
-        ],
-    ),
-    (
-        "flagstat",
-        &[
-            "sortase flagstat in.bam",
-            "sortase flagstat -O json in.cram",
-        ],
-    ),
-    ("idxstats", &["sortase idxstats in.bam"]),
-    (
-        "snp-pileup",
-        &["sortase snp-pileup -g -q 15 -Q 20 -r 10,0 snps.vcf.gz out.csv.gz normal.bam tumor.bam"],
-    ),
-    (
-        "bgzip",
-        &[
-            "sortase bgzip -@ 8 -i reads.fq",
-            "sortase bgzip -d -c reads.fq.gz",
-        ],
-    ),
-    (
-        "faidx",
-        &[
-            "sortase faidx ref.fa",
-            "sortase faidx ref.fa chr1:1000-2000",
-        ],
-    ),
-    ("loc", &["sortase loc reads.fq.gz"]),
-    (
-        "fetch",
-        &["sortase fetch -n names.txt -o picked.fq reads.fq.gz"],
-    ),
-    (
-        "markdup",
-        &[
-            "sortase markdup -o marked.bam aligned.bam",
-            "sortase markdup -o marked.bam --write-index sorted.bam",
-            "sortase markdup -r --checksums -v -o deduplicated.bam aligned.bam",
-        ],
-    ),
-    (
-        "fq2bam",
-        &[
-            "sortase fq2bam -x ref.fa -o sample.bam --write-index r1.fq.gz r2.fq.gz",
-            "sortase fq2bam --checksums -v -x ref.fa -o sample.bam r1.fq.gz r2.fq.gz",
-        ],
-    ),
-    (
-        "agd",
-        &[
-            "sortase agd import -o dataset in.bam",
-            "sortase agd flagstat dataset",
-            "sortase agd export -o back.bam dataset",
-            "sortase agd import --checksums -v -o dataset in.bam",
-            "sortase agd export --checksums -v -o back.bam dataset",
-        ],
-    ),
-    ("stats", &["sortase stats --plot summary.html in.bam"]),
-    (
-        "completions",
-        &[
-            "sortase completions bash > ~/.local/share/bash-completion/completions/sortase",
-            "sortase completions zsh > ~/.zfunc/_sortase",
-            "sortase completions fish > ~/.config/fish/completions/sortase.fish",
-        ],
-    ),
-    ("man", &["sortase man ~/.local/share/man/man1"]),
-];
+/// Examples shown after each command's options (`sortase CMD --help`), one command line per line,
+/// as a user would type them; each goes to the command its second word names, in this order. A
+/// unit test parses every line, so each stays a valid command line, and checks that every command
+/// has one.
+pub const EXAMPLES: &str = "\
+sortase view -b -o out.bam in.sam
+sortase view -c -q 30 -F 0x904 in.bam chr1:1-100000
+sortase view -L targets.bed -e 'mapq >= 30 && [NM] < 5' -o on_target.bam in.bam
+sortase view -d RG:lane1 -N names.txt -1 -o picked.bam in.bam
+sortase index in.bam
+sortase index -c -@ 8 in.bam
+sortase sort -@ 8 -m 2G -o sorted.bam in.bam
+sortase sort -n -o by_name.bam in.bam
+sortase sort --write-index -o sorted.bam in.sam
+sortase sort --checksums -v -o sorted.bam in.bam
+sortase sort -O agd --chunk-size 50000 -o sorted_ds in.bam
+sortase merge -o all.bam a.bam b.bam c.bam
+sortase merge --checksums -v -o all.bam a.bam b.bam
+sortase checksum in.bam
+sortase checksum -F 0 -P -C -M in.bam sorted.bam
+sortase flagstat in.bam
+sortase flagstat -O json in.cram
+sortase idxstats in.bam
+sortase snp-pileup -g -q 15 -Q 20 -r 10,0 snps.vcf.gz out.csv.gz normal.bam tumor.bam
+sortase bgzip -@ 8 -i reads.fq
+sortase bgzip -d -c reads.fq.gz
+sortase faidx ref.fa
+sortase faidx ref.fa chr1:1000-2000
+sortase loc reads.fq.gz
+sortase fetch -n names.txt -o picked.fq reads.fq.gz
+sortase markdup -o marked.bam aligned.bam
+sortase markdup -o marked.bam --write-index sorted.bam
+sortase markdup -r --checksums -v -o deduplicated.bam aligned.bam
+sortase fq2bam -x ref.fa -o sample.bam --write-index r1.fq.gz r2.fq.gz
+sortase fq2bam --checksums -v -x ref.fa -o sample.bam r1.fq.gz r2.fq.gz
+sortase agd import -o dataset in.bam
+sortase agd flagstat dataset
+sortase agd export -o back.bam dataset
+sortase agd import --checksums -v -o dataset in.bam
+sortase agd export --checksums -v -o back.bam dataset
+sortase stats --plot summary.html in.bam
+sortase completions bash > ~/.local/share/bash-completion/completions/sortase
+sortase completions zsh > ~/.zfunc/_sortase
+sortase completions fish > ~/.config/fish/completions/sortase.fish
+sortase man ~/.local/share/man/man1
+";
+
+/// The example lines of `EXAMPLES` for the command `name`.
+fn examples(name: &str) -> impl Iterator<Item = &'static str> + '_ {
+    EXAMPLES
+        .lines()
+        .filter(move |l| l.split(' ').nth(1) == Some(name))
+}
 
 /// `command` with an "Examples:" block after the options of each subcommand that has examples.
 pub fn with_examples(command: Command) -> Command {
     let mut command = command;
-    for (name, lines) in EXAMPLES {
-        let text = format!(
-            "Examples:\n{}",
-            lines
-                .iter()
-                .map(|l| format!("  {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        command = command.mut_subcommand(*name, |sub| sub.after_help(text));
+    // In the order of EXAMPLES: mut_subcommand moves a command to the end of the completion scripts.
+    let mut names: Vec<&str> = EXAMPLES
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .collect();
+    names.dedup();
+    for name in names {
+        let lines: Vec<String> = examples(name).map(|l| format!("  {l}")).collect();
+        let text = format!("Examples:\n{}", lines.join("\n"));
+        command = command.mut_subcommand(name, |sub| sub.after_help(text));
     }
     // sort and markdup write uncompressed BAM into a pipe unless a level is given.
     for name in ["sort", "markdup"] {
@@ -186,8 +132,7 @@ pub fn completions(args: CompletionsArgs, mut command: Command) -> Result<()> {
     };
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, "sortase", &mut out);
-    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
-    Ok(())
+    crate::common::print_stdout(out)
 }
 
 /// Writes the man pages into `args.dir`: `sortase.1` and `sortase-CMD.1` for every command and
@@ -266,18 +211,14 @@ mod tests {
     #[test]
     fn every_example_parses_and_every_command_has_one() {
         let command = with_examples(crate::Cli::command());
-        for (name, lines) in EXAMPLES {
-            for line in *lines {
-                let args = words(line);
-                assert_eq!(args[1], *name, "{line}");
-                if let Err(e) = command.clone().try_get_matches_from(&args) {
-                    panic!("example {line:?} does not parse: {e}");
-                }
+        for line in EXAMPLES.lines() {
+            if let Err(e) = command.clone().try_get_matches_from(words(line)) {
+                panic!("example {line:?} does not parse: {e}");
             }
         }
         for sub in command.get_subcommands() {
             assert!(
-                EXAMPLES.iter().any(|(n, _)| *n == sub.get_name()),
+                examples(sub.get_name()).next().is_some(),
                 "{} has no example",
                 sub.get_name()
             );

@@ -5,7 +5,6 @@
 use crate::common;
 use anyhow::Result;
 use sortase::{FlagstatJob, IdxstatsJob, SummaryJob};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `sortase flagstat`.
@@ -38,20 +37,14 @@ pub struct IdxstatsArgs {
 pub fn flagstat(args: FlagstatArgs) -> Result<()> {
     let report = FlagstatJob::new(args.input).run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
-    std::io::stdout()
-        .lock()
-        .write_all(report.format(&args.format).as_bytes())?;
-    Ok(())
+    common::print_stdout(report.format(&args.format))
 }
 
 /// Runs `sortase idxstats`.
 pub fn idxstats(args: IdxstatsArgs) -> Result<()> {
     let report = IdxstatsJob::new(args.input).run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
-    std::io::stdout()
-        .lock()
-        .write_all(report.to_text().as_bytes())?;
-    Ok(())
+    common::print_stdout(report.to_text())
 }
 
 /// Arguments of `sortase stats`.
@@ -79,8 +72,5 @@ pub fn stats(args: StatsArgs) -> Result<()> {
         reference: args.reference,
     };
     let report = job.run(&args.threads.runtime(None)?)?;
-    std::io::stdout()
-        .lock()
-        .write_all(report.to_tsv().as_bytes())?;
-    Ok(())
+    common::print_stdout(report.to_tsv())
 }

@@ -8,7 +8,6 @@ use crate::common;
 use anyhow::Result;
 use sortase::view::{parse_flags, FilterSpec};
 use sortase::{OutputSpec, ViewJob};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `sortase view` (samtools view's flags and meanings).
@@ -172,7 +171,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if let (Some(n), true) = (report.count, report.outputs.is_empty()) {
-        writeln!(std::io::stdout().lock(), "{n}")?;
+        common::print_stdout(format!("{n}\n"))?;
     }
     Ok(())
 }
