@@ -69,7 +69,8 @@ impl Memory {
     }
 }
 
-/// samtools sort's order flags, declared once for `sort` and `agd sort`.
+/// samtools sort's order flags, declared once for `sort`, `agd sort` and `merge` (whose help says the
+/// inputs are sorted so).
 #[derive(clap::Args, Debug, Clone)]
 pub struct OrderFlags {
     /// Sort by read name (natural order, samtools -n).

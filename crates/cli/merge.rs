@@ -1,14 +1,21 @@
 //! `sortase merge`: samtools merge's flags → [`sortase::MergeJob`] → `-v` report.
 
-use crate::args::{NoPg, OutputArgs, Threads};
+use crate::args::{NoPg, OrderFlags, OutputArgs, Threads};
 use crate::common;
 use anyhow::{Context, Result};
-use sortase::{MergeJob, MergeMethod, MergeReport, Order};
+use sortase::{MergeJob, MergeMethod, MergeReport};
 use std::path::PathBuf;
 
 /// Arguments of `sortase merge` (samtools merge's flags and meanings).
 #[derive(clap::Args, Debug)]
 #[command(disable_help_flag = true)]
+// The order flags' help for inputs already sorted (mut_args keeps them in their places).
+#[command(mut_args(|a| match a.get_id().as_str() {
+    "by_name" => a.help("Inputs are sorted by read name (natural order)"),
+    "by_name_lex" => a.help("Inputs are sorted by read name (lexicographic order)"),
+    "tag" => a.help("Inputs are sorted by TAG"),
+    _ => a,
+}))]
 pub struct MergeArgs {
     #[command(flatten)]
     out: OutputArgs,
@@ -17,15 +24,8 @@ pub struct MergeArgs {
     /// Compression level 1.
     #[arg(short = '1')]
     fast: bool,
-    /// Inputs are sorted by read name (natural order).
-    #[arg(short = 'n')]
-    by_name: bool,
-    /// Inputs are sorted by read name (lexicographic order).
-    #[arg(short = 'N')]
-    by_name_lex: bool,
-    /// Inputs are sorted by TAG.
-    #[arg(short = 't', value_name = "TAG")]
-    tag: Option<String>,
+    #[command(flatten)]
+    order: OrderFlags,
     /// Attach an RG tag to each record, named after its input file.
     #[arg(short = 'r')]
     attach_rg: bool,
@@ -80,7 +80,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let job = MergeJob {
         inputs,
         output,
-        order: Order::from_flags(args.by_name, args.by_name_lex, args.tag.as_deref()),
+        order: args.order.order(),
         attach_rg: args.attach_rg,
         combine_rg: args.combine_rg,
         combine_pg: args.combine_pg,
