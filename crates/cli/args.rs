@@ -1,7 +1,8 @@
 //! The argument groups that several commands flatten (`#[command(flatten)]`): each flag is declared
 //! once here, with its help, and each group has one conversion into the library's spec. A command
 //! whose copy of a flag says something more (markdup's `--write-index`, fq2bam's `-m`) keeps the
-//! group and changes that help with `#[command(mut_arg(...))]`.
+//! group and changes that help with `#[command(mut_arg(...))]` (`mut_args`, as merge's -n/-N/-t,
+//! leaves the flags in their places in the completion scripts).
 
 use anyhow::{bail, Result};
 use sortase::options::parse_size;
