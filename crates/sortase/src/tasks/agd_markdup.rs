@@ -46,9 +46,8 @@ use super::pmarkdup::{
     PmReduceOutput, PmReduceTask, BYTES_PER_RECORD,
 };
 use super::registry::{outputs_of, AnyTask, Span, Task};
-use crate::agd::columns::{duplicate_column, duplicate_group, GroupCommit};
 use crate::agd::markdup::check_options;
-use crate::agd::{chunk_batch_with, dataset_header, open_manifest, AgdMarkdupJob};
+use crate::agd::AgdMarkdupJob;
 use crate::error::{bail_argument, Error, ErrorKind, Result};
 use crate::markdup::{detect_mode, MarkdupJob, MarkdupReport, Mode};
 use crate::options::OutputSpec;
@@ -65,6 +64,8 @@ use serde_json::Value;
 use sortase_agd::extra::{self, DUPLICATE_GROUP};
 use sortase_agd::{ChunkEntry, ExtraGroup, Group, Provenance};
 use sortase_bam::flags;
+use sortase_exec::agd::columns::{duplicate_column, duplicate_group, GroupCommit};
+use sortase_exec::agd::{chunk_batch_with, dataset_header, open_manifest};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1055,7 +1056,7 @@ impl AgdMarkdupPlan {
                 dir: group.dir.clone(),
                 replaced: group.replaced.clone(),
             };
-            crate::agd::columns::write_manifest(&self.dataset, &group.manifest)?;
+            sortase_exec::agd::columns::write_manifest(&self.dataset, &group.manifest)?;
             let _ = std::fs::remove_dir_all(&self.staging);
             value["commit"] = serde_json::to_value(&commit).context("commit JSON")?;
         } else {

@@ -286,14 +286,14 @@ impl Plan {
             // A dataset's chunks are its tasks; `agd_*` are the kinds' older names.
             "flagstat" | "agd_flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
-                match crate::agd::is_dataset(&job.input) {
+                match sortase_exec::agd::is_dataset(&job.input) {
                     true => Plan::AgdFlagstat(job.plan_chunks(n)?),
                     false => Plan::Flagstat(job.plan_ranges(n)?),
                 }
             }
             "idxstats" | "agd_idxstats" => {
                 let job: IdxstatsJob = parse("idxstats job", job_json)?;
-                match crate::agd::is_dataset(&job.input) {
+                match sortase_exec::agd::is_dataset(&job.input) {
                     true => Plan::AgdIdxstats(job.plan_chunks(n)?),
                     false => Plan::Idxstats(job.plan_ranges(n)?),
                 }

@@ -20,7 +20,6 @@
 use super::map::{hold, sort_into_run};
 use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
-use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
 use crate::agd_tasks::runs;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Order;
@@ -31,6 +30,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, Group, Manifest};
 use sortase_bam::RecordBatch;
+use sortase_exec::agd::{
+    chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest,
+};
 use std::path::{Path, PathBuf};
 
 /// The dataset a [`SortPlan`] reads: its chunks cut into the map tasks' runs.
