@@ -339,3 +339,40 @@ pub fn for_each_chunk_batch(
         decoded.and(consumed)
     })
 }
+
+/// Cuts `items` (a dataset's chunks) into at most `n` runs of consecutive items of near-equal
+/// length: the runs of chunks of a dataset's tasks.
+pub fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.clamp(1, items.len().max(1));
+    let (base, extra) = (items.len() / n, items.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        if len > 0 {
+            out.push(items[at..at + len].to_vec());
+        }
+        at += len;
+    }
+    out
+}
+
+/// The dataset's record bytes, estimated from the uncompressed size of the first chunk's column
+/// data (its four Parquet footers) per record; `None` when a footer cannot be read.
+pub fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
+    let first = manifest.chunks.first()?;
+    let mut bytes = 0u64;
+    for g in Group::ALL {
+        let file = std::fs::File::open(agd::chunk_path(dir, g, first.index)).ok()?;
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .ok()?;
+        bytes += meta
+            .row_groups()
+            .iter()
+            .map(|r| r.total_byte_size().max(0) as u64)
+            .sum::<u64>();
+    }
+    let per_record = bytes.div_ceil(first.records.max(1));
+    Some(per_record * manifest.records)
+}

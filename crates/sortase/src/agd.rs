@@ -56,7 +56,6 @@ use std::sync::Mutex;
 
 pub(crate) mod columns;
 pub mod fastq;
-pub(crate) mod markdup;
 pub(crate) mod view;
 
 /// The dataset source and sink (crates/exec `agd`): its defaults and the test of a dataset
@@ -65,7 +64,8 @@ pub use sortase_exec::agd::{is_dataset, DEFAULT_CHUNK_SIZE, DEFAULT_ZSTD_LEVEL};
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
-pub use markdup::AgdMarkdupJob;
+/// The markdup of a dataset (crates/markdup `agd.rs`), under its old path.
+pub use sortase_markdup::agd::AgdMarkdupJob;
 
 /// `sortase agd import`: SAM, BAM or CRAM into a new dataset directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,29 +34,13 @@ use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, ReferenceEntry};
 use sortase_exec::agd::columns::duplicate_group;
 use sortase_exec::agd::counts::{flagstat_chunk, idxstats_chunks};
-use sortase_exec::agd::open_manifest;
+use sortase_exec::agd::{open_manifest, runs};
 use sortase_exec::bam_ranges;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::runtime::Runtime;
 use sortase_ops::flagstat::FlagStat;
 use sortase_ops::idxstats::IdxStats;
 use std::path::PathBuf;
-
-/// Cuts `items` into at most `n` runs of consecutive items of near-equal length.
-pub(crate) fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
-    let n = n.clamp(1, items.len().max(1));
-    let (base, extra) = (items.len() / n, items.len() % n);
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0;
-    for i in 0..n {
-        let len = base + usize::from(i < extra);
-        if len > 0 {
-            out.push(items[at..at + len].to_vec());
-        }
-        at += len;
-    }
-    out
-}
 
 /// Flagstat of a dataset as tasks: one per run of consecutive chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

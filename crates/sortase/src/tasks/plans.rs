@@ -351,7 +351,11 @@ impl Plan {
             Plan::Markdup(p) => markdup_stage(p, stage, outputs)?,
             Plan::MarkdupCoordinate(p) => coordinate_stage(p, stage, outputs)?,
             Plan::Fq2Bam(p) => fq2bam_stage(p, stage, outputs, rt)?,
-            Plan::AgdMarkdup(p) => p.stage_tasks(stage, outputs)?,
+            Plan::AgdMarkdup(p) => p
+                .stage_tasks(stage, outputs)?
+                .into_iter()
+                .map(AnyTask::from_dyn)
+                .collect(),
             _ if stage != "tasks" => return Err(no_stage(stage)),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),

@@ -7,15 +7,15 @@
 //! runtime's pool and fed in order; samblaster's signatures are computed on the pool per batch of
 //! read-name groups (a group straddling chunks is carried), Picard's read ends are collected within
 //! the runtime's memory pool and spilled beyond it. The flags then go into one Boolean file per
-//! chunk, written on the pool, and the manifest is replaced last ([`super::columns`]): the records,
+//! chunk, written on the pool, and the manifest is replaced last ([`sortase_exec::agd::columns`]): the records,
 //! and every other group, are untouched. samblaster keeps a 0x400 already set (it only adds
 //! marks); Picard clears it on non-duplicates, as the BAM commands do. Options that rewrite records
 //! or write other files (removing duplicates, mate tags, side outputs, metrics) are refused.
 
-use crate::markdup::marking::{is_duplicate, Carry};
-use crate::markdup::{
-    coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions,
-};
+use crate::job::marking::{is_duplicate, Carry};
+use crate::job::{coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions};
+use crate::picard::{name::NameParser, Collector, Libraries, Options as PicardOpts};
+use crate::samblaster::{self, Layout, Options, SigSet};
 use anyhow::Context;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use rayon::prelude::*;
@@ -29,8 +29,6 @@ use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::output::temp_prefix;
 use sortase_exec::runtime::Runtime;
-use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options as PicardOpts};
-use sortase_markdup::samblaster::{self, Layout, Options, SigSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
