@@ -7,10 +7,11 @@
 //! runtime's pool and fed in order; samblaster's signatures are computed on the pool per batch of
 //! read-name groups (a group straddling chunks is carried), Picard's read ends are collected within
 //! the runtime's memory pool and spilled beyond it. The flags then go into one Boolean file per
-//! chunk, written on the pool, and the manifest is replaced last ([`sortase_exec::agd::columns`]): the records,
-//! and every other group, are untouched. samblaster keeps a 0x400 already set (it only adds
-//! marks); Picard clears it on non-duplicates, as the BAM commands do. Options that rewrite records
-//! or write other files (removing duplicates, mate tags, side outputs, metrics) are refused.
+//! chunk, written on the pool, and the manifest is replaced last ([`sortase_exec::agd::columns`]):
+//! the records, and every other group, are untouched. samblaster keeps a 0x400 already set (it only
+//! adds marks); Picard clears it on non-duplicates, as the BAM commands do. Options that rewrite
+//! records or write other files (removing duplicates, mate tags, side outputs, metrics) are
+//! refused.
 
 use crate::job::marking::{is_duplicate, Carry};
 use crate::job::{coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions};

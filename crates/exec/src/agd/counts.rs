@@ -45,8 +45,8 @@ pub fn flagstat_chunk(
     Ok(counts)
 }
 
-/// The per-reference idxstats counters of `chunks`, one per chunk in chunk order (the first error in chunk
-/// order, not the first in time, as export).
+/// The per-reference idxstats counters of `chunks`, one per chunk in chunk order (the first error
+/// in chunk order, not the first in time, as export).
 pub fn idxstats_chunks(
     dir: &Path,
     chunks: &[ChunkEntry],
