@@ -15,10 +15,13 @@
 //! jobs (cancellable readers and writers, small files written through a temporary name, `.gzi`
 //! files, FASTA errors as kinds). [`task`] is the task protocol's trait ([`task::Task`]: kind,
 //! run, byte spans read, files written), so that the crates above implement it for their tasks;
-//! the registry of kinds is the facade's.
+//! the registry of kinds is the facade's. [`agd`] is the AGD dataset as a source and a sink (its
+//! chunks read as record batches or counted on their `results` columns, chunks and extra column
+//! groups written into a dataset).
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
+pub mod agd;
 pub mod assemble;
 pub mod bam_ranges;
 pub mod cram_ranges;

@@ -220,6 +220,18 @@ pub fn unwrap<'a>(value: &'a Value, kind: &str) -> Option<&'a Value> {
     })
 }
 
+/// The outputs of `kind` (an output kind: [`Task::OUTPUT_KIND`]) among `outputs` (any kinds, any
+/// order), decoded; an output of that kind that does not decode is an argument error.
+pub fn outputs_of<T: DeserializeOwned>(outputs: &[Value], kind: &str) -> Result<Vec<T>> {
+    outputs
+        .iter()
+        .filter_map(|o| unwrap(o, kind))
+        .map(|body| {
+            T::deserialize(body).map_err(|e| Error::argument(format!("{kind} output JSON: {e}")))
+        })
+        .collect()
+}
+
 /// What a task reads and writes (the facade's `task_io_json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskIo {

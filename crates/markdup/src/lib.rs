@@ -9,7 +9,11 @@
 //! - [`job`]: the markdup job ([`job::MarkdupJob`]): the algorithm chosen from the input's `@HD`
 //!   line, run over the input, the outputs and the runtime of crates/exec (re-exported by the
 //!   `sortase` facade as `sortase::markdup`).
+//! - [`agd`]: the markdup of an AGD dataset ([`agd::AgdMarkdupJob`], `sortase agd markdup`): the
+//!   same algorithms over the dataset's chunks, the marks written as its `duplicate` group (its
+//!   tasks: [`tasks::agd`]).
 
+pub mod agd;
 pub mod job;
 pub mod picard;
 pub mod samblaster;

@@ -2,8 +2,9 @@
 //! `samtools import` reads it) into a dataset,
 //! [`AgdExportJob`] turns a dataset back into the same records. A dataset is also a record source
 //! of the jobs that read one: [`crate::ViewJob`], [`crate::FlagstatJob`] and [`crate::IdxstatsJob`]
-//! given a dataset directory ([`is_dataset`]) read it here (`agd/view.rs`; flags and references
-//! counted on the `results` columns alone).
+//! given a dataset directory ([`is_dataset`]) read it through the dataset source of crates/exec
+//! ([`sortase_exec::agd`]: chunks as record batches, or flags and references counted on the
+//! `results` columns alone; `agd/view.rs` for view).
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most
@@ -29,52 +30,42 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::stats::FlagstatReport;
 use anyhow::Context;
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
+use arrow_array::types::UInt16Type;
 use arrow_array::Array;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest, Provenance, ReferenceEntry};
+use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Fault, Sums, Tally};
-use sortase_bam::{Header, RecordBatch, Reference};
+use sortase_bam::{Header, RecordBatch};
+use sortase_exec::agd::{
+    check_new_output, chunk_batch, dataset_header, hidden_sibling, new_manifest, open_manifest,
+    write_chunk, write_in_order, Written, CHUNK_BYTES,
+};
 use sortase_exec::error::{Error, Result};
-use sortase_exec::files::TempDir;
 use sortase_exec::input::Input;
 use sortase_exec::options::OutputSpec;
 use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::proof::{self, Checksums, SumsCell};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
-use sortase_ops::flagstat::FlagStat;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub(crate) mod columns;
 pub mod fastq;
-pub(crate) mod idxstats;
-pub(crate) mod markdup;
-pub(crate) mod sink;
 pub(crate) mod view;
+
+/// The dataset source and sink (crates/exec `agd`): its defaults and the test of a dataset
+/// directory under their old paths.
+pub use sortase_exec::agd::{is_dataset, DEFAULT_CHUNK_SIZE, DEFAULT_ZSTD_LEVEL};
 
 pub use columns::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, ColumnType};
 pub use fastq::FastqInput;
-pub use markdup::AgdMarkdupJob;
-
-/// Records per chunk without `--chunk-size`: Persona's 100 000. On the small bench BAM (808 685
-/// records) chunks of 20 000 / 100 000 / 500 000 made datasets of 94.70 / 94.66 / 93.76 MB (zstd works
-/// per page, not per chunk), and 9 chunks keep 2-8 threads busy on a file that size.
-pub const DEFAULT_CHUNK_SIZE: u64 = 100_000;
-
-/// Most record bytes per chunk whatever the chunk size (long reads): bounds the memory of a chunk in
-/// flight and keeps Arrow's 32-bit offsets far from overflowing.
-const CHUNK_BYTES: usize = 256 << 20;
-
-/// zstd level of chunk files without `--level`. On the small bench BAM, level 9 made the dataset 5%
-/// smaller than level 3 for 5-6 times the compression CPU (figures at `sortase_agd::WriteOptions`).
-pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// The markdup of a dataset (crates/markdup `agd.rs`), under its old path.
+pub use sortase_markdup::agd::AgdMarkdupJob;
 
 /// `sortase agd import`: SAM, BAM or CRAM into a new dataset directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,113 +149,6 @@ impl AgdImportJob {
             .with_context(|| format!("agd import {}", self.input))
             .map_err(Error::from)
     }
-}
-
-/// A chunk written: its index, records, raw records, bytes per group and positions.
-struct Written {
-    index: usize,
-    records: u64,
-    raw: u64,
-    bytes: [u64; 4],
-    positions: agd::ChunkPositions,
-    /// With `--checksums`: the sums of the records rebuilt from the chunk's columns.
-    sums: Option<Sums>,
-}
-
-/// The sums of the records `groups` (a chunk's encoded columns, in [`Group::ALL`] order) decode
-/// to, rebuilt as `agd export` rebuilds them.
-fn encoded_sums(
-    dir: &Path,
-    index: usize,
-    groups: &[(Group, arrow_array::RecordBatch)],
-    opts: &ChecksumOptions,
-) -> anyhow::Result<Sums> {
-    let files: Vec<agd::ChunkFile> = groups
-        .iter()
-        .map(|(g, batch)| agd::ChunkFile {
-            path: agd::chunk_path(dir, *g, index),
-            batch: batch.clone(),
-        })
-        .collect();
-    let (mut buf, mut offsets) = (Vec::new(), Vec::new());
-    agd::append_records(&files, &mut buf, &mut offsets)?;
-    let end = buf.len();
-    Ok(proof::batch_sums_here(
-        opts,
-        &RecordBatch::from_parts(buf, offsets, end, 0),
-    ))
-}
-
-/// Encodes one chunk and writes its group files into `dir`; with `sums`, also sums the records
-/// its columns decode to.
-fn write_chunk(
-    dir: &Path,
-    index: usize,
-    mut chunk: ChunkBuilder,
-    options: &agd::WriteOptions,
-    sums: Option<&ChecksumOptions>,
-) -> anyhow::Result<Written> {
-    let records = chunk.len() as u64;
-    let raw = chunk.raw_records() as u64;
-    let positions = chunk.take_positions();
-    let mut bytes = [0u64; 4];
-    let groups = chunk.finish()?;
-    let sums = sums
-        .map(|opts| encoded_sums(dir, index, &groups, opts))
-        .transpose()?;
-    for (group, batch) in groups {
-        let path = agd::chunk_path(dir, group, index);
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("{}: cannot create", path.display()))?;
-        let mut out = agd::write_group(
-            group,
-            &batch,
-            std::io::BufWriter::with_capacity(1 << 20, file),
-            options,
-        )?;
-        out.flush()
-            .with_context(|| format!("{}: cannot write", path.display()))?;
-        bytes[group as usize] = out.get_ref().metadata()?.len();
-    }
-    Ok(Written {
-        index,
-        records,
-        raw,
-        bytes,
-        positions,
-        sums,
-    })
-}
-
-/// Refuses an output that holds anything: importing never replaces a dataset.
-fn check_new_output(output: &Path) -> anyhow::Result<()> {
-    if let Ok(mut entries) = std::fs::read_dir(output) {
-        if entries.next().is_some() {
-            return Err(Error::argument(format!(
-                "{}: exists and is not empty; remove it or choose another -o",
-                output.display()
-            ))
-            .into());
-        }
-    } else if output.exists() {
-        return Err(Error::argument(format!(
-            "{}: exists and is not a directory",
-            output.display()
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-/// A hidden sibling of `output` for the dataset being written (`TempDir` would put it inside an
-/// existing, empty, output directory).
-fn hidden_sibling(output: &Path) -> anyhow::Result<TempDir> {
-    let name = output
-        .file_name()
-        .with_context(|| format!("{}: not a directory name", output.display()))?;
-    let mut hidden = std::ffi::OsString::from(".");
-    hidden.push(name);
-    TempDir::staging(&output.with_file_name(hidden))
 }
 
 fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
@@ -399,30 +283,6 @@ fn encode_chunks(
     Ok(written)
 }
 
-/// A new dataset's manifest (no chunks yet): every group, `header` and its references,
-/// `command_line` as every group's provenance. Import and the sort's dataset sink write it.
-pub(crate) fn new_manifest(header: &Header, chunk_size: u64, command_line: &str) -> Manifest {
-    let references = header
-        .references()
-        .iter()
-        .map(|r| ReferenceEntry {
-            name: String::from_utf8_lossy(&r.name).into_owned(),
-            length: r.length,
-        })
-        .collect();
-    let provenance = Provenance {
-        command_line: command_line.to_string(),
-        version: env!("CARGO_PKG_VERSION").into(),
-    };
-    Manifest::new(
-        &Group::ALL,
-        header.text().to_string(),
-        references,
-        chunk_size,
-        provenance,
-    )
-}
-
 /// Writes the imported dataset's manifest into `dir`: `header`, its references and the chunks
 /// `written`.
 fn write_import_manifest(
@@ -538,96 +398,6 @@ impl Source {
     }
 }
 
-/// Decodes `items` into record batches on `rt`, a window of one item per thread at a time, and
-/// writes them to `out` in order on a writer thread (one window in flight: bounded memory); runs
-/// `check` once all is written, then finishes `out` (a failed check leaves no output) and returns
-/// the records written. Shared by `agd export` and `agd view`.
-pub(crate) fn write_in_order<T: Sync>(
-    rt: &Runtime,
-    items: &[T],
-    out: SortedOutput,
-    decode: impl Fn(&T) -> anyhow::Result<RecordBatch> + Sync,
-    check: impl FnOnce() -> anyhow::Result<()>,
-) -> anyhow::Result<u64> {
-    let name = out.name.clone();
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
-    let writer = std::thread::spawn(move || -> anyhow::Result<SortedOutput> {
-        let mut out = out;
-        for window in rx {
-            for batch in window.into_iter().filter(|b| !b.is_empty()) {
-                out.sink
-                    .write_batch(batch)
-                    .with_context(|| out.name.clone())?;
-            }
-        }
-        Ok(out)
-    });
-    let mut records = 0u64;
-    let decoded = items.chunks(rt.threads().max(1)).try_for_each(|window| {
-        rt.check_cancelled()?;
-        // Results in order, then the first error in chunk order: which of two damaged chunks a
-        // run names must not depend on thread timing.
-        let decoded: Vec<anyhow::Result<RecordBatch>> =
-            rt.install(|| window.par_iter().map(&decode).collect());
-        let batches = decoded.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-        records += batches.iter().map(|b| b.len() as u64).sum::<u64>();
-        if tx.send(batches).is_err() {
-            anyhow::bail!("{name}: writing stopped");
-        }
-        anyhow::Ok(())
-    });
-    drop(tx);
-    let written = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
-    decoded?;
-    let written = written?;
-    check()?;
-    written.finish()?;
-    Ok(records)
-}
-
-/// Whether `path` is an AGD dataset directory (it holds a manifest): what `view`, `flagstat` and
-/// `idxstats` read as a dataset instead of a SAM/BAM/CRAM file.
-pub fn is_dataset(path: &Path) -> bool {
-    path.join(agd::MANIFEST_FILE).is_file()
-}
-
-/// Reads a dataset's manifest, with the directory as context.
-pub(crate) fn open_manifest(dir: &Path) -> anyhow::Result<Manifest> {
-    if !dir.is_dir() {
-        return Err(Error::new(
-            sortase_exec::error::ErrorKind::Input,
-            format!("{}: not a dataset directory", dir.display()),
-        )
-        .into());
-    }
-    let manifest = Manifest::read(dir)?;
-    for g in Group::ALL {
-        if !manifest.has_group(g) {
-            anyhow::bail!(
-                "{}: the manifest has no {} group",
-                dir.join(agd::MANIFEST_FILE).display(),
-                g.name()
-            );
-        }
-    }
-    Ok(manifest)
-}
-
-/// The header a dataset was imported with.
-pub(crate) fn dataset_header(manifest: &Manifest) -> Header {
-    let references = manifest
-        .references
-        .iter()
-        .map(|r| Reference {
-            name: r.name.as_bytes().to_vec(),
-            length: r.length,
-        })
-        .collect();
-    Header::new(manifest.header.clone(), references)
-}
-
 /// `sortase agd export`: a dataset back into SAM, BAM or CRAM, record for record as imported, or
 /// into FASTQ as samtools fastq prints the BAM it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -670,80 +440,6 @@ impl AgdExportJob {
             .with_context(|| format!("agd export {}", self.input.display()))
             .map_err(Error::from)
     }
-}
-
-/// Rebuilds one chunk's records as a batch, with the `duplicate` group's flags applied.
-pub(crate) fn chunk_batch(
-    dir: &Path,
-    manifest: &Manifest,
-    chunk: &agd::ChunkEntry,
-) -> anyhow::Result<RecordBatch> {
-    chunk_batch_with(dir, columns::duplicate_group(manifest), chunk)
-}
-
-/// [`chunk_batch`] with the dataset's `duplicate` group given (`None`: it has none): for tasks
-/// that carry the group instead of the manifest.
-pub(crate) fn chunk_batch_with(
-    dir: &Path,
-    duplicate: Option<&agd::ExtraGroup>,
-    chunk: &agd::ChunkEntry,
-) -> anyhow::Result<RecordBatch> {
-    let files = agd::read_columns(dir, chunk)?;
-    let bytes: usize = files.iter().map(|f| f.batch.get_array_memory_size()).sum();
-    let mut buf = Vec::with_capacity(bytes + 64 * chunk.records as usize);
-    let mut offsets = Vec::with_capacity(chunk.records as usize);
-    agd::append_records(&files, &mut buf, &mut offsets)?;
-    if let Some(duplicate) = columns::duplicate_column(dir, duplicate, chunk)? {
-        columns::apply_duplicates(&mut buf, &offsets, &duplicate);
-    }
-    let end = buf.len();
-    Ok(RecordBatch::from_parts(buf, offsets, end, 0))
-}
-
-/// Decodes the chunks of dataset `dir` into record batches on `rt`'s pool, `threads` chunks at a
-/// time (the next window while `f` takes the previous one), and gives them to `f` in order. The
-/// records `f` has taken are the progress of `label` (ending in " records").
-pub(crate) fn for_each_chunk_batch(
-    dir: &Path,
-    manifest: &Manifest,
-    rt: &Runtime,
-    label: &str,
-    mut f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let progress = rt.progress(label, manifest.records);
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
-    std::thread::scope(|s| {
-        let decoder = s.spawn(move || {
-            manifest
-                .chunks
-                .chunks(rt.threads().max(1))
-                .try_for_each(|window| {
-                    rt.check_cancelled()?;
-                    let batches = rt.install(|| {
-                        window
-                            .par_iter()
-                            .map(|c| chunk_batch(dir, manifest, c))
-                            .collect::<anyhow::Result<Vec<_>>>()
-                    })?;
-                    if tx.send(batches).is_err() {
-                        // The consumer stopped on an error of its own, which it reports.
-                        return Ok(());
-                    }
-                    anyhow::Ok(())
-                })
-        });
-        let consumed = rx.iter().flatten().try_for_each(|b| {
-            let n = b.len() as u64;
-            f(b)?;
-            progress.add(n);
-            Ok(())
-        });
-        drop(rx);
-        let decoded = decoder
-            .join()
-            .map_err(|_| anyhow::anyhow!("chunk decoder panicked"))?;
-        decoded.and(consumed)
-    })
 }
 
 /// Whether the export is FASTQ: `-O fastq`, or a `.fastq`/`.fq` output without `-O`.
@@ -1018,52 +714,4 @@ fn pass_batch(batch: RecordBatch, tally: &mut Tally, faulty: bool) -> RecordBatc
     }
     let end = buf.len();
     RecordBatch::from_parts(buf, offsets, end, 0)
-}
-
-/// The columns flagstat reads.
-const FLAGSTAT_COLUMNS: [&str; 4] = ["flag", "ref_id", "next_ref_id", "mapq"];
-
-/// Flag statistics of one chunk, with the dataset's `duplicate` group applied if it has one.
-pub(crate) fn count_chunk(
-    dir: &Path,
-    duplicate: Option<&agd::ExtraGroup>,
-    chunk: &agd::ChunkEntry,
-) -> anyhow::Result<FlagStat> {
-    let file = agd::read_group(dir, Group::Results, chunk, Some(&FLAGSTAT_COLUMNS))?;
-    let b = &file.batch;
-    let column = |name: &str| file.column(name);
-    let flag = column("flag")?.as_primitive::<UInt16Type>();
-    let ref_id = column("ref_id")?.as_primitive::<Int32Type>();
-    let next_ref_id = column("next_ref_id")?.as_primitive::<Int32Type>();
-    let mapq = column("mapq")?.as_primitive::<UInt8Type>();
-    let duplicate = columns::duplicate_column(dir, duplicate, chunk)?;
-    let mut counts = FlagStat::default();
-    // HOT: once per record, four plain arrays (no nulls in these columns).
-    for i in 0..b.num_rows() {
-        let f = match &duplicate {
-            Some(d) if d.is_valid(i) && d.value(i) => flag.value(i) | sortase_bam::flags::DUPLICATE,
-            Some(d) if d.is_valid(i) => flag.value(i) & !sortase_bam::flags::DUPLICATE,
-            _ => flag.value(i),
-        };
-        counts.add_fields(f, ref_id.value(i), next_ref_id.value(i), mapq.value(i));
-    }
-    Ok(counts)
-}
-
-/// [`crate::FlagstatJob::run`] of dataset `dir`: samtools flagstat's counters from the `results`
-/// group (flag, ref_id, next_ref_id, mapq), chunks counted in parallel.
-pub(crate) fn flagstat(dir: &Path, rt: &Runtime) -> anyhow::Result<FlagstatReport> {
-    let manifest = open_manifest(dir)?;
-    // The first error in chunk order (not the first in time), as export.
-    let parts: Vec<anyhow::Result<FlagStat>> = rt.install(|| {
-        manifest
-            .chunks
-            .par_iter()
-            .map(|c| count_chunk(dir, columns::duplicate_group(&manifest), c))
-            .collect()
-    });
-    let parts = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    let mut report = FlagstatReport::default();
-    parts.iter().for_each(|p| report.counts.merge(p));
-    Ok(report)
 }

@@ -22,9 +22,8 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::agd::columns::duplicate_group;
 use crate::agd::view::{count_pieces, filter_of, pieces, Filter, Piece};
-use crate::agd::{count_chunk, idxstats, open_manifest};
+use crate::stats::dataset_idxstats_report;
 use crate::stats::{
     FlagstatJob, FlagstatPart, FlagstatReport, IdxstatsJob, IdxstatsPart, IdxstatsReport,
 };
@@ -33,28 +32,15 @@ use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, ReferenceEntry};
+use sortase_exec::agd::columns::duplicate_group;
+use sortase_exec::agd::counts::{flagstat_chunk, idxstats_chunks};
+use sortase_exec::agd::{open_manifest, runs};
 use sortase_exec::bam_ranges;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::runtime::Runtime;
 use sortase_ops::flagstat::FlagStat;
 use sortase_ops::idxstats::IdxStats;
 use std::path::PathBuf;
-
-/// Cuts `items` into at most `n` runs of consecutive items of near-equal length.
-pub(crate) fn runs<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
-    let n = n.clamp(1, items.len().max(1));
-    let (base, extra) = (items.len() / n, items.len() % n);
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0;
-    for i in 0..n {
-        let len = base + usize::from(i < extra);
-        if len > 0 {
-            out.push(items[at..at + len].to_vec());
-        }
-        at += len;
-    }
-    out
-}
 
 /// Flagstat of a dataset as tasks: one per run of consecutive chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +91,7 @@ impl AgdFlagstatTask {
             .install(|| {
                 self.chunks
                     .par_iter()
-                    .map(|c| count_chunk(&self.input, self.duplicate.as_ref(), c))
+                    .map(|c| flagstat_chunk(&self.input, self.duplicate.as_ref(), c))
                     .collect::<anyhow::Result<Vec<_>>>()
             })
             .with_context(|| format!("agd flagstat {}", self.input.display()))?;
@@ -197,7 +183,7 @@ impl IdxstatsJob {
 impl AgdIdxstatsTask {
     /// Counts the task's chunks (in parallel on `rt`), merged in chunk order.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
-        let parts = idxstats::count_chunks(&self.input, &self.chunks, self.n_ref, rt)
+        let parts = idxstats_chunks(&self.input, &self.chunks, self.n_ref, rt)
             .with_context(|| format!("agd idxstats {}", self.input.display()))?;
         let mut counts = IdxStats::new(self.n_ref);
         parts.iter().for_each(|p| counts.merge(p));
@@ -214,7 +200,7 @@ impl AgdIdxstatsPlan {
     pub fn finish(&self, parts: Vec<IdxstatsPart>) -> Result<IdxstatsReport> {
         let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
         let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
-        idxstats::report(&self.input, &self.references, &counts)
+        dataset_idxstats_report(&self.input, &self.references, &counts)
     }
 }
 

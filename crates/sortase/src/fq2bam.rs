@@ -225,7 +225,7 @@ impl Reads {
         job: &Fq2BamJob,
         bytes_read: &sortase_exec::progress::Progress,
     ) -> anyhow::Result<Self> {
-        if crate::agd::is_dataset(&job.reads1) {
+        if sortase_exec::agd::is_dataset(&job.reads1) {
             if let Some(r2) = &job.reads2 {
                 return Err(Error::argument(format!(
                     "{}: a dataset holds both reads of its pairs: give it alone, not with {}",

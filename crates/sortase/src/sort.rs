@@ -13,12 +13,12 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::agd::sink::DatasetSink;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::agd::sink::DatasetSink;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::input::Input;
@@ -73,7 +73,7 @@ pub struct SortJob {
 }
 
 fn default_chunk_size() -> u64 {
-    crate::agd::DEFAULT_CHUNK_SIZE
+    sortase_exec::agd::DEFAULT_CHUNK_SIZE
 }
 
 /// What a sort did.
@@ -153,7 +153,7 @@ pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutForm
         OutFormat::Bam(_) => range / 2,
         OutFormat::Sam => range * 2,
         OutFormat::Cram => range,
-        OutFormat::Agd => return crate::agd::sink::final_phase_reserve(memory, threads),
+        OutFormat::Agd => return sortase_exec::agd::sink::final_phase_reserve(memory, threads),
     };
     ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
@@ -205,9 +205,9 @@ impl SortSource {
         progress: &sortase_exec::progress::Progress,
     ) -> anyhow::Result<Self> {
         let dir = std::path::Path::new(&job.input);
-        if crate::agd::is_dataset(dir) {
-            let manifest = crate::agd::open_manifest(dir)?;
-            let header = crate::agd::dataset_header(&manifest);
+        if sortase_exec::agd::is_dataset(dir) {
+            let manifest = sortase_exec::agd::open_manifest(dir)?;
+            let header = sortase_exec::agd::dataset_header(&manifest);
             return Ok(SortSource::Dataset {
                 dir: dir.to_path_buf(),
                 manifest,
@@ -237,7 +237,7 @@ impl SortSource {
     ) -> anyhow::Result<()> {
         match self {
             SortSource::File(input) => input.for_each_batch(f),
-            SortSource::Dataset { dir, manifest, .. } => crate::agd::for_each_chunk_batch(
+            SortSource::Dataset { dir, manifest, .. } => sortase_exec::agd::for_each_chunk_batch(
                 dir,
                 manifest,
                 rt,

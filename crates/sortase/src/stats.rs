@@ -18,8 +18,12 @@
 //! ```
 
 use anyhow::Context;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use sortase_agd::ReferenceEntry;
 use sortase_bam::BamError;
+use sortase_exec::agd::counts::{flagstat_chunk, idxstats_chunks};
+use sortase_exec::agd::{columns::duplicate_group, is_dataset, open_manifest};
 use sortase_exec::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
 use sortase_exec::cram_ranges::{self, CramSlice};
 use sortase_exec::error::{Error, ErrorKind, Result};
@@ -193,8 +197,8 @@ impl FlagstatJob {
     /// Counts on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<FlagstatReport> {
         let name = self.input.display().to_string();
-        if crate::agd::is_dataset(&self.input) {
-            return crate::agd::flagstat(&self.input, rt)
+        if is_dataset(&self.input) {
+            return dataset_flagstat(&self.input, rt)
                 .with_context(|| format!("agd flagstat {name}"))
                 .map_err(Error::from);
         }
@@ -340,8 +344,8 @@ impl IdxstatsJob {
     /// Reads the index's metadata, or counts on all of `rt`'s threads when there is no index.
     pub fn run(&self, rt: &Runtime) -> Result<IdxstatsReport> {
         let name = self.input.display().to_string();
-        if crate::agd::is_dataset(&self.input) {
-            return crate::agd::idxstats::idxstats(&self.input, rt);
+        if is_dataset(&self.input) {
+            return dataset_idxstats(&self.input, rt);
         }
         if sortase_exec::input::is_cram(&self.input) {
             return cram_idxstats(&self.input, rt);
@@ -539,7 +543,7 @@ fn from_index(input: &Path, index: &Path) -> Result<IdxstatsReport> {
 }
 
 /// Idxstats from per-range counters in file order (samtools' `slow_idxstats`).
-pub(crate) fn from_counts(
+fn from_counts(
     name: &str,
     header: &sortase_bam::Header,
     parts: &[IdxStats],
@@ -558,6 +562,74 @@ pub(crate) fn from_counts(
     }
     report.rows.push(unplaced_row(total.unplaced));
     Ok(report)
+}
+
+/// [`FlagstatJob::run`] of dataset `dir`: samtools flagstat's counters from the `results` group
+/// (flag, ref_id, next_ref_id, mapq), chunks counted in parallel.
+fn dataset_flagstat(dir: &Path, rt: &Runtime) -> anyhow::Result<FlagstatReport> {
+    let manifest = open_manifest(dir)?;
+    // The first error in chunk order (not the first in time), as export.
+    let parts: Vec<anyhow::Result<FlagStat>> = rt.install(|| {
+        manifest
+            .chunks
+            .par_iter()
+            .map(|c| flagstat_chunk(dir, duplicate_group(&manifest), c))
+            .collect()
+    });
+    let parts = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let mut report = FlagstatReport::default();
+    parts.iter().for_each(|p| report.counts.merge(p));
+    Ok(report)
+}
+
+/// `sortase idxstats DATASET` ([`IdxstatsJob::run`] of dataset `dir`): samtools idxstats of a
+/// dataset from two columns of its `results` group (`ref_id`, `flag`), chunks counted in parallel
+/// and merged in chunk order; identical to `sortase idxstats` (and samtools idxstats) of the BAM
+/// `sortase agd export` writes.
+///
+/// ```
+/// use sortase::{AgdImportJob, IdxstatsJob, Runtime};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let sam = dir.path().join("in.sam");
+/// # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+/// let rt = Runtime::with_threads(2)?;
+/// let ds = dir.path().join("ds");
+/// AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
+/// let report = IdxstatsJob::new(&ds).run(&rt)?;
+/// assert_eq!(report.to_text(), "chr1\t100\t1\t0\n*\t0\t0\t1\n");
+/// # Ok::<(), sortase::Error>(())
+/// ```
+///
+/// A dataset has no index, so the counts are those of samtools' `slow_idxstats` (what `sortase
+/// idxstats` prints for the exported BAM without an index): per reference the records with and
+/// without flag 0x4, then the `*` line for the records without a reference; a dataset whose
+/// references come in more than one run fails with "file is not position sorted". The `duplicate`
+/// group is not read (idxstats does not look at flag 0x400).
+fn dataset_idxstats(dir: &Path, rt: &Runtime) -> Result<IdxstatsReport> {
+    let manifest = open_manifest(dir).with_context(|| format!("agd idxstats {}", dir.display()))?;
+    let parts = idxstats_chunks(dir, &manifest.chunks, manifest.references.len(), rt)
+        .with_context(|| format!("agd idxstats {}", dir.display()))?;
+    dataset_idxstats_report(dir, &manifest.references, &parts)
+}
+
+/// The idxstats report of dataset `dir` from the counters of consecutive chunks in chunk order
+/// (samtools' text needs the references' names and lengths only).
+pub(crate) fn dataset_idxstats_report(
+    dir: &Path,
+    references: &[ReferenceEntry],
+    parts: &[IdxStats],
+) -> Result<IdxstatsReport> {
+    let header = sortase_bam::Header::new(
+        String::new(),
+        references
+            .iter()
+            .map(|r| sortase_bam::Reference {
+                name: r.name.as_bytes().to_vec(),
+                length: r.length,
+            })
+            .collect(),
+    );
+    from_counts(&dir.display().to_string(), &header, parts)
 }
 
 /// Counts a CRAM file's records with `add`, decoding only the counting fields (no reference needed)

@@ -180,7 +180,7 @@ impl ViewJob {
 
 fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
-    if crate::agd::is_dataset(Path::new(&job.input)) {
+    if sortase_exec::agd::is_dataset(Path::new(&job.input)) {
         return crate::agd::view::view(job, format, rt);
     }
     if job.multi_region {

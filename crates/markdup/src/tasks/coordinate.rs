@@ -896,7 +896,7 @@ impl PmReduceTask {
 
 impl PicardPlan {
     /// The plan whose join and reduce stages serve the map tasks of a dataset (`agd markdup`,
-    /// `sortase::tasks::agd_markdup`): `job.input` names the dataset in messages, `header` is its header.
+    /// [`super::agd`]): `job.input` names the dataset in messages, `header` is its header.
     pub fn for_dataset(
         job: MarkdupJob,
         input: PathBuf,

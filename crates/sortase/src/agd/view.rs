@@ -40,8 +40,6 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::agd::columns::duplicate_group;
-use crate::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
 use crate::view::{ViewJob, ViewReport};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
@@ -53,6 +51,8 @@ use sortase_agd::{
 };
 use sortase_bam::query::{self, Region};
 use sortase_bam::{cigar, flags, Header, RecordBatch};
+use sortase_exec::agd::columns::duplicate_group;
+use sortase_exec::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
 use sortase_exec::error::{Error, Result};
 use sortase_exec::output::OutFormat;
 use sortase_exec::runtime::Runtime;
@@ -244,7 +244,7 @@ fn piece_batch(
             .filter(|&i| rows.value(i))
             .map(|i| d.is_valid(i).then(|| d.value(i)))
             .collect();
-        crate::agd::columns::apply_duplicates(&mut buf, &offsets, &kept);
+        sortase_exec::agd::columns::apply_duplicates(&mut buf, &offsets, &kept);
     }
     let end = buf.len();
     Ok(RecordBatch::from_parts(buf, offsets, end, 0))
@@ -267,7 +267,7 @@ fn run_piece(
     count: bool,
 ) -> anyhow::Result<PieceOut> {
     let chunk = &piece.chunk;
-    let duplicate = crate::agd::columns::duplicate_column(dir, duplicate, chunk)?;
+    let duplicate = sortase_exec::agd::columns::duplicate_column(dir, duplicate, chunk)?;
     if let (false, None, true, Some(m)) = (count, &piece.targets, filter.passes_all(), manifest) {
         return Ok(PieceOut::Records(chunk_batch(dir, m, chunk)?));
     }

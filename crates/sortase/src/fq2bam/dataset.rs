@@ -15,7 +15,7 @@
 //! records can differ from those of the FASTQ files where minimap2 breaks a tie; Illumina names
 //! (the read number in the comment) are the same either way.
 
-use crate::agd::{complement, open_manifest};
+use crate::agd::complement;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt16Type;
 use arrow_array::{Array, StringArray, UInt16Array};
@@ -23,6 +23,7 @@ use sortase_agd::{self as agd, ChunkEntry, Group};
 use sortase_align::reads::{ChunkSource, ReadChunk};
 use sortase_align::AlignError;
 use sortase_bam::flags::{PAIRED, READ1, READ2, REVERSE, SECONDARY, SUPPLEMENTARY};
+use sortase_exec::agd::open_manifest;
 use std::path::{Path, PathBuf};
 
 /// One chunk's columns that make reads.

@@ -188,7 +188,7 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         .chunk_templates
         .unwrap_or((options.task_memory / TEMPLATE_MEMORY) as u64)
         .max(1);
-    let dataset = if crate::agd::is_dataset(&job.reads1) {
+    let dataset = if sortase_exec::agd::is_dataset(&job.reads1) {
         if let Some(r2) = &job.reads2 {
             bail_argument!(
                 "{}: a dataset holds both reads of its pairs: give it alone, not with {}",
@@ -196,7 +196,7 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
                 r2.display()
             );
         }
-        let manifest = crate::agd::open_manifest(&job.reads1)?;
+        let manifest = sortase_exec::agd::open_manifest(&job.reads1)?;
         Some(manifest.chunks.iter().map(|c| c.records).collect())
     } else {
         None

@@ -26,7 +26,8 @@
 //! ```
 
 pub use sortase_exec::assemble;
-pub mod agd_markdup;
+/// `agd markdup` as tasks: crates/markdup `tasks/agd.rs`.
+pub use sortase_markdup::tasks::agd as agd_markdup;
 pub mod fq2bam;
 /// The markdup tasks of query-grouped input (samblaster's mode): crates/markdup `tasks/query.rs`.
 pub use sortase_markdup::tasks::query as markdup;

@@ -286,14 +286,14 @@ impl Plan {
             // A dataset's chunks are its tasks; `agd_*` are the kinds' older names.
             "flagstat" | "agd_flagstat" => {
                 let job: FlagstatJob = parse("flagstat job", job_json)?;
-                match crate::agd::is_dataset(&job.input) {
+                match sortase_exec::agd::is_dataset(&job.input) {
                     true => Plan::AgdFlagstat(job.plan_chunks(n)?),
                     false => Plan::Flagstat(job.plan_ranges(n)?),
                 }
             }
             "idxstats" | "agd_idxstats" => {
                 let job: IdxstatsJob = parse("idxstats job", job_json)?;
-                match crate::agd::is_dataset(&job.input) {
+                match sortase_exec::agd::is_dataset(&job.input) {
                     true => Plan::AgdIdxstats(job.plan_chunks(n)?),
                     false => Plan::Idxstats(job.plan_ranges(n)?),
                 }
@@ -351,7 +351,11 @@ impl Plan {
             Plan::Markdup(p) => markdup_stage(p, stage, outputs)?,
             Plan::MarkdupCoordinate(p) => coordinate_stage(p, stage, outputs)?,
             Plan::Fq2Bam(p) => fq2bam_stage(p, stage, outputs, rt)?,
-            Plan::AgdMarkdup(p) => p.stage_tasks(stage, outputs)?,
+            Plan::AgdMarkdup(p) => p
+                .stage_tasks(stage, outputs)?
+                .into_iter()
+                .map(AnyTask::from_dyn)
+                .collect(),
             _ if stage != "tasks" => return Err(no_stage(stage)),
             Plan::Flagstat(p) => any(&p.tasks),
             Plan::Index(p) => any(&p.tasks),

@@ -13,11 +13,10 @@ use crate::runtime::Runtime;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
-use sortase_exec::task::unwrap;
 // The trait and what a driver asks of a task live in crates/exec (`task.rs`), below the crates
 // that implement it.
 pub(crate) use sortase_exec::task::{by_file, measured};
-pub use sortase_exec::task::{DynTask, Span, Task, TaskIo};
+pub use sortase_exec::task::{outputs_of, DynTask, Span, Task, TaskIo};
 
 /// A task of any kind (what [`KINDS`] decodes; serialises as its kind's JSON).
 #[derive(Debug)]
@@ -145,22 +144,10 @@ registry!(
     crate::agd_tasks::AgdFlagstatTask,
     crate::agd_tasks::AgdCountTask,
     crate::agd_tasks::AgdIdxstatsTask,
-    super::agd_markdup::AgdMdMapTask,
-    super::agd_markdup::AgdPmMapTask,
-    super::agd_markdup::AgdMdWriteTask,
+    sortase_markdup::tasks::agd::AgdMdMapTask,
+    sortase_markdup::tasks::agd::AgdPmMapTask,
+    sortase_markdup::tasks::agd::AgdMdWriteTask,
 );
-
-/// The outputs of `kind` (an output kind: [`Task::OUTPUT_KIND`]) among `outputs` (any kinds, any
-/// order), decoded; an output of that kind that does not decode is an argument error.
-pub fn outputs_of<T: DeserializeOwned>(outputs: &[Value], kind: &str) -> Result<Vec<T>> {
-    outputs
-        .iter()
-        .filter_map(|o| unwrap(o, kind))
-        .map(|body| {
-            T::deserialize(body).map_err(|e| Error::argument(format!("{kind} output JSON: {e}")))
-        })
-        .collect()
-}
 
 /// One output (JSON text) of `kind`, decoded (an argument error if it is of another kind).
 pub fn output_of<T: DeserializeOwned>(output_json: &str, kind: &str) -> Result<T> {

@@ -2,6 +2,7 @@
 //! each linked the whole library (arrow, parquet, htslib, minimap2) again: five links of ~60-80 MB
 //! in every CI run for ~1,100 lines of tests.
 
+mod agd_markdup;
 mod agd_round_trip;
 mod fixtures;
 mod fq2bam;

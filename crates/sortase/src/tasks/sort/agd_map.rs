@@ -20,8 +20,6 @@
 use super::map::{hold, sort_into_run};
 use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
-use crate::agd::{chunk_batch_with, columns::duplicate_group, dataset_header, open_manifest};
-use crate::agd_tasks::runs;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Order;
 use crate::runtime::Runtime;
@@ -29,8 +27,12 @@ use crate::sort::SortJob;
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sortase_agd::{ChunkEntry, ExtraGroup, Group, Manifest};
+use sortase_agd::{ChunkEntry, ExtraGroup, Group};
 use sortase_bam::RecordBatch;
+use sortase_exec::agd::{
+    chunk_batch_with, columns::duplicate_group, dataset_header, estimate_record_bytes,
+    open_manifest, runs,
+};
 use std::path::{Path, PathBuf};
 
 /// The dataset a [`SortPlan`] reads: its chunks cut into the map tasks' runs.
@@ -213,26 +215,6 @@ fn plan_dataset(job: &SortJob, rt: &Runtime, options: &PlanOptions) -> anyhow::R
         }),
         ..plan
     })
-}
-
-/// The dataset's record bytes, estimated from the uncompressed size of the first chunk's column
-/// data (its four Parquet footers) per record; `None` when a footer cannot be read.
-pub(crate) fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
-    let first = manifest.chunks.first()?;
-    let mut bytes = 0u64;
-    for g in Group::ALL {
-        let file = std::fs::File::open(sortase_agd::chunk_path(dir, g, first.index)).ok()?;
-        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
-            .parse_and_finish(&file)
-            .ok()?;
-        bytes += meta
-            .row_groups()
-            .iter()
-            .map(|r| r.total_byte_size().max(0) as u64)
-            .sum::<u64>();
-    }
-    let per_record = bytes.div_ceil(first.records.max(1));
-    Some(per_record * manifest.records)
 }
 
 impl SortPlan {

@@ -69,7 +69,6 @@ pub(crate) mod plan;
 pub(crate) mod reduce;
 
 pub use crate::parts::{EncodedRangeIndex, PartIndex};
-pub(crate) use agd_map::estimate_record_bytes;
 pub use agd_map::AgdMapTask;
 // The range and the error a task carries live in crates/exec (`task.rs`), below the tasks.
 pub use count::{CountOutput, CountTask};

@@ -7,18 +7,16 @@
 //! runtime's pool and fed in order; samblaster's signatures are computed on the pool per batch of
 //! read-name groups (a group straddling chunks is carried), Picard's read ends are collected within
 //! the runtime's memory pool and spilled beyond it. The flags then go into one Boolean file per
-//! chunk, written on the pool, and the manifest is replaced last ([`super::columns`]): the records,
-//! and every other group, are untouched. samblaster keeps a 0x400 already set (it only adds
-//! marks); Picard clears it on non-duplicates, as the BAM commands do. Options that rewrite records
-//! or write other files (removing duplicates, mate tags, side outputs, metrics) are refused.
+//! chunk, written on the pool, and the manifest is replaced last ([`sortase_exec::agd::columns`]):
+//! the records, and every other group, are untouched. samblaster keeps a 0x400 already set (it only
+//! adds marks); Picard clears it on non-duplicates, as the BAM commands do. Options that rewrite
+//! records or write other files (removing duplicates, mate tags, side outputs, metrics) are
+//! refused.
 
-use super::columns::PendingGroup;
-use super::for_each_chunk_batch;
-use super::{dataset_header, open_manifest};
-use crate::markdup::marking::{is_duplicate, Carry};
-use crate::markdup::{
-    coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions,
-};
+use crate::job::marking::{is_duplicate, Carry};
+use crate::job::{coordinate, detect_mode, MarkdupReport, Mode, PicardOptions, SamblasterOptions};
+use crate::picard::{name::NameParser, Collector, Libraries, Options as PicardOpts};
+use crate::samblaster::{self, Layout, Options, SigSet};
 use anyhow::Context;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use rayon::prelude::*;
@@ -26,12 +24,12 @@ use serde::{Deserialize, Serialize};
 use sortase_agd::extra::DUPLICATE_GROUP;
 use sortase_agd::{Manifest, Provenance};
 use sortase_bam::{flags, RecordBatch as Records};
+use sortase_exec::agd::columns::PendingGroup;
+use sortase_exec::agd::{dataset_header, for_each_chunk_batch, open_manifest};
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::output::temp_prefix;
 use sortase_exec::runtime::Runtime;
-use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options as PicardOpts};
-use sortase_markdup::samblaster::{self, Layout, Options, SigSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -48,7 +46,7 @@ pub struct AgdMarkdupJob {
     pub samblaster: SamblasterOptions,
     /// Picard's options (only those that decide the marks).
     pub picard: PicardOptions,
-    /// zstd level of the group's files (default [`super::DEFAULT_ZSTD_LEVEL`]).
+    /// zstd level of the group's files (default [`sortase_exec::agd::DEFAULT_ZSTD_LEVEL`]).
     #[serde(default = "default_level")]
     pub zstd_level: i32,
     /// The command line recorded as the group's provenance.
@@ -57,7 +55,7 @@ pub struct AgdMarkdupJob {
 }
 
 fn default_level() -> i32 {
-    super::DEFAULT_ZSTD_LEVEL
+    sortase_exec::agd::DEFAULT_ZSTD_LEVEL
 }
 
 impl AgdMarkdupJob {
@@ -69,7 +67,7 @@ impl AgdMarkdupJob {
             temp_prefix: None,
             samblaster: SamblasterOptions::default(),
             picard: PicardOptions::default(),
-            zstd_level: super::DEFAULT_ZSTD_LEVEL,
+            zstd_level: sortase_exec::agd::DEFAULT_ZSTD_LEVEL,
             command_line: String::new(),
         }
     }

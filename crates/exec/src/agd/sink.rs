@@ -1,5 +1,5 @@
-//! [`DatasetSink`]: the AGD sink of [`crate::SortJob`] (`sortase sort -O agd`, `sortase agd sort`),
-//! a new dataset holding the sorted records.
+//! [`DatasetSink`]: the AGD sink of the sort job (`sortase sort -O agd`, `sortase agd sort`), a new
+//! dataset holding the sorted records.
 //!
 //! The sort's final phase hands out key ranges on all threads; each range's records are cut into
 //! chunks of at most `chunk_size` records and encoded and written by the thread that merged them
@@ -13,22 +13,22 @@
 //! would need the permutation): [`DatasetSink::extra_group_warnings`] names each.
 
 use super::{check_new_output, hidden_sibling, write_chunk, CHUNK_BYTES, DEFAULT_ZSTD_LEVEL};
+use crate::files::TempDir;
+use crate::options::{OutputSpec, PhaseClock};
+use crate::progress::Progress;
+use crate::range_output::Counted;
+use crate::runtime::Runtime;
+use crate::sorting::{Held, SortFrame};
 use anyhow::Context;
 use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest};
 use sortase_bam::Header;
-use sortase_exec::files::TempDir;
-use sortase_exec::options::{OutputSpec, PhaseClock};
-use sortase_exec::progress::Progress;
-use sortase_exec::range_output::Counted;
-use sortase_exec::runtime::Runtime;
-use sortase_exec::sorting::{Held, SortFrame};
 use sortase_sort::{RangeSource, SortError, SortStats};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A new dataset being written: its hidden directory (renamed to `output` by [`Self::finish`]), the
 /// chunks' zstd level and size, and the record counts of the chunks written.
-pub(crate) struct DatasetSink {
+pub struct DatasetSink {
     output: PathBuf,
     hidden: TempDir,
     chunk_size: u64,
@@ -39,7 +39,7 @@ pub(crate) struct DatasetSink {
 /// Memory of the final phase besides the records: up to `threads + 1` ranges being cut into chunks
 /// (a range is `RANGE_BYTES` of records, its columns about as much again), at most a quarter of the
 /// budget.
-pub(crate) fn final_phase_reserve(memory: usize, threads: usize) -> usize {
+pub fn final_phase_reserve(memory: usize, threads: usize) -> usize {
     ((threads + 1) * 2 * sortase_sort::ranges::RANGE_BYTES as usize).min(memory / 4)
 }
 
@@ -50,9 +50,9 @@ fn sort_error(e: impl std::fmt::Display) -> SortError {
 impl DatasetSink {
     /// Opens the dataset `output` (must not exist, or be empty) of `chunk_size` records per chunk,
     /// its files at `output`'s `level` (zstd; default [`DEFAULT_ZSTD_LEVEL`]).
-    pub(crate) fn open(output: &OutputSpec, path: &Path, chunk_size: u64) -> anyhow::Result<Self> {
+    pub fn open(output: &OutputSpec, path: &Path, chunk_size: u64) -> anyhow::Result<Self> {
         if chunk_size == 0 {
-            sortase_exec::error::bail_argument!("--chunk-size 0: must be at least 1");
+            crate::error::bail_argument!("--chunk-size 0: must be at least 1");
         }
         check_new_output(path)?;
         let hidden = hidden_sibling(path)?;
@@ -74,7 +74,7 @@ impl DatasetSink {
 
     /// The warnings of a dataset source whose extra groups (but `duplicate`, applied to the flags)
     /// the sorted dataset does not carry.
-    pub(crate) fn extra_group_warnings(source: &Manifest) -> Vec<String> {
+    pub fn extra_group_warnings(source: &Manifest) -> Vec<String> {
         source
             .extra
             .iter()
@@ -89,14 +89,14 @@ impl DatasetSink {
     }
 
     /// Chunks written so far.
-    pub(crate) fn chunks(&self) -> usize {
+    pub fn chunks(&self) -> usize {
         self.counts.len()
     }
 
     /// The final phase: each key range's records cut into chunks of at most `chunk_size` records,
     /// written into the staging directory by the thread that merged them, then renamed to their
     /// index in order (the records counted into `written`).
-    pub(crate) fn write(
+    pub fn write(
         &mut self,
         rt: &Runtime,
         frame: SortFrame,
@@ -151,7 +151,7 @@ impl DatasetSink {
 
     /// Writes the manifest (`header` and its references, the chunks' record counts, `command_line`
     /// as every group's provenance) and renames the dataset into place.
-    pub(crate) fn finish(self, header: &Header, command_line: &str) -> anyhow::Result<()> {
+    pub fn finish(self, header: &Header, command_line: &str) -> anyhow::Result<()> {
         let dir = self.hidden.path().to_path_buf();
         let staging = dir.join(".staging");
         std::fs::remove_dir_all(&staging)

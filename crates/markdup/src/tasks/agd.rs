@@ -14,13 +14,13 @@
 //!   skips its leading records named as the last record of the chunk before (that group belongs
 //!   to the run before), follows its last group into the next chunks, and writes every group's
 //!   signature with its ordinal partitioned by hash (the BAM map task's code,
-//!   [`super::markdup::MdMapTask`]); `markdup.reduce` keeps the first occurrence in file order;
+//!   [`super::query::MdMapTask`]); `markdup.reduce` keeps the first occurrence in file order;
 //!   `agd_markdup.write` ([`AgdMdWriteTask`]) reads the run's read names and flags, gives every
 //!   record its group's verdict or'ed with its 0x400 (samblaster only adds marks), and writes
 //!   one Boolean file per chunk.
 //! - Picard's mode (coordinate-sorted): `agd_markdup.coordinate_map` ([`AgdPmMapTask`]) collects
 //!   a run's read ends with their file indices (the chunk's first ordinal onwards), as
-//!   [`super::pmarkdup::PmMapTask`] does; `markdup.coordinate_join` and
+//!   [`super::coordinate::PmMapTask`] does; `markdup.coordinate_join` and
 //!   `markdup.coordinate_reduce` decide the duplicate sets; `agd_markdup.write` sets exactly the
 //!   duplicates found (Picard clears 0x400 elsewhere) and needs no record.
 //!
@@ -38,24 +38,15 @@
 //! and holds a signature per group, a Picard one its run's read ends; a reduce or join task holds
 //! one partition, and there are enough partitions for `task_memory` to hold one.
 
-use super::markdup::{
-    map_groups, Batches, FileSlice, MdMapOutput, MdReduceOutput, MdReduceTask, REDUCE_BYTES_PER_SIG,
-};
-use super::pmarkdup::{
+use super::coordinate::{
     map_ends, EndsMap, PicardPlan, PicardTask, PmJoinOutput, PmJoinTask, PmMapOutput,
     PmReduceOutput, PmReduceTask, BYTES_PER_RECORD,
 };
-use super::registry::{outputs_of, AnyTask, Span, Task};
-use crate::agd::columns::{duplicate_column, duplicate_group, GroupCommit};
-use crate::agd::markdup::check_options;
-use crate::agd::{chunk_batch_with, dataset_header, open_manifest, AgdMarkdupJob};
-use crate::error::{bail_argument, Error, ErrorKind, Result};
-use crate::markdup::{detect_mode, MarkdupJob, MarkdupReport, Mode};
-use crate::options::OutputSpec;
-use crate::output::temp_prefix;
-use crate::parts::{complete, create_work_dir, remove_work_dir};
-use crate::runtime::Runtime;
-use crate::wire::WorkFile;
+use super::query::{
+    map_groups, Batches, FileSlice, MdMapOutput, MdReduceOutput, MdReduceTask, REDUCE_BYTES_PER_SIG,
+};
+use crate::agd::{check_options, AgdMarkdupJob};
+use crate::job::{detect_mode, MarkdupJob, MarkdupReport, Mode};
 use anyhow::{bail, Context};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt16Type;
@@ -65,6 +56,15 @@ use serde_json::Value;
 use sortase_agd::extra::{self, DUPLICATE_GROUP};
 use sortase_agd::{ChunkEntry, ExtraGroup, Group, Provenance};
 use sortase_bam::flags;
+use sortase_exec::agd::columns::{duplicate_column, duplicate_group, GroupCommit};
+use sortase_exec::agd::{chunk_batch_with, dataset_header, open_manifest};
+use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
+use sortase_exec::options::OutputSpec;
+use sortase_exec::output::temp_prefix;
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::task::{by_file, outputs_of, DynTask, Span, Task};
+use sortase_exec::wire::WorkFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,22 +197,22 @@ fn plan(
     let md = markdup_job(job, mode);
     if mode == Mode::Coordinate {
         let regex = job.picard.read_name_regex.as_deref();
-        if let Err(e) = sortase_markdup::picard::name::NameParser::new(regex) {
+        if let Err(e) = crate::picard::name::NameParser::new(regex) {
             bail_argument!("--read-name-regex {regex:?}: {e}");
         }
     } else {
         // As the one-machine job: a layout that fails is an error of the input.
-        super::markdup::sig_layout(&lengths, &md)
+        super::query::sig_layout(&lengths, &md)
             .map_err(|e| Error::new(ErrorKind::Format, format!("{name}: {e}")))?;
     }
-    let n = match super::sort::estimate_record_bytes(&dataset, &manifest) {
+    let n = match sortase_exec::agd::estimate_record_bytes(&dataset, &manifest) {
         Some(estimate) => estimate.div_ceil(task_memory as u64),
         None => manifest.chunks.len() as u64,
     };
     let n = n.clamp(1, manifest.chunks.len().max(1) as u64) as usize;
     let mut runs = Vec::new();
     let mut at = 0;
-    for r in crate::agd_tasks::runs(&manifest.chunks, n) {
+    for r in sortase_exec::agd::runs(&manifest.chunks, n) {
         runs.push((at, at + r.len()));
         at += r.len();
     }
@@ -393,7 +393,7 @@ impl AgdMdMapTask {
             skipped: m.skipped,
             groups: m.groups,
             signatures: m.signatures,
-            cutting: super::markdup::Cutting {
+            cutting: super::query::Cutting {
                 records,
                 ..Default::default()
             },
@@ -708,15 +708,13 @@ impl Task for AgdMdWriteTask {
         let mut out: Vec<Span> = Vec::new();
         match &self.marks {
             Marks::Records { duplicates } => {
-                out.extend(super::registry::by_file(duplicates.iter().map(slice)));
+                out.extend(by_file(duplicates.iter().map(slice)));
             }
             Marks::Groups {
                 duplicates, before, ..
             } => {
                 let before = before.iter().flat_map(|(_, s)| s.iter());
-                out.extend(super::registry::by_file(
-                    duplicates.iter().chain(before).map(slice),
-                ));
+                out.extend(by_file(duplicates.iter().chain(before).map(slice)));
                 for c in &self.chunks {
                     for g in [Group::Names, Group::Results] {
                         out.push(Span::whole(sortase_agd::chunk_path(
@@ -784,15 +782,15 @@ impl AgdMarkdupPlan {
     }
 
     /// The map stage: one task per run of chunks.
-    pub fn map_tasks(&self) -> Vec<AnyTask> {
+    pub fn map_tasks(&self) -> Vec<Box<dyn DynTask>> {
         let parts = self.runs.len();
         let name = self.job.dataset.display().to_string();
         (0..parts)
-            .map(|part| {
+            .map(|part| -> Box<dyn DynTask> {
                 let (a, b) = self.runs[part];
                 let chunks = self.chunks[a..b].to_vec();
                 if let Some(p) = &self.picard {
-                    return AgdPmMapTask {
+                    return Box::new(AgdPmMapTask {
                         input: self.dataset.clone(),
                         input_name: name.clone(),
                         rg_lines: p.rg_lines().to_string(),
@@ -803,11 +801,10 @@ impl AgdMarkdupPlan {
                         duplicate: self.duplicate.clone(),
                         partitions: self.partitions,
                         path: self.work_dir.join(format!("pmap-{part:06}.ends")),
-                    }
-                    .into();
+                    });
                 }
                 let follow = (b + FOLLOW_CHUNKS).min(self.chunks.len());
-                AgdMdMapTask {
+                Box::new(AgdMdMapTask {
                     input: self.dataset.clone(),
                     input_name: name.clone(),
                     lengths: self.lengths.clone(),
@@ -821,8 +818,7 @@ impl AgdMarkdupPlan {
                     duplicate: self.duplicate.clone(),
                     partitions: self.partitions,
                     path: self.work_dir.join(format!("map-{part:06}.sigs")),
-                }
-                .into()
+                })
             })
             .collect()
     }
@@ -834,12 +830,9 @@ impl AgdMarkdupPlan {
     }
 
     /// The tasks of `stage` from the outputs of the stages before (any kinds, any order).
-    pub fn stage_tasks(&self, stage: &str, outputs: &[Value]) -> Result<Vec<AnyTask>> {
-        let picard_tasks = |t: Vec<PicardTask>| {
-            t.into_iter()
-                .map(|t| AnyTask::from_dyn(t.into_task()))
-                .collect::<Vec<_>>()
-        };
+    pub fn stage_tasks(&self, stage: &str, outputs: &[Value]) -> Result<Vec<Box<dyn DynTask>>> {
+        let picard_tasks =
+            |t: Vec<PicardTask>| t.into_iter().map(|t| t.into_task()).collect::<Vec<_>>();
         if self.runs.is_empty() && self.stages().contains(&stage) {
             return Ok(Vec::new()); // no records: the finish writes an empty group
         }
@@ -862,15 +855,15 @@ impl AgdMarkdupPlan {
     }
 
     /// samblaster's reduce stage: one task per hash partition.
-    fn reduce_tasks(&self, maps: &[MdMapOutput]) -> Result<Vec<AnyTask>> {
+    fn reduce_tasks(&self, maps: &[MdMapOutput]) -> Result<Vec<Box<dyn DynTask>>> {
         let maps = complete(maps, "map", |m| (m.part, m.parts))?;
         let partitions = maps[0].offsets.len().saturating_sub(1);
         if maps.iter().any(|m| m.offsets.len() != partitions + 1) {
             return Err(Error::argument("map outputs disagree on the partitions"));
         }
         Ok((0..partitions)
-            .map(|p| {
-                MdReduceTask {
+            .map(|p| -> Box<dyn DynTask> {
+                Box::new(MdReduceTask {
                     part: p,
                     parts: partitions,
                     inputs: maps
@@ -879,17 +872,16 @@ impl AgdMarkdupPlan {
                         .collect(),
                     heads: Vec::new(),
                     path: self.work_dir.join(format!("reduce-{p:06}.dups")),
-                }
-                .into()
+                })
             })
             .collect())
     }
 
     /// The write stage from the map and the reduce outputs: one task per run.
-    fn write_tasks(&self, outputs: &[Value]) -> Result<Vec<AnyTask>> {
+    fn write_tasks(&self, outputs: &[Value]) -> Result<Vec<Box<dyn DynTask>>> {
         let parts = self.runs.len();
-        let task = |part: usize, marks: Marks| -> AnyTask {
-            AgdMdWriteTask {
+        let task = |part: usize, marks: Marks| -> Box<dyn DynTask> {
+            Box::new(AgdMdWriteTask {
                 input: self.dataset.clone(),
                 part,
                 parts,
@@ -898,8 +890,7 @@ impl AgdMarkdupPlan {
                 marks,
                 staging: self.staging.clone(),
                 zstd_level: self.job.zstd_level,
-            }
-            .into()
+            })
         };
         if let Some(p) = &self.picard {
             let maps: Vec<PmMapOutput> = outputs_of(outputs, "markdup.coordinate_map")?;
@@ -1055,7 +1046,7 @@ impl AgdMarkdupPlan {
                 dir: group.dir.clone(),
                 replaced: group.replaced.clone(),
             };
-            crate::agd::columns::write_manifest(&self.dataset, &group.manifest)?;
+            sortase_exec::agd::columns::write_manifest(&self.dataset, &group.manifest)?;
             let _ = std::fs::remove_dir_all(&self.staging);
             value["commit"] = serde_json::to_value(&commit).context("commit JSON")?;
         } else {
@@ -1069,249 +1060,5 @@ impl AgdMarkdupPlan {
     pub fn abort(&self) -> Result<()> {
         let staged = remove_work_dir(&self.staging);
         remove_work_dir(&self.work_dir).and(staged)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agd::AgdImportJob;
-    use crate::options::Order;
-    use crate::sort::SortJob;
-    use crate::tasks::{CutOptions, Plan};
-
-    fn lcg(seed: &mut u64) -> u64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *seed >> 33
-    }
-
-    /// A SAM of read-name groups (pairs with a secondary, fragments, unmapped pairs) at few
-    /// positions, so that many are duplicates; some records already carry 0x400.
-    fn sam(dir: &Path) -> PathBuf {
-        let mut sam = String::from(
-            "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:c1\tLN:100000\n@SQ\tSN:c2\tLN:50000\n\
-             @RG\tID:a\tLB:la\n@RG\tID:b\tLB:lb\n",
-        );
-        let mut seed = 7;
-        let seq: String = (0..60).map(|i| b"ACGT"[i % 4] as char).collect();
-        let qual: String = "I".repeat(60);
-        for i in 0..900 {
-            let r = if lcg(&mut seed).is_multiple_of(3) {
-                "c2"
-            } else {
-                "c1"
-            };
-            let pos = 1 + lcg(&mut seed) % 60;
-            let mpos = pos + 20 + lcg(&mut seed) % 10;
-            let rg = if lcg(&mut seed).is_multiple_of(2) {
-                "a"
-            } else {
-                "b"
-            };
-            let dup = if lcg(&mut seed).is_multiple_of(17) {
-                1024
-            } else {
-                0
-            };
-            let name = format!("x:1:2:{}:{}:{}", i % 5, 100 + i % 37, 200 + i % 41);
-            let t = format!("RG:Z:{rg}");
-            match lcg(&mut seed) % 8 {
-                0 => {
-                    sam += &format!("{name}\t{}\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\t{t}\n", 77);
-                    sam += &format!("{name}\t141\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{qual}\t{t}\n");
-                }
-                1 => {
-                    sam += &format!(
-                        "{name}\t{}\t{r}\t{pos}\t60\t60M\t*\t0\t0\t{seq}\t{qual}\t{t}\n",
-                        dup
-                    );
-                }
-                _ => {
-                    sam += &format!(
-                        "{name}\t{}\t{r}\t{pos}\t60\t60M\t=\t{mpos}\t90\t{seq}\t{qual}\t{t}\n",
-                        99 | dup
-                    );
-                    if i % 3 == 0 {
-                        sam += &format!(
-                            "{name}\t355\t{r}\t{mpos}\t0\t5S55M\t=\t{pos}\t0\t{seq}\t{qual}\t{t}\n"
-                        );
-                    }
-                    sam += &format!(
-                        "{name}\t147\t{r}\t{mpos}\t60\t60M\t=\t{pos}\t-90\t{seq}\t{qual}\t{t}\n"
-                    );
-                }
-            }
-        }
-        let path = dir.join("in.sam");
-        std::fs::write(&path, sam).unwrap();
-        path
-    }
-
-    /// Every file under `dir` (relative path, bytes), sorted.
-    fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-                    out.push((rel, std::fs::read(&p).unwrap()));
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-
-    /// Plans, runs every stage's tasks (through their JSON, in reverse order) and finishes.
-    fn run_tasks(job: &AgdMarkdupJob, memory: usize, rt: &Runtime) -> Result<Value> {
-        let spec = serde_json::to_string(&AgdMarkdupTasksJob {
-            job: job.clone(),
-            remote: false,
-        })
-        .unwrap();
-        let cut = CutOptions {
-            task_memory: Some(memory),
-            ..CutOptions::default()
-        };
-        let plan = Plan::new("agd_markdup", &spec, &cut, rt)?;
-        let plan: Plan = serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
-        let mut outputs: Vec<Value> = Vec::new();
-        let run = (|| {
-            for stage in plan.stages() {
-                let tasks = plan.stage_tasks(stage, &outputs, rt)?;
-                for t in tasks.iter().rev() {
-                    let t = AnyTask::parse(&serde_json::to_string(t).unwrap())?;
-                    outputs.push(t.run(rt)?);
-                }
-            }
-            plan.finish(&outputs, rt)
-        })();
-        match run {
-            Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
-            Err(e) => {
-                plan.abort()?;
-                Err(e)
-            }
-        }
-    }
-
-    #[test]
-    fn tasks_leave_the_dataset_of_one_machine_in_both_modes() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::with_threads(2).unwrap();
-        let sam = sam(dir.path());
-        let coord = dir.path().join("coord.bam");
-        SortJob::new(sam.to_str().unwrap(), OutputSpec::to_path(&coord))
-            .run(&rt)
-            .unwrap();
-        let named = dir.path().join("named.bam");
-        let by_name = SortJob {
-            order: Order::Name,
-            ..SortJob::new(sam.to_str().unwrap(), OutputSpec::to_path(&named))
-        };
-        by_name.run(&rt).unwrap();
-        for (input, mode) in [(&named, Mode::Query), (&coord, Mode::Coordinate)] {
-            let (one, many) = (dir.path().join("one"), dir.path().join("many"));
-            for ds in [&one, &many] {
-                let _ = std::fs::remove_dir_all(ds);
-                let import = AgdImportJob {
-                    chunk_size: 7,
-                    ..AgdImportJob::new(input.to_str().unwrap(), ds)
-                };
-                import.run(&rt).unwrap();
-            }
-            // Twice: the second run replaces the group (and reads its marks in samblaster's mode).
-            for round in 0..2 {
-                let job = |ds: &Path| AgdMarkdupJob {
-                    command_line: format!("sortase agd markdup r{round}"),
-                    ..AgdMarkdupJob::new(ds)
-                };
-                let expected = job(&one).run(&rt).unwrap();
-                assert_eq!(expected.mode, mode);
-                let got = run_tasks(&job(&many), 16 << 10, &rt).unwrap();
-                assert!(expected.duplicate_records > 0);
-                assert_eq!(got["duplicate_records"], expected.duplicate_records);
-                assert_eq!(got["read_names"], expected.read_names);
-                assert_eq!(got["duplicate_groups"], expected.duplicate_groups);
-                assert_eq!(got["pairs"], expected.pairs);
-                let (a, b) = (files(&one), files(&many));
-                assert_eq!(
-                    a.iter().map(|f| &f.0).collect::<Vec<_>>(),
-                    b.iter().map(|f| &f.0).collect::<Vec<_>>(),
-                    "{mode:?} round {round}"
-                );
-                for (x, y) in a.iter().zip(&b) {
-                    assert!(
-                        x.1 == y.1,
-                        "{mode:?} round {round}: {} differs",
-                        x.0.display()
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_dataset_without_records_gets_an_empty_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::with_threads(1).unwrap();
-        let sam = dir.path().join("empty.sam");
-        std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:c\tLN:100\n").unwrap();
-        for mode in [Mode::Query, Mode::Coordinate] {
-            let (one, many) = (dir.path().join("one"), dir.path().join("many"));
-            for ds in [&one, &many] {
-                let _ = std::fs::remove_dir_all(ds);
-                AgdImportJob::new(sam.to_str().unwrap(), ds)
-                    .run(&rt)
-                    .unwrap();
-            }
-            let job = |ds: &Path| AgdMarkdupJob {
-                mode,
-                ..AgdMarkdupJob::new(ds)
-            };
-            job(&one).run(&rt).unwrap();
-            let got = run_tasks(&job(&many), 16 << 10, &rt).unwrap();
-            assert_eq!(got["records"], 0);
-            assert_eq!(files(&one), files(&many), "{mode:?}");
-            assert!(many.join(DUPLICATE_GROUP).is_dir());
-        }
-    }
-
-    #[test]
-    fn a_failed_or_refused_job_leaves_the_dataset_as_it_was() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::with_threads(1).unwrap();
-        let ds = dir.path().join("ds");
-        let sam = sam(dir.path());
-        let import = AgdImportJob {
-            chunk_size: 50,
-            ..AgdImportJob::new(sam.to_str().unwrap(), &ds)
-        };
-        import.run(&rt).unwrap();
-        let before = files(&ds);
-        let mut job = AgdMarkdupJob::new(&ds);
-        job.picard.metrics = Some(dir.path().join("m.txt"));
-        let e = run_tasks(&job, 16 << 10, &rt).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
-        // A chunk file damaged after planning: a map task fails, the plan is aborted.
-        let job = AgdMarkdupJob::new(&ds);
-        let chunk = sortase_agd::chunk_path(&ds, Group::Bases, 3);
-        let good = std::fs::read(&chunk).unwrap();
-        std::fs::write(&chunk, b"not parquet").unwrap();
-        assert!(run_tasks(&job, 16 << 10, &rt).is_err());
-        std::fs::write(&chunk, good).unwrap();
-        assert_eq!(files(&ds), before);
-        let left: Vec<_> = std::fs::read_dir(&ds)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .filter(|n| n.to_string_lossy().starts_with('.'))
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
     }
 }
