@@ -83,44 +83,6 @@ pub struct ImportArgs {
     inputs: Vec<String>,
 }
 
-impl ImportArgs {
-    /// The FASTQ input the flags and inputs name, if any.
-    fn fastq(&self) -> Result<Option<FastqInput>> {
-        let mut fastq = FastqInput {
-            unpaired: self.unpaired.clone(),
-            read1: self.read1.clone(),
-            read2: self.read2.clone(),
-            interleaved: self.interleaved.clone(),
-            read_group: self.read_group.clone(),
-            read_group_line: (!self.read_group_line.is_empty())
-                .then(|| self.read_group_line.join("\t")),
-        };
-        let flagged = !fastq.paths().is_empty();
-        match (flagged, self.inputs.as_slice()) {
-            (true, []) => Ok(Some(fastq)),
-            (true, _) => {
-                anyhow::bail!("give FASTQ files either with -0/-1/-2/-s or as arguments, not both")
-            }
-            (false, [r1, _]) if !sortase::agd::fastq::looks_like_fastq(r1) => anyhow::bail!(
-                "{r1}: not FASTQ; two inputs are R1 and R2 FASTQ files (one SAM/BAM/CRAM at a time)"
-            ),
-            (false, [r1, r2]) => {
-                fastq.read1 = Some(r1.clone());
-                fastq.read2 = Some(r2.clone());
-                Ok(Some(fastq))
-            }
-            (false, [one]) if sortase::agd::fastq::looks_like_fastq(one) => {
-                fastq.interleaved = Some(one.clone());
-                Ok(Some(fastq))
-            }
-            (false, _) if fastq.read_group.is_some() || fastq.read_group_line.is_some() => {
-                anyhow::bail!("-R and -r apply to FASTQ input only")
-            }
-            (false, _) => Ok(None),
-        }
-    }
-}
-
 /// Arguments of `sortase agd export`.
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
@@ -170,19 +132,22 @@ pub fn run(command: AgdCommand) -> Result<()> {
 
 fn import(args: ImportArgs) -> Result<()> {
     let rt = args.threads.runtime(None)?;
-    let fastq = args.fastq()?;
+    let fastq = FastqInput {
+        unpaired: args.unpaired,
+        read1: args.read1,
+        read2: args.read2,
+        interleaved: args.interleaved,
+        read_group: args.read_group,
+        read_group_line: (!args.read_group_line.is_empty())
+            .then(|| args.read_group_line.join("\t")),
+    };
     let job = AgdImportJob {
-        input: match &fastq {
-            Some(f) => f.paths().join(" "),
-            None => args.inputs.first().cloned().unwrap_or_else(|| "-".into()),
-        },
-        fastq,
-        output: args.output,
         chunk_size: args.chunk_size,
         zstd_level: args.level,
         reference: args.reference,
         command_line: common::command_line(),
         checksums: args.checksums,
+        ..AgdImportJob::from_inputs(&args.inputs, fastq, args.output)?
     };
     let report = job.run(&rt)?;
     if args.verbose {

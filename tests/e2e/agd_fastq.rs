@@ -284,6 +284,7 @@ fn agd_fastq_bad_input_errors() {
     let short = write("short.fq", &short);
     let renamed = write("renamed.fq", &r2.replacen("HWI:1:FC:2", "other:2", 1));
     let fasta = write("x.fq", ">r\nACGT\n");
+    let sam = write("r.sam", "r\t4\t*\t0\t0\t*\t*\t0\t0\tA\tI\n");
     let gz = d.join("cut.fq.gz");
     write_gz(&gz, &r2[..cut]);
     let gz = gz.to_str().unwrap().to_string();
@@ -311,6 +312,16 @@ fn agd_fastq_bad_input_errors() {
             vec!["renamed.fq", "record 3", "other:2"],
         ),
         (vec!["-0", &fasta], vec!["x.fq", "record 1", "FASTA"]),
+        // Which inputs are FASTQ is the library's reading (`AgdImportJob::from_inputs`).
+        (
+            vec!["-1", &good1, &good2],
+            vec!["with -0/-1/-2/-s or as arguments, not both"],
+        ),
+        (vec![&sam, &good1], vec!["r.sam: not FASTQ"]),
+        (
+            vec!["-R", "grp", &sam],
+            vec!["-R and -r apply to FASTQ input only"],
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["agd", "import", "--chunk-size", "2", "-o", p(&ds)];

@@ -17,7 +17,8 @@
 //! run, byte spans read, files written), so that the crates above implement it for their tasks;
 //! the registry of kinds is the facade's. [`agd`] is the AGD dataset as a source and a sink (its
 //! chunks read as record batches or counted on their `results` columns, chunks and extra column
-//! groups written into a dataset).
+//! groups written into a dataset); [`fastq`] is FASTQ as a source of unmapped records, as
+//! `samtools import` reads it.
 //!
 //! Nothing here knows a job: the `sortase` crate builds its jobs on these pieces.
 
@@ -26,6 +27,7 @@ pub mod assemble;
 pub mod bam_ranges;
 pub mod cram_ranges;
 pub mod error;
+pub mod fastq;
 pub mod files;
 pub mod input;
 pub mod memory;

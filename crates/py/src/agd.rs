@@ -56,7 +56,7 @@ fn agd_import(
             "agd import: output is required",
         ));
     };
-    let mut fastq = FastqInput {
+    let fastq = FastqInput {
         unpaired,
         read1,
         read2,
@@ -64,29 +64,17 @@ fn agd_import(
         read_group: rg,
         read_group_line: rg_line.filter(|l| !l.is_empty()).map(|l| l.join("\t")),
     };
-    let flagged = !fastq.paths().is_empty();
-    let mut job = match (flagged, input, input2) {
-        (true, None, None) => AgdImportJob::from_fastq(fastq, output),
-        (false, Some(a), Some(b)) => {
-            fastq.read1 = Some(a);
-            fastq.read2 = Some(b);
-            AgdImportJob::from_fastq(fastq, output)
-        }
-        (false, Some(a), None) => {
-            let mut job = AgdImportJob::new(a, output);
-            if fastq.read_group.is_some() || fastq.read_group_line.is_some() {
-                fastq.interleaved = Some(job.input.clone());
-                job.fastq = Some(fastq);
-            }
-            job
-        }
-        _ => return Err(error::raise(
+    if input.is_none() && (input2.is_some() || fastq.paths().is_empty()) {
+        return Err(error::raise(
             py,
             "ArgumentError",
             "agd import: give one input (SAM/BAM/CRAM/FASTQ), two FASTQ inputs, or FASTQ files \
-                 with unpaired/read1/read2/interleaved, not both",
-        )),
-    };
+                 with unpaired/read1/read2/interleaved",
+        ));
+    }
+    let inputs: Vec<String> = input.into_iter().chain(input2).collect();
+    let mut job =
+        AgdImportJob::from_inputs(&inputs, fastq, output).map_err(|e| error::to_py_err(py, e))?;
     if let Some(c) = chunk_size {
         job.chunk_size = c;
     }

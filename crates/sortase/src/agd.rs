@@ -43,7 +43,7 @@ use sortase_exec::agd::{
     check_new_output, chunk_batch, dataset_header, hidden_sibling, new_manifest, open_manifest,
     write_chunk, write_in_order, Written, CHUNK_BYTES,
 };
-use sortase_exec::error::{Error, Result};
+use sortase_exec::error::{bail_argument, Error, Result};
 use sortase_exec::input::Input;
 use sortase_exec::options::OutputSpec;
 use sortase_exec::output::{resolve_format, OutFormat};
@@ -55,7 +55,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub(crate) mod columns;
-pub mod fastq;
+/// FASTQ input (crates/exec `fastq.rs`), under its old path.
+pub use sortase_exec::fastq;
 pub(crate) mod view;
 
 /// The dataset source and sink (crates/exec `agd`): its defaults and the test of a dataset
@@ -131,6 +132,43 @@ impl AgdImportJob {
         let mut job = Self::new(fastq.paths().join(" "), output);
         job.fastq = Some(fastq);
         job
+    }
+
+    /// The import of `inputs` (the command's arguments: none for stdin, one SAM/BAM/CRAM or FASTQ
+    /// file, or R1 and R2 FASTQ files) or of the FASTQ files `fastq` names with `-0 -1 -2 -s`, not
+    /// both; `fastq`'s read group (`-R`/`-r`) applies to FASTQ input only. The one reading of an
+    /// import's inputs, for every face (CLI, Python).
+    pub fn from_inputs(
+        inputs: &[String],
+        mut fastq: FastqInput,
+        output: impl Into<PathBuf>,
+    ) -> Result<Self> {
+        let flagged = !fastq.paths().is_empty();
+        match (flagged, inputs) {
+            (true, []) => {}
+            (true, _) => {
+                bail_argument!("give FASTQ files either with -0/-1/-2/-s or as arguments, not both")
+            }
+            (false, [r1, _]) if !fastq::looks_like_fastq(r1) => bail_argument!(
+                "{r1}: not FASTQ; two inputs are R1 and R2 FASTQ files (one SAM/BAM/CRAM at a time)"
+            ),
+            (false, [r1, r2]) => {
+                fastq.read1 = Some(r1.clone());
+                fastq.read2 = Some(r2.clone());
+            }
+            (false, [one]) if fastq::looks_like_fastq(one) => fastq.interleaved = Some(one.clone()),
+            (false, [_, _, ..]) => bail_argument!(
+                "give one input (SAM/BAM/CRAM/FASTQ) or two FASTQ inputs (R1 and R2)"
+            ),
+            (false, _) if fastq.read_group.is_some() || fastq.read_group_line.is_some() => {
+                bail_argument!("-R and -r apply to FASTQ input only")
+            }
+            (false, _) => {
+                let input = inputs.first().cloned().unwrap_or_else(|| "-".into());
+                return Ok(Self::new(input, output));
+            }
+        }
+        Ok(Self::from_fastq(fastq, output))
     }
 
     /// The FASTQ input, if the import reads FASTQ.

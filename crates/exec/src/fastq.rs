@@ -1,7 +1,7 @@
-//! FASTQ input of `sortase agd import`, as `samtools import` reads it (samtools 1.24
-//! `bam_import.c`, htslib `fastq_parse1`): every read becomes one unmapped BAM record, the records
-//! of the files interleaved in samtools' file order (`-0`, then `-1`, `-2`, then `-s`), one from each
-//! file per round.
+//! FASTQ as a source of unmapped records (the FASTQ input of `sortase agd import`), as
+//! `samtools import` reads it (samtools 1.24 `bam_import.c`, htslib `fastq_parse1`): every read
+//! becomes one unmapped BAM record, the records of the files interleaved in samtools' file order
+//! (`-0`, then `-1`, `-2`, then `-s`), one from each file per round.
 //!
 //! A record's name is the header up to the first white space, less a final `/<digit>`; that suffix
 //! sets the flags (htslib): `/1` READ1, `/2` READ2, any other digit both, each with PAIRED, UNMAP and
@@ -125,7 +125,7 @@ struct Source {
 }
 
 /// The reads of an import's FASTQ files as BAM records, in samtools import's order.
-pub(crate) struct FastqRecords {
+pub struct FastqRecords {
     sources: Vec<Source>,
     has_read2: bool,
     read_group: Option<String>,
@@ -141,10 +141,7 @@ static NT16: [u8; 256] = sortase_bam::sam_parse::nt16_table(false);
 
 impl FastqRecords {
     /// Opens the files of `input`; every byte read is counted by `progress`.
-    pub(crate) fn open(
-        input: &FastqInput,
-        progress: &sortase_exec::progress::Progress,
-    ) -> anyhow::Result<Self> {
+    pub fn open(input: &FastqInput, progress: &crate::progress::Progress) -> anyhow::Result<Self> {
         let files = input.files();
         if files.is_empty() {
             bail!("no FASTQ file given");
@@ -172,7 +169,7 @@ impl FastqRecords {
     }
 
     /// Total size of the files (0 when unknown), for progress.
-    pub(crate) fn size(input: &FastqInput) -> u64 {
+    pub fn size(input: &FastqInput) -> u64 {
         input
             .paths()
             .iter()
@@ -183,9 +180,9 @@ impl FastqRecords {
 
     /// Calls `f` on every record (BAM bytes without `block_size`), in samtools import's order,
     /// checking `cancel` every 64k rounds.
-    pub(crate) fn for_each_record(
+    pub fn for_each_record(
         &mut self,
-        cancel: &sortase_exec::runtime::CancelFlag,
+        cancel: &crate::runtime::CancelFlag,
         mut f: impl FnMut(&[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         let mut rounds = 0u64;
