@@ -5,7 +5,8 @@
 //! `results` columns counted ([`counts`]); batches written in order to a [`SortedOutput`]
 //! ([`write_in_order`]); chunks encoded and written into a new dataset ([`write_chunk`],
 //! [`new_manifest`], the sort's [`sink::DatasetSink`]); and extra column groups written into a
-//! dataset and committed with its manifest ([`columns`]).
+//! dataset and committed with its manifest ([`columns`]); a dataset read restricted to regions and
+//! filtered by flags and mapping quality ([`query`]).
 //!
 //! The jobs that use these (import, export, view, add/drop column, markdup of a dataset) are the
 //! crates above's.
@@ -25,6 +26,7 @@ use std::path::Path;
 
 pub mod columns;
 pub mod counts;
+pub mod query;
 pub mod sink;
 
 /// Records per chunk without `--chunk-size`: Persona's 100 000. On the small bench BAM (808 685

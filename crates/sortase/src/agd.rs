@@ -4,7 +4,7 @@
 //! of the jobs that read one: [`crate::ViewJob`], [`crate::FlagstatJob`] and [`crate::IdxstatsJob`]
 //! given a dataset directory ([`is_dataset`]) read it through the dataset source of crates/exec
 //! ([`sortase_exec::agd`]: chunks as record batches, or flags and references counted on the
-//! `results` columns alone; `agd/view.rs` for view).
+//! `results` columns alone; [`sortase_exec::agd::query`], its regions and filters, for view).
 //!
 //! Import reads records in file order on the calling thread (BGZF inflated on the reader's own
 //! threads), cuts them into chunks and encodes and writes chunks on the runtime's pool, at most
@@ -57,7 +57,6 @@ use std::sync::Mutex;
 pub(crate) mod columns;
 /// FASTQ input (crates/exec `fastq.rs`), under its old path.
 pub use sortase_exec::fastq;
-pub(crate) mod view;
 
 /// The dataset source and sink (crates/exec `agd`): its defaults and the test of a dataset
 /// directory under their old paths.

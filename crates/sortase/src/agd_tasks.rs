@@ -22,11 +22,11 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
-use crate::agd::view::{count_pieces, filter_of, pieces, Filter, Piece};
 use crate::stats::dataset_idxstats_report;
 use crate::stats::{
     FlagstatJob, FlagstatPart, FlagstatReport, IdxstatsJob, IdxstatsPart, IdxstatsReport,
 };
+use crate::view::dataset_filter;
 use crate::view::{ViewJob, ViewReport};
 use anyhow::Context;
 use rayon::prelude::*;
@@ -34,13 +34,14 @@ use serde::{Deserialize, Serialize};
 use sortase_agd::{ChunkEntry, ExtraGroup, ReferenceEntry};
 use sortase_exec::agd::columns::duplicate_group;
 use sortase_exec::agd::counts::{flagstat_chunk, idxstats_chunks};
+use sortase_exec::agd::query::{count_pieces, pieces, Filter, Piece};
 use sortase_exec::agd::{open_manifest, runs};
 use sortase_exec::bam_ranges;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::runtime::Runtime;
 use sortase_ops::flagstat::FlagStat;
 use sortase_ops::idxstats::IdxStats;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Flagstat of a dataset as tasks: one per run of consecutive chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,8 +279,10 @@ impl ViewJob {
             ));
         }
         let context = || format!("agd view {}", self.input);
-        let filter = filter_of(self).with_context(context)?;
-        let (manifest, pieces, warnings) = pieces(self, rt).with_context(context)?;
+        let filter = dataset_filter(self).with_context(context)?;
+        let (manifest, pieces, warnings) =
+            pieces(Path::new(&self.input), &self.regions, self.multi_region, rt)
+                .with_context(context)?;
         let duplicate = duplicate_group(&manifest).cloned();
         let tasks = runs(&pieces, n)
             .into_iter()

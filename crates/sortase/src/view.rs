@@ -24,11 +24,41 @@
 //! assert_eq!(count.run(&rt)?.count, Some(1));
 //! # Ok::<(), sortase::Error>(())
 //! ```
+//!
+//! An AGD dataset is viewed through its columns (crates/exec `agd/query.rs`): `-f/-F/-q`, regions
+//! (from the manifest's per-chunk positions; a coordinate-sorted dataset) and `-M`, as samtools
+//! view prints the BAM the dataset came from:
+//!
+//! ```
+//! use sortase::{AgdImportJob, OutputSpec, Runtime, ViewJob};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let sam = dir.path().join("in.sam");
+//! # std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t0\tchr1\t50\t20\t4M\t*\t0\t0\tACGT\tIIII\nr3\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
+//! let rt = Runtime::with_threads(2)?;
+//! let ds = dir.path().join("ds");
+//! AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
+//! let count = |regions: &[&str], min_mapq: u8| {
+//!     let mut job = ViewJob::new(ds.to_str().unwrap(), OutputSpec::default());
+//!     job.count = true;
+//!     job.filter.min_mapq = min_mapq;
+//!     job.regions = regions.iter().map(|r| r.to_string()).collect();
+//!     job.run(&rt).map(|r| r.count)
+//! };
+//! assert_eq!(count(&[], 0)?, Some(3));
+//! assert_eq!(count(&[], 30)?, Some(1));
+//! assert_eq!(count(&["chr1:12-50"], 0)?, Some(2));
+//! assert_eq!(count(&["chr1:14-49"], 0)?, Some(0));
+//! assert_eq!(count(&["*"], 0)?, Some(1));
+//! # Ok::<(), sortase::Error>(())
+//! ```
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::{flags, query, Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::agd::columns::duplicate_group;
+use sortase_exec::agd::dataset_header;
+use sortase_exec::agd::query::{self as dataset, Filter};
 use sortase_exec::bam_ranges;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::input::{Format, Input};
@@ -44,7 +74,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// samtools view as a job: one input (SAM, BAM, CRAM; `-` for standard input; or an AGD dataset
-/// directory, read by `agd/view.rs`) converted, filtered and/or counted.
+/// directory, read through crates/exec `agd/query.rs`) converted, filtered and/or counted.
 ///
 /// The output format: `output.format` (`-O`) if given, else BAM when `output.uncompressed` (`-u`) or
 /// `output.level` (`-1`, `--output-fmt-option level=N`) is set and the output file's name does not
@@ -181,7 +211,7 @@ impl ViewJob {
 fn run(job: &ViewJob, rt: &Runtime) -> anyhow::Result<ViewReport> {
     let format = job.format()?;
     if sortase_exec::agd::is_dataset(Path::new(&job.input)) {
-        return crate::agd::view::view(job, format, rt);
+        return view_dataset(job, format, rt);
     }
     if job.multi_region {
         return Err(Error::argument(format!(
@@ -476,6 +506,47 @@ fn for_each_batch(
         }
     }
     Ok(())
+}
+
+/// The `-f/-F/-q` filter of `job`, refused in one line when it asks for more (the other filters
+/// read fields a dataset's `results` group does not decide on).
+pub(crate) fn dataset_filter(job: &ViewJob) -> anyhow::Result<Filter> {
+    let f = &job.filter;
+    if !f.only_flags_and_mapq() {
+        return Err(Error::argument(format!(
+            "{}: an AGD dataset is filtered with -f, -F and -q only (export it to filter by read \
+             group, library, tags, names, a BED file or an expression)",
+            job.input
+        ))
+        .into());
+    }
+    Ok(Filter::new(f.require_flags, f.exclude_flags, f.min_mapq))
+}
+
+/// [`ViewJob::run`] of a dataset: its output already resolved to `format`.
+fn view_dataset(job: &ViewJob, format: OutFormat, rt: &Runtime) -> anyhow::Result<ViewReport> {
+    let filter = dataset_filter(job)?;
+    let dir = Path::new(&job.input);
+    let (manifest, pieces, warnings) = dataset::pieces(dir, &job.regions, job.multi_region, rt)?;
+    if job.count {
+        let n = if job.header_only {
+            0
+        } else {
+            dataset::count_pieces(dir, duplicate_group(&manifest), &pieces, filter, rt)?
+        };
+        rt.check_cancelled()?;
+        return counted(job, n, warnings);
+    }
+    let mut warnings = warnings;
+    let (out, outputs) = open_output(job, format, dataset_header(&manifest), rt, &mut warnings)?;
+    let pieces = if job.header_only { Vec::new() } else { pieces };
+    let records = dataset::write_pieces(dir, &manifest, &pieces, filter, out, rt)?;
+    Ok(ViewReport {
+        records,
+        count: None,
+        outputs,
+        warnings,
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! `sortase view` of an AGD dataset ([`ViewJob`] whose input is a dataset directory): the records
-//! of the BAM the dataset came from, filtered (`-f/-F/-q`), restricted to regions, or counted
-//! (`-c`), as `samtools view` prints them from that BAM. The job, its output resolution and its
-//! writer are [`ViewJob`]'s; this module is the dataset as the view's record source.
+//! An AGD dataset as a record source restricted to regions and filtered (samtools view's `-f/-F/-q`
+//! and regions, as `sortase view` of a dataset reads it): the chunks to read with what their
+//! records must overlap ([`pieces`]), then the selected records counted ([`count_pieces`]) or
+//! rebuilt and written in order ([`write_pieces`]).
 //!
 //! Regions follow samtools: a record overlaps `chr:beg-end` when it starts before `end` and its
 //! alignment end (htslib `bam_endpos`, from the CIGAR; `pos + 1` for an unmapped record) is past
@@ -16,31 +16,12 @@
 //! cigar) are read first, and the other groups only for the selected rows (their pages skipped
 //! through the Parquet page index) when some but not all rows match. Chunks are processed in
 //! parallel windows of the runtime's threads and written in order.
-//!
-//! ```
-//! use sortase::{AgdImportJob, OutputSpec, Runtime, ViewJob};
-//! # let dir = tempfile::tempdir().unwrap();
-//! # let sam = dir.path().join("in.sam");
-//! # std::fs::write(&sam, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\nr2\t0\tchr1\t50\t20\t4M\t*\t0\t0\tACGT\tIIII\nr3\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*\n").unwrap();
-//! let rt = Runtime::with_threads(2)?;
-//! let ds = dir.path().join("ds");
-//! AgdImportJob::new(sam.to_str().unwrap(), &ds).run(&rt)?;
-//! let count = |regions: &[&str], min_mapq: u8| {
-//!     let mut job = ViewJob::new(ds.to_str().unwrap(), OutputSpec::default());
-//!     job.count = true;
-//!     job.filter.min_mapq = min_mapq;
-//!     job.regions = regions.iter().map(|r| r.to_string()).collect();
-//!     job.run(&rt).map(|r| r.count)
-//! };
-//! assert_eq!(count(&[], 0)?, Some(3));
-//! assert_eq!(count(&[], 30)?, Some(1));
-//! assert_eq!(count(&["chr1:12-50"], 0)?, Some(2));
-//! assert_eq!(count(&["chr1:14-49"], 0)?, Some(0));
-//! assert_eq!(count(&["*"], 0)?, Some(1));
-//! # Ok::<(), sortase::Error>(())
-//! ```
 
-use crate::view::{ViewJob, ViewReport};
+use super::columns::duplicate_group;
+use super::{chunk_batch, dataset_header, open_manifest, write_in_order};
+use crate::error::Error;
+use crate::runtime::Runtime;
+use crate::writer::SortedOutput;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
 use arrow_array::{Array, BooleanArray};
@@ -51,17 +32,12 @@ use sortase_agd::{
 };
 use sortase_bam::query::{self, Region};
 use sortase_bam::{cigar, flags, Header, RecordBatch};
-use sortase_exec::agd::columns::duplicate_group;
-use sortase_exec::agd::{chunk_batch, dataset_header, open_manifest, write_in_order};
-use sortase_exec::error::{Error, Result};
-use sortase_exec::output::OutFormat;
-use sortase_exec::runtime::Runtime;
 use std::path::Path;
 
 /// What a record must overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Target {
+pub enum Target {
     /// A reference interval, 0-based half-open (`end` `i64::MAX`: to the reference's end).
     Placed {
         /// The reference.
@@ -110,7 +86,7 @@ impl Target {
 
 /// A chunk to read and what its records must overlap (`None`: no region, every record).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Piece {
+pub struct Piece {
     /// The chunk.
     pub chunk: ChunkEntry,
     /// The targets.
@@ -119,13 +95,23 @@ pub(crate) struct Piece {
 
 /// samtools' `-f/-F/-q`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Filter {
+pub struct Filter {
     require: u16,
     exclude: u16,
     min_mapq: u8,
 }
 
 impl Filter {
+    /// Records with every flag of `require`, none of `exclude` and a mapping quality of at least
+    /// `min_mapq` (samtools `-f`, `-F`, `-q`).
+    pub fn new(require: u16, exclude: u16, min_mapq: u8) -> Self {
+        Filter {
+            require,
+            exclude,
+            min_mapq,
+        }
+    }
+
     #[inline]
     fn pass(&self, flag: u16, mapq: u8) -> bool {
         flag & self.require == self.require && flag & self.exclude == 0 && mapq >= self.min_mapq
@@ -244,7 +230,7 @@ fn piece_batch(
             .filter(|&i| rows.value(i))
             .map(|i| d.is_valid(i).then(|| d.value(i)))
             .collect();
-        sortase_exec::agd::columns::apply_duplicates(&mut buf, &offsets, &kept);
+        super::columns::apply_duplicates(&mut buf, &offsets, &kept);
     }
     let end = buf.len();
     Ok(RecordBatch::from_parts(buf, offsets, end, 0))
@@ -267,7 +253,7 @@ fn run_piece(
     count: bool,
 ) -> anyhow::Result<PieceOut> {
     let chunk = &piece.chunk;
-    let duplicate = sortase_exec::agd::columns::duplicate_column(dir, duplicate, chunk)?;
+    let duplicate = super::columns::duplicate_column(dir, duplicate, chunk)?;
     if let (false, None, true, Some(m)) = (count, &piece.targets, filter.passes_all(), manifest) {
         return Ok(PieceOut::Records(chunk_batch(dir, m, chunk)?));
     }
@@ -314,7 +300,7 @@ fn computed_positions(dir: &Path, chunk: &ChunkEntry) -> anyhow::Result<ChunkPos
 }
 
 /// Counts the records of `pieces` that pass `filter`, on `rt`'s threads.
-pub(crate) fn count_pieces(
+pub fn count_pieces(
     dir: &Path,
     duplicate: Option<&ExtraGroup>,
     pieces: &[Piece],
@@ -335,37 +321,20 @@ pub(crate) fn count_pieces(
     Ok(counts.iter().sum())
 }
 
-/// The `-f/-F/-q` filter of `job`, refused in one line when it asks for more (the other filters
-/// read fields a dataset's `results` group does not decide on).
-pub(crate) fn filter_of(job: &ViewJob) -> anyhow::Result<Filter> {
-    let f = &job.filter;
-    if !f.only_flags_and_mapq() {
-        return Err(Error::argument(format!(
-            "{}: an AGD dataset is filtered with -f, -F and -q only (export it to filter by read \
-             group, library, tags, names, a BED file or an expression)",
-            job.input
-        ))
-        .into());
-    }
-    Ok(Filter {
-        require: f.require_flags,
-        exclude: f.exclude_flags,
-        min_mapq: f.min_mapq,
-    })
-}
-
 /// The chunks to read with what their records must overlap, in output order, and the warnings of
 /// regions that do not parse.
-pub(crate) fn pieces(
-    job: &ViewJob,
+pub fn pieces(
+    dir: &Path,
+    regions: &[String],
+    multi_region: bool,
     rt: &Runtime,
 ) -> anyhow::Result<(Manifest, Vec<Piece>, Vec<String>)> {
-    if job.multi_region && job.regions.is_empty() {
+    if multi_region && regions.is_empty() {
         return Err(Error::argument("-M needs regions (none were given)").into());
     }
-    let mut manifest = open_manifest(Path::new(&job.input))?;
+    let mut manifest = open_manifest(dir)?;
     let mut warnings = Vec::new();
-    let pieces = if job.regions.is_empty() {
+    let pieces = if regions.is_empty() {
         manifest
             .chunks
             .iter()
@@ -376,25 +345,26 @@ pub(crate) fn pieces(
             .collect()
     } else {
         let header = dataset_header(&manifest);
-        plan_regions(job, &mut manifest, &header, rt, &mut warnings)?
+        let targets = parse_targets(regions, multi_region, &header, &mut warnings);
+        plan_regions(dir, &targets, multi_region, &mut manifest, rt)?
     };
     Ok((manifest, pieces, warnings))
 }
 
-/// The pieces of a region query, in output order; warnings for regions that do not parse.
+/// The pieces of a region query of `targets`, in output order.
 fn plan_regions(
-    job: &ViewJob,
+    dir: &Path,
+    targets: &[Target],
+    multi_region: bool,
     manifest: &mut Manifest,
-    header: &Header,
     rt: &Runtime,
-    warnings: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Piece>> {
     if manifest.chunks.iter().any(|c| c.positions.is_none()) {
         let computed = rt.install(|| {
             manifest
                 .chunks
                 .par_iter()
-                .map(|c| computed_positions(Path::new(&job.input), c))
+                .map(|c| computed_positions(dir, c))
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
         manifest.set_positions(computed);
@@ -406,10 +376,9 @@ fn plan_regions(
         )
         .into());
     }
-    let targets = parse_targets(job, header, warnings);
     let positions = |c: &ChunkEntry| c.positions.clone().unwrap_or_default();
     let mut pieces = Vec::new();
-    if job.multi_region {
+    if multi_region {
         for c in &manifest.chunks {
             let p = positions(c);
             let hits: Vec<Target> = targets
@@ -425,7 +394,7 @@ fn plan_regions(
             }
         }
     } else {
-        for t in &targets {
+        for t in targets {
             for c in &manifest.chunks {
                 if t.may_overlap(&positions(c)) {
                     pieces.push(Piece {
@@ -439,17 +408,22 @@ fn plan_regions(
     Ok(pieces)
 }
 
-/// The regions of `job` as targets; warnings for those that do not parse.
-fn parse_targets(job: &ViewJob, header: &Header, warnings: &mut Vec<String>) -> Vec<Target> {
+/// `regions` as targets; warnings for those that do not parse.
+fn parse_targets(
+    regions: &[String],
+    multi_region: bool,
+    header: &Header,
+    warnings: &mut Vec<String>,
+) -> Vec<Target> {
     let mut targets = Vec::new();
-    for r in &job.regions {
+    for r in regions {
         if r == "*" {
             targets.push(Target::Unplaced);
             continue;
         }
         // htslib's region list (`-M`) reads the end as a number and refuses an empty one
         // (`chr:beg-`), where a single region means "to the reference's end" (samtools 1.24).
-        if job.multi_region && r.ends_with('-') {
+        if multi_region && r.ends_with('-') {
             warnings.push(format!(
                 "sortase: region \"{r}\" specifies an invalid region or unknown reference; \
                  continuing"
@@ -464,45 +438,31 @@ fn parse_targets(job: &ViewJob, header: &Header, warnings: &mut Vec<String>) -> 
     targets
 }
 
-/// [`ViewJob::run`] of a dataset: its output already resolved to `format`.
-pub(crate) fn view(job: &ViewJob, format: OutFormat, rt: &Runtime) -> anyhow::Result<ViewReport> {
-    let filter = filter_of(job)?;
-    let (manifest, pieces, warnings) = pieces(job, rt)?;
-    let dir = Path::new(&job.input);
-    if job.count {
-        let n = if job.header_only {
-            0
-        } else {
-            count_pieces(dir, duplicate_group(&manifest), &pieces, filter, rt)?
-        };
-        rt.check_cancelled()?;
-        return crate::view::counted(job, n, warnings);
-    }
-    let mut warnings = warnings;
-    let (out, outputs) =
-        crate::view::open_output(job, format, dataset_header(&manifest), rt, &mut warnings)?;
-    let pieces = if job.header_only { Vec::new() } else { pieces };
-    let records = write_in_order(
+/// Writes the records of `pieces` of the dataset `dir` that pass `filter`, in order, to `out`
+/// (the `duplicate` group's flags applied); the number written.
+pub fn write_pieces(
+    dir: &Path,
+    manifest: &Manifest,
+    pieces: &[Piece],
+    filter: Filter,
+    out: SortedOutput,
+    rt: &Runtime,
+) -> anyhow::Result<u64> {
+    let duplicate = duplicate_group(manifest);
+    write_in_order(
         rt,
-        &pieces,
+        pieces,
         out,
         |p| {
-            let duplicate = duplicate_group(&manifest);
             Ok(
-                match run_piece(dir, Some(&manifest), duplicate, p, filter, false)? {
+                match run_piece(dir, Some(manifest), duplicate, p, filter, false)? {
                     PieceOut::Records(b) => b,
                     PieceOut::Count(_) => RecordBatch::default(),
                 },
             )
         },
         || Ok(()),
-    )?;
-    Ok(ViewReport {
-        records,
-        count: None,
-        outputs,
-        warnings,
-    })
+    )
 }
 
 #[cfg(test)]
