@@ -3,7 +3,8 @@
 //! the temporary directory, a cancellation flag and a progress sink), the library's [`Error`],
 //! private temporary files renamed into place on success ([`files`]), the source every job reads
 //! records from (any alignment input opened as one stream of batches, [`input`], or cut into byte
-//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`], after
+//! ranges of whole BGZF blocks or CRAM containers, [`bam_ranges`], [`cram_ranges`], either as one
+//! [`file_ranges::FileRange`] for counting tasks, after
 //! [`probe`] has looked at it) and the
 //! sink it writes them to: the output options ([`OutputSpec`]), their resolution as samtools does it
 //! ([`output`]: format, level, index target, temporary names) and the writer ([`writer`]), or, for
@@ -28,6 +29,7 @@ pub mod bam_ranges;
 pub mod cram_ranges;
 pub mod error;
 pub mod fastq;
+pub mod file_ranges;
 pub mod files;
 pub mod input;
 pub mod memory;

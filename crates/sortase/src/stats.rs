@@ -1,5 +1,5 @@
 //! [`FlagstatJob`] and [`IdxstatsJob`]: samtools flagstat and idxstats, counted per byte range of the
-//! BAM (per run of containers of a CRAM file, [`sortase_exec::cram_ranges`]) on all cores and summed
+//! BAM (per run of containers of a CRAM file: [`sortase_exec::file_ranges`]) on all cores and summed
 //! (crates/ops holds the counters). Both also come as serialisable range tasks ([`FlagstatPlan`],
 //! [`IdxstatsPlan`]) for a distributed driver.
 //!
@@ -24,9 +24,10 @@ use sortase_agd::ReferenceEntry;
 use sortase_bam::BamError;
 use sortase_exec::agd::counts::{flagstat_chunk, idxstats_chunks};
 use sortase_exec::agd::{columns::duplicate_group, is_dataset, open_manifest};
-use sortase_exec::bam_ranges::{self, BamSlice, RANGES_PER_THREAD};
-use sortase_exec::cram_ranges::{self, CramSlice};
+use sortase_exec::bam_ranges::{self, RANGES_PER_THREAD};
 use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::file_ranges;
+pub use sortase_exec::file_ranges::FileRange;
 use sortase_exec::runtime::Runtime;
 use sortase_ops::{flagstat::FlagStat, idxstats::IdxStats};
 use std::path::{Path, PathBuf};
@@ -81,97 +82,6 @@ pub struct FlagstatPlan {
     pub tasks: Vec<FlagstatTask>,
 }
 
-/// The part of the file a counting task reads (JSON: `{"slice": ...}` or `{"cram": ...}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum FileRange {
-    /// A byte range of a BAM.
-    Bam {
-        /// The range.
-        slice: BamSlice,
-    },
-    /// A run of containers of a CRAM file.
-    Cram {
-        /// The run.
-        cram: CramSlice,
-    },
-}
-
-impl FileRange {
-    /// About `n` byte ranges of equal compressed size of a BAM (fewer for small files), or runs of
-    /// whole containers of a CRAM file (none if it has no records).
-    fn plan(input: &Path, n: usize) -> anyhow::Result<Vec<FileRange>> {
-        if sortase_exec::input::is_cram(input) {
-            let slices = cram_ranges::plan_slices(input, n)?;
-            return Ok(slices
-                .into_iter()
-                .map(|cram| FileRange::Cram { cram })
-                .collect());
-        }
-        let (_, slices) = bam_ranges::plan_slices(input, n)?;
-        Ok(slices
-            .into_iter()
-            .map(|slice| FileRange::Bam { slice })
-            .collect())
-    }
-
-    /// The range's number in file order.
-    pub fn part(&self) -> usize {
-        match self {
-            FileRange::Bam { slice } => slice.part,
-            FileRange::Cram { cram } => cram.part,
-        }
-    }
-
-    /// The ranges to count instead when a task failed: the whole BAM as one range (see
-    /// [`sortase_exec::bam_ranges`]); none for a CRAM file, whose runs start at container headers.
-    fn fallback<'a>(ranges: impl Iterator<Item = &'a FileRange>) -> Option<Vec<FileRange>> {
-        let slices: Vec<BamSlice> = ranges
-            .filter_map(|r| match r {
-                FileRange::Bam { slice } => Some(slice.clone()),
-                FileRange::Cram { .. } => None,
-            })
-            .collect();
-        if slices.is_empty() {
-            return None;
-        }
-        let whole = bam_ranges::whole(&slices);
-        Some(
-            whole
-                .into_iter()
-                .map(|slice| FileRange::Bam { slice })
-                .collect(),
-        )
-    }
-
-    /// Counts the range's records into `new(n_ref)`: BAM records with `add`, CRAM records (only
-    /// `fields` decoded) with `add_cram`.
-    fn count<S>(
-        &self,
-        rt: &Runtime,
-        fields: sortase_cram::Fields,
-        new: impl Fn(usize) -> S,
-        add: impl Fn(&mut S, &sortase_bam::RecordRef<'_>),
-        add_cram: impl Fn(&mut S, &sortase_cram::Core) -> std::result::Result<(), BamError>,
-    ) -> Result<S> {
-        match self {
-            FileRange::Bam { slice } => {
-                let mut counts = new(slice.n_ref);
-                slice
-                    .for_each_batch(rt, |batch| batch.iter().for_each(|r| add(&mut counts, &r)))
-                    .with_context(|| slice.input.display().to_string())?;
-                Ok(counts)
-            }
-            FileRange::Cram { cram } => {
-                let (_, counts) =
-                    cram_ranges::scan_range(&cram.input, &cram.range(), rt, fields, new, add_cram)
-                        .with_context(|| cram.input.display().to_string())?;
-                Ok(counts)
-            }
-        }
-    }
-}
-
 /// Counting one part of the file for flagstat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -202,31 +112,16 @@ impl FlagstatJob {
                 .with_context(|| format!("agd flagstat {name}"))
                 .map_err(Error::from);
         }
+        let (_, parts) = file_ranges::scan(
+            &self.input,
+            rt,
+            sortase_cram::Fields::Flagstat,
+            |_| FlagStat::default(),
+            FlagStat::add,
+            add_cram_flagstat,
+        )
+        .with_context(|| name.clone())?;
         let mut report = FlagstatReport::default();
-        if sortase_exec::input::is_cram(&self.input) {
-            // Runs of containers on all threads, decoding the fields samtools flagstat requires.
-            let ranges = sortase_exec::cram_ranges::scan(
-                &self.input,
-                rt,
-                sortase_cram::Fields::Flagstat,
-                |_| FlagStat::default(),
-                |s, c| {
-                    s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
-                    Ok(())
-                },
-            )
-            .with_context(|| name.clone())?;
-            if let Some((_, parts)) = ranges {
-                parts.iter().for_each(|p| report.counts.merge(p));
-                return Ok(report);
-            }
-            let (_, counts) = scan_cram(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
-                .with_context(|| name.clone())?;
-            report.counts = counts;
-            return Ok(report);
-        }
-        let (_, parts) = bam_ranges::scan(&self.input, rt, |_| FlagStat::default(), FlagStat::add)
-            .with_context(|| name.clone())?;
         parts.iter().for_each(|p| report.counts.merge(p));
         Ok(report)
     }
@@ -255,10 +150,7 @@ impl FlagstatTask {
             sortase_cram::Fields::Flagstat,
             |_| FlagStat::default(),
             FlagStat::add,
-            |s, c| {
-                s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
-                Ok(())
-            },
+            add_cram_flagstat,
         )?;
         Ok(FlagstatPart {
             part: self.0.part(),
@@ -347,14 +239,21 @@ impl IdxstatsJob {
         if is_dataset(&self.input) {
             return dataset_idxstats(&self.input, rt);
         }
-        if sortase_exec::input::is_cram(&self.input) {
-            return cram_idxstats(&self.input, rt);
+        // A CRAM file is always counted (see IdxstatsJob), whatever index sits next to it.
+        if !sortase_exec::input::is_cram(&self.input) {
+            if let Some(index) = sortase_bam::query::find_index(&self.input) {
+                return from_index(&self.input, &index);
+            }
         }
-        if let Some(index) = sortase_bam::query::find_index(&self.input) {
-            return from_index(&self.input, &index);
-        }
-        let (header, parts) = bam_ranges::scan(&self.input, rt, IdxStats::new, IdxStats::add)
-            .with_context(|| name.clone())?;
+        let (header, parts) = file_ranges::scan(
+            &self.input,
+            rt,
+            sortase_cram::Fields::Idxstats,
+            IdxStats::new,
+            IdxStats::add,
+            count_cram_record,
+        )
+        .with_context(|| name.clone())?;
         from_counts(&name, &header, &parts)
     }
 
@@ -440,12 +339,7 @@ impl IdxstatsPlan {
         }
         let name = self.input.display().to_string();
         let parts = bam_ranges::in_order(parts, self.tasks.len(), |p| p.part)?;
-        let header = if sortase_exec::input::is_cram(&self.input) {
-            cram_header(&self.input)
-        } else {
-            read_header(&self.input)
-        }
-        .with_context(|| name.clone())?;
+        let header = file_ranges::read_header(&self.input).with_context(|| name.clone())?;
         let counts: Vec<IdxStats> = parts.into_iter().map(|p| p.counts).collect();
         from_counts(&name, &header, &counts)
     }
@@ -459,6 +353,15 @@ impl IdxstatsPlan {
             ..self.clone()
         })
     }
+}
+
+/// Counts one decoded CRAM record for flagstat (the fields samtools flagstat requires).
+fn add_cram_flagstat(
+    s: &mut FlagStat,
+    c: &sortase_cram::Core,
+) -> std::result::Result<(), BamError> {
+    s.add_fields(c.flag, c.tid, c.mtid, c.mapq);
+    Ok(())
 }
 
 /// Counts one decoded CRAM record for idxstats; a refID outside the header is an error (samtools'
@@ -475,39 +378,6 @@ fn count_cram_record(
         c.tid,
         s.per_reference.len()
     )))
-}
-
-/// Idxstats of a CRAM file: runs of containers counted on all of `rt`'s threads, decoding FLAG and
-/// RNAME only (what samtools requires, bam_idxstats.c).
-fn cram_idxstats(path: &Path, rt: &Runtime) -> Result<IdxstatsReport> {
-    let name = path.display().to_string();
-    let ranges = cram_ranges::scan(
-        path,
-        rt,
-        sortase_cram::Fields::Idxstats,
-        IdxStats::new,
-        count_cram_record,
-    )
-    .with_context(|| name.clone())?;
-    if let Some((header, parts)) = ranges {
-        return from_counts(&name, &header, &parts);
-    }
-    // No records: the header's references, all zero.
-    let header = cram_header(path).with_context(|| name.clone())?;
-    from_counts(&name, &header, &[])
-}
-
-/// The SAM header of a CRAM file (its header container, through htslib).
-fn cram_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
-    let path = path.to_str().context("path is not UTF-8")?;
-    let input = sortase_exec::input::Input::open_fields(
-        path,
-        1,
-        None,
-        sortase_cram::Fields::Idxstats,
-        &sortase_exec::progress::Progress::hidden(),
-    )?;
-    Ok(input.header)
 }
 
 fn idxstats_row(r: &sortase_bam::Reference, [mapped, unmapped]: [u64; 2]) -> IdxstatsRow {
@@ -530,7 +400,7 @@ fn unplaced_row([mapped, unmapped]: [u64; 2]) -> IdxstatsRow {
 
 /// Idxstats from the index's metadata (samtools idxstats with an index).
 fn from_index(input: &Path, index: &Path) -> Result<IdxstatsReport> {
-    let header = read_header(input).with_context(|| input.display().to_string())?;
+    let header = file_ranges::read_header(input).with_context(|| input.display().to_string())?;
     let (per_ref, n_unplaced) =
         read_index_stats(index).with_context(|| index.display().to_string())?;
     let mut report = IdxstatsReport::default();
@@ -630,37 +500,6 @@ pub(crate) fn dataset_idxstats_report(
             .collect(),
     );
     from_counts(&dir.display().to_string(), &header, parts)
-}
-
-/// Counts a CRAM file's records with `add`, decoding only the counting fields (no reference needed)
-/// on htslib's pool of `rt`'s threads.
-fn scan_cram<T>(
-    path: &Path,
-    rt: &Runtime,
-    init: impl FnOnce(usize) -> T,
-    add: impl Fn(&mut T, &sortase_bam::RecordRef<'_>),
-) -> anyhow::Result<(sortase_bam::Header, T)> {
-    let path = path.to_str().context("path is not UTF-8")?;
-    let mut input = sortase_exec::input::Input::open_fields(
-        path,
-        rt.threads(),
-        None,
-        sortase_cram::Fields::Counting,
-        &sortase_exec::progress::Progress::hidden(),
-    )?;
-    input.set_cancel(rt.cancel_flag().clone());
-    let mut counts = init(input.header.references().len());
-    input.for_each_batch(|batch| {
-        batch.iter().for_each(|r| add(&mut counts, &r));
-        Ok(())
-    })?;
-    Ok((input.header, counts))
-}
-
-fn read_header(path: &Path) -> anyhow::Result<sortase_bam::Header> {
-    let file = sortase_io::Source::open_path(path).context("cannot open")?;
-    let mut reader = sortase_bgzf::SeekReader::new(std::io::BufReader::new(file));
-    Ok(sortase_bam::Header::read_bam(&mut reader)?)
 }
 
 type IndexStats = (Vec<Option<(u64, u64)>>, u64);
