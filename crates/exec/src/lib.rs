@@ -31,6 +31,7 @@ pub mod error;
 pub mod fastq;
 pub mod file_ranges;
 pub mod files;
+pub mod indexed_bams;
 pub mod input;
 pub mod memory;
 pub mod options;

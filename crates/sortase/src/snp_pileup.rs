@@ -25,7 +25,7 @@ use sortase_bgzf::{CompressionLevel, ParallelWriter, WriterOptions};
 use sortase_exec::bam_ranges::InputSpan;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::files::OutputFile;
-use sortase_exec::output::OutFormat;
+use sortase_exec::indexed_bams::IndexedBams;
 use sortase_exec::runtime::Runtime;
 use sortase_ops::pileup::driver::{BatchResult, DriverSummary};
 use sortase_ops::pileup::engine::PileupOptions;
@@ -204,8 +204,8 @@ impl SnpPileupJob {
     /// Runs on all of `rt`'s threads.
     pub fn run(&self, rt: &Runtime) -> Result<SnpPileupReport> {
         let target = self.check()?;
-        let decoded = DecodedCrams::decode(&self.bams, self.reference.as_deref(), rt)?;
-        decoded.pileup(|bams| self.pile_up(bams, &target, rt))
+        let decoded = IndexedBams::decode(&self.bams, self.reference.as_deref(), rt)?;
+        decoded.run(|bams| self.pile_up(bams, &target, rt))
     }
 
     /// [`SnpPileupJob::run`] on `bams` (BAMs only).
@@ -300,115 +300,6 @@ impl SnpPileupJob {
             tasks,
         })
     }
-}
-
-/// The job's inputs with each CRAM replaced by a temporary indexed BAM of its records (BGZF level
-/// 1, index built on the fly) in a directory under the runtime's temporary directory: the pileup
-/// engine plans its batches from a BAM index's compressed offsets and reads them by byte range,
-/// which a CRAM (containers, `.crai`) does not give. The records are htslib's decoding, as
-/// snp-pileup's own `sam_read1` gets them.
-struct DecodedCrams {
-    paths: Vec<PathBuf>,
-    /// (temporary BAM, the CRAM it holds), for messages.
-    names: Vec<(String, String)>,
-    /// The temporary BAMs' directory, removed with them when this is dropped.
-    dir: Option<sortase_exec::files::TempDir>,
-}
-
-impl DecodedCrams {
-    fn decode(bams: &[PathBuf], reference: Option<&Path>, rt: &Runtime) -> Result<Self> {
-        let mut decoded = Self {
-            paths: bams.to_vec(),
-            names: Vec::new(),
-            dir: None,
-        };
-        for (i, path) in bams.iter().enumerate() {
-            if !sortase_exec::input::is_cram(path) {
-                continue;
-            }
-            if decoded.dir.is_none() {
-                decoded.dir = Some(sortase_exec::files::TempDir::create(rt.temp_dir())?);
-            }
-            let dir = decoded.dir.as_ref().expect("created above").path();
-            let bam = dir.join(format!("{i}.bam"));
-            let name = path.display().to_string();
-            decode_cram(&name, &bam, reference, rt)
-                .map_err(|e| Error::from(e).context(name.clone()))?;
-            decoded.names.push((bam.display().to_string(), name));
-            decoded.paths[i] = bam;
-        }
-        Ok(decoded)
-    }
-
-    /// Runs `f` on the paths, naming the CRAMs instead of their temporary BAMs in its error.
-    fn pileup<T>(&self, f: impl FnOnce(&[PathBuf]) -> Result<T>) -> Result<T> {
-        f(&self.paths).map_err(|e| {
-            if self.names.is_empty() {
-                return e;
-            }
-            let mut message = e.to_string();
-            for (bam, cram) in &self.names {
-                message = message.replace(bam.as_str(), cram);
-            }
-            Error::new(e.kind(), message)
-        })
-    }
-}
-
-/// Decodes the CRAM `name` into `bam` with an index next to it (`bam.bai`, or `bam.csi` for
-/// references too long for a BAI).
-fn decode_cram(
-    name: &str,
-    bam: &Path,
-    reference: Option<&Path>,
-    rt: &Runtime,
-) -> anyhow::Result<()> {
-    use sortase_exec::writer::{CramOut, SortedOutput};
-    let size = std::fs::metadata(name).map(|m| m.len()).unwrap_or(0);
-    let progress = rt.progress("snp-pileup (decoding CRAM)", size);
-    let mut input = sortase_exec::input::Input::open(name, rt.threads(), reference, &progress)?;
-    input.set_cancel(rt.cancel_flag().clone());
-    let order = input
-        .header
-        .text()
-        .lines()
-        .find(|l| l.starts_with("@HD\t"))
-        .and_then(|hd| hd.split('\t').find_map(|f| f.strip_prefix("SO:")))
-        .map(str::to_string);
-    if let Some(order) = order.filter(|o| o != "coordinate" && o != "unknown") {
-        return Err(Error::new(
-            ErrorKind::Input,
-            format!("not sorted by coordinate (@HD SO:{order}); sort it with `samtools sort` and index it"),
-        )
-        .into());
-    }
-    // A BAI when every reference fits one (2^29 bases), else a CSI: the pileup engine's probes
-    // may query past a reference's end, which a CSI sized to the longest reference (samtools'
-    // depth) refuses ("invalid start bound").
-    let bai = input
-        .header
-        .references()
-        .iter()
-        .all(|r| u64::from(r.length) < 1 << 29);
-    let mut index = bam.as_os_str().to_owned();
-    index.push(if bai { ".bai" } else { ".csi" });
-    let index = PathBuf::from(index);
-    let mut out = SortedOutput::open(
-        Some(bam),
-        Some((&index, bai)),
-        OutFormat::Bam(CompressionLevel::from_libdeflate(1)),
-        &input.header,
-        rt.threads(),
-        &CramOut::default(),
-    )?;
-    input.for_each_batch(|b| {
-        out.sink
-            .write_batch(b)
-            .context("not sorted by coordinate, or the temporary BAM cannot be written")
-    })?;
-    out.finish()?;
-    progress.finish();
-    Ok(())
 }
 
 /// The BAMs' indexes and header ends, for the byte spans of tasks.
