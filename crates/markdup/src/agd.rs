@@ -184,16 +184,10 @@ fn query(
     let pool = rt.pool();
     let mut carry = Carry::default();
     for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |batch| {
-        let mut start = 0;
-        if !carry.is_empty() {
-            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                carry.push(batch.raw(start));
-                start += 1;
-            }
-            if start == batch.len() {
-                return Ok(());
-            }
-            let group = carry.take();
+        let Some((start, group)) = carry.continue_from(&batch, 0) else {
+            return Ok(());
+        };
+        if let Some(group) = group {
             marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
         }
         let (bounds, g) = name_groups(&batch, start);

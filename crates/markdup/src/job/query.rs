@@ -175,16 +175,10 @@ fn feed(
         }
         let sink = &mut out.sink;
         // Records continuing the carried group come first.
-        let mut start = 0;
-        if !carry.is_empty() {
-            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                carry.push(batch.raw(start));
-                start += 1;
-            }
-            if start == batch.len() {
-                return Ok(());
-            }
-            let group = carry.take();
+        let Some((start, group)) = carry.continue_from(&batch, 0) else {
+            return Ok(());
+        };
+        if let Some(group) = group {
             if let Err(e) = state.process_whole(&group, sink, pool) {
                 return Err(anyhow::Error::msg(failed.insert(e).to_string()));
             }

@@ -33,6 +33,25 @@ impl Carry {
         self.buf.extend_from_slice(raw);
     }
 
+    /// Moves the records of `batch` from `start` on that continue the carried group into it.
+    /// `None` when they run to the batch's end (the group goes on); else where the batch's own
+    /// records start and the carried group, now complete (`None` if nothing was carried), to
+    /// process before them.
+    pub fn continue_from(
+        &mut self,
+        batch: &RecordBatch,
+        mut start: usize,
+    ) -> Option<(usize, Option<RecordBatch>)> {
+        if self.is_empty() {
+            return Some((start, None));
+        }
+        while start < batch.len() && self.continues(batch.record(start).read_name()) {
+            self.push(batch.raw(start));
+            start += 1;
+        }
+        (start < batch.len()).then(|| (start, Some(self.take())))
+    }
+
     /// The carried group as a batch; the carry is empty after.
     pub fn take(&mut self) -> RecordBatch {
         let buf = std::mem::take(&mut self.buf);

@@ -773,15 +773,10 @@ fn group_range<'a>(
             }
             skipping = false;
         }
-        if !carry.is_empty() {
-            while start < batch.len() && carry.continues(batch.record(start).read_name()) {
-                carry.push(batch.raw(start));
-                start += 1;
-            }
-            if start == batch.len() {
-                continue;
-            }
-            let group = carry.take();
+        let Some((start, group)) = carry.continue_from(&batch, start) else {
+            continue;
+        };
+        if let Some(group) = group {
             g.st.group(&group, 0..group.len())?;
         }
         let mut first = start;
