@@ -31,7 +31,6 @@
 //! such record, which may lie some ranges later. The finish is the sort's parallel finish
 //! ([`sortase_exec::assemble`]): header blocks at the job's level, the parts, the EOF block.
 
-use super::coordinate::PicardPlan;
 use crate::job::marking::is_duplicate;
 use crate::job::{detect_mode, MarkdupJob, MarkdupReport, Mode};
 use crate::samblaster::{self, Carry, Layout as SigLayout, Options, SigSet, Verdict};
@@ -130,51 +129,6 @@ impl MarkdupTask {
 
 // ------------------------------------------------------------------------------------- planning
 
-/// Planning a [`MarkdupJob`] as tasks: a trait, as the job lives in crates/markdup and its tasks
-/// here (`use sortase::tasks::MarkdupTasks` for the methods).
-pub trait MarkdupTasks {
-    /// Plans the job as tasks (query-grouped BAM input to a BAM file; see the module
-    /// documentation): `task_memory` bounds a map task's range and a reduce task's partition.
-    /// Creates the work directory ([`MarkdupPlan::abort`] or the commit removes it).
-    fn plan_tasks(
-        &self,
-        rt: &Runtime,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-    ) -> Result<MarkdupPlan>;
-
-    /// Plans the job as tasks on coordinate-sorted BAM input (Picard's mode; see
-    /// [`super::coordinate`]): `task_memory` bounds a map task's range and a join or reduce task's
-    /// partition; `reduce_tasks` asks for at least that many partitions. Creates the work
-    /// directory ([`PicardPlan::abort`] or the commit removes it).
-    fn plan_coordinate_tasks(
-        &self,
-        rt: &Runtime,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-    ) -> Result<PicardPlan>;
-}
-
-impl MarkdupTasks for MarkdupJob {
-    fn plan_tasks(
-        &self,
-        rt: &Runtime,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-    ) -> Result<MarkdupPlan> {
-        plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
-    }
-
-    fn plan_coordinate_tasks(
-        &self,
-        rt: &Runtime,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-    ) -> Result<PicardPlan> {
-        super::coordinate::plan(self, rt, task_memory, reduce_tasks).map_err(Error::from)
-    }
-}
-
 /// What both modes' plans share: the input checked and cut into byte ranges, the output's
 /// header, the work directory.
 pub(crate) struct Planned {
@@ -267,7 +221,7 @@ pub(crate) fn plan_common(
     })
 }
 
-fn plan(
+pub(crate) fn plan(
     job: &MarkdupJob,
     rt: &Runtime,
     task_memory: usize,

@@ -41,7 +41,6 @@ pub use crate::wire::{RunIndex, Sample};
 pub use agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 pub use assemble::{Layout, PlaceOutput, PlaceTask};
 pub use fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob};
-pub use markdup::MarkdupTasks;
 pub use plans::{
     abort_json, commit_json, fallback_json, finish_json, layout_json, layout_reads_json,
     place_tasks_json, plan_json, stage_graph_json, stage_tasks_json, CutOptions, Plan, StageGraph,
@@ -51,6 +50,7 @@ pub use sort::{
     AgdMapTask, ByteRange, CountOutput, CountTask, MapOutput, MapTask, PlanOptions, ReduceOutput,
     ReduceTask, SortPlan, SortTask, SortTaskOutput, TaskError,
 };
+pub use sortase_markdup::tasks::MarkdupTasks;
 
 mod kinds;
 mod registry;

@@ -11,13 +11,11 @@
 
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
 use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
-use super::markdup::{
-    MarkdupPlan, MarkdupTasks, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
-};
+use super::markdup::{MarkdupPlan, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask};
 use super::pmarkdup::{PicardPlan, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};
 use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
-use super::{Layout, PlanOptions, SortPlan};
+use super::{Layout, MarkdupTasks, PlanOptions, SortPlan};
 use crate::agd_tasks::{
     AgdCountPlan, AgdCountTask, AgdFlagstatPlan, AgdFlagstatTask, AgdIdxstatsPlan, AgdIdxstatsTask,
 };
