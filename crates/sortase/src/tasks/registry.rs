@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 // The trait and what a driver asks of a task live in crates/exec (`task.rs`), below the crates
 // that implement it.
-pub(crate) use sortase_exec::task::{by_file, measured};
+pub(crate) use sortase_exec::task::by_file;
 pub use sortase_exec::task::{outputs_of, DynTask, Span, Task, TaskIo};
 
 /// A task of any kind (what [`KINDS`] decodes; serialises as its kind's JSON).
