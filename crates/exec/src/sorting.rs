@@ -194,7 +194,9 @@ pub fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> 
         OutFormat::Bam(_) => range / 2,
         OutFormat::Sam => range * 2,
         OutFormat::Cram => range,
-        OutFormat::Agd => return crate::agd::sink::final_phase_reserve(memory, threads),
+        // Ranges being cut into dataset chunks (their columns about as much again as the
+        // records); no output writer.
+        OutFormat::Agd => return ((threads + 1) * 2 * range).min(memory / 4),
     };
     ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }
