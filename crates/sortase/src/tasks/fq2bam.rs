@@ -32,7 +32,6 @@
 //! `CL:` names the job's reads and the plan's threads as `-t`.
 
 use super::markdup::{FileSlice, MdReduceOutput, MdReduceTask};
-use super::registry::{AnyTask, Task};
 use super::sort::map::{hold, sort_into_run};
 use super::sort::{MapOutput, MapTask, ReduceOutput};
 use super::{Layout, PlanOptions, SortPlan};
@@ -44,9 +43,11 @@ use crate::output::temp_prefix;
 use crate::parts::{complete, create_work_dir, remove_work_dir};
 use crate::runtime::Runtime;
 use crate::sort::SortJob;
+use crate::tasks::AnyTask;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::RecordBatch;
+use sortase_exec::task::{by_file, Span, Task};
 use sortase_fasta::fastq_cut::{self, RangeScan, RangeStart};
 use sortase_sort::SortOrder;
 use std::io::{BufReader, Read};
@@ -752,12 +753,12 @@ impl Task for FqSortMapTask {
             .map_err(Error::from)
     }
 
-    fn reads(&self) -> Result<Vec<super::Span>> {
+    fn reads(&self) -> Result<Vec<Span>> {
         let mut v = vec![
-            super::Span::whole(&self.records_path),
-            super::Span::whole(&self.counts_path),
+            Span::whole(&self.records_path),
+            Span::whole(&self.counts_path),
         ];
-        v.extend(super::registry::by_file(
+        v.extend(by_file(
             self.duplicates
                 .iter()
                 .map(|s| (s.path.clone(), Some((s.start, s.end)))),
