@@ -44,7 +44,7 @@ use sortase_markdup::samblaster::Layout;
 use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
 
-pub mod dataset;
+pub(crate) mod dataset;
 mod memory;
 mod picard;
 pub mod stream_marking;
@@ -204,7 +204,7 @@ pub fn kinded(e: AlignError) -> anyhow::Error {
 }
 
 /// Classifies an error that may have come out of the pipeline as a bare `AlignError`.
-pub fn classify(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn classify(e: anyhow::Error) -> anyhow::Error {
     if e.chain().count() == 1 && e.is::<AlignError>() {
         if let Ok(a) = e.downcast::<AlignError>() {
             return kinded(a);
@@ -257,7 +257,7 @@ impl Reads {
 }
 
 /// Opens a reads file (plain, gzip or BGZF FASTQ/FASTA), its bytes counted in `progress`.
-pub fn open_reads(
+pub(crate) fn open_reads(
     path: &Path,
     progress: &sortase_exec::progress::Progress,
 ) -> anyhow::Result<FastqReader> {
@@ -368,7 +368,7 @@ pub fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()>
 }
 
 /// minimap2's command line for `@PG CL:` (its `-t` is `threads`, the reads as the job names them).
-pub fn command_line(aligner: &Aligner, job: &Fq2BamJob, threads: usize) -> String {
+pub(crate) fn command_line(aligner: &Aligner, job: &Fq2BamJob, threads: usize) -> String {
     aligner.command_line(
         threads,
         &[Some(job.reads1.as_path()), job.reads2.as_deref()]
@@ -387,7 +387,7 @@ pub fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<H
 }
 
 /// The aligner's options of `job` (`threads` build an index from a FASTA).
-pub fn aligner_options(job: &Fq2BamJob, threads: usize) -> AlignerOptions {
+pub(crate) fn aligner_options(job: &Fq2BamJob, threads: usize) -> AlignerOptions {
     AlignerOptions {
         preset: job.preset.clone(),
         md: job.md,
@@ -398,7 +398,7 @@ pub fn aligner_options(job: &Fq2BamJob, threads: usize) -> AlignerOptions {
 }
 
 /// samblaster's layout of the index's references.
-pub fn sig_layout(aligner: &Aligner, index: &Path) -> anyhow::Result<Layout> {
+pub(crate) fn sig_layout(aligner: &Aligner, index: &Path) -> anyhow::Result<Layout> {
     let lengths: Vec<u64> = aligner
         .references()
         .iter()

@@ -108,7 +108,7 @@ pub enum FqReads {
         before: u64,
     },
     /// The fragments whose first read lies in chunks `chunks` of an AGD dataset
-    /// ([`crate::job::dataset`]).
+    /// (`job/dataset.rs`).
     Dataset {
         /// The dataset.
         dir: PathBuf,

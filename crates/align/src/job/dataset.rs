@@ -67,7 +67,7 @@ impl Columns {
 }
 
 /// The reads of a dataset, fragment after fragment ([`ChunkSource`]).
-pub struct DatasetReads {
+pub(crate) struct DatasetReads {
     dir: PathBuf,
     chunks: Vec<ChunkEntry>,
     /// The next chunk to read.

@@ -8,7 +8,7 @@ use sortase_exec::error::{Error, ErrorKind};
 use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
 
 /// The signature of each fragment of `batch` (none without a layout: no marking).
-pub fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Verdict> {
+pub(crate) fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Verdict> {
     let opts = samblaster::Options {
         // samblaster refuses unmapped single-end reads without it; pairs never need it.
         ignore_unmated: true,
@@ -23,7 +23,7 @@ pub fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Verdict> {
 
 /// Duplicate marking in the consumer: samblaster's signatures in input order.
 #[derive(Default)]
-pub struct Marker {
+pub(crate) struct Marker {
     sigs: SigSet,
     /// Templates marked.
     pub templates: u64,
@@ -50,7 +50,7 @@ impl Marker {
 
 /// A fragment's signature (`None`: samblaster passes it unmarked); a fragment samblaster cannot
 /// mark is an internal error (the aligner writes every read's primary record).
-pub fn signature(v: &Verdict) -> anyhow::Result<Option<u128>> {
+pub(crate) fn signature(v: &Verdict) -> anyhow::Result<Option<u128>> {
     match v {
         Verdict::Pass => Ok(None),
         Verdict::Sig(s) => Ok(Some(*s)),
