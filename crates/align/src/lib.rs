@@ -9,6 +9,10 @@
 //! - `encode` (private): minimap2's `mm_write_sam3` as BAM record bytes.
 //! - [`mapper`]: one thread's mapping of a chunk into an [`AlignedBatch`].
 //! - [`pipeline`]: the bounded work queue over all mapping threads, results in input order.
+//! - [`job`]: `sortase fq2bam` on one machine ([`job::Fq2BamJob`]): the reads (FASTQ or an AGD
+//!   dataset) through the pipeline, samblaster's or Picard's marking, the sorter and the output.
+//! - [`tasks`]: the distributed fq2bam's scan, split and align tasks; [`cache`]: the worker
+//!   process's index, loaded once for its align tasks.
 //!
 //! ```no_run
 //! use sortase_align::{fastq::FastqReader, index::{Aligner, AlignerOptions}, pipeline, reads::FastqSource};
@@ -26,13 +30,16 @@
 //! # Ok::<(), sortase_align::AlignError>(())
 //! ```
 
+pub mod cache;
 mod encode;
 mod error;
 pub use sortase_fasta::fastq;
 pub mod index;
+pub mod job;
 pub mod mapper;
 pub mod pipeline;
 pub mod reads;
+pub mod tasks;
 
 pub use error::AlignError;
 pub use index::{Aligner, AlignerOptions, Reference};

@@ -378,3 +378,23 @@ pub fn estimate_record_bytes(dir: &Path, manifest: &Manifest) -> Option<u64> {
     let per_record = bytes.div_ceil(first.records.max(1));
     Some(per_record * manifest.records)
 }
+
+/// samtools fastq's complement of a SAM base letter (`seq_comp_table`; IUPAC codes complemented,
+/// `=` and `N` kept).
+pub fn complement(b: u8) -> u8 {
+    match b {
+        b'A' => b'T',
+        b'C' => b'G',
+        b'G' => b'C',
+        b'T' => b'A',
+        b'M' => b'K',
+        b'K' => b'M',
+        b'R' => b'Y',
+        b'Y' => b'R',
+        b'V' => b'B',
+        b'B' => b'V',
+        b'H' => b'D',
+        b'D' => b'H',
+        other => other,
+    }
+}

@@ -8,8 +8,10 @@ use crate::error::Result;
 use crate::files::TempDir;
 use crate::memory::Reservation;
 use crate::options::PhaseClock;
+use crate::output::OutFormat;
 use crate::runtime::{CancelFlag, Runtime};
 use sortase_bam::RecordBatch;
+use sortase_bgzf::CompressionLevel;
 use sortase_sort::{Budget, RangeRecords, SortError, SortOptions, SortOrder, SortStats, Sorter};
 
 /// `--max-fan-in N`'s check: the final merge must be able to open at least two runs.
@@ -178,4 +180,23 @@ impl Budget for PoolBudget {
         self.reservation.free();
         release_free_memory();
     }
+}
+
+/// Memory the final phase holds besides the records: up to `threads + 1` encoded ranges (being
+/// encoded, done and waiting, being written; see `Sorter::finish_ranges`) and the output writer's
+/// buffers. It is reserved from the pool before records so that the whole sort stays within the
+/// budget (out of core with `-u`, 16 MiB ranges took peak RSS ~45 MiB past the bound of issue 3 at a
+/// 228 MiB budget); at most a quarter of the budget.
+pub fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usize {
+    let range = sortase_sort::ranges::RANGE_BYTES as usize;
+    let encoded = match format {
+        OutFormat::Bam(level) if level == CompressionLevel::STORED => range,
+        OutFormat::Bam(_) => range / 2,
+        OutFormat::Sam => range * 2,
+        OutFormat::Cram => range,
+        // Ranges being cut into dataset chunks (their columns about as much again as the
+        // records); no output writer.
+        OutFormat::Agd => return ((threads + 1) * 2 * range).min(memory / 4),
+    };
+    ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
 }

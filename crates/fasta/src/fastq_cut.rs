@@ -223,6 +223,71 @@ pub fn chain(scans: &[RangeScan]) -> Option<(Vec<u64>, u64)> {
     }
 }
 
+/// A range of a file that holds records (from its scan): its first record's virtual position, the
+/// records of the file before it, and where the range's walk ended (`None`: the end of the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeStart {
+    /// The first record's virtual position.
+    pub first: u64,
+    /// The file's records before it.
+    pub before: u64,
+    /// Where the walk ended (`None`: the end of the file).
+    pub next: Option<u64>,
+}
+
+/// The ranges of a file that hold records, from the scans of its consecutive ranges (in order),
+/// and the file's records; `None` if the scans do not join up ([`chain`]).
+pub fn range_starts(scans: &[RangeScan]) -> Option<(Vec<RangeStart>, u64)> {
+    let (before, records) = chain(scans)?;
+    let starts = scans
+        .iter()
+        .zip(before)
+        .filter_map(|(s, before)| {
+            s.first.map(|first| RangeStart {
+                first,
+                before,
+                next: s.next,
+            })
+        })
+        .collect();
+    Some((starts, records))
+}
+
+/// Where records `before + 1 ..` of a file start, for a reader that seeks there: the virtual
+/// position of a record and how many records to drop from it, and past the last compressed byte
+/// that the `count` records from there can reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsAt {
+    /// A record's virtual position.
+    pub at: u64,
+    /// Records to drop from there.
+    pub skip: u64,
+    /// Past the last compressed byte the records can reach (the block holding the position where
+    /// the last of their ranges' walks ended, or the file's end).
+    pub end: u64,
+}
+
+/// Where records `before + 1 ..= before + count` lie in a file of `len` compressed bytes whose
+/// ranges that hold records are `ranges` ([`range_starts`]).
+pub fn records_at(ranges: &[RangeStart], len: u64, before: u64, count: u64) -> RecordsAt {
+    let block_max = sortase_bgzf::BLOCK_MAX as u64;
+    // The last range starting at or before the record (none: an empty file).
+    let holding = |record: u64| ranges.iter().rposition(|r| r.before <= record);
+    let (at, skip) =
+        holding(before).map_or((0, 0), |j| (ranges[j].first, before - ranges[j].before));
+    let end = match count.checked_sub(1).and_then(|c| holding(before + c)) {
+        None => at >> 16,
+        Some(j) => ranges[j]
+            .next
+            .map_or(len, |next| ((next >> 16) + block_max).min(len)),
+    };
+    RecordsAt {
+        at,
+        skip,
+        end: end.max(at >> 16),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +393,33 @@ mod tests {
         assert_eq!(chain(&wrong), None);
         let short = [scan(Some(0), 3, Some(900)), scan(None, 0, None)];
         assert_eq!(chain(&short), None);
+    }
+
+    #[test]
+    fn records_at_finds_any_record_and_reaches_past_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = bgzf(&fastq(500), dir.path());
+        let len = std::fs::metadata(&path).unwrap().len();
+        let (ranges, records) = range_starts(&scans(&path, 1000)).unwrap();
+        assert_eq!(records, 500);
+        assert!(ranges.len() > 3 && ranges[0].first == 0 && ranges[0].before == 0);
+        let mut r = SeekReader::new(File::open(&path).unwrap());
+        for (before, count) in [(0, 500), (0, 1), (137, 100), (499, 1), (250, 250)] {
+            let at = records_at(&ranges, len, before, count);
+            r.seek_virtual(at.at).unwrap();
+            let mut line = String::new();
+            for _ in 0..4 * at.skip + 1 {
+                line.clear();
+                r.read_line(&mut line).unwrap();
+            }
+            assert_eq!(line, format!("@read{before}/1 extra\n"), "{before}");
+            assert!(at.at >> 16 <= at.end && at.end <= len, "{at:?}");
+            if before + count == 500 {
+                assert_eq!(at.end, len);
+            }
+        }
+        // An empty file: nothing to read.
+        let at = records_at(&[], 28, 0, 0);
+        assert_eq!((at.at, at.skip, at.end), (0, 0, 0));
     }
 }

@@ -40,8 +40,8 @@ use sortase_agd::{self as agd, ChunkBuilder, Group, Manifest};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Fault, Sums, Tally};
 use sortase_bam::{Header, RecordBatch};
 use sortase_exec::agd::{
-    check_new_output, chunk_batch, dataset_header, hidden_sibling, new_manifest, open_manifest,
-    write_chunk, write_in_order, Written, CHUNK_BYTES,
+    check_new_output, chunk_batch, complement, dataset_header, hidden_sibling, new_manifest,
+    open_manifest, write_chunk, write_in_order, Written, CHUNK_BYTES,
 };
 use sortase_exec::error::{bail_argument, Error, Result};
 use sortase_exec::input::Input;
@@ -488,26 +488,6 @@ fn is_fastq(output: &OutputSpec) -> bool {
             .as_deref()
             .and_then(|p| p.extension())
             .is_some_and(|e| e == "fastq" || e == "fq"),
-    }
-}
-
-/// samtools fastq's complement of a SAM base letter (`seq_comp_table`; IUPAC codes complemented,
-/// `=` and `N` kept).
-pub(crate) fn complement(b: u8) -> u8 {
-    match b {
-        b'A' => b'T',
-        b'C' => b'G',
-        b'G' => b'C',
-        b'T' => b'A',
-        b'M' => b'K',
-        b'K' => b'M',
-        b'R' => b'Y',
-        b'Y' => b'R',
-        b'V' => b'B',
-        b'B' => b'V',
-        b'H' => b'D',
-        b'D' => b'H',
-        other => other,
     }
 }
 

@@ -38,7 +38,8 @@ pub mod bgzip;
 pub mod checksum;
 pub mod faidx;
 pub mod fetch;
-pub mod fq2bam;
+/// `sortase fq2bam` on one machine: crates/align `job.rs`.
+pub use sortase_align::job as fq2bam;
 pub mod index;
 /// The markdup job (crates/markdup `job`), under its old path.
 pub use sortase_markdup::job as markdup;

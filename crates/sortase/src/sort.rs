@@ -17,7 +17,6 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::checksum::{ChecksumOptions, Sums};
 use sortase_bam::Header;
-use sortase_bgzf::CompressionLevel;
 use sortase_exec::agd::sink::DatasetSink;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::files::TempDir;
@@ -141,24 +140,7 @@ impl SortJob {
     }
 }
 
-/// Memory the final phase holds besides the records: up to `threads + 1` encoded ranges (being
-/// encoded, done and waiting, being written; see `Sorter::finish_ranges`) and the output writer's
-/// buffers. It is reserved from the pool before records so that the whole sort stays within the
-/// budget (out of core with `-u`, 16 MiB ranges took peak RSS ~45 MiB past the bound of issue 3 at a
-/// 228 MiB budget); at most a quarter of the budget.
-pub(crate) fn final_phase_reserve(memory: usize, threads: usize, format: OutFormat) -> usize {
-    let range = sortase_sort::ranges::RANGE_BYTES as usize;
-    let encoded = match format {
-        OutFormat::Bam(level) if level == CompressionLevel::STORED => range,
-        OutFormat::Bam(_) => range / 2,
-        OutFormat::Sam => range * 2,
-        OutFormat::Cram => range,
-        OutFormat::Agd => return sortase_exec::agd::sink::final_phase_reserve(memory, threads),
-    };
-    ((threads + 1) * encoded + sortase_bgzf::direct_io::BUFFER_BYTES).min(memory / 4)
-}
-
-pub(crate) use sortase_exec::sorting::release_free_memory;
+use sortase_exec::sorting::final_phase_reserve;
 
 /// samtools' `--input-fmt-option` list as a record filter: `filter=EXPR` (htslib's filter
 /// expression; the last one given wins, as in htslib); any other option is an argument error.

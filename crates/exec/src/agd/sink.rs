@@ -36,13 +36,6 @@ pub struct DatasetSink {
     counts: Vec<u64>,
 }
 
-/// Memory of the final phase besides the records: up to `threads + 1` ranges being cut into chunks
-/// (a range is `RANGE_BYTES` of records, its columns about as much again), at most a quarter of the
-/// budget.
-pub fn final_phase_reserve(memory: usize, threads: usize) -> usize {
-    ((threads + 1) * 2 * sortase_sort::ranges::RANGE_BYTES as usize).min(memory / 4)
-}
-
 fn sort_error(e: impl std::fmt::Display) -> SortError {
     SortError::Output(std::io::Error::other(e.to_string()))
 }

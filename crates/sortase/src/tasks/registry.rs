@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 // The trait and what a driver asks of a task live in crates/exec (`task.rs`), below the crates
 // that implement it.
-pub(crate) use sortase_exec::task::{by_file, measured};
+pub(crate) use sortase_exec::task::by_file;
 pub use sortase_exec::task::{outputs_of, DynTask, Span, Task, TaskIo};
 
 /// A task of any kind (what [`KINDS`] decodes; serialises as its kind's JSON).
@@ -132,9 +132,9 @@ registry!(
     super::pmarkdup::PmJoinTask,
     super::pmarkdup::PmReduceTask,
     super::assemble::PlaceTask,
-    super::fq2bam::FqScanTask,
-    super::fq2bam::FqSplitTask,
-    super::fq2bam::FqAlignTask,
+    sortase_align::tasks::FqScanTask,
+    sortase_align::tasks::FqSplitTask,
+    sortase_align::tasks::FqAlignTask,
     super::fq2bam::FqSortMapTask,
     crate::stats::FlagstatTask,
     crate::stats::IdxstatsTask,

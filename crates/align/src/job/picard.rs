@@ -8,13 +8,13 @@
 //! unmarked records byte for byte, which is how the distributed fq2bam marks with Picard's
 //! algorithm (its sort, then the distributed markdup).
 
-use crate::sort::release_free_memory;
 use anyhow::Context;
 use sortase_bam::checksum::{Fault, Tally};
 use sortase_bam::{flags, Header, RecordBatch, RecordBuf, RecordRef};
 use sortase_exec::options::PhaseClock;
 use sortase_exec::output::ResolvedOutput;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::sorting::release_free_memory;
 use sortase_exec::writer::SortedOutput;
 use sortase_markdup::picard::{name::NameParser, Collector, Libraries, Options};
 use sortase_sort::run::{RunReader, StreamingRunWriter};

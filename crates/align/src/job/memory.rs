@@ -4,12 +4,12 @@
 //! the sort's).
 
 use super::{DuplicateMarking, Fq2BamJob};
-use crate::sort::final_phase_reserve;
-use sortase_align::pipeline::PipelineOptions;
-use sortase_align::Aligner;
+use crate::pipeline::PipelineOptions;
+use crate::Aligner;
 use sortase_exec::error::Error;
 use sortase_exec::output::OutFormat;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::sorting::final_phase_reserve;
 
 /// How the memory budget is shared out.
 pub(super) struct MemoryPlan {

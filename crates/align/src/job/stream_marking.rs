@@ -2,7 +2,7 @@
 //! threads (one read-name group per fragment), then inserted in input order here (first seen wins)
 //! and 0x400 set on every record of a later copy.
 
-use sortase_align::AlignedBatch;
+use crate::AlignedBatch;
 use sortase_bam::flags;
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_markdup::samblaster::{self, Layout, SigSet, Verdict};
@@ -26,18 +26,14 @@ pub(crate) fn verdicts(batch: &AlignedBatch, layout: Option<&Layout>) -> Vec<Ver
 pub(crate) struct Marker {
     sigs: SigSet,
     /// Templates marked.
-    pub(crate) templates: u64,
+    pub templates: u64,
     /// Records marked.
-    pub(crate) records: u64,
+    pub records: u64,
 }
 
 impl Marker {
     /// Inserts the signatures of `batch`'s fragments; later copies get 0x400 on all records.
-    pub(crate) fn mark(
-        &mut self,
-        batch: &mut AlignedBatch,
-        verdicts: &[Verdict],
-    ) -> anyhow::Result<()> {
+    pub fn mark(&mut self, batch: &mut AlignedBatch, verdicts: &[Verdict]) -> anyhow::Result<()> {
         for (f, v) in verdicts.iter().enumerate() {
             let dup = signature(v)?.is_some_and(|s| !self.sigs.insert(s));
             if dup {
@@ -67,7 +63,7 @@ pub(crate) fn signature(v: &Verdict) -> anyhow::Result<Option<u128>> {
 }
 
 /// Sets 0x400 on a raw record (with its `block_size` prefix).
-pub(crate) fn set_duplicate(raw: &mut [u8]) {
+pub fn set_duplicate(raw: &mut [u8]) {
     let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
     raw[18..20].copy_from_slice(&flag.to_le_bytes());
 }

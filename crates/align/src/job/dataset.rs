@@ -15,14 +15,14 @@
 //! records can differ from those of the FASTQ files where minimap2 breaks a tie; Illumina names
 //! (the read number in the comment) are the same either way.
 
-use crate::agd::complement;
+use crate::reads::{ChunkSource, ReadChunk};
+use crate::AlignError;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt16Type;
 use arrow_array::{Array, StringArray, UInt16Array};
 use sortase_agd::{self as agd, ChunkEntry, Group};
-use sortase_align::reads::{ChunkSource, ReadChunk};
-use sortase_align::AlignError;
 use sortase_bam::flags::{PAIRED, READ1, READ2, REVERSE, SECONDARY, SUPPLEMENTARY};
+use sortase_exec::agd::complement;
 use sortase_exec::agd::open_manifest;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +98,7 @@ type Row = (usize, u16, u64);
 impl DatasetReads {
     /// The reads of dataset `dir`; pairs need an aligner in fragment mode (a paired preset, as
     /// two FASTQ files do: `preset` names it in the message; [`DatasetReads::fragment_mode`]).
-    pub(crate) fn open(dir: &Path, preset: &str) -> anyhow::Result<Self> {
+    pub fn open(dir: &Path, preset: &str) -> anyhow::Result<Self> {
         let manifest = open_manifest(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -119,7 +119,7 @@ impl DatasetReads {
     }
 
     /// Only the fragments whose first read lies in chunks `chunks` (of the manifest's list).
-    pub(crate) fn part(mut self, chunks: std::ops::Range<usize>) -> anyhow::Result<Self> {
+    pub fn part(mut self, chunks: std::ops::Range<usize>) -> anyhow::Result<Self> {
         self.next = chunks.start.min(self.chunks.len());
         self.stop = chunks.end;
         // The last primary record before the part: a READ1 there may own the part's first read.
@@ -136,7 +136,7 @@ impl DatasetReads {
     }
 
     /// Whether the aligner maps a fragment's reads together.
-    pub(crate) fn fragment_mode(mut self, on: bool) -> Self {
+    pub fn fragment_mode(mut self, on: bool) -> Self {
         self.fragment_mode = on;
         self
     }

@@ -13,23 +13,23 @@
 //! refuses single-end unmapped reads without it; paired minimap2 output never needs it.
 //!
 //! ```no_run
-//! use sortase::{Fq2BamJob, OutputSpec, Runtime};
+//! use sortase_align::job::Fq2BamJob;
+//! use sortase_exec::{options::OutputSpec, runtime::Runtime};
 //! let rt = Runtime::with_threads(2)?;
 //! let mut job = Fq2BamJob::new("ref.fa", "r1.fq.gz", OutputSpec::to_path("out.bam"));
 //! job.reads2 = Some("r2.fq.gz".into());
 //! job.output.write_index = true;
 //! let report = job.run(&rt)?;
 //! println!("{} reads, {} records, {} duplicates", report.reads, report.records, report.duplicate_records);
-//! # Ok::<(), sortase::Error>(())
+//! # Ok::<(), sortase_exec::error::Error>(())
 //! ```
 
-use crate::sort::release_free_memory;
+use crate::fastq::FastqReader;
+use crate::pipeline;
+use crate::reads::{ChunkSource, FastqSource};
+use crate::{AlignError, Aligner, AlignerOptions};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use sortase_align::fastq::FastqReader;
-use sortase_align::pipeline;
-use sortase_align::reads::{ChunkSource, FastqSource};
-use sortase_align::{AlignError, Aligner, AlignerOptions};
 use sortase_bam::checksum::{ChecksumOptions, Checksummer, Sums};
 use sortase_bam::Header;
 use sortase_exec::error::{Error, ErrorKind, Result};
@@ -39,6 +39,7 @@ use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutpu
 use sortase_exec::proof::Checksums;
 use sortase_exec::range_output;
 use sortase_exec::runtime::Runtime;
+use sortase_exec::sorting::release_free_memory;
 use sortase_markdup::samblaster::Layout;
 use sortase_sort::{SortOptions, SortOrder, SortStats, Sorter};
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ use std::path::{Path, PathBuf};
 pub(crate) mod dataset;
 mod memory;
 mod picard;
-pub(crate) mod stream_marking;
+pub mod stream_marking;
 
 use memory::MemoryPlan;
 use stream_marking::Marker;
@@ -189,7 +190,7 @@ pub fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> 
 }
 
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
-pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
+pub fn kinded(e: AlignError) -> anyhow::Error {
     let kind = match &e {
         AlignError::Io { .. } => return e.into(),
         AlignError::Option(_) => ErrorKind::Argument,
@@ -255,6 +256,7 @@ impl Reads {
     }
 }
 
+/// Opens a reads file (plain, gzip or BGZF FASTQ/FASTA), its bytes counted in `progress`.
 pub(crate) fn open_reads(
     path: &Path,
     progress: &sortase_exec::progress::Progress,
@@ -284,11 +286,7 @@ impl Proof<'_> {
     }
 
     /// The sums of the records encoded (`written`) against the reads' (fails when they differ).
-    pub(crate) fn check(
-        &self,
-        written: Option<Sums>,
-        out: &ResolvedOutput,
-    ) -> anyhow::Result<Checksums> {
+    pub fn check(&self, written: Option<Sums>, out: &ResolvedOutput) -> anyhow::Result<Checksums> {
         let written = written.context("fq2bam: the records written were not summed")?;
         let mut c = Checksums::check("fq2bam", &Self::options(), &self.read, &written)?;
         c.command = self.command_line(out);
@@ -358,7 +356,7 @@ fn write_sorted(
 }
 
 /// Paired input needs a preset that maps a template's reads together.
-pub(crate) fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()> {
+pub fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()> {
     if job.reads2.is_some() && !fragment_mode {
         return Err(Error::argument(format!(
             "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
@@ -381,7 +379,7 @@ pub(crate) fn command_line(aligner: &Aligner, job: &Fq2BamJob, threads: usize) -
 }
 
 /// The output's header: minimap2's SAM header `sam`, coordinate-sorted, sortase's `@PG` added.
-pub(crate) fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<Header> {
+pub fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<Header> {
     let mut header = Header::from_sam_text(sam)?;
     header.set_sort_order("coordinate", None);
     add_program(&mut header, program);
@@ -425,7 +423,7 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     };
     let out = resolve_output(
         &job.output,
-        crate::sort::DEFAULT_LEVEL,
+        sortase_exec::options::DEFAULT_LEVEL,
         true,
         &mut report.warnings,
     )?;
