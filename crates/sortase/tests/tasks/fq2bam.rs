@@ -200,6 +200,14 @@ mod distributed {
     use sortase::{DuplicateMarking, ErrorKind, Fq2BamJob, OutputSpec, Result, Runtime};
     use std::io::Write;
     use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, MutexGuard};
+
+    /// The tests here run align tasks, which share this process's index cache and its load count
+    /// (`index_loads`): one at a time, so that a test's count is its own.
+    fn one_at_a_time() -> MutexGuard<'static, ()> {
+        static ALIGN_TASKS: Mutex<()> = Mutex::new(());
+        ALIGN_TASKS.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed
@@ -279,6 +287,7 @@ mod distributed {
 
     #[test]
     fn tasks_write_the_bytes_of_one_machine_and_load_the_index_once() {
+        let _serial = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 2_000);
         let rt = Runtime::with_threads(2).unwrap();
@@ -402,6 +411,7 @@ mod distributed {
 
     #[test]
     fn bgzf_reads_are_cut_by_blocks_with_the_bytes_of_one_machine() {
+        let _serial = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 1_500);
         let (z1, z2) = (dir.path().join("r1.fq.gz"), dir.path().join("r2.fq.gz"));
@@ -464,6 +474,7 @@ mod distributed {
     /// the bytes of one-machine `fq2bam` of the dataset, with either marking.
     #[test]
     fn a_dataset_of_reads_aligns_in_runs_of_chunks_with_the_bytes_of_one_machine() {
+        let _serial = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 1_500);
         let ds = dir.path().join("reads.agd");
@@ -514,6 +525,7 @@ mod distributed {
 
     #[test]
     fn one_machine_checksums_prove_reads_and_records_with_either_marking() {
+        let _serial = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 300);
         let rt = Runtime::with_threads(2).unwrap();
@@ -541,6 +553,7 @@ mod distributed {
 
     #[test]
     fn bad_input_fails_as_on_one_machine() {
+        let _serial = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (fa, r1, r2) = simulate(dir.path(), 50);
         let short = dir.path().join("short.fq");
