@@ -23,6 +23,7 @@
 //! | `tags`  | utf8                        | the other tags as SAM text, tab-joined  |
 //! | `XX`    | by [`TagKind`]              | `get_tag("XX")` (null: absent)          |
 
+mod buffers;
 mod columns;
 mod job;
 mod pipeline;

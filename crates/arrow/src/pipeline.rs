@@ -268,7 +268,7 @@ pub(crate) fn format_error(message: String) -> Error {
 const WORKER_BUFFERS: usize = 8;
 
 /// What a worker keeps from one range to the next: its open file, its chunk buffers and its batch
-/// builder (whose columns are sized from the last batch, see `columns::next_capacity`).
+/// builder (whose columns are sized from the last batch, see `buffers::next_capacity`).
 pub(crate) struct WorkerState {
     pub file: sortase_io::Source,
     pub buffers: Arc<ChunkBuffers>,

@@ -5,7 +5,7 @@
 //! 65535 operations is not a tag: it shows as the `cigar` column and is left out here. A tag present
 //! twice gives its first value (htslib `bam_aux_get`).
 
-use crate::columns::StrBuf;
+use crate::buffers::StrBuf;
 use crate::schema::TagKind;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, ListArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
