@@ -95,7 +95,8 @@ pub struct MarkdupArgs {
     verbose: bool,
     #[command(flatten)]
     marking: MarkingArgs,
-    /// Input SAM/BAM/CRAM file [stdin].
+    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (marked as the BAM it came
+    /// from).
     input: Option<String>,
 }
 

@@ -1,7 +1,7 @@
 //! `sortase agd sort|markdup|add-column|drop-column` (issue 19): a sorted dataset exports to the
 //! records samtools sort writes (in memory and out of core), `agd markdup`'s duplicate group gives
-//! the flags of `sortase markdup` (and samblaster) on the exported BAM, and a failed add-column
-//! leaves the dataset as it was.
+//! the flags of `sortase markdup` (and samblaster) on the exported BAM, `sortase markdup` of a
+//! dataset writes what it writes for the BAM, and a failed add-column leaves the dataset as it was.
 
 use std::path::{Path, PathBuf};
 
@@ -248,6 +248,15 @@ fn agd_markdup_matches_sortase_markdup() {
         let reference = d.join(format!("{label}.sam"));
         sortase(&["markdup", "-q", "--no-PG", "-o", p(&reference), p(input)]).expect_ok();
         let want = records(&std::fs::read_to_string(&reference).unwrap());
+        // `markdup` reads a dataset as it reads the BAM the dataset came from (one record source).
+        let from_dataset = d.join(format!("{label}.from_dataset.sam"));
+        sortase(&["markdup", "-q", "--no-PG", "-o", p(&from_dataset), p(&ds)]).expect_ok();
+        check_same(
+            &mut failures,
+            &format!("{label}: markdup of the dataset"),
+            &records(&std::fs::read_to_string(&from_dataset).unwrap()),
+            &want,
+        );
         for round in 0..2 {
             let marked = sortase(&["agd", "markdup", "-q", "-@", "2", "--mode", mode, p(&ds)]);
             if !marked.ok() {

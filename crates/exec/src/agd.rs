@@ -307,20 +307,65 @@ pub fn for_each_chunk_batch(
     mut f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let progress = rt.progress(label, manifest.records);
+    let decode = |window: &[agd::ChunkEntry]| {
+        rt.check_cancelled()?;
+        rt.install(|| {
+            window
+                .par_iter()
+                .map(|c| chunk_batch(dir, manifest, c))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+    };
+    decode_in_order(manifest, rt.threads(), decode, |b| {
+        let n = b.len() as u64;
+        f(b)?;
+        progress.add(n);
+        Ok(())
+    })
+}
+
+/// [`for_each_chunk_batch`] without a runtime (the records of an [`crate::input::Input`] opened on
+/// a dataset): each window of `threads` chunks decoded on as many scoped threads.
+pub fn for_each_chunk_batch_on(
+    dir: &Path,
+    manifest: &Manifest,
+    threads: usize,
+    f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let decode = |window: &[agd::ChunkEntry]| {
+        std::thread::scope(|s| {
+            let decoding: Vec<_> = window
+                .iter()
+                .map(|c| s.spawn(move || chunk_batch(dir, manifest, c)))
+                .collect();
+            decoding
+                .into_iter()
+                .map(|d| {
+                    d.join()
+                        .map_err(|_| anyhow::anyhow!("chunk decoder panicked"))?
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+    };
+    decode_in_order(manifest, threads, decode, f)
+}
+
+/// The chunks of `manifest` decoded `window` at a time by `decode` on a thread of their own (the
+/// next window while `f` takes the previous one) and given to `f` in order.
+fn decode_in_order(
+    manifest: &Manifest,
+    window: usize,
+    decode: impl Fn(&[agd::ChunkEntry]) -> anyhow::Result<Vec<RecordBatch>> + Send,
+    f: impl FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let (tx, rx) = crossbeam_channel::bounded::<Vec<RecordBatch>>(1);
     std::thread::scope(|s| {
         let decoder = s.spawn(move || {
             manifest
                 .chunks
-                .chunks(rt.threads().max(1))
+                .chunks(window.max(1))
                 .try_for_each(|window| {
-                    rt.check_cancelled()?;
-                    let batches = rt.install(|| {
-                        window
-                            .par_iter()
-                            .map(|c| chunk_batch(dir, manifest, c))
-                            .collect::<anyhow::Result<Vec<_>>>()
-                    })?;
+                    let batches = decode(window)?;
                     if tx.send(batches).is_err() {
                         // The consumer stopped on an error of its own, which it reports.
                         return Ok(());
@@ -328,12 +373,7 @@ pub fn for_each_chunk_batch(
                     anyhow::Ok(())
                 })
         });
-        let consumed = rx.iter().flatten().try_for_each(|b| {
-            let n = b.len() as u64;
-            f(b)?;
-            progress.add(n);
-            Ok(())
-        });
+        let consumed = rx.iter().flatten().try_for_each(f);
         drop(rx);
         let decoded = decoder
             .join()

@@ -1,5 +1,5 @@
-//! Opening any alignment input (SAM, bgzipped SAM, BAM, CRAM; a path or `-` for stdin) as a header
-//! plus a stream of raw-record batches.
+//! Opening any alignment input (SAM, bgzipped SAM, BAM, CRAM, or an AGD dataset directory; a path
+//! or `-` for stdin) as a header plus a stream of raw-record batches.
 
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
@@ -37,12 +37,20 @@ pub enum Format {
     Bam,
     /// CRAM.
     Cram,
+    /// An AGD dataset directory (its records are those of the BAM it came from).
+    Agd,
 }
 
 enum Records {
     Bam(ChunkStream),
     Sam(SamReader<Box<dyn BufRead + Send>>),
     Cram(Box<CramReader>),
+    /// A dataset's chunks, decoded `threads` at a time.
+    Agd {
+        dir: std::path::PathBuf,
+        manifest: Box<sortase_agd::Manifest>,
+        threads: usize,
+    },
     /// Only the header was read: records come from an index ([`Input::bam_header_only`]).
     HeaderOnly,
 }
@@ -93,6 +101,20 @@ impl Input {
         fields: Fields,
         progress: &Progress,
     ) -> Result<Self> {
+        if path != "-" && crate::agd::is_dataset(Path::new(path)) {
+            // No progress: the bar counts the bytes of a file.
+            let manifest = crate::agd::open_manifest(Path::new(path))?;
+            return Ok(Self {
+                header: crate::agd::dataset_header(&manifest),
+                format: Format::Agd,
+                records: Records::Agd {
+                    dir: path.into(),
+                    manifest: Box::new(manifest),
+                    threads,
+                },
+                cancel: None,
+            });
+        }
         let raw: Box<dyn Read + Send> = if path == "-" {
             Box::new(std::io::stdin())
         } else {
@@ -208,6 +230,11 @@ impl Input {
                 }
                 r?;
             }
+            Records::Agd {
+                dir,
+                manifest,
+                threads,
+            } => crate::agd::for_each_chunk_batch_on(dir, manifest, *threads, f)?,
             Records::HeaderOnly => bail!("the input was opened for its header only"),
         }
         Ok(())

@@ -139,7 +139,8 @@ impl Default for PicardOptions {
 /// with 0x400 set on duplicates (or duplicates left out).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkdupJob {
-    /// The input path (`-`: standard input).
+    /// The input path (`-`: standard input; an AGD dataset directory is read as the BAM it came
+    /// from).
     pub input: String,
     /// The output (`write_index`: coordinate-sorted BAM or CRAM output only).
     pub output: OutputSpec,
