@@ -194,6 +194,7 @@ fn fq2bam_of_a_dataset_equals_fq2bam_of_its_fastq() {
 /// The distributed fq2bam (`sortase::tasks::fq2bam`, its scan, split and align tasks crates/align's):
 /// its stages driven through the JSON protocol write the bytes of one machine.
 mod distributed {
+    use super::revcomp;
     use serde_json::Value;
     use sortase::tasks::fq2bam::{index_loads, Fq2BamTask, Fq2BamTasksJob};
     use sortase::tasks::{plan_json, run_task_json, stage_tasks_json, PlanOptions, Task};
@@ -218,18 +219,6 @@ mod distributed {
 
     fn bases(seed: &mut u64, n: usize) -> Vec<u8> {
         (0..n).map(|_| b"ACGT"[(lcg(seed) % 4) as usize]).collect()
-    }
-
-    fn revcomp(s: &[u8]) -> Vec<u8> {
-        s.iter()
-            .rev()
-            .map(|&c| match c {
-                b'A' => b'T',
-                b'C' => b'G',
-                b'G' => b'C',
-                _ => b'A',
-            })
-            .collect()
     }
 
     /// ref.fa of two contigs and `pairs` FR pairs of 100 bases, a tenth exact copies of the pair
