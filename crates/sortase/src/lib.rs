@@ -43,14 +43,16 @@ pub use sortase_align::job as fq2bam;
 pub mod index;
 /// The markdup job (crates/markdup `job`), under its old path.
 pub use sortase_markdup::job as markdup;
-pub mod merge;
+/// `sortase merge` and its key-range tasks: crates/sortjobs `merge.rs`.
+pub use sortase_sortjobs::merge;
 /// Inputs given as `s3://` or `http(s)://` URLs (crates/io): every job opens its inputs through
 /// [`sortase_io::Source`], so a URL works wherever a BAM path does.
 pub mod remote {
     pub use sortase_io::{fetched, is_url, redacted, set_s3_options, S3Options, Source};
 }
 pub mod snp_pileup;
-pub mod sort;
+/// `sortase sort`: crates/sortjobs `sort.rs`.
+pub use sortase_sortjobs::sort;
 pub mod stats;
 pub mod summary;
 pub mod tasks;

@@ -1,8 +1,9 @@
-//! Small inputs for unit tests, built with the library itself.
+//! Small inputs for unit tests, built with the library itself (also a module of the integration
+//! tests, tests/tasks/main.rs, so it names its crates, not `crate::`).
 
-use crate::sort::SortJob;
 use sortase_exec::options::OutputSpec;
 use sortase_exec::runtime::Runtime;
+use sortase_sortjobs::sort::SortJob;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

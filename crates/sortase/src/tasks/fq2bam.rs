@@ -691,7 +691,7 @@ impl Fq2BamPlan {
             .sort_plan(aligns)?
             .reduce_tasks(maps, rt)?
             .into_iter()
-            .map(super::SortTask::into_task)
+            .map(|t| AnyTask::from_dyn(t.into_task()))
             .collect())
     }
 

@@ -35,7 +35,8 @@ pub mod plans;
 /// The markdup tasks of coordinate-sorted input (Picard's mode): crates/markdup
 /// `tasks/coordinate.rs`.
 pub use sortase_markdup::tasks::coordinate as pmarkdup;
-pub mod sort;
+/// The sort as tasks: crates/sortjobs `sort_tasks/`.
+pub use sortase_sortjobs::sort_tasks as sort;
 
 pub use crate::wire::{RunIndex, Sample};
 pub use agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};

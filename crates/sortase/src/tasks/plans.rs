@@ -14,7 +14,7 @@ use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplit
 use super::markdup::{MarkdupPlan, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask};
 use super::pmarkdup::{PicardPlan, PmJoinTask, PmMapTask, PmReduceTask};
 use super::registry::{outputs_of, AnyTask, Task};
-use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
+use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask};
 use super::{Layout, MarkdupTasks, PlanOptions, SortPlan};
 use crate::agd_tasks::{
     AgdCountPlan, AgdCountTask, AgdFlagstatPlan, AgdFlagstatTask, AgdIdxstatsPlan, AgdIdxstatsTask,
@@ -186,7 +186,10 @@ fn sort_stage(p: &SortPlan, stage: &str, outputs: &[Value], rt: &Runtime) -> Res
         "reduce" => p.reduce_tasks(&outputs_of(outputs, MapTask::KIND)?, rt)?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks.into_iter().map(SortTask::into_task).collect())
+    Ok(tasks
+        .into_iter()
+        .map(|t| AnyTask::from_dyn(t.into_task()))
+        .collect())
 }
 
 /// The tasks of a markdup's (query-grouped input) `stage`.

@@ -4,6 +4,7 @@
 
 mod agd_markdup;
 mod agd_round_trip;
+mod agd_sort_tasks;
 mod fixtures;
 mod fq2bam;
 mod markdup_coordinate_tasks;
@@ -12,3 +13,7 @@ mod merge_tasks;
 mod runtime;
 mod sort_tasks;
 mod task_plans;
+// The library's unit-test inputs (src/test_data.rs), for the tests that moved out of the sort.
+#[allow(dead_code)]
+#[path = "../../src/test_data.rs"]
+mod test_data;

@@ -1,10 +1,10 @@
 //! Stage 1 ([`CountTask`]): the records and record bytes of one byte range, and where it really ends.
 
 use super::TaskError;
-use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::Runtime;
 use serde::{Deserialize, Serialize};
 use sortase_bam::BamError;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::runtime::Runtime;
 use sortase_index::range::{RangeStream, RecordRange};
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,8 @@
 //! input, hands the sorter its share of the memory pool, and writes the key ranges it produces).
 //!
 //! ```
-//! use sortase::{Runtime, SortJob, OutputSpec};
+//! use sortase_exec::{OutputSpec, Runtime};
+//! use sortase_sortjobs::SortJob;
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let input = dir.path().join("in.sam");
 //! # std::fs::write(&input, "@SQ\tSN:chr1\tLN:100\nr2\t0\tchr1\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n").unwrap();
@@ -10,7 +11,7 @@
 //! let job = SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(dir.path().join("out.bam")));
 //! let report = job.run(&runtime)?;
 //! assert_eq!(report.records, 2);
-//! # Ok::<(), sortase::Error>(())
+//! # Ok::<(), sortase_exec::Error>(())
 //! ```
 
 use anyhow::Context;

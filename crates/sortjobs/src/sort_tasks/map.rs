@@ -1,12 +1,12 @@
 //! Stage 2 ([`MapTask`]): one byte range sorted in memory into one run, with its split-point samples.
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::Order;
-use crate::runtime::Runtime;
-use crate::wire::{RunIndex, Sample, WorkFile};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::RecordBatch;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::options::Order;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::wire::{RunIndex, Sample, WorkFile};
 use sortase_index::range::{RangeStream, RecordRange};
 use sortase_sort::merge::memory_seq;
 use sortase_sort::ranges::{RangePlan, SplitPoint};
@@ -127,7 +127,7 @@ impl MapTask {
 /// does and writes them as one run at `run_path` (under a temporary name, renamed when complete);
 /// returns the run's index and the candidate split points among them. Shared by [`MapTask`] and
 /// the dataset's map task (`agd_map.rs`).
-pub(crate) fn sort_into_run(
+pub fn sort_into_run(
     rt: &Runtime,
     order: SortOrder,
     batches: &[RecordBatch],
@@ -156,9 +156,9 @@ pub(crate) fn sort_into_run(
 /// Charges one batch of a map task to `memory` (its bytes and a sort entry per record), waiting for
 /// other jobs on the runtime's pool to give memory back; an error when the task's records cannot
 /// fit in the pool at all (`what`: the records, for the message).
-pub(crate) fn hold(
+pub fn hold(
     rt: &Runtime,
-    memory: &mut crate::memory::Reservation,
+    memory: &mut sortase_exec::memory::Reservation,
     batch: &RecordBatch,
     what: impl FnOnce() -> String,
 ) -> anyhow::Result<()> {

@@ -5,17 +5,17 @@ use super::{
     ByteRange, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask, RunStart,
     SortPlan, SortTask,
 };
-use crate::error::bail_argument;
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::PhaseClock;
-use crate::output::OutFormat;
-use crate::output::{resolve_output, ResolvedOutput};
-use crate::parts::{complete, remove_work_dir, write_output};
-use crate::runtime::Runtime;
 use crate::sort::{SortJob, SortReport, DEFAULT_LEVEL};
-use crate::tasks::assemble::{self, Layout};
-use crate::wire::Sample;
 use anyhow::{bail, Context};
+use sortase_exec::assemble::{self, Layout};
+use sortase_exec::error::bail_argument;
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::options::PhaseClock;
+use sortase_exec::output::OutFormat;
+use sortase_exec::output::{resolve_output, ResolvedOutput};
+use sortase_exec::parts::{complete, remove_work_dir, write_output};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::wire::Sample;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
 use sortase_sort::{end_offset, start_block};
 use std::path::Path;
@@ -239,10 +239,10 @@ impl SortPlan {
         }
     }
 
-    /// The parallel finish's first step ([`crate::tasks::assemble`]): checks the outputs of stage
+    /// The parallel finish's first step ([`sortase_exec::assemble`]): checks the outputs of stage
     /// 3 (in any order), lays the output out from the parts' sidecars and writes the index (with
     /// `--write-index`) under a temporary name next to it; with `preallocate` creates the output's
-    /// temporary file for the [`crate::tasks::PlaceTask`]s. Reads no part file.
+    /// temporary file for the [`sortase_exec::assemble::PlaceTask`]s. Reads no part file.
     pub fn layout(
         &self,
         reduces: &[ReduceOutput],

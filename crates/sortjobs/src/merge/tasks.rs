@@ -17,7 +17,8 @@
 //! `MergePlan::check_samples`, over every task's marks). Run the job with `MergeJob::run` then.
 //!
 //! ```
-//! use sortase::{MergeJob, OutputSpec, Runtime, SortJob};
+//! use sortase_exec::{OutputSpec, Runtime};
+//! use sortase_sortjobs::{MergeJob, SortJob};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let sam = |name: &str, pos: u32| {
 //! #     let p = dir.path().join(name);
@@ -32,10 +33,10 @@
 //! let inputs = vec![a.display().to_string(), b.display().to_string()];
 //! let out = dir.path().join("merged.bam");
 //! let plan = MergeJob::new(inputs, OutputSpec::to_path(&out)).plan(&rt)?;
-//! let outputs = plan.tasks(4).iter().map(|t| t.run(&rt)).collect::<sortase::Result<Vec<_>>>()?;
+//! let outputs = plan.tasks(4).iter().map(|t| t.run(&rt)).collect::<sortase_exec::Result<Vec<_>>>()?;
 //! let report = plan.finish(&outputs, &rt)?;
 //! assert_eq!(report.outputs, vec![out]);
-//! # Ok::<(), sortase::Error>(())
+//! # Ok::<(), sortase_exec::Error>(())
 //! ```
 
 use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
@@ -380,7 +381,7 @@ impl MergeTaskPlan {
     /// (in any order, repeats ignored) as [`MergeTaskPlan::finish`] does, lays the output out from
     /// the parts' sidecars and writes the index (with `--write-index`) under a temporary name next
     /// to it; with `preallocate` creates the output's temporary file for the
-    /// [`crate::tasks::PlaceTask`]s. Reads no part file.
+    /// [`sortase_exec::assemble::PlaceTask`]s. Reads no part file.
     pub fn layout(
         &self,
         outputs: &[MergeTaskOutput],

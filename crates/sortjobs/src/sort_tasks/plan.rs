@@ -3,18 +3,18 @@
 //! finder), builds the output header and creates the work directory.
 
 use super::{ByteRange, PlanOptions, SortPlan};
-use crate::error::bail_argument;
-use crate::error::{Error, Result};
-use crate::options::add_program;
-use crate::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
-use crate::parts::create_work_dir;
-use crate::runtime::Runtime;
 use crate::sort::{SortJob, DEFAULT_LEVEL};
-use crate::wire::HeaderData;
-use crate::writer::OnTheFlyIndex;
 use anyhow::Context;
 use sortase_bam::Header;
+use sortase_exec::error::bail_argument;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::options::add_program;
+use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
+use sortase_exec::parts::create_work_dir;
 use sortase_exec::probe::{estimate_record_bytes, input_format, input_path_and_len};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::wire::HeaderData;
+use sortase_exec::writer::OnTheFlyIndex;
 use sortase_index::range::plan_ranges;
 use sortase_index::IndexBuilder;
 use sortase_sort::SortOrder;
@@ -94,7 +94,7 @@ impl SortPlan {
     /// The sort of records that other tasks sort into runs themselves (fq2bam's map tasks, which
     /// give [`super::MapOutput`]s): no input file, `header` the output's (sort order and `@PG`
     /// set), `work_dir` created by the caller. Only the reduce stage and the finish are used.
-    pub(crate) fn of_records(
+    pub fn of_records(
         job: &SortJob,
         options: &PlanOptions,
         header: &sortase_bam::Header,

@@ -34,7 +34,8 @@ pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 /// output in their common order.
 ///
 /// ```
-/// use sortase::{MergeJob, MergeMethod, OutputSpec, Runtime, SortJob};
+/// use sortase_exec::{OutputSpec, Runtime};
+/// use sortase_sortjobs::{MergeJob, MergeMethod, SortJob};
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let sam = |name: &str, pos: u32| {
 /// #     let p = dir.path().join(name);
@@ -51,7 +52,7 @@ pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 /// let report = MergeJob::new(inputs, OutputSpec::to_path(&out)).run(&runtime)?;
 /// assert_eq!(report.method, MergeMethod::KeyRanges);
 /// assert_eq!(report.outputs, vec![out]);
-/// # Ok::<(), sortase::Error>(())
+/// # Ok::<(), sortase_exec::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeJob {

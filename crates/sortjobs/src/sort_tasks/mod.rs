@@ -9,7 +9,7 @@
 //! number (stage 1, [`CountTask`]) can sort the ranges independently ([`MapTask`]), choose the same
 //! split points from their samples, and encode the same key ranges ([`ReduceTask`]) anywhere;
 //! [`SortPlan::finish`] then writes the header blocks, the parts and the EOF block through the
-//! same [`crate::range_output::RangeWriter`] as `SortJob::run`, with the BAI/CSI replayed from the
+//! same [`sortase_exec::range_output::RangeWriter`] as `SortJob::run`, with the BAI/CSI replayed from the
 //! ranges' summaries.
 //!
 //! The stages:
@@ -26,7 +26,7 @@
 //! 3. [`ReduceTask`] (`reduce.rs`): a stretch of consecutive key ranges. Each run is opened once at
 //!    the stretch's first record ([`sortase_sort::start_block`], [`sortase_sort::open_run_from`]);
 //!    every key range is merged from all runs (ties by run number, which is input order) and
-//!    encoded by the sort's own [`crate::range_output::RangeEncoder`], so its BGZF blocks and index
+//!    encoded by the sort's own [`sortase_exec::range_output::RangeEncoder`], so its BGZF blocks and index
 //!    summary are those `SortJob::run` writes.
 //!
 //! The driver's side is `plan.rs` ([`SortJob::plan`]) and `driver.rs` (the [`SortPlan`] methods).
@@ -36,17 +36,17 @@
 //! in any order within a stage, retried at will):
 //!
 //! ```
-//! # use sortase::{OutputSpec, Runtime, SortJob};
-//! # use sortase::tasks::{SortTask, SortTaskOutput};
+//! # use sortase_exec::{OutputSpec, Runtime};
+//! # use sortase_sortjobs::{SortJob, SortTask, SortTaskOutput};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let sam = dir.path().join("in.sam");
 //! # std::fs::write(&sam, "@SQ\tSN:chr1\tLN:100\nr2\t0\tchr1\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\nr1\t0\tchr1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n").unwrap();
 //! # let input = dir.path().join("in.bam");
-//! # SortJob { order: sortase::Order::Name, ..SortJob::new(sam.to_str().unwrap(), OutputSpec::to_path(&input)) }.run(&Runtime::with_threads(1)?)?;
+//! # SortJob { order: sortase_exec::Order::Name, ..SortJob::new(sam.to_str().unwrap(), OutputSpec::to_path(&input)) }.run(&Runtime::with_threads(1)?)?;
 //! let rt = Runtime::with_threads(1)?;
 //! let job = SortJob::new(input.to_str().unwrap(), OutputSpec::to_path(dir.path().join("out.bam")));
 //! let plan = job.plan(&rt)?;
-//! let run = |tasks: Vec<SortTask>| -> sortase::Result<Vec<SortTaskOutput>> {
+//! let run = |tasks: Vec<SortTask>| -> sortase_exec::Result<Vec<SortTaskOutput>> {
 //!     tasks.iter().map(|t| t.run(&rt)).collect()
 //! };
 //! let counts = run(plan.count_tasks())?.into_iter().filter_map(SortTaskOutput::into_count).collect::<Vec<_>>();
@@ -54,7 +54,7 @@
 //! let parts = run(plan.reduce_tasks(&maps, &rt)?)?.into_iter().filter_map(SortTaskOutput::into_reduce).collect::<Vec<_>>();
 //! let report = plan.finish(&parts, &rt)?;
 //! assert_eq!(report.records, 2);
-//! # Ok::<(), sortase::Error>(())
+//! # Ok::<(), sortase_exec::Error>(())
 //! ```
 //!
 //! [`SAMPLE_EVERY`]: sortase_sort::ranges::SAMPLE_EVERY
@@ -64,24 +64,24 @@
 mod agd_map;
 mod count;
 pub(crate) mod driver;
-pub(crate) mod map;
+pub mod map;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 
-pub use crate::parts::{EncodedRangeIndex, PartIndex};
 pub use agd_map::AgdMapTask;
+pub use sortase_exec::parts::{EncodedRangeIndex, PartIndex};
 // The range and the error a task carries live in crates/exec (`task.rs`), below the tasks.
 pub use count::{CountOutput, CountTask};
 pub use map::{MapOutput, MapTask};
 pub use reduce::{ReduceOutput, ReduceTask, RunStart};
 pub use sortase_exec::task::{ByteRange, TaskError};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::{Runtime, DEFAULT_MEMORY_PER_THREAD};
 use crate::sort::SortJob;
-use crate::tasks::AnyTask;
-use crate::wire::HeaderData;
 use serde::{Deserialize, Serialize};
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::runtime::{Runtime, DEFAULT_MEMORY_PER_THREAD};
+use sortase_exec::task::DynTask;
+use sortase_exec::wire::HeaderData;
 use std::path::PathBuf;
 
 /// A task of a sort.
@@ -111,13 +111,14 @@ pub enum SortTaskOutput {
 }
 
 impl SortTask {
-    /// The stage's task as a task of any kind (what a driver sends).
-    pub fn into_task(self) -> AnyTask {
+    /// The stage's task as a task of any kind (what a driver sends; the facade's registry wraps
+    /// it as its `AnyTask` with `AnyTask::from_dyn`).
+    pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            SortTask::Count(t) => t.into(),
-            SortTask::Map(t) => t.into(),
-            SortTask::AgdMap(t) => t.into(),
-            SortTask::Reduce(t) => t.into(),
+            SortTask::Count(t) => Box::new(t),
+            SortTask::Map(t) => Box::new(t),
+            SortTask::AgdMap(t) => Box::new(t),
+            SortTask::Reduce(t) => Box::new(t),
         }
     }
 

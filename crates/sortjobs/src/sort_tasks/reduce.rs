@@ -1,17 +1,17 @@
 //! Stage 3 ([`ReduceTask`]): a stretch of key ranges merged from every run and encoded as
 //! `SortJob::run` encodes them, into one part file and its sidecar ([`super::PartIndex`]).
 
-use crate::error::{Error, Result};
-use crate::options::Order;
-use crate::output::OutFormat;
-use crate::parts::write_part;
-use crate::range_output::RangeEncoder;
-use crate::runtime::Runtime;
-use crate::wire::Sample;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
 use sortase_bgzf::CompressionLevel;
+use sortase_exec::error::{Error, Result};
+use sortase_exec::options::Order;
+use sortase_exec::output::OutFormat;
+use sortase_exec::parts::write_part;
+use sortase_exec::range_output::RangeEncoder;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::wire::Sample;
 use sortase_sort::merge::{merge_until, Source};
 use sortase_sort::ranges::SplitPoint;
 use sortase_sort::{open_run_from, RangeSource, SortError, SortOrder};

@@ -3,8 +3,8 @@
 //! of the BAM `sortase agd export` writes.
 //!
 //! Why: the bytes of a sort depend on the records, their input sequence numbers and the total
-//! record bytes alone (see [`crate::tasks::sort`]). A chunk's records are the exported BAM's
-//! records byte for byte ([`crate::agd::AgdExportJob`] writes the same batches, with the
+//! record bytes alone (see [`crate::sort_tasks`]). A chunk's records are the exported BAM's
+//! records byte for byte (`sortase::agd::AgdExportJob` writes the same batches, with the
 //! `duplicate` group's flag 0x400 applied), and the manifest gives each chunk's first ordinal,
 //! which is the exported BAM's sequence number of that record. So no count stage is needed: the
 //! plan's count stage has no tasks, each [`AgdMapTask`] decodes a run of consecutive chunks, sorts
@@ -20,9 +20,6 @@
 use super::map::{hold, sort_into_run};
 use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::Order;
-use crate::runtime::Runtime;
 use crate::sort::SortJob;
 use anyhow::Context;
 use rayon::prelude::*;
@@ -33,6 +30,9 @@ use sortase_exec::agd::{
     chunk_batch_with, columns::duplicate_group, dataset_header, estimate_record_bytes,
     open_manifest, runs,
 };
+use sortase_exec::error::{Error, ErrorKind, Result};
+use sortase_exec::options::Order;
+use sortase_exec::runtime::Runtime;
 use std::path::{Path, PathBuf};
 
 /// The dataset a [`SortPlan`] reads: its chunks cut into the map tasks' runs.
@@ -150,9 +150,11 @@ impl SortJob {
     /// Plans the sort of the AGD dataset `input` as tasks: the count stage has no tasks, the map
     /// stage one task per run of consecutive chunks (about `task_memory` of records each), BAM
     /// output to a file only. The finished output is byte-identical to [`SortJob::run`] on the
-    /// BAM `sortase agd export` writes from the dataset.
+    /// BAM `sortase agd export` writes from the dataset. (The dataset comes from the facade's
+    /// `AgdImportJob`, above this crate: the facade's tests/tasks/agd_sort_tasks.rs checks the
+    /// same on a larger dataset.)
     ///
-    /// ```
+    /// ```ignore
     /// # use sortase::{AgdExportJob, AgdImportJob, OutputSpec, Runtime, SortJob};
     /// # use sortase::tasks::{SortTask, SortTaskOutput};
     /// # let dir = tempfile::tempdir().unwrap();
@@ -235,108 +237,5 @@ impl SortPlan {
                 run_path: self.work_dir.join(format!("map-{part:06}.run")),
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agd::{AgdExportJob, AgdImportJob};
-    use crate::options::OutputSpec;
-    use crate::tasks::{SortTask, SortTaskOutput};
-
-    /// Runs every task of `tasks` on `rt`, in reverse order (tasks of a stage run in any order).
-    fn run(tasks: Vec<SortTask>, rt: &Runtime) -> Vec<SortTaskOutput> {
-        tasks.iter().rev().map(|t| t.run(rt).unwrap()).collect()
-    }
-
-    /// Sorts dataset `ds` into `out` through its tasks (`maps` map tasks; 0: several).
-    fn sort_dataset(
-        ds: &Path,
-        out: &Path,
-        order: &Order,
-        task_memory: usize,
-        maps: usize,
-        rt: &Runtime,
-    ) {
-        let mut job = SortJob::new(ds.to_str().unwrap(), OutputSpec::to_path(out));
-        job.order = order.clone();
-        job.program = None;
-        let options = PlanOptions {
-            task_memory,
-            reduce_tasks: Some(3),
-        };
-        let plan = job.plan_dataset_with(rt, &options).unwrap();
-        assert!(plan.count_tasks().is_empty());
-        let map_tasks = plan.map_tasks(&[]).unwrap();
-        let n = map_tasks.len();
-        // One task of all chunks, one per chunk, or (about 1 MB of records) several runs.
-        if maps > 0 {
-            assert_eq!(n, maps, "{order:?} {task_memory}");
-        } else {
-            assert!(n > 1 && n < 12, "{n} map tasks");
-        }
-        let maps: Vec<_> = run(map_tasks, rt)
-            .into_iter()
-            .filter_map(SortTaskOutput::into_map)
-            .collect();
-        let parts: Vec<_> = run(plan.reduce_tasks(&maps, rt).unwrap(), rt)
-            .into_iter()
-            .filter_map(SortTaskOutput::into_reduce)
-            .collect();
-        assert_eq!(plan.finish(&parts, rt).unwrap().records, 3000);
-        assert!(!plan.work_dir().exists());
-    }
-
-    #[test]
-    fn dataset_sort_tasks_write_the_sort_of_the_export() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::with_threads(2).unwrap();
-        let bam = crate::test_data::sorted_bam(dir.path(), 3000);
-        let ds = dir.path().join("ds");
-        AgdImportJob {
-            chunk_size: 250,
-            ..AgdImportJob::new(bam.to_str().unwrap(), &ds)
-        }
-        .run(&rt)
-        .unwrap();
-        let exported = dir.path().join("exported.bam");
-        AgdExportJob::new(&ds, OutputSpec::to_path(&exported))
-            .run(&rt)
-            .unwrap();
-        for (order, task_memory, maps) in [
-            (Order::Name, 1 << 30, 1),
-            (Order::Name, 1, 12),
-            (Order::Coordinate, 200_000, 0),
-        ] {
-            let out = dir.path().join("out.bam");
-            sort_dataset(&ds, &out, &order, task_memory, maps, &rt);
-            let one = dir.path().join("one.bam");
-            let mut reference = SortJob::new(exported.to_str().unwrap(), OutputSpec::to_path(&one));
-            reference.order = order.clone();
-            reference.program = None;
-            reference.run(&rt).unwrap();
-            assert_eq!(
-                std::fs::read(&out).unwrap(),
-                std::fs::read(&one).unwrap(),
-                "{order:?} {task_memory}"
-            );
-        }
-        // The count stage has no outputs to give.
-        let job = SortJob::new(
-            ds.to_str().unwrap(),
-            OutputSpec::to_path(dir.path().join("x.bam")),
-        );
-        let plan = job.plan_dataset(&rt).unwrap();
-        let bogus = crate::tasks::CountOutput {
-            range: 0,
-            start: 0,
-            end: None,
-            records: 1,
-            record_bytes: 1,
-            error: None,
-        };
-        assert!(plan.map_tasks(&[bogus]).is_err());
-        plan.abort().unwrap();
     }
 }

@@ -1,0 +1,110 @@
+//! The sort's and the merge's tasks as exec's [`Task`]: their kinds, their runs, the byte spans
+//! they read and the files they write. (The registry of kinds is the facade's.)
+
+use crate::merge::{MergeTask, MergeTaskOutput};
+use crate::sort_tasks::{
+    AgdMapTask, CountOutput, CountTask, MapOutput, MapTask, ReduceOutput, ReduceTask,
+};
+use sortase_exec::error::Result;
+use sortase_exec::runtime::Runtime;
+use sortase_exec::task::{bam_range, by_file, Span, Task, HEADER_SPAN, READ_SLACK};
+use std::path::PathBuf;
+
+impl Task for CountTask {
+    const KIND: &'static str = "sort.count";
+    type Output = CountOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<CountOutput> {
+        CountTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(
+            &self.input,
+            self.start,
+            self.later_starts.first().copied(),
+        )])
+    }
+}
+
+impl Task for MapTask {
+    const KIND: &'static str = "sort.map";
+    type Output = MapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        MapTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(vec![bam_range(&self.input, self.start, self.end)])
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.run_path.clone()]
+    }
+}
+
+impl Task for AgdMapTask {
+    const KIND: &'static str = "sort.agd_map";
+    const OUTPUT_KIND: &'static str = "sort.map";
+    type Output = MapOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MapOutput> {
+        AgdMapTask::run(self, rt)
+    }
+
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(self.files().into_iter().map(Span::whole).collect())
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.run_path.clone()]
+    }
+}
+
+impl Task for ReduceTask {
+    const KIND: &'static str = "sort.reduce";
+    type Output = ReduceOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<ReduceOutput> {
+        ReduceTask::run(self, rt)
+    }
+
+    /// Whole blocks of each run from the stretch's first up to `end` and nothing past it.
+    fn reads(&self) -> Result<Vec<Span>> {
+        Ok(by_file(self.runs.iter().map(|r| {
+            (r.path.clone(), Some((r.offset, r.end.unwrap_or(u64::MAX))))
+        })))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
+
+impl Task for MergeTask {
+    const KIND: &'static str = "merge";
+    type Output = MergeTaskOutput;
+
+    fn run(&self, rt: &Runtime) -> Result<MergeTaskOutput> {
+        MergeTask::run(self, rt)
+    }
+
+    /// Every input's header, the spans its key ranges read (from the plan's samples), and the
+    /// header file of `-h`, whole.
+    fn reads(&self) -> Result<Vec<Span>> {
+        let headers = self
+            .inputs()
+            .map(|p| (PathBuf::from(p), Some((0, HEADER_SPAN))));
+        let spans = self.input_spans()?.into_iter().map(|s| {
+            let end = s.end.map_or(u64::MAX, |e| e.saturating_add(READ_SLACK));
+            (s.path, Some((s.start, end)))
+        });
+        let header_file = self.header_file().map(|h| (h.to_path_buf(), None));
+        Ok(by_file(headers.chain(spans).chain(header_file)))
+    }
+
+    fn writes(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+}
