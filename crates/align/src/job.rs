@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 pub(crate) mod dataset;
 mod memory;
 mod picard;
-pub mod stream_marking;
+pub(crate) mod stream_marking;
 
 use memory::MemoryPlan;
 use stream_marking::Marker;
@@ -190,7 +190,7 @@ pub fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> 
 }
 
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
-pub fn kinded(e: AlignError) -> anyhow::Error {
+pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
     let kind = match &e {
         AlignError::Io { .. } => return e.into(),
         AlignError::Option(_) => ErrorKind::Argument,
@@ -356,7 +356,7 @@ fn write_sorted(
 }
 
 /// Paired input needs a preset that maps a template's reads together.
-pub fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()> {
+pub(crate) fn check_pairing(job: &Fq2BamJob, fragment_mode: bool) -> anyhow::Result<()> {
     if job.reads2.is_some() && !fragment_mode {
         return Err(Error::argument(format!(
             "--preset {} maps reads one by one (minimap2 maps two files of it as separate reads): give one FASTQ file, or use a paired preset such as sr",
@@ -379,7 +379,7 @@ pub(crate) fn command_line(aligner: &Aligner, job: &Fq2BamJob, threads: usize) -
 }
 
 /// The output's header: minimap2's SAM header `sam`, coordinate-sorted, sortase's `@PG` added.
-pub fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<Header> {
+pub(crate) fn sorted_header(sam: String, program: Option<&Program>) -> anyhow::Result<Header> {
     let mut header = Header::from_sam_text(sam)?;
     header.set_sort_order("coordinate", None);
     add_program(&mut header, program);

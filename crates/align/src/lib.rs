@@ -38,6 +38,7 @@ pub mod index;
 pub mod job;
 pub mod mapper;
 pub mod pipeline;
+pub mod plan;
 pub mod reads;
 pub mod tasks;
 

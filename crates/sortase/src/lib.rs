@@ -67,7 +67,7 @@ pub use sortase_exec::{
     bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, proof,
     range_output, runtime, writer,
 };
-use sortase_exec::{parts, wire};
+use sortase_exec::wire;
 
 pub use agd::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob};
 pub use agd::{AgdExportJob, AgdExportReport, AgdImportJob, AgdImportReport};

@@ -63,7 +63,7 @@ pub(crate) fn signature(v: &Verdict) -> anyhow::Result<Option<u128>> {
 }
 
 /// Sets 0x400 on a raw record (with its `block_size` prefix).
-pub fn set_duplicate(raw: &mut [u8]) {
+pub(crate) fn set_duplicate(raw: &mut [u8]) {
     let flag = u16::from_le_bytes([raw[18], raw[19]]) | flags::DUPLICATE;
     raw[18..20].copy_from_slice(&flag.to_le_bytes());
 }

@@ -25,10 +25,12 @@
 //! # Ok::<(), sortase::Error>(())
 //! ```
 
+/// fq2bam as tasks (its plan, the sort map task, the scan, split and align tasks): crates/align
+/// `plan.rs`.
+pub use sortase_align::plan as fq2bam;
 pub use sortase_exec::assemble;
 /// `agd markdup` as tasks: crates/markdup `tasks/agd.rs`.
 pub use sortase_markdup::tasks::agd as agd_markdup;
-pub mod fq2bam;
 /// The markdup tasks of query-grouped input (samblaster's mode): crates/markdup `tasks/query.rs`.
 pub use sortase_markdup::tasks::query as markdup;
 pub mod plans;

@@ -237,11 +237,15 @@ fn fq2bam_stage(
 ) -> Result<Vec<AnyTask>> {
     let aligns = || outputs_of(outputs, FqAlignTask::KIND);
     Ok(match stage {
-        "scan" => p.scan_tasks().into_iter().map(|t| t.into_task()).collect(),
+        "scan" => p
+            .scan_tasks()
+            .into_iter()
+            .map(|t| AnyTask::from_dyn(t.into_task()))
+            .collect(),
         "split" => p
             .split_tasks(&outputs_of(outputs, FqScanTask::KIND)?)
             .into_iter()
-            .map(|t| t.into_task())
+            .map(|t| AnyTask::from_dyn(t.into_task()))
             .collect(),
         "align" => p
             .align_tasks(
@@ -249,7 +253,7 @@ fn fq2bam_stage(
                 &outputs_of(outputs, FqSplitTask::KIND)?,
             )?
             .into_iter()
-            .map(|t| t.into_task())
+            .map(|t| AnyTask::from_dyn(t.into_task()))
             .collect(),
         "dedup" => p
             .dedup_tasks(&aligns()?)?
@@ -260,10 +264,14 @@ fn fq2bam_stage(
         "map" => p
             .sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?
             .into_iter()
-            .map(|t| t.into_task())
+            .map(|t| AnyTask::from_dyn(t.into_task()))
             .collect(),
         // The align outputs (the header) and the map outputs.
-        "reduce" => p.reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?,
+        "reduce" => p
+            .reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?
+            .into_iter()
+            .map(AnyTask::from_dyn)
+            .collect(),
         _ => return Err(no_stage(stage)),
     })
 }

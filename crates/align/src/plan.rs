@@ -20,43 +20,42 @@
 //! 4. [`FqSortMapTask`] (one per chunk): reads the chunk's records, sets 0x400 on every record of a
 //!    duplicate fragment, and sorts them into one run as the sort's map task does, its records
 //!    numbered from the chunk's first record's number in the whole input.
-//! 5. The sort's reduce tasks, then the sort's parallel finish ([`crate::tasks::assemble`]).
+//! 5. The sort's reduce tasks, then the sort's parallel finish ([`sortase_exec::assemble`]).
 //!
 //! Why the bytes match: minimap2 maps every fragment on its own (the one-machine job already maps
 //! ~64 KiB chunks on many threads, with the output of `minimap2 -ax` that maps 500 Mbases per
 //! batch; minimap2 estimates no paired-end statistics per batch), so the records and their order
 //! do not depend on the chunks. The marking decides by the first occurrence in input order, which
 //! the chunk order and the ordinals give. A sort's output depends only on the record sequence
-//! (see [`crate::tasks::sort`]), which is the one-machine job's: chunk after chunk, minimap2's
+//! (see [`sortase_sortjobs::sort_tasks`]), which is the one-machine job's: chunk after chunk, minimap2's
 //! order within. The header is minimap2's with the job's `@PG` lines, as on one machine; its
 //! `CL:` names the job's reads and the plan's threads as `-t`.
 
-use super::markdup::{FileSlice, MdReduceOutput, MdReduceTask};
-use super::sort::map::{hold, sort_into_run};
-use super::sort::{MapOutput, MapTask, ReduceOutput};
-use super::{Layout, PlanOptions, SortPlan};
-use crate::error::{bail_argument, Error, ErrorKind, Result};
-use crate::fq2bam::stream_marking::set_duplicate;
-use crate::fq2bam::{self as one, DuplicateMarking, Fq2BamJob};
-use crate::options::Order;
-use crate::output::temp_prefix;
-use crate::parts::{complete, create_work_dir, remove_work_dir};
-use crate::runtime::Runtime;
-use crate::sort::SortJob;
-use crate::tasks::AnyTask;
+use crate::job::stream_marking::set_duplicate;
+use crate::job::{self as one, DuplicateMarking, Fq2BamJob};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::RecordBatch;
-use sortase_exec::task::{by_file, Span, Task};
+use sortase_exec::assemble::Layout;
+use sortase_exec::error::{bail_argument, Error, ErrorKind, Result};
+use sortase_exec::options::Order;
+use sortase_exec::output::temp_prefix;
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir};
+use sortase_exec::runtime::Runtime;
+use sortase_exec::task::{by_file, DynTask, Span, Task};
 use sortase_fasta::fastq_cut::{self, RangeScan, RangeStart};
+use sortase_markdup::tasks::query::{FileSlice, MdReduceOutput, MdReduceTask};
 use sortase_sort::SortOrder;
+use sortase_sortjobs::sort::SortJob;
+use sortase_sortjobs::sort_tasks::map::{hold, sort_into_run};
+use sortase_sortjobs::sort_tasks::{MapOutput, MapTask, PlanOptions, ReduceOutput, SortPlan};
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-// The scan, split and align tasks need nothing from the jobs here: they are crates/align's
-// (`tasks.rs`, the index cache `cache.rs`).
-pub use sortase_align::cache::index_loads;
-pub use sortase_align::tasks::{
+// The scan, split and align tasks need nothing from the sort's jobs: they are `tasks.rs` (the
+// index cache `cache.rs`).
+pub use crate::cache::index_loads;
+pub use crate::tasks::{
     FqAlignOutput, FqAlignTask, FqChunk, FqReads, FqScanOutput, FqScanTask, FqSplitOutput,
     FqSplitTask, FqStart,
 };
@@ -119,13 +118,13 @@ pub enum Fq2BamTask {
 }
 
 impl Fq2BamTask {
-    /// As a task of any kind.
-    pub fn into_task(self) -> AnyTask {
+    /// As a task of any kind (the facade's registry wraps it as its `AnyTask`).
+    pub fn into_task(self) -> Box<dyn DynTask> {
         match self {
-            Fq2BamTask::Scan(t) => t.into(),
-            Fq2BamTask::Split(t) => t.into(),
-            Fq2BamTask::Align(t) => t.into(),
-            Fq2BamTask::SortMap(t) => t.into(),
+            Fq2BamTask::Scan(t) => Box::new(t),
+            Fq2BamTask::Split(t) => Box::new(t),
+            Fq2BamTask::Align(t) => Box::new(t),
+            Fq2BamTask::SortMap(t) => Box::new(t),
         }
     }
 }
@@ -162,11 +161,10 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
              `sortase fq2bam --checksums` on one machine"
         );
     }
-    let fragment_mode =
-        sortase_align::index::preset_fragment_mode(&job.preset).map_err(one::kinded)?;
+    let fragment_mode = crate::index::preset_fragment_mode(&job.preset).map_err(one::kinded)?;
     one::check_pairing(job, fragment_mode)?;
     if let Some(rg) = &job.read_group {
-        sortase_align::index::parse_read_group(rg).map_err(one::kinded)?;
+        crate::index::parse_read_group(rg).map_err(one::kinded)?;
     }
     let sort = sort_job(job);
     // The output checked as the sort's tasks check it (BAM to a file).
@@ -176,9 +174,9 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         &sortase_bam::Header::default(),
         PathBuf::new(),
     )?;
-    let data = crate::output::resolve_output(
+    let data = sortase_exec::output::resolve_output(
         &job.output,
-        crate::sort::DEFAULT_LEVEL,
+        sortase_sortjobs::sort::DEFAULT_LEVEL,
         true,
         &mut Vec::new(),
     )?
@@ -686,12 +684,12 @@ impl Fq2BamPlan {
         aligns: &[FqAlignOutput],
         maps: &[MapOutput],
         rt: &Runtime,
-    ) -> Result<Vec<AnyTask>> {
+    ) -> Result<Vec<Box<dyn DynTask>>> {
         Ok(self
             .sort_plan(aligns)?
             .reduce_tasks(maps, rt)?
             .into_iter()
-            .map(|t| AnyTask::from_dyn(t.into_task()))
+            .map(|t| t.into_task())
             .collect())
     }
 
@@ -706,7 +704,7 @@ impl Fq2BamPlan {
         rt: &Runtime,
     ) -> Result<Layout> {
         let mut lay = self.sort_plan(aligns)?.layout(reduces, preallocate, rt)?;
-        let sorted: crate::sort::SortReport = serde_json::from_value(lay.report.clone())
+        let sorted: sortase_sortjobs::SortReport = serde_json::from_value(lay.report.clone())
             .map_err(|e| Error::new(ErrorKind::Internal, format!("sort report JSON: {e}")))?;
         let aligns = complete(aligns, "align", |a| (a.chunk, a.chunks))?;
         let report = one::Fq2BamReport {
