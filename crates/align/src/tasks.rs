@@ -3,8 +3,8 @@
 //! [`FqSplitTask`] (other reads cut into chunks of whole templates in one reads file) and
 //! [`FqAlignTask`] (minimap2 on one chunk, the index loaded once per worker process
 //! ([`crate::cache`]); its records, its templates' record counts and their samblaster signatures).
-//! The plan that makes them, the dedup and sort stages and the kinds' registry are the facade's
-//! (`sortase::tasks::fq2bam`, which re-exports these).
+//! The plan that makes them and the sort map task are [`crate::plan`] (re-exported with these as
+//! `sortase::tasks::fq2bam`); the kinds' registry is the facade's.
 
 use crate::cache::{cached_aligner, index_loads};
 use crate::job::stream_marking;

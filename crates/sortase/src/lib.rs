@@ -63,11 +63,11 @@ pub mod versions;
 pub mod view;
 
 // The execution layer lives in `sortase-exec`; its modules keep their old paths here.
+use sortase_exec::wire;
 pub use sortase_exec::{
     bam_ranges, cram_ranges, error, files, input, memory, options, output, progress, proof,
     range_output, runtime, writer,
 };
-use sortase_exec::wire;
 
 pub use agd::{AgdAddColumnJob, AgdColumnsReport, AgdDropColumnJob, AgdMarkdupJob};
 pub use agd::{AgdExportJob, AgdExportReport, AgdImportJob, AgdImportReport};

@@ -191,7 +191,7 @@ fn fq2bam_of_a_dataset_equals_fq2bam_of_its_fastq() {
     assert!(e.to_string().contains("give it alone"), "{e}");
 }
 
-/// The distributed fq2bam (`sortase::tasks::fq2bam`, its scan, split and align tasks crates/align's):
+/// The distributed fq2bam (`sortase::tasks::fq2bam`: crates/align `plan.rs` and `tasks.rs`):
 /// its stages driven through the JSON protocol write the bytes of one machine.
 mod distributed {
     use super::revcomp;
