@@ -114,9 +114,16 @@ fn run(job: &AgdMarkdupJob, rt: &Runtime) -> anyhow::Result<MarkdupReport> {
         mode,
         ..MarkdupReport::default()
     };
+    let d = Dataset {
+        job,
+        rt,
+        manifest: &manifest,
+        header: &header,
+        name: &name,
+    };
     let duplicate = match mode {
-        Mode::Coordinate => picard(job, rt, &manifest, &header, &name, &mut report)?,
-        _ => query(job, rt, &manifest, &header, &name, &mut report)?,
+        Mode::Coordinate => d.picard(&mut report)?,
+        _ => d.query(&mut report)?,
     };
     rt.check_cancelled()?;
     report.records = manifest.records;
@@ -157,52 +164,111 @@ fn write_group(
     Ok(())
 }
 
-/// samblaster's marks: the input's 0x400 or'ed with the duplicates found.
-fn query(
-    job: &AgdMarkdupJob,
-    rt: &Runtime,
-    manifest: &Manifest,
-    header: &sortase_bam::Header,
-    name: &str,
-    report: &mut MarkdupReport,
-) -> anyhow::Result<Vec<bool>> {
-    let q = &job.samblaster;
-    let layout = q.layout(header, name)?;
-    let opts = Options {
-        ignore_unmated: q.ignore_unmated,
-        accept_dups: q.accept_dups,
-    };
-    let mut marks = Marks {
-        sigs: SigSet::default(),
-        duplicate: Vec::with_capacity(manifest.records as usize),
-        layout,
-        opts,
-        name,
-        groups: 0,
-        dups: 0,
-    };
-    let pool = rt.pool();
-    let mut carry = Carry::default();
-    for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |batch| {
-        let Some((start, group)) = carry.continue_from(&batch, 0) else {
-            return Ok(());
+/// The dataset a job marks, with what either mode reads of it.
+struct Dataset<'a> {
+    job: &'a AgdMarkdupJob,
+    rt: &'a Runtime,
+    manifest: &'a Manifest,
+    header: &'a sortase_bam::Header,
+    /// Its name in messages.
+    name: &'a str,
+}
+
+impl Dataset<'_> {
+    /// samblaster's marks: the input's 0x400 or'ed with the duplicates found.
+    fn query(&self, report: &mut MarkdupReport) -> anyhow::Result<Vec<bool>> {
+        let Dataset {
+            job,
+            rt,
+            manifest,
+            header,
+            name,
+        } = *self;
+        let q = &job.samblaster;
+        let layout = q.layout(header, name)?;
+        let opts = Options {
+            ignore_unmated: q.ignore_unmated,
+            accept_dups: q.accept_dups,
         };
-        if let Some(group) = group {
+        let mut marks = Marks {
+            sigs: SigSet::default(),
+            duplicate: Vec::with_capacity(manifest.records as usize),
+            layout,
+            opts,
+            name,
+            groups: 0,
+            dups: 0,
+        };
+        let pool = rt.pool();
+        let mut carry = Carry::default();
+        for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |batch| {
+            let Some((start, group)) = carry.continue_from(&batch, 0) else {
+                return Ok(());
+            };
+            if let Some(group) = group {
+                marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
+            }
+            let (bounds, g) = name_groups(&batch, start);
+            for i in g..batch.len() {
+                carry.push(batch.raw(i));
+            }
+            marks.process(&batch, &bounds, pool)
+        })?;
+        if !carry.is_empty() {
+            let group = carry.take();
             marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
         }
-        let (bounds, g) = name_groups(&batch, start);
-        for i in g..batch.len() {
-            carry.push(batch.raw(i));
-        }
-        marks.process(&batch, &bounds, pool)
-    })?;
-    if !carry.is_empty() {
-        let group = carry.take();
-        marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
+        report.read_names = marks.groups;
+        report.duplicate_groups = marks.dups;
+        Ok(marks.duplicate)
     }
-    report.read_names = marks.groups;
-    report.duplicate_groups = marks.dups;
-    Ok(marks.duplicate)
+
+    /// Picard's marks: exactly the duplicates found.
+    fn picard(&self, report: &mut MarkdupReport) -> anyhow::Result<Vec<bool>> {
+        let Dataset {
+            job,
+            rt,
+            manifest,
+            header,
+            name,
+        } = *self;
+        let c = &job.picard;
+        let names = NameParser::new(c.read_name_regex.as_deref()).map_err(|e| {
+            Error::argument(format!("--read-name-regex {:?}: {e}", c.read_name_regex))
+        })?;
+        let opts = PicardOpts {
+            names,
+            optical_distance: c.optical_distance,
+            max_optical_set: c.max_optical_set,
+        };
+        let temp = TempDir::create(&temp_prefix(
+            job.temp_prefix.as_deref(),
+            Some(&job.dataset.join(".markdup")),
+            rt.temp_dir(),
+        ))?;
+        let mut collector = Collector::new(Libraries::from_header(header.text()), opts);
+        let mut ends = rt.memory().reservation("agd markdup: read ends");
+        for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |b| {
+            rt.install(|| -> anyhow::Result<()> {
+                collector
+                    .push(&b)
+                    .map_err(|e| coordinate::order_error(header, name, &e))?;
+                coordinate::hold_or_spill(&mut collector, &mut ends, temp.path())
+            })
+        })?;
+        rt.check_cancelled()?;
+        (report.runs_spilled, report.spilled_bytes) = collector.spill_stats();
+        let outcome = rt
+            .install(|| collector.finish(rt.threads()))
+            .with_context(|| format!("{}: reading read ends back", temp.path().display()))?;
+        drop(ends);
+        report.pairs = outcome.pairs;
+        let mut duplicate = vec![false; manifest.records as usize];
+        for &i in &outcome.found.duplicates {
+            duplicate[i as usize] = true;
+        }
+        Ok(duplicate)
+    }
 }
 
 /// The runs of one read name in `batch` from `start` on, but the last (which may continue in the
@@ -253,50 +319,4 @@ impl Marks<'_> {
         }
         Ok(())
     }
-}
-
-/// Picard's marks: exactly the duplicates found.
-fn picard(
-    job: &AgdMarkdupJob,
-    rt: &Runtime,
-    manifest: &Manifest,
-    header: &sortase_bam::Header,
-    name: &str,
-    report: &mut MarkdupReport,
-) -> anyhow::Result<Vec<bool>> {
-    let c = &job.picard;
-    let names = NameParser::new(c.read_name_regex.as_deref())
-        .map_err(|e| Error::argument(format!("--read-name-regex {:?}: {e}", c.read_name_regex)))?;
-    let opts = PicardOpts {
-        names,
-        optical_distance: c.optical_distance,
-        max_optical_set: c.max_optical_set,
-    };
-    let temp = TempDir::create(&temp_prefix(
-        job.temp_prefix.as_deref(),
-        Some(&job.dataset.join(".markdup")),
-        rt.temp_dir(),
-    ))?;
-    let mut collector = Collector::new(Libraries::from_header(header.text()), opts);
-    let mut ends = rt.memory().reservation("agd markdup: read ends");
-    for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |b| {
-        rt.install(|| -> anyhow::Result<()> {
-            collector
-                .push(&b)
-                .map_err(|e| coordinate::order_error(header, name, &e))?;
-            coordinate::hold_or_spill(&mut collector, &mut ends, temp.path())
-        })
-    })?;
-    rt.check_cancelled()?;
-    (report.runs_spilled, report.spilled_bytes) = collector.spill_stats();
-    let outcome = rt
-        .install(|| collector.finish(rt.threads()))
-        .with_context(|| format!("{}: reading read ends back", temp.path().display()))?;
-    drop(ends);
-    report.pairs = outcome.pairs;
-    let mut duplicate = vec![false; manifest.records as usize];
-    for &i in &outcome.found.duplicates {
-        duplicate[i as usize] = true;
-    }
-    Ok(duplicate)
 }

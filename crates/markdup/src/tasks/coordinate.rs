@@ -54,8 +54,9 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    encode_tasks, partition, walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput,
-    MdEncodeTask, RangeProof, RecordMarks,
+    checked_encodes, encode_tasks, layout_parts, output_path, partition, planned_span, prove_end,
+    walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput, MdEncodeTask, RecordMarks,
+    ReduceFile,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -155,13 +156,7 @@ pub(crate) fn plan(
         }
         Ok(())
     })?;
-    let rg_lines: String = planned
-        .input_header
-        .text()
-        .lines()
-        .filter(|l| l.starts_with("@RG\t"))
-        .flat_map(|l| [l, "\n"])
-        .collect();
+    let rg_lines = rg_lines(&planned.input_header);
     let n_ref = planned.header.references().len();
     let partitions = planned.partitions(job, task_memory, reduce_tasks, BYTES_PER_RECORD)?;
     Ok(PicardPlan {
@@ -180,6 +175,16 @@ pub(crate) fn plan(
         reduce_tasks,
         partitions,
     })
+}
+
+/// The `@RG` lines of `header`'s text (the libraries).
+fn rg_lines(header: &sortase_bam::Header) -> String {
+    header
+        .text()
+        .lines()
+        .filter(|l| l.starts_with("@RG\t"))
+        .flat_map(|l| [l, "\n"])
+        .collect()
 }
 
 // ------------------------------------------------------------------------------ wire formats
@@ -376,21 +381,6 @@ pub struct PmMapOutput {
     pub error: Option<TaskError>,
 }
 
-impl RangeProof for PmMapOutput {
-    fn range(&self) -> usize {
-        self.part
-    }
-    fn parts(&self) -> usize {
-        self.parts
-    }
-    fn start(&self) -> u64 {
-        self.start
-    }
-    fn end(&self) -> Option<u64> {
-        self.end
-    }
-}
-
 fn options(regex: Option<&str>, job: Option<&MarkdupJob>) -> anyhow::Result<Options> {
     let names = NameParser::new(regex)
         .map_err(|e| Error::argument(format!("--read-name-regex {regex:?}: {e}")))?;
@@ -544,26 +534,21 @@ impl PmMapTask {
     /// that cannot be read (it may start at a false boundary) reports the error in its output
     /// and writes empty sections.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<PmMapOutput> {
-        let starts: Vec<u64> = self.end.iter().chain(&self.later_starts).copied().collect();
-        let mut next = 0;
-        loop {
-            let end = starts.get(next).copied();
+        let read = |end| {
             let read_failed = std::cell::Cell::new(false);
-            let e = match self.map(rt, end, &read_failed) {
-                Ok(out) => return Ok(out),
-                Err(e) => e,
-            };
-            rt.check_cancelled()?;
-            if !read_failed.get() {
-                return Err(e);
+            match self.map(rt, end, &read_failed) {
+                Ok(out) => Ok(Ok(out)),
+                Err(e) if read_failed.get() => Ok(Err(e)),
+                Err(e) => {
+                    rt.check_cancelled()?;
+                    Err(e)
+                }
             }
-            if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
-                next = starts.partition_point(|&s| s < *found).max(next + 1);
-                continue;
-            }
+        };
+        prove_end(rt, self.end, &self.later_starts, read, |end, e| {
             let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
             let offsets = write_sections(&self.path, &sections)?;
-            return Ok(PmMapOutput {
+            Ok(PmMapOutput {
                 part: self.part,
                 parts: self.parts,
                 base: range_base(self.part),
@@ -578,8 +563,8 @@ impl PmMapTask {
                 path: self.path.clone(),
                 offsets,
                 error: Some(TaskError::from(&Error::from(e))),
-            });
-        }
+            })
+        })
     }
 
     /// The range ending at `end` through [`map_ends`]; `read_failed` tells a failure to read it.
@@ -828,6 +813,15 @@ pub struct PmReduceOutput {
     pub non_optical_sets: BTreeMap<u64, u64>,
 }
 
+impl ReduceFile for PmReduceOutput {
+    fn number(&self) -> (usize, usize) {
+        (self.part, self.parts)
+    }
+    fn file(&self) -> (&Path, &[u64]) {
+        (&self.path, &self.offsets)
+    }
+}
+
 impl PmReduceTask {
     /// Finds the partition's duplicate sets.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<PmReduceOutput> {
@@ -905,17 +899,11 @@ impl PicardPlan {
         task_memory: usize,
         reduce_tasks: Option<usize>,
     ) -> Self {
-        let rg_lines: String = header
-            .text()
-            .lines()
-            .filter(|l| l.starts_with("@RG\t"))
-            .flat_map(|l| [l, "\n"])
-            .collect();
         Self {
             job,
             input,
             header: HeaderData::of(header),
-            rg_lines,
+            rg_lines: rg_lines(header),
             n_ref: header.references().len(),
             ranges: Vec::new(),
             work_dir,
@@ -954,7 +942,7 @@ impl PicardPlan {
         let n = self.ranges.len();
         (0..n)
             .map(|part| {
-                let later = |k: usize| self.ranges.get(k..).unwrap_or_default().iter();
+                let (start, end, later_starts) = planned_span(&self.ranges, part);
                 PicardTask::Map(PmMapTask {
                     input: self.input.clone(),
                     n_ref: self.n_ref,
@@ -962,9 +950,9 @@ impl PicardPlan {
                     read_name_regex: self.job.picard.read_name_regex.clone(),
                     part,
                     parts: n,
-                    start: self.ranges[part].start,
-                    end: self.ranges.get(part + 1).map(|r| r.start),
-                    later_starts: later(part + 2).map(|r| r.start).collect(),
+                    start,
+                    end,
+                    later_starts,
                     partitions: self.partitions,
                     path: self.work_dir.join(format!("pmap-{part:06}.ends")),
                 })
@@ -980,7 +968,8 @@ impl PicardPlan {
             complete(maps, "map", |m| (m.part, m.parts))?
         } else {
             let mut chain = Vec::new();
-            walk_proved(&self.ranges, maps, "map", |m| {
+            let proof = |m: &PmMapOutput| (m.part, m.parts, m.start, m.end);
+            walk_proved(&self.ranges, maps, "map", proof, |m| {
                 if let Some(e) = &m.error {
                     return Err(e.to_error());
                 }
@@ -1122,43 +1111,32 @@ impl PicardPlan {
         maps: &[PmMapOutput],
         reduces: &[PmReduceOutput],
     ) -> Result<Vec<PicardTask>> {
-        let maps = self.maps(maps)?;
-        let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
-        if reduces.iter().any(|r| r.offsets.len() != maps.len() + 1) {
-            return Err(Error::argument(
-                "reduce outputs do not cover the map tasks' ranges",
-            ));
-        }
-        let ranges: Vec<EncodeRange> = maps
+        let ranges = self
+            .maps(maps)?
             .iter()
-            .enumerate()
-            .map(|(r, m)| EncodeRange {
+            .map(|m| EncodeRange {
                 cutting: &m.cutting,
                 start: m.start,
                 end: m.end,
                 skipped: 0,
                 groups: 0,
                 base: m.base,
-                duplicates: reduces
-                    .iter()
-                    .flat_map(|d| slices(&d.path, &d.offsets, r..r + 1))
-                    .collect(),
+                duplicates: Vec::new(),
             })
             .collect();
         let marks = RecordMarks {
             rg_lines: self.rg_lines.clone(),
         };
-        Ok(encode_tasks(
-            &ranges,
+        let tasks = encode_tasks(
+            ranges,
+            reduces,
+            Some(marks),
             &self.input,
             self.n_ref,
             self.level,
             &self.work_dir,
-            Some(marks),
-        )
-        .into_iter()
-        .map(PicardTask::Encode)
-        .collect())
+        )?;
+        Ok(tasks.into_iter().map(PicardTask::Encode).collect())
     }
 
     /// The parallel finish's first step ([`sortase_exec::assemble`]): the output laid out from
@@ -1190,26 +1168,9 @@ impl PicardPlan {
         let joins = self.joins(joins)?;
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let records: u64 = maps.iter().map(|m| m.cutting.records).sum();
-        let encodes = if records == 0 {
-            Vec::new()
-        } else {
-            complete(encodes, "encode", |e| (e.part, e.parts))?
-        };
-        let written: u64 = encodes.iter().map(|e| e.records).sum();
         let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
-        let dup_records: u64 = encodes.iter().map(|e| e.duplicate_records).sum();
-        if written != records || dup_records != dups {
-            bail!(Error::new(
-                ErrorKind::Internal,
-                format!(
-                    "encode tasks wrote {written} records ({dup_records} duplicates) of the \
-                     ranges' {records} ({dups})"
-                )
-            ));
-        }
-        let Some(data) = self.job.output.path.as_deref() else {
-            bail_argument!("markdup tasks write a BAM file");
-        };
+        let encodes = checked_encodes(encodes, records, Some(dups))?;
+        let data = output_path(&self.job)?;
         let libs = Libraries::from_header(&self.rg_lines);
         let mut counts = vec![(false, LibraryCounts::default()); libs.names.len()];
         for m in &maps {
@@ -1259,17 +1220,13 @@ impl PicardPlan {
             ..MarkdupReport::default()
         };
         report.outputs.extend(c.metrics.clone());
-        let mut lay = assemble::layout(
-            &self.header.to_header(),
-            sortase_bgzf::CompressionLevel::from_libdeflate(self.level),
+        let mut lay = layout_parts(
+            &self.header,
+            self.level,
             data,
-            None,
-            &encodes
-                .iter()
-                .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
-                .collect::<Vec<_>>(),
+            &encodes,
             &self.work_dir,
-            serde_json::to_value(&report).context("markdup report JSON")?,
+            &report,
             preallocate,
             rt,
         )?;

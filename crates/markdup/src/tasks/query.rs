@@ -594,6 +594,34 @@ impl MapState<'_> {
     }
 }
 
+/// A map task's range read to where it proves to end: `read(end)` reads the range ending at
+/// `end` (`Ok(Err(e))`: reading failed), first to its planned `end`; where that proves not to
+/// be a record's start, to the next of `later_starts` that is. A range that cannot be read
+/// otherwise (it may start at a false boundary) is `unreadable(end, e)`.
+pub(crate) fn prove_end<T>(
+    rt: &Runtime,
+    end: Option<u64>,
+    later_starts: &[u64],
+    mut read: impl FnMut(Option<u64>) -> anyhow::Result<anyhow::Result<T>>,
+    unreadable: impl FnOnce(Option<u64>, anyhow::Error) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let starts: Vec<u64> = end.iter().chain(later_starts).copied().collect();
+    let mut next = 0;
+    loop {
+        let end = starts.get(next).copied();
+        let e = match read(end)? {
+            Ok(out) => return Ok(out),
+            Err(e) => e,
+        };
+        rt.check_cancelled()?;
+        if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
+            next = starts.partition_point(|&s| s < *found).max(next + 1);
+            continue;
+        }
+        return unreadable(end, e);
+    }
+}
+
 /// A source of record batches in file order (`None`: no more).
 pub type Batches<'a> = dyn FnMut() -> anyhow::Result<Option<RecordBatch>> + 'a;
 
@@ -770,32 +798,23 @@ impl MdMapTask {
     /// cannot be read (it may start at a false boundary) reports the error in its output and
     /// writes an empty signature file.
     pub fn run(&self, rt: &Runtime) -> anyhow::Result<MdMapOutput> {
-        let starts: Vec<u64> = self.end.iter().chain(&self.later_starts).copied().collect();
-        let mut next = 0;
-        loop {
-            let end = starts.get(next).copied();
-            match self.group(rt, end) {
-                Ok(g) => return self.output(end, g),
-                Err(e) => {
-                    rt.check_cancelled()?;
-                    if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
-                        next = starts.partition_point(|&s| s < *found).max(next + 1);
-                        continue;
-                    }
-                    let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
-                    return Ok(MdMapOutput {
-                        part: self.part,
-                        parts: self.parts,
-                        start: self.start,
-                        end,
-                        path: self.path.clone(),
-                        offsets,
-                        error: Some(TaskError::from(&Error::from(e))),
-                        ..MdMapOutput::default()
-                    });
-                }
-            }
-        }
+        let read = |end| match self.group(rt, end) {
+            Ok(g) => self.output(end, g).map(Ok),
+            Err(e) => Ok(Err(e)),
+        };
+        prove_end(rt, self.end, &self.later_starts, read, |end, e| {
+            let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
+            Ok(MdMapOutput {
+                part: self.part,
+                parts: self.parts,
+                start: self.start,
+                end,
+                path: self.path.clone(),
+                offsets,
+                error: Some(TaskError::from(&Error::from(e))),
+                ..MdMapOutput::default()
+            })
+        })
     }
 
     /// The groups of the range ending at `end`.
@@ -1248,7 +1267,8 @@ impl MarkdupPlan {
     fn chain<'a>(&self, maps: &'a [MdMapOutput]) -> Result<Vec<Proved<'a>>> {
         let mut chain = Vec::new();
         let mut last_name: &[u8] = &[];
-        walk_proved(&self.ranges, maps, "map", |m| {
+        let proof = |m: &MdMapOutput| (m.part, m.parts, m.start, m.end);
+        walk_proved(&self.ranges, maps, "map", proof, |m| {
             let ghost = m.in_range > 0 && !last_name.is_empty() && m.first_name == last_name;
             if let (false, Some(e)) = (ghost, &m.head.error) {
                 return Err(e.to_error());
@@ -1301,50 +1321,42 @@ impl<'a> Proved<'a> {
     }
 }
 
-/// A task output of one planned byte range that proved where the range ends.
-pub(crate) trait RangeProof {
-    /// The range's number in the plan.
-    fn range(&self) -> usize;
-    /// How many ranges the plan it was made for has.
-    fn parts(&self) -> usize;
-    /// Virtual offset of its first record.
-    fn start(&self) -> u64;
-    /// Where it proved to end (`None`: the end of the file).
-    fn end(&self) -> Option<u64>;
-}
+/// Where a task output of one planned byte range says the range is: `(range, ranges, start,
+/// end)`, its number in the plan, how many ranges the plan it was made for has, the virtual
+/// offset of its first record and where it proved to end (`None`: the end of the file).
+pub(crate) type RangeProof = (usize, usize, u64, Option<u64>);
 
-impl RangeProof for MdMapOutput {
-    fn range(&self) -> usize {
-        self.part
-    }
-    fn parts(&self) -> usize {
-        self.parts
-    }
-    fn start(&self) -> u64 {
-        self.start
-    }
-    fn end(&self) -> Option<u64> {
-        self.end
-    }
+/// Where planned range `part`'s map task reads: its start, its planned end (the next range's
+/// start) and the planned starts after that (where it ends instead if that proves not to be a
+/// record's start).
+pub(crate) fn planned_span(ranges: &[ByteRange], part: usize) -> (u64, Option<u64>, Vec<u64>) {
+    let later = ranges.get(part + 2..).unwrap_or_default();
+    (
+        ranges[part].start,
+        ranges.get(part + 1).map(|r| r.start),
+        later.iter().map(|r| r.start).collect(),
+    )
 }
 
 /// Walks the outputs (`what`: of which tasks) from the first range to the end of the file, each
-/// range to the one starting where it proved to end, calling `visit` on each in file order.
-pub(crate) fn walk_proved<'a, T: RangeProof>(
+/// range to the one starting where it proved to end (`proof`: where an output says its range
+/// is), calling `visit` on each in file order.
+pub(crate) fn walk_proved<'a, T>(
     ranges: &[ByteRange],
     outputs: &'a [T],
     what: &str,
+    proof: impl Fn(&T) -> RangeProof,
     mut visit: impl FnMut(&'a T) -> Result<()>,
 ) -> Result<()> {
     let mut by_range: Vec<Option<&T>> = vec![None; ranges.len()];
     for o in outputs {
-        if o.parts() != ranges.len() || ranges.get(o.range()).map(|r| r.start) != Some(o.start()) {
+        let (range, parts, start, _) = proof(o);
+        if parts != ranges.len() || ranges.get(range).map(|r| r.start) != Some(start) {
             return Err(Error::argument(format!(
-                "{what} output for range {} does not belong to this plan",
-                o.range()
+                "{what} output for range {range} does not belong to this plan"
             )));
         }
-        by_range[o.range()].get_or_insert(o);
+        by_range[range].get_or_insert(o);
     }
     let mut i = 0;
     loop {
@@ -1354,7 +1366,9 @@ pub(crate) fn walk_proved<'a, T: RangeProof>(
             .flatten()
             .ok_or_else(|| Error::argument(format!("no output of {what} task {i}")))?;
         visit(o)?;
-        let Some(end) = o.end() else { return Ok(()) };
+        let Some(end) = proof(o).3 else {
+            return Ok(());
+        };
         match ranges[i + 1..].iter().position(|r| r.start == end) {
             Some(k) => i += 1 + k,
             None => {
@@ -1372,7 +1386,7 @@ impl MarkdupPlan {
         let n = self.ranges.len();
         (0..n)
             .map(|part| {
-                let later = |k: usize| self.ranges.get(k..).unwrap_or_default().iter();
+                let (start, end, later_starts) = planned_span(&self.ranges, part);
                 MarkdupTask::Map(MdMapTask {
                     input: self.input.clone(),
                     input_name: self.job.input.clone(),
@@ -1381,9 +1395,9 @@ impl MarkdupPlan {
                     job: Box::new(self.job.clone()),
                     part,
                     parts: n,
-                    start: self.ranges[part].start,
-                    end: self.ranges.get(part + 1).map(|r| r.start),
-                    later_starts: later(part + 2).map(|r| r.start).collect(),
+                    start,
+                    end,
+                    later_starts,
                     partitions: self.partitions,
                     path: self.work_dir.join(format!("map-{part:06}.sigs")),
                 })
@@ -1433,36 +1447,21 @@ impl MarkdupPlan {
         maps: &[MdMapOutput],
         reduces: &[MdReduceOutput],
     ) -> Result<Vec<MarkdupTask>> {
-        let chain = self.chain(maps)?;
-        let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
-        if reduces.iter().any(|r| r.offsets.len() != chain.len() + 1) {
-            return Err(Error::argument(
-                "reduce outputs do not cover the map tasks' ranges",
-            ));
-        }
-        let ranges: Vec<EncodeRange> = chain
+        let ranges = self
+            .chain(maps)?
             .iter()
-            .enumerate()
-            .map(|(r, c)| {
-                c.encode_range(
-                    reduces
-                        .iter()
-                        .map(|d| FileSlice::nth(&d.path, &d.offsets, r))
-                        .collect(),
-                )
-            })
+            .map(|c| c.encode_range(Vec::new()))
             .collect();
-        Ok(encode_tasks(
-            &ranges,
+        let tasks = encode_tasks(
+            ranges,
+            reduces,
+            None,
             &self.input,
             self.n_ref,
             self.level,
             &self.work_dir,
-            None,
-        )
-        .into_iter()
-        .map(MarkdupTask::Encode)
-        .collect())
+        )?;
+        Ok(tasks.into_iter().map(MarkdupTask::Encode).collect())
     }
 
     /// The parallel finish's first step ([`sortase_exec::assemble`]): the output laid out from
@@ -1495,21 +1494,8 @@ impl MarkdupPlan {
             .collect();
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let records: u64 = chain.iter().map(|c| c.cutting.records).sum();
-        let encodes = if records == 0 {
-            Vec::new()
-        } else {
-            complete(encodes, "encode", |e| (e.part, e.parts))?
-        };
-        let written: u64 = encodes.iter().map(|e| e.records).sum();
-        if written != records {
-            bail!(Error::new(
-                ErrorKind::Internal,
-                format!("encode tasks wrote {written} records of the ranges' {records}")
-            ));
-        }
-        let Some(data) = self.job.output.path.as_deref() else {
-            bail_argument!("markdup tasks write a BAM file");
-        };
+        let encodes = checked_encodes(encodes, records, None)?;
+        let data = output_path(&self.job)?;
         let groups: u64 = chain.iter().map(|c| c.groups).sum();
         let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
         let report = MarkdupReport {
@@ -1524,18 +1510,13 @@ impl MarkdupPlan {
             outputs: vec![data.to_path_buf()],
             ..MarkdupReport::default()
         };
-        let files: Vec<_> = encodes
-            .iter()
-            .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
-            .collect();
-        assemble::layout(
-            &self.header.to_header(),
-            CompressionLevel::from_libdeflate(self.level),
+        layout_parts(
+            &self.header,
+            self.level,
             data,
-            None,
-            &files,
+            &encodes,
             &self.work_dir,
-            serde_json::to_value(&report).context("markdup report JSON")?,
+            &report,
             preallocate,
             rt,
         )
@@ -1560,16 +1541,51 @@ pub(crate) struct EncodeRange<'a> {
     pub(crate) duplicates: Vec<FileSlice>,
 }
 
-/// The encode stage of either mode: the block starts chained from the header's end through every range's
-/// cutting; one encode task per range that holds a block start, writing to the next one.
-pub(crate) fn encode_tasks(
-    ranges: &[EncodeRange],
+/// A reduce output of either mode: its partition and its file of duplicates, cut per range.
+pub(crate) trait ReduceFile {
+    /// `(partition, partitions)`.
+    fn number(&self) -> (usize, usize);
+    /// The file and the byte offset of each range's duplicates in it, and the end.
+    fn file(&self) -> (&Path, &[u64]);
+}
+
+impl ReduceFile for MdReduceOutput {
+    fn number(&self) -> (usize, usize) {
+        (self.part, self.parts)
+    }
+    fn file(&self) -> (&Path, &[u64]) {
+        (&self.path, &self.offsets)
+    }
+}
+
+/// The encode stage of either mode: every range's duplicates from the reduce outputs (every
+/// one present, each covering the ranges), then the block starts chained from the header's end
+/// through every range's cutting; one encode task per range that holds a block start, writing
+/// to the next one (`records`: Picard's mode).
+pub(crate) fn encode_tasks<R: ReduceFile>(
+    mut ranges: Vec<EncodeRange<'_>>,
+    reduces: &[R],
+    records: Option<RecordMarks>,
     input: &Path,
     n_ref: usize,
     level: u8,
     work_dir: &Path,
-    records: Option<RecordMarks>,
-) -> Vec<MdEncodeTask> {
+) -> Result<Vec<MdEncodeTask>> {
+    let reduces = complete(reduces, "reduce", R::number)?;
+    if reduces.iter().any(|r| r.file().1.len() != ranges.len() + 1) {
+        return Err(Error::argument(
+            "reduce outputs do not cover the map tasks' ranges",
+        ));
+    }
+    for (r, range) in ranges.iter_mut().enumerate() {
+        range.duplicates = reduces
+            .iter()
+            .map(|d| {
+                let (path, offsets) = d.file();
+                FileSlice::nth(path, offsets, r)
+            })
+            .collect();
+    }
     let starts = block_starts(ranges.iter().map(|m| m.cutting));
     let n = starts.len();
     let mut tasks = Vec::with_capacity(n);
@@ -1609,7 +1625,73 @@ pub(crate) fn encode_tasks(
             records: records.clone(),
         });
     }
-    tasks
+    Ok(tasks)
+}
+
+/// The encode outputs of ranges of `records` records (none if there are none), every one
+/// present, checked to have written the records (and in Picard's mode the reduce tasks'
+/// `duplicates`).
+pub(crate) fn checked_encodes(
+    encodes: &[MdEncodeOutput],
+    records: u64,
+    duplicates: Option<u64>,
+) -> anyhow::Result<Vec<&MdEncodeOutput>> {
+    let encodes = if records == 0 {
+        Vec::new()
+    } else {
+        complete(encodes, "encode", |e| (e.part, e.parts))?
+    };
+    let written: u64 = encodes.iter().map(|e| e.records).sum();
+    let dup_records: u64 = encodes.iter().map(|e| e.duplicate_records).sum();
+    let message = match duplicates {
+        Some(dups) if written != records || dup_records != dups => format!(
+            "encode tasks wrote {written} records ({dup_records} duplicates) of the ranges' \
+             {records} ({dups})"
+        ),
+        None if written != records => {
+            format!("encode tasks wrote {written} records of the ranges' {records}")
+        }
+        _ => return Ok(encodes),
+    };
+    bail!(Error::new(ErrorKind::Internal, message))
+}
+
+/// The job's output file (markdup tasks write one).
+pub(crate) fn output_path(job: &MarkdupJob) -> anyhow::Result<&Path> {
+    let Some(data) = job.output.path.as_deref() else {
+        bail_argument!("markdup tasks write a BAM file");
+    };
+    Ok(data)
+}
+
+/// The parallel finish's layout of the encode tasks' parts as the output `data` (`header`,
+/// libdeflate `level`), with the job's `report`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layout_parts(
+    header: &HeaderData,
+    level: u8,
+    data: &Path,
+    encodes: &[&MdEncodeOutput],
+    work_dir: &Path,
+    report: &MarkdupReport,
+    preallocate: bool,
+    rt: &Runtime,
+) -> anyhow::Result<Layout> {
+    let files: Vec<_> = encodes
+        .iter()
+        .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
+        .collect();
+    assemble::layout(
+        &header.to_header(),
+        CompressionLevel::from_libdeflate(level),
+        data,
+        None,
+        &files,
+        work_dir,
+        serde_json::to_value(report).context("markdup report JSON")?,
+        preallocate,
+        rt,
+    )
 }
 
 /// The block starts `(range, record)` of the output's records, from the ranges' cuttings: the
