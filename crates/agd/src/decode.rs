@@ -46,6 +46,20 @@ pub fn read_group(
     read_group_rows(dir, group, chunk, columns, None)
 }
 
+/// Opens chunk `index`'s file `path` (of any group): a missing file is a missing chunk.
+pub(crate) fn open_chunk(path: &Path, index: usize) -> Result<std::fs::File, AgdError> {
+    std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => AgdError::MissingChunk {
+            path: path.to_path_buf(),
+            chunk: index,
+        },
+        _ => AgdError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    })
+}
+
 /// [`read_group`] of only the rows where `selected` is true (`None`: all rows; one value per
 /// record of the chunk). The file's page index lets the reader skip the pages that hold no selected
 /// row instead of decompressing them.
@@ -57,16 +71,7 @@ pub fn read_group_rows(
     selected: Option<&BooleanArray>,
 ) -> Result<ChunkFile, AgdError> {
     let path = chunk_path(dir, group, chunk.index);
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(AgdError::MissingChunk {
-                path,
-                chunk: chunk.index,
-            })
-        }
-        Err(source) => return Err(AgdError::Io { path, source }),
-    };
+    let file = open_chunk(&path, chunk.index)?;
     let options =
         ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::from(selected.is_some()));
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)

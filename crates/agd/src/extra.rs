@@ -38,16 +38,7 @@ pub fn read_extra(
     chunk: &ChunkEntry,
 ) -> Result<ChunkFile, AgdError> {
     let path = extra_path(dir, group, chunk.index);
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(AgdError::MissingChunk {
-                path,
-                chunk: chunk.index,
-            })
-        }
-        Err(source) => return Err(AgdError::Io { path, source }),
-    };
+    let file = crate::decode::open_chunk(&path, chunk.index)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| AgdError::chunk(&path, format!("truncated or not Parquet ({e})")))?;
     let names: Vec<&String> = builder.schema().fields().iter().map(|f| f.name()).collect();

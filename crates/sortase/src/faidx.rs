@@ -38,6 +38,7 @@ use sortase_exec::stream::{
 use sortase_fasta::access::RandomAccess;
 use sortase_fasta::fai::{Fai, FaiBuilder, Format};
 use sortase_fasta::faidx::{write_regions, FaidxOptions};
+use sortase_fasta::lines::LineSink;
 use sortase_fasta::scan::{scan, Compression, ScanSummary};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -146,21 +147,35 @@ fn strand_marks(spec: &str) -> Result<(String, String)> {
     })
 }
 
+/// Scans the FASTA/FASTQ file `input` on all cores into `sink` (a builder of the `index`
+/// index), `label` on the progress bar.
+pub(crate) fn scan_file(
+    input: &Path,
+    rt: &Runtime,
+    label: &str,
+    index: &str,
+    sink: &mut impl LineSink,
+) -> Result<ScanSummary> {
+    let what = input.display();
+    let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
+    let progress = rt.progress(label, file.metadata().map(|m| m.len()).unwrap_or(0));
+    let summary = scan(
+        Cancellable::new(progress.wrap(file), rt),
+        rt.threads(),
+        sink,
+    )
+    .map_err(fasta_error)
+    .with_context(|| format!("{what}: cannot build the {index} index"))?;
+    progress.finish();
+    Ok(summary)
+}
+
 /// Scans `input` once and builds its `.fai` (the summary holds the `.gzi` when it is bgzipped);
 /// duplicate names become warnings.
 fn build_fai(input: &Path, rt: &Runtime) -> Result<(Fai, ScanSummary, Vec<String>)> {
     let what = input.display().to_string();
-    let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
-    let progress = rt.progress("faidx", file.metadata().map(|m| m.len()).unwrap_or(0));
     let mut builder = FaiBuilder::new();
-    let summary = scan(
-        Cancellable::new(progress.wrap(file), rt),
-        rt.threads(),
-        &mut builder,
-    )
-    .map_err(fasta_error)
-    .with_context(|| format!("{what}: cannot build the fai index"))?;
-    progress.finish();
+    let summary = scan_file(input, rt, "faidx", "fai", &mut builder)?;
     let warnings = std::mem::take(&mut builder.warnings);
     let fai = builder
         .finish()

@@ -153,17 +153,8 @@ fn build_loc(
     outputs: &mut Vec<PathBuf>,
 ) -> Result<usize> {
     let what = input.display().to_string();
-    let file = File::open(input).with_context(|| format!("{what}: cannot open"))?;
-    let progress = rt.progress("loc", file.metadata().map(|m| m.len()).unwrap_or(0));
     let mut builder = LocBuilder::new();
-    let summary = scan(
-        Cancellable::new(progress.wrap(file), rt),
-        rt.threads(),
-        &mut builder,
-    )
-    .map_err(fasta_error)
-    .with_context(|| format!("{what}: cannot build the loc index"))?;
-    progress.finish();
+    let summary = crate::faidx::scan_file(input, rt, "loc", "loc", &mut builder)?;
     let records = builder
         .finish(summary.total)
         .map_err(fasta_error)

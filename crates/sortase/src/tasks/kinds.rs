@@ -53,31 +53,26 @@ fn chunk_files<'a>(
     out
 }
 
-impl Task for FlagstatTask {
-    const KIND: &'static str = "flagstat";
-    type Output = FlagstatPart;
+/// [`Task`] for a task of one BAM or CRAM range (its [`FileRange`] is `.0`): its kind, its output.
+macro_rules! file_range_task {
+    ($task:ident, $kind:literal, $output:ty) => {
+        impl Task for $task {
+            const KIND: &'static str = $kind;
+            type Output = $output;
 
-    fn run(&self, rt: &Runtime) -> Result<FlagstatPart> {
-        FlagstatTask::run(self, rt)
-    }
+            fn run(&self, rt: &Runtime) -> Result<$output> {
+                $task::run(self, rt)
+            }
 
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![file_range(&self.0)])
-    }
+            fn reads(&self) -> Result<Vec<Span>> {
+                Ok(vec![file_range(&self.0)])
+            }
+        }
+    };
 }
 
-impl Task for IdxstatsTask {
-    const KIND: &'static str = "idxstats";
-    type Output = IdxstatsPart;
-
-    fn run(&self, rt: &Runtime) -> Result<IdxstatsPart> {
-        IdxstatsTask::run(self, rt)
-    }
-
-    fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![file_range(&self.0)])
-    }
-}
+file_range_task!(FlagstatTask, "flagstat", FlagstatPart);
+file_range_task!(IdxstatsTask, "idxstats", IdxstatsPart);
 
 impl Task for IndexTask {
     const KIND: &'static str = "index";

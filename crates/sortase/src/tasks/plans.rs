@@ -10,11 +10,13 @@
 //! [`crate::tasks::run_task_json`] returns, given as a JSON array in any order (repeats allowed).
 
 use super::agd_markdup::{AgdMarkdupPlan, AgdMarkdupTasksJob};
-use super::fq2bam::{Fq2BamPlan, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
-use super::markdup::{MarkdupPlan, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask};
-use super::pmarkdup::{PicardPlan, PmJoinTask, PmMapTask, PmReduceTask};
-use super::registry::{outputs_of, AnyTask, Task};
-use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask};
+use super::fq2bam::{Fq2BamPlan, Fq2BamTask, Fq2BamTasksJob, FqAlignTask, FqScanTask, FqSplitTask};
+use super::markdup::{
+    MarkdupPlan, MarkdupTask, MdEncodeOutput, MdEncodeTask, MdMapTask, MdReduceTask,
+};
+use super::pmarkdup::{PicardPlan, PicardTask, PmJoinTask, PmMapTask, PmReduceTask};
+use super::registry::{outputs_of, AnyTask, DynTask, Task};
+use super::sort::{CountTask, MapTask, ReduceOutput, ReduceTask, SortTask};
 use super::{Layout, MarkdupTasks, PlanOptions, SortPlan};
 use crate::agd_tasks::{
     AgdCountPlan, AgdCountTask, AgdFlagstatPlan, AgdFlagstatTask, AgdIdxstatsPlan, AgdIdxstatsTask,
@@ -186,10 +188,7 @@ fn sort_stage(p: &SortPlan, stage: &str, outputs: &[Value], rt: &Runtime) -> Res
         "reduce" => p.reduce_tasks(&outputs_of(outputs, MapTask::KIND)?, rt)?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks
-        .into_iter()
-        .map(|t| AnyTask::from_dyn(t.into_task()))
-        .collect())
+    Ok(boxed(tasks, SortTask::into_task))
 }
 
 /// The tasks of a markdup's (query-grouped input) `stage`.
@@ -204,10 +203,7 @@ fn markdup_stage(p: &MarkdupPlan, stage: &str, outputs: &[Value]) -> Result<Vec<
         )?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks
-        .into_iter()
-        .map(|t| AnyTask::from_dyn(t.into_task()))
-        .collect())
+    Ok(boxed(tasks, MarkdupTask::into_task))
 }
 
 /// The tasks of a markdup's (coordinate-sorted input, Picard's mode) `stage`.
@@ -222,10 +218,7 @@ fn coordinate_stage(p: &PicardPlan, stage: &str, outputs: &[Value]) -> Result<Ve
         "encode" => p.encode_tasks(&maps()?, &outputs_of(outputs, PmReduceTask::KIND)?)?,
         _ => return Err(no_stage(stage)),
     };
-    Ok(tasks
-        .into_iter()
-        .map(|t| AnyTask::from_dyn(t.into_task()))
-        .collect())
+    Ok(boxed(tasks, PicardTask::into_task))
 }
 
 /// The tasks of an fq2bam's `stage`.
@@ -237,35 +230,28 @@ fn fq2bam_stage(
 ) -> Result<Vec<AnyTask>> {
     let aligns = || outputs_of(outputs, FqAlignTask::KIND);
     Ok(match stage {
-        "scan" => p
-            .scan_tasks()
-            .into_iter()
-            .map(|t| AnyTask::from_dyn(t.into_task()))
-            .collect(),
-        "split" => p
-            .split_tasks(&outputs_of(outputs, FqScanTask::KIND)?)
-            .into_iter()
-            .map(|t| AnyTask::from_dyn(t.into_task()))
-            .collect(),
-        "align" => p
-            .align_tasks(
+        "scan" => boxed(p.scan_tasks(), Fq2BamTask::into_task),
+        "split" => boxed(
+            p.split_tasks(&outputs_of(outputs, FqScanTask::KIND)?),
+            Fq2BamTask::into_task,
+        ),
+        "align" => boxed(
+            p.align_tasks(
                 &outputs_of(outputs, FqScanTask::KIND)?,
                 &outputs_of(outputs, FqSplitTask::KIND)?,
-            )?
-            .into_iter()
-            .map(|t| AnyTask::from_dyn(t.into_task()))
-            .collect(),
+            )?,
+            Fq2BamTask::into_task,
+        ),
         "dedup" => p
             .dedup_tasks(&aligns()?)?
             .into_iter()
             .map(AnyTask::from)
             .collect(),
         // The align outputs and the dedup outputs.
-        "map" => p
-            .sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?
-            .into_iter()
-            .map(|t| AnyTask::from_dyn(t.into_task()))
-            .collect(),
+        "map" => boxed(
+            p.sort_map_tasks(&aligns()?, &outputs_of(outputs, MdReduceTask::KIND)?)?,
+            Fq2BamTask::into_task,
+        ),
         // The align outputs (the header) and the map outputs.
         "reduce" => p
             .reduce_tasks(&aligns()?, &outputs_of(outputs, MapTask::KIND)?, rt)?
@@ -274,6 +260,16 @@ fn fq2bam_stage(
             .collect(),
         _ => return Err(no_stage(stage)),
     })
+}
+
+/// A stage's tasks as a domain crate hands them out (`into_task` boxes its enum of a job's
+/// stages' tasks), as tasks of any kind; a `From` impl would conflict with the registry's
+/// `impl<T: Task> From<T>`.
+fn boxed<T>(tasks: Vec<T>, into_task: fn(T) -> Box<dyn DynTask>) -> Vec<AnyTask> {
+    tasks
+        .into_iter()
+        .map(|t| AnyTask::from_dyn(into_task(t)))
+        .collect()
 }
 
 fn no_stage(stage: &str) -> Error {
