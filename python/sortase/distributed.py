@@ -508,6 +508,36 @@ def _run(kind: str, job: Dict[str, Any], cut: Dict[str, Any], *, client: Any, sc
         return report
 
 
+def _run_ranges(kind: str, job: Dict[str, Any], tasks: Optional[int], remote: Optional[_Remote], *,
+                client: Any, scheduler: Optional[str], progress: Optional[bool]) -> Report:
+    """:func:`_run` of a one-stage job of range (or chunk) tasks: ``tasks`` of them (default four
+    per worker thread), each on one thread, with no memory cap."""
+    return _run(kind, job, {"tasks": tasks}, client=client, scheduler=scheduler, progress=progress,
+                threads=1, max_memory=None, remote=remote)
+
+
+def _output_spec(path: Optional[str], level: Optional[int] = None, uncompressed: bool = False,
+                 write_index: bool = False, index_format: Optional[str] = None) -> Dict[str, Any]:
+    """A job spec's ``output``: the file ``path`` (``None``: standard output), its format from its
+    name."""
+    return {"path": path, "format": None, "level": level, "uncompressed": uncompressed,
+            "write_index": write_index, "index_format": index_format, "reference": None}
+
+
+def _work_prefix(remote: Optional[_Remote]) -> Optional[str]:
+    """A job spec's ``temp_prefix``: under a remote job's local root (``None``: the library's
+    default, next to the output)."""
+    return os.path.join(remote.root, "work") if remote is not None else None
+
+
+def _memory_cut(memory: Optional[int], reduce_tasks: Optional[int]
+                ) -> Tuple[Dict[str, Any], Optional[int]]:
+    """The plan's cut of a job of ``task_memory`` tasks (``memory`` bytes) and its tasks' memory
+    cap: a map task's runtime holds its range (about ``memory``) with room to spare."""
+    cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
+    return cut, None if memory is None else max(2 * memory, 64 << 20)
+
+
 def _s3_settings(options: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """``storage_options`` (s3fs's keywords) as the library's S3 settings, or ``None`` where they
     hold anything else it cannot follow (a profile, a botocore config): then the driver copies."""
@@ -973,17 +1003,13 @@ def sort(
         local_output = _local_output(remote, output)
         job = {
             "input": local_input,
-            "output": {"path": local_output, "format": None, "level": level,
-                       "uncompressed": uncompressed, "write_index": write_index,
-                       "index_format": index_format, "reference": None},
+            "output": _output_spec(local_output, level, uncompressed, write_index, index_format),
             "order": order,
-            "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+            "temp_prefix": _work_prefix(remote),
             "max_fan_in": 64,
             "program": None if no_pg else {"command_line": f"sortase-dask sort -o {output} {input}"},
         }
-        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
-        # A map task's runtime holds its range (about task_memory) with room to spare.
-        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        cut, max_memory = _memory_cut(memory, reduce_tasks)
         return _run(kind, job, cut, client=client, scheduler=scheduler, progress=progress,
                     threads=threads, max_memory=max_memory, remote=remote,
                     output=output if remote is not None else None)
@@ -1046,9 +1072,7 @@ def merge(
         local_output = _local_output(remote, output)
         job = {
             "inputs": [os.path.abspath(p) for p in local_inputs[:len(inputs)]],
-            "output": {"path": local_output, "format": None, "level": level,
-                       "uncompressed": uncompressed, "write_index": write_index,
-                       "index_format": index_format, "reference": None},
+            "output": _output_spec(local_output, level, uncompressed, write_index, index_format),
             "order": _order(by_name, by_name_lex, tag),
             "attach_rg": attach_rg,
             "combine_rg": combine_rg,
@@ -1158,20 +1182,17 @@ def markdup(
         command += ["-o", output, input]
         job = {
             "input": local_input,
-            "output": {"path": local_output, "format": None, "level": level,
-                       "uncompressed": uncompressed, "write_index": False,
-                       "index_format": None, "reference": None},
+            "output": _output_spec(local_output, level, uncompressed),
             "mode": mode,
             "remove_duplicates": False,
-            "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+            "temp_prefix": _work_prefix(remote),
             "samblaster": {"accept_dups": accept_dup_marks, "ignore_unmated": ignore_unmated,
                            "max_read_length": max_read_length},
             "picard": {"metrics": local_metrics, "optical_distance": optical_distance,
                        "read_name_regex": read_name_regex, "max_optical_set": max_optical_set},
             "program": None if no_pg else {"command_line": " ".join(command)},
         }
-        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
-        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        cut, max_memory = _memory_cut(memory, reduce_tasks)
         report = _run("markdup", job, cut, client=client, scheduler=scheduler, progress=progress,
                       threads=threads, max_memory=max_memory, remote=remote,
                       output=output if remote is not None else None, extras=extras)
@@ -1257,7 +1278,7 @@ def agd_markdup(
             "job": {
                 "dataset": local,
                 "mode": mode,
-                "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+                "temp_prefix": _work_prefix(remote),
                 "samblaster": {"accept_dups": accept_dup_marks, "ignore_unmated": ignore_unmated,
                                "max_read_length": max_read_length},
                 "picard": {"optical_distance": optical_distance,
@@ -1268,8 +1289,7 @@ def agd_markdup(
         }
         if level is not None:
             job["job"]["zstd_level"] = level
-        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
-        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        cut, max_memory = _memory_cut(memory, reduce_tasks)
         staging: Optional[str] = None
         group: Optional[str] = None
         try:
@@ -1483,23 +1503,20 @@ def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler
                 "index": index,
                 "reads1": reads[0],
                 "reads2": reads[1] if len(reads) > 1 else None,
-                "output": {"path": local_output, "format": None, "level": level,
-                           "uncompressed": False, "write_index": write_index,
-                           "index_format": index_format, "reference": None},
+                "output": _output_spec(local_output, level, False, write_index, index_format),
                 "preset": preset,
                 "read_group": read_group,
                 "markdup": markdup,
                 "md": md,
                 "cs": cs,
-                "temp_prefix": os.path.join(remote.root, "work") if remote is not None else None,
+                "temp_prefix": _work_prefix(remote),
                 "max_fan_in": 64,
                 "program": program,
             },
             "chunk_templates": chunk_templates,
             "scan_bytes": _size(scan_bytes),
         }
-        cut = {"task_memory": memory, "reduce_tasks": reduce_tasks}
-        max_memory = None if memory is None else max(2 * memory, 64 << 20)
+        cut, max_memory = _memory_cut(memory, reduce_tasks)
         return _run("fq2bam", job, cut, client=client, scheduler=scheduler, progress=progress,
                     threads=threads, max_memory=max_memory, remote=remote,
                     output=output if remote is not None else None)
@@ -1524,13 +1541,11 @@ def flagstat(
     path = os.fspath(path)
     if _is_dataset(path, storage_options):
         with _dataset(path, storage_options, False) as (remote, local):
-            return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
-                        scheduler=scheduler, progress=progress, threads=1, max_memory=None,
-                        remote=remote)
+            return _run_ranges("flagstat", {"input": local}, tasks, remote, client=client,
+                               scheduler=scheduler, progress=progress)
     with _storage([path], [], storage_options) as (remote, (local,), _):
-        return _run("flagstat", {"input": local}, {"tasks": tasks}, client=client,
-                    scheduler=scheduler, progress=progress, threads=1, max_memory=None,
-                    remote=remote)
+        return _run_ranges("flagstat", {"input": local}, tasks, remote, client=client,
+                           scheduler=scheduler, progress=progress)
 
 
 def _refuse_datasets(job: str, paths: Sequence[str], storage_options: Optional[Dict[str, Any]],
@@ -1624,9 +1639,8 @@ def idxstats(
     path = os.fspath(path)
     if _is_dataset(path, storage_options):
         with _dataset(path, storage_options, False) as (remote, local):
-            return _run("idxstats", {"input": local}, {"tasks": tasks}, client=client,
-                        scheduler=scheduler, progress=progress, threads=1, max_memory=None,
-                        remote=remote)
+            return _run_ranges("idxstats", {"input": local}, tasks, remote, client=client,
+                               scheduler=scheduler, progress=progress)
     with _storage([path], [], storage_options) as (remote, (local,), _):
         if remote is not None:
             # The index the library looks for next to the BAM (`find_index`), fetched if present.
@@ -1637,9 +1651,8 @@ def idxstats(
                               (f"{path}.csi", f"{local}.csi")):
                 if url is not None and fs.exists(url):
                     remote.driver_bytes += _fetch(fs, url, name, None)
-        return _run("idxstats", {"input": local}, {"tasks": tasks}, client=client,
-                    scheduler=scheduler, progress=progress, threads=1, max_memory=None,
-                    remote=remote)
+        return _run_ranges("idxstats", {"input": local}, tasks, remote, client=client,
+                           scheduler=scheduler, progress=progress)
 
 
 def idxstats_text(report: Report) -> str:
@@ -1673,16 +1686,15 @@ def count(
     if _is_dataset(path, storage_options):
         job = {
             "input": None,
-            "output": {"path": None, "format": None, "level": None, "uncompressed": False,
-                       "write_index": False, "index_format": None, "reference": None},
+            "output": _output_spec(None),
             "with_header": False, "header_only": False, "count": True,
             "require_flags": require_flags, "exclude_flags": exclude_flags, "min_mapq": min_mapq,
             "regions": list(regions or []), "multi_region": multi_region, "program": None,
         }
         with _dataset(path, storage_options, bool(regions)) as (remote, local):
             job["input"] = local
-            report = _run("view", job, {"tasks": tasks}, client=client, scheduler=scheduler,
-                          progress=progress, threads=1, max_memory=None, remote=remote)
+            report = _run_ranges("view", job, tasks, remote, client=client,
+                                 scheduler=scheduler, progress=progress)
         for w in report["warnings"]:
             print(w, file=sys.stderr)
         return int(report["count"])
@@ -1717,8 +1729,8 @@ def index(
         local_target = _local_output(remote, target)
         job = {"input": local, "output": local_target, "csi": csi or min_shift != 14,
                "min_shift": min_shift}
-        report = _run("index", job, {"tasks": tasks}, client=client, scheduler=scheduler,
-                      progress=progress, threads=1, max_memory=None, remote=remote)
+        report = _run_ranges("index", job, tasks, remote, client=client,
+                             scheduler=scheduler, progress=progress)
         if remote is not None:
             _upload(remote, local_target, target)
             report["outputs"] = [target]
@@ -1814,8 +1826,8 @@ def snp_pileup(
                            ("min_read_counts", None if min_read_counts is None else list(min_read_counts))):
             if value is not None:
                 job[key] = value
-        report = _run("snp_pileup", job, {"tasks": tasks}, client=client, scheduler=scheduler,
-                      progress=progress, threads=1, max_memory=None, remote=remote)
+        report = _run_ranges("snp_pileup", job, tasks, remote, client=client,
+                             scheduler=scheduler, progress=progress)
         if remote is not None and _is_remote(output):
             _upload_outputs(remote, report, output, local_output)
         return report

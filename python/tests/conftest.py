@@ -77,6 +77,20 @@ def tag_value(r: Any, tag: str) -> Any:
     return v
 
 
+def rows(table: Any) -> List[Dict[str, Any]]:
+    """An Arrow table's rows as dicts."""
+    return table.to_pylist()
+
+
+def assert_same(got: List[Dict[str, Any]], want: List[Dict[str, Any]], label: str) -> None:
+    """``got`` (sortase's rows) equal ``want`` (pysam's, :func:`expected_rows`) in every key of
+    ``want``."""
+    assert len(got) == len(want), f"{label}: {len(got)} rows, pysam has {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        for key in w:
+            assert g[key] == w[key], f"{label}: row {i} ({w.get('qname')}) {key}: {g[key]!r} != {w[key]!r}"
+
+
 def expected_rows(path: Path, region: Optional[Tuple[str, Optional[int], Optional[int]]] = None,
                   tags: Sequence[str] = (),
                   columns: Sequence[str] = FIXED,

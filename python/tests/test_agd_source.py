@@ -6,6 +6,7 @@ not decide on is refused naming the dataset; `use_index` (`-M`) is the regions' 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -64,13 +65,19 @@ def test_view_of_a_dataset_refuses_other_filters(sorted_pair) -> None:
         sortase.view(ds, count=True, expr="mapq > 3")
 
 
-def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
+def unsorted_pair(tmp_path: Path) -> Tuple[Path, Path]:
+    """The test SAM as a BAM in its own order and its dataset in chunks of 6 records."""
     sam = tmp_path / "in.sam"
     sam.write_text(SAM)
     bam = tmp_path / "in.bam"
     pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
     ds = tmp_path / "ds"
     sortase.agd.import_(bam, ds, chunk_size=6)
+    return bam, ds
+
+
+def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
+    bam, ds = unsorted_pair(tmp_path)
     for kw in [{}, {"by_name": True}]:
         ours, theirs = tmp_path / "ours.sam", tmp_path / "theirs.sam"
         assert sortase.sort(ds, ours, no_pg=True, **kw)["records"] == 41
@@ -81,12 +88,7 @@ def test_sort_of_a_dataset_equals_sort_of_its_bam(tmp_path: Path) -> None:
 def test_sort_into_a_dataset_from_a_bam_or_a_dataset(tmp_path: Path) -> None:
     """``output_fmt="agd"``: the sort's sink is a new dataset (``sortase agd sort``); from the BAM or
     from its dataset, the chunks hold the same records, and the export is the sorted BAM's."""
-    sam = tmp_path / "in.sam"
-    sam.write_text(SAM)
-    bam = tmp_path / "in.bam"
-    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
-    ds = tmp_path / "ds"
-    sortase.agd.import_(bam, ds, chunk_size=6)
+    bam, ds = unsorted_pair(tmp_path)
     want = tmp_path / "want.sam"
     sortase.sort(bam, want, no_pg=True)
     for source in (bam, ds):

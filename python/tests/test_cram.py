@@ -7,26 +7,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List
 
 import pytest
 
 import sortase
-from conftest import CORPUS, expected_rows, pysam
+from conftest import CORPUS, assert_same, expected_rows, pysam, rows
 
 RANGE_CRAM = CORPUS / "range.cram"
 CE_FA = CORPUS / "ce.fa"
-
-
-def rows(table: Any) -> List[Dict[str, Any]]:
-    return table.to_pylist()
-
-
-def assert_same(got: List[Dict[str, Any]], want: List[Dict[str, Any]], label: str) -> None:
-    assert len(got) == len(want), f"{label}: {len(got)} rows, pysam has {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        for key in w:
-            assert g[key] == w[key], f"{label}: row {i} ({w.get('qname')}) {key}: {g[key]!r} != {w[key]!r}"
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ flagstat, idxstats, snp-pileup) over a local path and over an S3 API server (mot
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import random
@@ -13,6 +14,7 @@ import subprocess
 import tempfile
 import sys
 from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 
@@ -64,6 +66,25 @@ def make_bam(path: Path, records: int = RECORDS, seed: int = 18) -> Path:
 @pytest.fixture(scope="module")
 def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_bam(tmp_path_factory.mktemp("data") / "in.bam")
+
+
+def segment(header: Any, rng: random.Random, name: str, flag: int, ref: int, pos: int, cigar,
+            mref: int, mpos: int, qual: str) -> Any:
+    """A record of 100 bases drawn from ``rng``, all of quality ``qual`` (a mapped one, with a
+    ``cigar``, of MAPQ 60), for the markdup tests' BAMs; the caller adds its fields and tags."""
+    a = pysam.AlignedSegment(header)
+    a.query_name = name
+    a.flag = flag
+    a.query_sequence = "".join(rng.choice("ACGT") for _ in range(100))
+    a.query_qualities = pysam.qualitystring_to_array(qual * 100)
+    a.reference_id = ref
+    a.reference_start = pos
+    if cigar is not None:
+        a.cigar = cigar
+        a.mapping_quality = 60
+    a.next_reference_id = mref
+    a.next_reference_start = mpos
+    return a
 
 
 def leftovers(directory: Path) -> list:
@@ -287,22 +308,34 @@ def with_a_worker_killed(tmp_path: Path, stage: str, job):
 # ---------------------------------------------------------------- S3 (moto)
 
 
-@pytest.fixture(scope="module")
-def s3():
+def s3_options(endpoint: str) -> Dict[str, Any]:
+    """moto's storage options for the S3 API at ``endpoint``."""
+    return {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
+
+
+@contextlib.contextmanager
+def moto_s3(bucket: str) -> Iterator[Tuple[Any, str, int, Any]]:
+    """A moto S3 API server on a free local port, with ``bucket``: (the server, its host and port,
+    an s3fs file system straight to it); stopped at the end. moto keeps its buckets in
+    process-wide state: another module's server may already have the bucket."""
     moto_server = pytest.importorskip("moto.server")
     s3fs = pytest.importorskip("s3fs")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
-    host, port = server.get_host_and_port()
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
-    fs = s3fs.S3FileSystem(**options)
-    # moto keeps its buckets in process-wide state: a second module's server (test_distributed_agd
-    # imports this fixture) already has the bucket the first made.
-    if not fs.exists("sortase-test"):
-        fs.mkdir("sortase-test")
-    yield fs, options
-    server.stop()
+    try:
+        host, port = server.get_host_and_port()
+        fs = s3fs.S3FileSystem(**s3_options(f"http://{host}:{port}"))
+        if not fs.exists(bucket):
+            fs.mkdir(bucket)
+        yield server, host, port, fs
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with moto_s3("sortase-test") as (_, host, port, fs):
+        yield fs, s3_options(f"http://{host}:{port}")
 
 
 def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:

@@ -22,38 +22,24 @@ distributed_mod = pytest.importorskip("dask.distributed")
 from sortase import distributed  # noqa: E402
 
 from s3faults import Fault, FaultProxy  # noqa: E402
-from test_distributed import CLI, make_bam  # noqa: E402,F401  (fixtures)
+from test_distributed import CLI, cli, make_bam, moto_s3, s3_options  # noqa: E402,F401  (fixtures)
 from test_distributed_markdup import make_grouped_bam  # noqa: E402
 
 BUCKET = "sortase-faults"
 TASK_MEMORY = "1M"
 
 
-def cli(*args: str) -> bytes:
-    return subprocess.run([str(CLI), *args], check=True, capture_output=True).stdout
-
-
 @pytest.fixture(scope="module")
 def s3():
     """(s3fs straight to moto, storage options through the fault proxy, the proxy)."""
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    proxy = FaultProxy(host, port)
-    endpoint = proxy.start()
-    direct = {"key": "testing", "secret": "testing",
-              "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
-    fs = s3fs.S3FileSystem(**direct)
-    if not fs.exists(BUCKET):
-        fs.mkdir(BUCKET)
-    # Few, quick client retries, so that a permanent fault fails within seconds.
-    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint},
-               "config_kwargs": {"retries": {"mode": "standard", "max_attempts": 3}}}
-    yield fs, options, proxy
-    proxy.stop()
-    server.stop()
+    with moto_s3(BUCKET) as (_, host, port, fs):
+        proxy = FaultProxy(host, port)
+        endpoint = proxy.start()
+        # Few, quick client retries, so that a permanent fault fails within seconds.
+        options = dict(s3_options(endpoint),
+                       config_kwargs={"retries": {"mode": "standard", "max_attempts": 3}})
+        yield fs, options, proxy
+        proxy.stop()
 
 
 def _uploads(fs: Any) -> List[Any]:

@@ -27,7 +27,7 @@ psutil = pytest.importorskip("psutil")
 
 from sortase import distributed  # noqa: E402
 
-from test_distributed import RECORDS, TASK_MEMORY, cli, make_bam  # noqa: E402
+from test_distributed import RECORDS, TASK_MEMORY, cli, make_bam, moto_s3, s3_options  # noqa: E402
 
 PART = re.compile(r"/(reduce|merge|encode)-\d+\.bgzf$")
 SIDECAR = re.compile(r"/(reduce|merge|encode)-\d+\.sidecar$")
@@ -176,31 +176,21 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def s3():
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    recorder = Recorder(server._server.app, port)
-    server._server.app = recorder
-    assemble = distributed._assemble
+    with moto_s3("sortase-finish") as (server, host, port, fs):
+        recorder = Recorder(server._server.app, port)
+        server._server.app = recorder
+        assemble = distributed._assemble
 
-    def finishing(*args: Any, **kwargs: Any) -> str:
-        recorder.finishing = True
-        try:
-            return assemble(*args, **kwargs)
-        finally:
-            recorder.finishing = False
+        def finishing(*args: Any, **kwargs: Any) -> str:
+            recorder.finishing = True
+            try:
+                return assemble(*args, **kwargs)
+            finally:
+                recorder.finishing = False
 
-    distributed._assemble = finishing
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": f"http://{host}:{port}"}}
-    fs = s3fs.S3FileSystem(**options)
-    if not fs.exists("sortase-finish"):
-        fs.mkdir("sortase-finish")
-    yield fs, options, recorder
-    distributed._assemble = assemble
-    server.stop()
+        distributed._assemble = finishing
+        yield fs, s3_options(f"http://{host}:{port}"), recorder
+        distributed._assemble = assemble
 
 
 def _uploads(fs: Any) -> List[Any]:

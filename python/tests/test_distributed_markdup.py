@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,12 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import ArgumentError, distributed  # noqa: E402
 
-from test_distributed import CLI, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
+from test_distributed import (  # noqa: E402,F401  (fixtures)
+    CLI, cli, leftovers, s3, segment, with_a_worker_killed)
 
 PAIRS = 8_000
 # Small tasks, so that the test BAM is cut into many ranges (and read-name groups straddle them).
 TASK_MEMORY = "256K"
-
-
-def cli(*args: str) -> bytes:
-    return subprocess.run([str(CLI), *args], check=True, capture_output=True).stdout
 
 
 def make_grouped_bam(path: Path, pairs: int = PAIRS, seed: int = 29, grouped: bool = True) -> Path:
@@ -74,18 +70,7 @@ def make_grouped_bam(path: Path, pairs: int = PAIRS, seed: int = 29, grouped: bo
         records[k], records[k + 1] = records[k + 1], records[k]
     with pysam.AlignmentFile(str(path), "wb", header=header) as out:
         for name, flag, ref, pos, cigar, mref, mpos, tlen in records:
-            a = pysam.AlignedSegment(out.header)
-            a.query_name = name
-            a.flag = flag
-            a.query_sequence = "".join(rng.choice("ACGT") for _ in range(100))
-            a.query_qualities = pysam.qualitystring_to_array("I" * 100)
-            a.reference_id = ref
-            a.reference_start = pos
-            if cigar is not None:
-                a.cigar = cigar
-                a.mapping_quality = 60
-            a.next_reference_id = mref
-            a.next_reference_start = mpos
+            a = segment(out.header, rng, name, flag, ref, pos, cigar, mref, mpos, "I")
             a.template_length = tlen
             a.set_tag("NM", rng.randrange(3))
             out.write(a)

@@ -17,15 +17,12 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
-from test_distributed import CLI, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
+from test_distributed import (  # noqa: E402,F401  (fixtures)
+    CLI, cli, leftovers, s3, segment, with_a_worker_killed)
 
 PAIRS = 6_000
 # Small tasks: the test BAM is cut into many ranges, and many pairs have their mates in others.
 TASK_MEMORY = "256K"
-
-
-def cli(*args: str) -> bytes:
-    return subprocess.run([str(CLI), *args], check=True, capture_output=True).stdout
 
 
 def make_coordinate_bam(path: Path, pairs: int = PAIRS, seed: int = 29, sort: bool = True) -> Path:
@@ -67,18 +64,7 @@ def make_coordinate_bam(path: Path, pairs: int = PAIRS, seed: int = 29, sort: bo
     raw = path.with_suffix(".raw.bam")
     with pysam.AlignmentFile(str(raw if sort else path), "wb", header=header) as out:
         for name, flag, ref, pos, cigar, mref, mpos, rg, q in records:
-            a = pysam.AlignedSegment(out.header)
-            a.query_name = name
-            a.flag = flag
-            a.query_sequence = "".join(rng.choice("ACGT") for _ in range(100))
-            a.query_qualities = pysam.qualitystring_to_array(chr(33 + q) * 100)
-            a.reference_id = ref
-            a.reference_start = pos
-            if cigar is not None:
-                a.cigar = cigar
-                a.mapping_quality = 60
-            a.next_reference_id = mref
-            a.next_reference_start = mpos
+            a = segment(out.header, rng, name, flag, ref, pos, cigar, mref, mpos, chr(33 + q))
             if rg is not None:
                 a.set_tag("RG", rg)
             out.write(a)

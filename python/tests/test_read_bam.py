@@ -10,21 +10,10 @@ import pyarrow as pa
 import pytest
 
 import sortase
-from conftest import FIXED, corpus_sams, expected_rows, pysam, write_bam
+from conftest import FIXED, assert_same, corpus_sams, expected_rows, pysam, rows, write_bam
 
 # Fewer compared corpus files than this means the corpus went missing.
 MIN_CORPUS_FILES = 40
-
-
-def rows(table: pa.Table) -> List[Dict[str, Any]]:
-    return table.to_pylist()
-
-
-def assert_same(got: List[Dict[str, Any]], want: List[Dict[str, Any]], label: str) -> None:
-    assert len(got) == len(want), f"{label}: {len(got)} rows, pysam has {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        for key in w:
-            assert g[key] == w[key], f"{label}: row {i} ({w.get('qname')}) {key}: {g[key]!r} != {w[key]!r}"
 
 
 def test_corpus_bams_equal_pysam(corpus_bams: Dict[str, Path]) -> None:
