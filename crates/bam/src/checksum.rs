@@ -234,16 +234,21 @@ impl Sums {
         for v in [self.seq, self.name, self.seq, self.aux] {
             hc = update_hash(hc, v as u32);
         }
-        for (on, v) in [
+        for v in self.optional(opts) {
+            hc = update_hash(hc, v as u32);
+        }
+        hc
+    }
+
+    /// The optional columns that `opts` computes, in samtools' order (+chr/pos, +cigar, +mate).
+    pub fn optional(&self, opts: &ChecksumOptions) -> impl Iterator<Item = u64> {
+        [
             (opts.check_pos, self.pos),
             (opts.check_cigar, self.cigar),
             (opts.check_mate, self.mate),
-        ] {
-            if on {
-                hc = update_hash(hc, v as u32);
-            }
-        }
-        hc
+        ]
+        .into_iter()
+        .filter_map(|(on, v)| on.then_some(v))
     }
 
     /// The first of the columns that differ between `self` and `other`, by samtools' column name
@@ -273,14 +278,8 @@ impl Sums {
             "{:12}  {:08x}  {:08x}  {:08x}  {:08x}",
             self.count, self.seq, self.name, self.qual, self.aux
         );
-        for (on, v) in [
-            (opts.check_pos, self.pos),
-            (opts.check_cigar, self.cigar),
-            (opts.check_mate, self.mate),
-        ] {
-            if on {
-                s += &format!("  {v:08x}");
-            }
+        for v in self.optional(opts) {
+            s += &format!("  {v:08x}");
         }
         s + &format!("  {:08x}", self.combined(opts))
     }

@@ -177,43 +177,42 @@ struct Dataset<'a> {
 impl Dataset<'_> {
     /// samblaster's marks: the input's 0x400 or'ed with the duplicates found.
     fn query(&self, report: &mut MarkdupReport) -> anyhow::Result<Vec<bool>> {
-        let Dataset {
-            job,
-            rt,
-            manifest,
-            header,
-            name,
-        } = *self;
-        let q = &job.samblaster;
-        let layout = q.layout(header, name)?;
+        let q = &self.job.samblaster;
+        let layout = q.layout(self.header, self.name)?;
         let opts = Options {
             ignore_unmated: q.ignore_unmated,
             accept_dups: q.accept_dups,
         };
         let mut marks = Marks {
             sigs: SigSet::default(),
-            duplicate: Vec::with_capacity(manifest.records as usize),
+            duplicate: Vec::with_capacity(self.manifest.records as usize),
             layout,
             opts,
-            name,
+            name: self.name,
             groups: 0,
             dups: 0,
         };
-        let pool = rt.pool();
+        let pool = self.rt.pool();
         let mut carry = Carry::default();
-        for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |batch| {
-            let Some((start, group)) = carry.continue_from(&batch, 0) else {
-                return Ok(());
-            };
-            if let Some(group) = group {
-                marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
-            }
-            let (bounds, g) = name_groups(&batch, start);
-            for i in g..batch.len() {
-                carry.push(batch.raw(i));
-            }
-            marks.process(&batch, &bounds, pool)
-        })?;
+        for_each_chunk_batch(
+            &self.job.dataset,
+            self.manifest,
+            self.rt,
+            "agd markdup records",
+            |batch| {
+                let Some((start, group)) = carry.continue_from(&batch, 0) else {
+                    return Ok(());
+                };
+                if let Some(group) = group {
+                    marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
+                }
+                let (bounds, g) = name_groups(&batch, start);
+                for i in g..batch.len() {
+                    carry.push(batch.raw(i));
+                }
+                marks.process(&batch, &bounds, pool)
+            },
+        )?;
         if !carry.is_empty() {
             let group = carry.take();
             marks.process(&group, std::slice::from_ref(&(0..group.len())), pool)?;
@@ -225,14 +224,7 @@ impl Dataset<'_> {
 
     /// Picard's marks: exactly the duplicates found.
     fn picard(&self, report: &mut MarkdupReport) -> anyhow::Result<Vec<bool>> {
-        let Dataset {
-            job,
-            rt,
-            manifest,
-            header,
-            name,
-        } = *self;
-        let c = &job.picard;
+        let c = &self.job.picard;
         let names = NameParser::new(c.read_name_regex.as_deref()).map_err(|e| {
             Error::argument(format!("--read-name-regex {:?}: {e}", c.read_name_regex))
         })?;
@@ -242,28 +234,35 @@ impl Dataset<'_> {
             max_optical_set: c.max_optical_set,
         };
         let temp = TempDir::create(&temp_prefix(
-            job.temp_prefix.as_deref(),
-            Some(&job.dataset.join(".markdup")),
-            rt.temp_dir(),
+            self.job.temp_prefix.as_deref(),
+            Some(&self.job.dataset.join(".markdup")),
+            self.rt.temp_dir(),
         ))?;
-        let mut collector = Collector::new(Libraries::from_header(header.text()), opts);
-        let mut ends = rt.memory().reservation("agd markdup: read ends");
-        for_each_chunk_batch(&job.dataset, manifest, rt, "agd markdup records", |b| {
-            rt.install(|| -> anyhow::Result<()> {
-                collector
-                    .push(&b)
-                    .map_err(|e| coordinate::order_error(header, name, &e))?;
-                coordinate::hold_or_spill(&mut collector, &mut ends, temp.path())
-            })
-        })?;
-        rt.check_cancelled()?;
+        let mut collector = Collector::new(Libraries::from_header(self.header.text()), opts);
+        let mut ends = self.rt.memory().reservation("agd markdup: read ends");
+        for_each_chunk_batch(
+            &self.job.dataset,
+            self.manifest,
+            self.rt,
+            "agd markdup records",
+            |b| {
+                self.rt.install(|| -> anyhow::Result<()> {
+                    collector
+                        .push(&b)
+                        .map_err(|e| coordinate::order_error(self.header, self.name, &e))?;
+                    coordinate::hold_or_spill(&mut collector, &mut ends, temp.path())
+                })
+            },
+        )?;
+        self.rt.check_cancelled()?;
         (report.runs_spilled, report.spilled_bytes) = collector.spill_stats();
-        let outcome = rt
-            .install(|| collector.finish(rt.threads()))
+        let outcome = self
+            .rt
+            .install(|| collector.finish(self.rt.threads()))
             .with_context(|| format!("{}: reading read ends back", temp.path().display()))?;
         drop(ends);
         report.pairs = outcome.pairs;
-        let mut duplicate = vec![false; manifest.records as usize];
+        let mut duplicate = vec![false; self.manifest.records as usize];
         for &i in &outcome.found.duplicates {
             duplicate[i as usize] = true;
         }

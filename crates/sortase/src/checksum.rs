@@ -303,14 +303,8 @@ impl ChecksumReport {
                     "{group}\t{qc}\t{}\t{:x}\t{:x}\t{:x}\t{:x}",
                     sums.count, sums.seq, sums.name, sums.qual, sums.aux
                 );
-                for (on, v) in [
-                    (o.check_pos, sums.pos),
-                    (o.check_cigar, sums.cigar),
-                    (o.check_mate, sums.mate),
-                ] {
-                    if on {
-                        *s += &format!("\t{v:x}");
-                    }
+                for v in sums.optional(o) {
+                    *s += &format!("\t{v:x}");
                 }
                 *s += &format!("\t{:x}\n", sums.combined(o));
             } else {

@@ -262,6 +262,35 @@ mod tests {
         len << 4
     }
 
+    /// Two 10M mates, `a` at `pos_a` with bases `seq_a` (packed) and qualities 30, `b` at
+    /// `pos_b` with `seq_b` and qualities 20, through [`tweak_overlap_quality`]: their
+    /// qualities after (`name` is the read name, whose hash picks the mate that keeps the
+    /// quality of agreeing bases).
+    fn tweak_10m(
+        pos_a: i64,
+        seq_a: &[u8],
+        pos_b: i64,
+        seq_b: &[u8],
+        name: &[u8],
+    ) -> ([u8; 10], [u8; 10]) {
+        let (mut qa, mut qb) = ([30u8; 10], [20u8; 10]);
+        let cigar = [m(10)];
+        let a = Mate {
+            pos: pos_a,
+            cigar: &cigar,
+            seq: seq_a,
+            qual: &mut qa,
+        };
+        let b = Mate {
+            pos: pos_b,
+            cigar: &cigar,
+            seq: seq_b,
+            qual: &mut qb,
+        };
+        tweak_overlap_quality(a, b, name).unwrap();
+        (qa, qb)
+    }
+
     #[test]
     fn hashes_match_khash() {
         // Expected values printed by a C program using htslib 1.16's khash.h.
@@ -278,21 +307,7 @@ mod tests {
     fn agreeing_overlap_moves_quality_to_one_mate() {
         // a: 10M at 100, b: 10M at 105 -> 5 overlapping bases, all 'A' (code 1) in both.
         let seq = [0x11u8; 5];
-        let (mut qa, mut qb) = ([30u8; 10], [20u8; 10]);
-        let (ca, cb) = ([m(10)], [m(10)]);
-        let a = Mate {
-            pos: 100,
-            cigar: &ca,
-            seq: &seq,
-            qual: &mut qa,
-        };
-        let b = Mate {
-            pos: 105,
-            cigar: &cb,
-            seq: &seq,
-            qual: &mut qb,
-        };
-        tweak_overlap_quality(a, b, b"r1").unwrap();
+        let (qa, qb) = tweak_10m(100, &seq, 105, &seq, b"r1");
         for i in 0..5 {
             assert_eq!(qa[i], 30, "non-overlapping part of a untouched");
             assert_eq!(
@@ -309,24 +324,7 @@ mod tests {
     fn disagreeing_bases_keep_the_better_one_at_80_percent() {
         let sa = [0x11u8; 5]; // A
         let sb = [0x22u8; 5]; // C
-        let (mut qa, mut qb) = ([30u8; 10], [20u8; 10]);
-        let (ca, cb) = ([m(10)], [m(10)]);
-        tweak_overlap_quality(
-            Mate {
-                pos: 0,
-                cigar: &ca,
-                seq: &sa,
-                qual: &mut qa,
-            },
-            Mate {
-                pos: 5,
-                cigar: &cb,
-                seq: &sb,
-                qual: &mut qb,
-            },
-            b"x",
-        )
-        .unwrap();
+        let (qa, qb) = tweak_10m(0, &sa, 5, &sb, b"x");
         assert_eq!(&qa[5..], &[24; 5]);
         assert_eq!(&qb[..5], &[0; 5]);
     }
@@ -334,24 +332,7 @@ mod tests {
     #[test]
     fn no_overlap_changes_nothing() {
         let s = [0x11u8; 5];
-        let (mut qa, mut qb) = ([30u8; 10], [20u8; 10]);
-        let (ca, cb) = ([m(10)], [m(10)]);
-        tweak_overlap_quality(
-            Mate {
-                pos: 0,
-                cigar: &ca,
-                seq: &s,
-                qual: &mut qa,
-            },
-            Mate {
-                pos: 10,
-                cigar: &cb,
-                seq: &s,
-                qual: &mut qb,
-            },
-            b"x",
-        )
-        .unwrap();
+        let (qa, qb) = tweak_10m(0, &s, 10, &s, b"x");
         assert_eq!(qa, [30; 10]);
         assert_eq!(qb, [20; 10]);
     }
