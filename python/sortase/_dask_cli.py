@@ -63,6 +63,23 @@ def _parser() -> argparse.ArgumentParser:
                        help="tasks done/total on stderr (default: when stderr is a terminal)")
         q.add_argument("--report", action="store_true", help="print the JSON report on stderr")
 
+    def output(q: argparse.ArgumentParser, uncompressed: bool = True, index: bool = True) -> None:
+        """The output BAM's options: -l, -u, --write-index, --index-format, --no-PG."""
+        q.add_argument("-l", dest="level", type=int, help="compression level 0-9")
+        if uncompressed:
+            q.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
+        if index:
+            q.add_argument("--write-index", action="store_true")
+            q.add_argument("--index-format", choices=["bai", "csi"])
+        q.add_argument("--no-PG", dest="no_pg", action="store_true")
+
+    def tasks(q: argparse.ArgumentParser, memory: str = "memory of one task [768M]",
+              threads: str = "threads of each task [1]") -> None:
+        """A job of task_memory tasks: --task-memory, --reduce-tasks, -@."""
+        q.add_argument("--task-memory", default=None, help=memory)
+        q.add_argument("--reduce-tasks", type=int)
+        q.add_argument("-@", "--threads", type=int, default=1, help=threads)
+
     s = sub.add_parser("sort", help="sort a BAM or an AGD dataset (byte-identical to sortase sort "
                                     "of the BAM, or of the dataset's export)")
     s.add_argument("input")
@@ -70,14 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-n", dest="by_name", action="store_true", help="by read name (natural)")
     s.add_argument("-N", dest="by_name_lex", action="store_true", help="by read name (strcmp)")
     s.add_argument("-t", dest="tag", help="by the value of TAG")
-    s.add_argument("-l", dest="level", type=int, help="compression level 0-9")
-    s.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
-    s.add_argument("--write-index", action="store_true")
-    s.add_argument("--index-format", choices=["bai", "csi"])
-    s.add_argument("--no-PG", dest="no_pg", action="store_true")
-    s.add_argument("--task-memory", default=None, help="memory of one map task [768M]")
-    s.add_argument("--reduce-tasks", type=int)
-    s.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    output(s)
+    tasks(s, memory="memory of one map task [768M]")
     common(s)
 
     fq = sub.add_parser("fq2bam", help="align FASTQ with minimap2, mark duplicates, sort and "
@@ -91,17 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     fq.add_argument("--markdup", choices=["samblaster", "picard", "none"], default="samblaster")
     fq.add_argument("--MD", dest="md", action="store_true", help="write MD tags")
     fq.add_argument("--cs", action="store_true", help="write short cs tags")
-    fq.add_argument("-l", dest="level", type=int, help="compression level 0-9")
-    fq.add_argument("--write-index", action="store_true")
-    fq.add_argument("--index-format", choices=["bai", "csi"])
-    fq.add_argument("--no-PG", dest="no_pg", action="store_true")
+    output(fq, uncompressed=False)
     fq.add_argument("--chunk-templates", type=int, help="templates per align task")
     fq.add_argument("--scan-bytes", default=None,
                     help="compressed bytes of a BGZF reads file per scan task [64M]")
-    fq.add_argument("--task-memory", default=None, help="memory of one task [768M]")
-    fq.add_argument("--reduce-tasks", type=int)
-    fq.add_argument("-@", "--threads", type=int, default=1,
-                    help="threads of each task (minimap2's -t in @PG) [1]")
+    tasks(fq, threads="threads of each task (minimap2's -t in @PG) [1]")
     common(fq)
     md = sub.add_parser("markdup", help="mark duplicates (samblaster's algorithm on query-grouped "
                                         "input, Picard's on coordinate-sorted input; "
@@ -116,12 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     md.add_argument("--optical-distance", dest="optical_distance", type=int, default=100)
     md.add_argument("--read-name-regex", dest="read_name_regex")
     md.add_argument("--max-optical-set", dest="max_optical_set", type=int, default=300000)
-    md.add_argument("-l", dest="level", type=int, help="compression level 0-9")
-    md.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
-    md.add_argument("--no-PG", dest="no_pg", action="store_true")
-    md.add_argument("--task-memory", default=None, help="memory of one task [768M]")
-    md.add_argument("--reduce-tasks", type=int)
-    md.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    output(md, index=False)
+    tasks(md)
     common(md)
 
     am = sub.add_parser("agd-markdup", help="mark the duplicates of an AGD dataset as its "
@@ -136,9 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     am.add_argument("--read-name-regex", dest="read_name_regex")
     am.add_argument("--max-optical-set", dest="max_optical_set", type=int, default=300000)
     am.add_argument("--level", type=int, help="zstd level of the group's files (1-22) [3]")
-    am.add_argument("--task-memory", default=None, help="memory of one task [768M]")
-    am.add_argument("--reduce-tasks", type=int)
-    am.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
+    tasks(am)
     common(am)
 
     m = sub.add_parser("merge", help="merge sorted BAMs (byte-identical to sortase merge)",
@@ -157,11 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-b", dest="list", help="file listing input files, one per line")
     m.add_argument("-f", dest="force", action="store_true", help="overwrite the output file")
     m.add_argument("-1", dest="fast", action="store_true", help="compression level 1")
-    m.add_argument("-l", dest="level", type=int, help="compression level 0-9")
-    m.add_argument("-u", dest="uncompressed", action="store_true", help="uncompressed BAM")
-    m.add_argument("--write-index", action="store_true")
-    m.add_argument("--index-format", choices=["bai", "csi"])
-    m.add_argument("--no-PG", dest="no_pg", action="store_true")
+    output(m)
     m.add_argument("--tasks", type=int, help="tasks (stretches of key ranges) [4 per worker thread]")
     m.add_argument("-@", "--threads", type=int, default=1, help="threads of each task [1]")
     common(m)

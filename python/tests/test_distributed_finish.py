@@ -12,12 +12,13 @@ output."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
@@ -97,31 +98,13 @@ def test_local_sort_driver_writes_only_the_index(bam: Path, client, tmp_path: Pa
 
 
 def test_local_failing_place_task_leaves_nothing(bam: Path, client, tmp_path: Path) -> None:
-    def sabotage() -> None:
-        from sortase import distributed as d
+    def place(task_json: str) -> bool:
+        return '"place"' in task_json[:20]
 
-        real = d._run_task
-
-        def failing(task_json: str, *args: Any, **kwargs: Any) -> Any:
-            if '"place"' in task_json[:20]:
-                raise RuntimeError("place task sabotaged")
-            return real(task_json, *args, **kwargs)
-
-        failing.real = real  # type: ignore[attr-defined]
-        d._run_task = failing
-
-    def restore() -> None:
-        from sortase import distributed as d
-
-        d._run_task = getattr(d._run_task, "real", d._run_task)
-
-    client.run(sabotage)
-    try:
+    with sabotaged(client, "_run_task", place, "place task sabotaged"):
         with pytest.raises(Exception, match="sabotaged"):
             distributed.sort(bam, tmp_path / "out.bam", client=client, write_index=True,
                              task_memory=TASK_MEMORY, progress=False)
-    finally:
-        client.run(restore)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -191,6 +174,36 @@ def s3():
         distributed._assemble = finishing
         yield fs, s3_options(f"http://{host}:{port}"), recorder
         distributed._assemble = assemble
+
+
+@contextlib.contextmanager
+def sabotaged(client: Any, name: str, fails: Callable[[Any], bool], message: str) -> Iterator[None]:
+    """``sortase.distributed.<name>`` on every worker of ``client`` raising ``RuntimeError(message)``
+    on a call whose first argument ``fails``; restored at the end."""
+    def sabotage() -> None:
+        from sortase import distributed as d
+
+        real = getattr(d, name)
+
+        def failing(first: Any, *args: Any, **kwargs: Any) -> Any:
+            if fails(first):
+                raise RuntimeError(message)
+            return real(first, *args, **kwargs)
+
+        failing.real = real  # type: ignore[attr-defined]
+        setattr(d, name, failing)
+
+    def restore() -> None:
+        from sortase import distributed as d
+
+        f = getattr(d, name)
+        setattr(d, name, getattr(f, "real", f))
+
+    client.run(sabotage)
+    try:
+        yield
+    finally:
+        client.run(restore)
 
 
 def _uploads(fs: Any) -> List[Any]:
@@ -375,32 +388,11 @@ def test_s3_failing_upload_leaves_nothing(bam: Path, client, s3, monkeypatch) ->
     monkeypatch.setattr(distributed, "MIN_PART", floor)
     fs.put_file(str(bam), "sortase-finish/bad/in.bam")
 
-    def sabotage() -> None:
-        from sortase import distributed as d
-
-        real = d._upload_part
-
-        def failing(spec: Dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            if spec["part"] == 2:
-                raise RuntimeError("upload sabotaged")
-            return real(spec, *args, **kwargs)
-
-        failing.real = real  # type: ignore[attr-defined]
-        d._upload_part = failing
-
-    def restore() -> None:
-        from sortase import distributed as d
-
-        d._upload_part = getattr(d._upload_part, "real", d._upload_part)
-
-    client.run(sabotage)
-    try:
+    with sabotaged(client, "_upload_part", lambda spec: spec["part"] == 2, "upload sabotaged"):
         with pytest.raises(Exception, match="sabotaged"):
             distributed.sort("s3://sortase-finish/bad/in.bam", "s3://sortase-finish/bad/out.bam",
                              client=client, write_index=True, task_memory=TASK_MEMORY,
                              storage_options=options, progress=False)
-    finally:
-        client.run(restore)
     log = recorder.take()
     # Part 1 was uploaded before the failure: the upload existed and was aborted.
     assert [e for e in log if "partNumber=1" in e["query"]]
