@@ -130,6 +130,16 @@ def expected_rows(path: Path, region: Optional[Tuple[str, Optional[int], Optiona
             yield row
 
 
+def sam_to_bam(text: str, directory: Path) -> Path:
+    """SAM ``text`` written to ``directory``/in.sam and converted by samtools to in.bam (returned),
+    in the same order."""
+    sam = directory / "in.sam"
+    sam.write_text(text)
+    bam = directory / "in.bam"
+    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    return bam
+
+
 def write_bam(path: Path, header: Dict[str, Any], records: Sequence[Dict[str, Any]],
               index: bool = False) -> Path:
     """A BAM written by pysam (htslib) from record dicts (pysam AlignedSegment attributes)."""

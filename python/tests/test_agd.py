@@ -14,7 +14,7 @@ import pytest
 
 import sortase
 import sortase.agd
-from conftest import pysam
+from conftest import sam_to_bam
 
 SAM = (
     "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:5000\n"
@@ -35,10 +35,7 @@ SAM = (
 
 @pytest.fixture()
 def dataset(tmp_path: Path):
-    sam = tmp_path / "in.sam"
-    sam.write_text(SAM)
-    bam = tmp_path / "in.bam"
-    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    bam = sam_to_bam(SAM, tmp_path)
     ds = tmp_path / "ds"
     report = sortase.agd.import_(bam, ds, chunk_size=5, threads=2)
     assert report["records"] == 24 and report["chunks"] == 5

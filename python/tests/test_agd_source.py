@@ -12,7 +12,7 @@ import pytest
 
 import sortase
 import sortase.agd
-from conftest import pysam
+from conftest import pysam, sam_to_bam
 
 SAM = (
     "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:100000\n@SQ\tSN:chr2\tLN:5000\n"
@@ -67,10 +67,7 @@ def test_view_of_a_dataset_refuses_other_filters(sorted_pair) -> None:
 
 def unsorted_pair(tmp_path: Path) -> Tuple[Path, Path]:
     """The test SAM as a BAM in its own order and its dataset in chunks of 6 records."""
-    sam = tmp_path / "in.sam"
-    sam.write_text(SAM)
-    bam = tmp_path / "in.bam"
-    pysam.samtools.view("-b", "-o", str(bam), str(sam), catch_stdout=False)
+    bam = sam_to_bam(SAM, tmp_path)
     ds = tmp_path / "ds"
     sortase.agd.import_(bam, ds, chunk_size=6)
     return bam, ds
