@@ -784,30 +784,14 @@ fn compare_entries(
 }
 
 #[cfg(test)]
+#[path = "../tests/support/raw_record.rs"]
+mod raw_record;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A minimal raw BAM record (with `block_size`): no CIGAR, no sequence, the given aux bytes.
-    fn record(tid: i32, pos: i32, flag: u16, name: &str, aux: &[u8]) -> Vec<u8> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&tid.to_le_bytes());
-        body.extend_from_slice(&pos.to_le_bytes());
-        body.push(name.len() as u8 + 1); // l_read_name
-        body.push(30); // mapq
-        body.extend_from_slice(&4680u16.to_le_bytes()); // bin
-        body.extend_from_slice(&0u16.to_le_bytes()); // n_cigar_op
-        body.extend_from_slice(&flag.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes()); // l_seq
-        body.extend_from_slice(&(-1i32).to_le_bytes()); // next refID
-        body.extend_from_slice(&(-1i32).to_le_bytes()); // next pos
-        body.extend_from_slice(&0i32.to_le_bytes()); // tlen
-        body.extend_from_slice(name.as_bytes());
-        body.push(0);
-        body.extend_from_slice(aux);
-        let mut r = (body.len() as u32).to_le_bytes().to_vec();
-        r.extend_from_slice(&body);
-        r
-    }
+    use super::raw_record::record;
 
     struct Rng(u64);
     impl Rng {

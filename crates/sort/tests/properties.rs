@@ -15,6 +15,9 @@ use sortase_sort::ranges::RangePlan;
 use sortase_sort::run::{write_run, RunReader};
 use sortase_sort::{SortOptions, SortOrder, Sorter};
 
+#[path = "support/raw_record.rs"]
+mod raw_record;
+
 fn config() -> ProptestConfig {
     let mut config = ProptestConfig::default();
     if std::env::var_os("PROPTEST_CASES").is_none() {
@@ -23,30 +26,11 @@ fn config() -> ProptestConfig {
     config
 }
 
-/// A raw BAM record with its `block_size` prefix: no CIGAR, no sequence, an optional `RG:Z` tag.
+/// A raw BAM record with its `block_size` prefix: no CIGAR, no sequence, an optional `RG:Z` tag
+/// (`g0`, `g1`, ...).
 fn record(tid: i32, pos: i32, flag: u16, name: &str, rg: Option<u8>) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&tid.to_le_bytes());
-    body.extend_from_slice(&pos.to_le_bytes());
-    body.push(name.len() as u8 + 1); // l_read_name incl. NUL
-    body.push(30); // mapq
-    body.extend_from_slice(&4680u16.to_le_bytes()); // bin
-    body.extend_from_slice(&0u16.to_le_bytes()); // n_cigar_op
-    body.extend_from_slice(&flag.to_le_bytes());
-    body.extend_from_slice(&0u32.to_le_bytes()); // l_seq
-    body.extend_from_slice(&(-1i32).to_le_bytes()); // next refID
-    body.extend_from_slice(&(-1i32).to_le_bytes()); // next pos
-    body.extend_from_slice(&0i32.to_le_bytes()); // tlen
-    body.extend_from_slice(name.as_bytes());
-    body.push(0);
-    if let Some(g) = rg {
-        body.extend_from_slice(b"RGZg");
-        body.push(b'0' + g);
-        body.push(0);
-    }
-    let mut r = (body.len() as u32).to_le_bytes().to_vec();
-    r.extend_from_slice(&body);
-    r
+    let aux = rg.map_or(Vec::new(), |g| vec![b'R', b'G', b'Z', b'g', b'0' + g, 0]);
+    raw_record::record(tid, pos, flag, name, &aux)
 }
 
 /// Records with many ties (few references, positions and names), so stability is tested.
