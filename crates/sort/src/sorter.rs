@@ -791,7 +791,7 @@ mod raw_record;
 mod tests {
     use super::*;
 
-    use super::raw_record::record;
+    use super::raw_record::{batch, record};
 
     struct Rng(u64);
     impl Rng {
@@ -838,16 +838,7 @@ mod tests {
             ranges,
         });
         for chunk in recs.chunks(37) {
-            let mut buf = Vec::new();
-            let mut offsets = Vec::new();
-            for r in chunk {
-                offsets.push(buf.len() as u32);
-                buf.extend_from_slice(r);
-            }
-            let end = buf.len();
-            sorter
-                .push(RecordBatch::from_parts(buf, offsets, end, 0))
-                .unwrap();
+            sorter.push(batch(chunk)).unwrap();
         }
         let mut out = Vec::new();
         let stats = sorter
@@ -1021,19 +1012,7 @@ mod tests {
                 ranges: plan,
             });
             for chunk in recs.chunks(100) {
-                let buf: Vec<u8> = chunk.concat();
-                let offsets = chunk
-                    .iter()
-                    .scan(0u32, |at, r| {
-                        let o = *at;
-                        *at += r.len() as u32;
-                        Some(o)
-                    })
-                    .collect();
-                let end = buf.len();
-                sorter
-                    .push(RecordBatch::from_parts(buf, offsets, end, 0))
-                    .unwrap();
+                sorter.push(batch(chunk)).unwrap();
             }
             let mut counts = Vec::new();
             let mut all = Vec::new();

@@ -8,7 +8,6 @@
 //! `PROPTEST_CASES` sets the number of cases (default here: 24, a few seconds).
 
 use proptest::prelude::*;
-use sortase_bam::RecordBatch;
 use sortase_sort::merge::{merge, Source};
 use sortase_sort::order::{coordinate_key, find_tag};
 use sortase_sort::ranges::RangePlan;
@@ -17,6 +16,7 @@ use sortase_sort::{SortOptions, SortOrder, Sorter};
 
 #[path = "support/raw_record.rs"]
 mod raw_record;
+use raw_record::batch;
 
 fn config() -> ProptestConfig {
     let mut config = ProptestConfig::default();
@@ -77,17 +77,6 @@ fn stable_sort(order: SortOrder, records: &[Vec<u8>]) -> Vec<Vec<u8>> {
     };
     v.sort_by(|a, b| order.compare(&a[4..], &b[4..], tag(a).as_deref(), tag(b).as_deref()));
     v
-}
-
-fn batch(records: &[Vec<u8>]) -> RecordBatch {
-    let mut buf = Vec::new();
-    let mut offsets = Vec::new();
-    for r in records {
-        offsets.push(buf.len() as u32);
-        buf.extend_from_slice(r);
-    }
-    let end = buf.len();
-    RecordBatch::from_parts(buf, offsets, end, 0)
 }
 
 proptest! {

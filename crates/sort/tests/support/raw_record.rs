@@ -1,5 +1,7 @@
-//! A raw BAM record for the sort crate's tests (the unit tests of `sorter.rs` and the property
+//! Raw BAM records for the sort crate's tests (the unit tests of `sorter.rs` and the property
 //! tests include this file).
+
+use sortase_bam::RecordBatch;
 
 /// A minimal raw BAM record (with `block_size`): no CIGAR, no sequence, the given aux bytes.
 pub fn record(tid: i32, pos: i32, flag: u16, name: &str, aux: &[u8]) -> Vec<u8> {
@@ -21,4 +23,16 @@ pub fn record(tid: i32, pos: i32, flag: u16, name: &str, aux: &[u8]) -> Vec<u8> 
     let mut r = (body.len() as u32).to_le_bytes().to_vec();
     r.extend_from_slice(&body);
     r
+}
+
+/// `records` (raw, each with its `block_size`) as one batch.
+pub fn batch(records: &[Vec<u8>]) -> RecordBatch {
+    let mut buf = Vec::new();
+    let mut offsets = Vec::new();
+    for r in records {
+        offsets.push(buf.len() as u32);
+        buf.extend_from_slice(r);
+    }
+    let end = buf.len();
+    RecordBatch::from_parts(buf, offsets, end, 0)
 }
