@@ -70,8 +70,9 @@ pub struct DropColumnArgs {
 
 /// Runs `sortase agd sort`: `sortase sort -O agd`.
 pub fn sort(mut args: AgdSortArgs) -> Result<()> {
-    args.sort.out.output_fmt = Some("agd".into());
-    args.sort.out.level = args.zstd_level.or(args.sort.out.level);
+    let output = &mut args.sort.job.output;
+    output.format = Some("agd".into());
+    output.level = args.zstd_level.or(output.level);
     crate::sort::run(args.sort)
 }
 

@@ -2,7 +2,7 @@
 //! index) → `-v` report. minimap2's `-x PRESET` is `--preset` here: `-x` names the index, as in the
 //! issue's synopsis.
 
-use crate::args::{Memory, NoPg, OutputArgs, TempPrefix, Threads};
+use crate::args::{self, Memory, NoPg, TempPrefix, Threads};
 use crate::common;
 use anyhow::Result;
 use sortase::{DuplicateMarking, Fq2BamJob, Fq2BamReport};
@@ -31,7 +31,7 @@ pub struct Fq2BamArgs {
     #[arg(short = 'x', long = "index", value_name = "REF.mmi|REF.fa")]
     index: PathBuf,
     #[command(flatten)]
-    out: OutputArgs,
+    out: sortase::OutputSpec,
     /// minimap2 preset: sr, map-ont, map-hifi, map-pb, lr:hq, splice, asm5, ... (minimap2 -x).
     #[arg(long = "preset", value_name = "PRESET", default_value = "sr")]
     preset: String,
@@ -76,7 +76,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     let budget = args.memory.budget(threads)?;
     let memory = budget.or_else(|| sortase::fq2bam::default_memory(threads, &args.index));
     let rt = args.threads.runtime(memory)?;
-    let mut job = Fq2BamJob::new(&args.index, &args.reads1, args.out.spec()?);
+    let mut job = Fq2BamJob::new(&args.index, &args.reads1, args::output(&args.out)?);
     job.reads2 = args.reads2.clone();
     job.preset = args.preset.clone();
     job.read_group = args.read_group.clone();

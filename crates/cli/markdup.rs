@@ -2,7 +2,7 @@
 //! input, Picard MarkDuplicates' on coordinate-sorted input; the input's `@HD` line decides which,
 //! unless `--mode` says so) → samblaster's summary on stderr.
 
-use crate::args::{NoPg, OutputArgs, TempPrefix, Threads};
+use crate::args::{self, NoPg, TempPrefix, Threads};
 use crate::common;
 use anyhow::Result;
 use sortase::markdup::Mode as JobMode;
@@ -70,7 +70,7 @@ impl MarkingArgs {
 )))]
 pub struct MarkdupArgs {
     #[command(flatten)]
-    out: OutputArgs,
+    out: sortase::OutputSpec,
     #[command(flatten)]
     threads: Threads,
     #[command(flatten)]
@@ -105,7 +105,7 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
     let rt = args.marking.runtime(&args.threads)?;
     let job = MarkdupJob {
         input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: args.out.spec_for_pipe()?,
+        output: args::output_for_pipe(&args.out)?,
         mode: args.marking.mode.into(),
         remove_duplicates: args.remove,
         temp_prefix: args.temp.temp_prefix.clone(),
