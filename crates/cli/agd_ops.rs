@@ -81,9 +81,9 @@ pub fn markdup(args: MarkdupArgs) -> Result<()> {
     let rt = args.marking.runtime(&args.threads)?;
     let job = AgdMarkdupJob {
         dataset: args.input,
-        mode: args.marking.mode.into(),
+        mode: args.marking.mode,
         temp_prefix: args.temp_prefix,
-        samblaster: args.marking.query.options(),
+        samblaster: args.marking.query.options.clone(),
         picard: args.marking.coord.options(None, common::command_line()),
         zstd_level: args.level,
         command_line: common::command_line(),
