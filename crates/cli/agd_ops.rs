@@ -70,8 +70,9 @@ pub struct DropColumnArgs {
 
 /// Runs `sortase agd sort`: `sortase sort -O agd`.
 pub fn sort(mut args: AgdSortArgs) -> Result<()> {
-    args.sort.out.output_fmt = Some("agd".into());
-    args.sort.out.level = args.zstd_level.or(args.sort.out.level);
+    let output = &mut args.sort.job.output;
+    output.format = Some("agd".into());
+    output.level = args.zstd_level.or(output.level);
     crate::sort::run(args.sort)
 }
 
@@ -80,9 +81,9 @@ pub fn markdup(args: MarkdupArgs) -> Result<()> {
     let rt = args.marking.runtime(&args.threads)?;
     let job = AgdMarkdupJob {
         dataset: args.input,
-        mode: args.marking.mode.into(),
+        mode: args.marking.mode,
         temp_prefix: args.temp_prefix,
-        samblaster: args.marking.query.options(),
+        samblaster: args.marking.query.options.clone(),
         picard: args.marking.coord.options(None, common::command_line()),
         zstd_level: args.level,
         command_line: common::command_line(),

@@ -1,5 +1,8 @@
 //! The argument groups that several commands flatten (`#[command(flatten)]`): each flag is declared
-//! once here, with its help, and each group has one conversion into the library's spec. A command
+//! once here, with its help, and each group has one conversion into the library's spec. The flags
+//! that set one field of a job spec are declared on that field instead (the `clap` feature of the
+//! library: [`OutputSpec`], `SortJob`, `MergeJob`); these are the CLI's own (threads, memory) and
+//! those built from several flags or from the process (the order, `--no-PG`'s `@PG` line). A command
 //! whose copy of a flag says something more (markdup's `--write-index`, fq2bam's `-m`) keeps the
 //! group and changes that help with `#[command(mut_arg(...))]` (`mut_args`, as merge's -n/-N/-t,
 //! leaves the flags in their places in the completion scripts).
@@ -92,68 +95,26 @@ impl OrderFlags {
     }
 }
 
-/// samtools' output flags, declared once for every command that writes records.
-#[derive(clap::Args, Debug, Clone)]
-pub struct OutputArgs {
-    /// Write the final output to FILE [stdout].
-    #[arg(short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Output format: sam, bam or cram [bam, or from the -o extension]; sort also takes agd (a new
-    /// dataset directory).
-    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT")]
-    pub output_fmt: Option<String>,
-    /// Compression level 0-9 with samtools' meaning.
-    #[arg(short = 'l', value_name = "INT", allow_negative_numbers = true)]
-    pub level: Option<i32>,
-    /// Uncompressed BAM output.
-    #[arg(short = 'u')]
-    pub uncompressed: bool,
-    /// Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
-    /// `.crai`).
-    #[arg(long = "write-index")]
-    pub write_index: bool,
-    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
-    #[arg(long = "index-format", value_name = "bai|csi")]
-    pub index_format: Option<String>,
-    /// Reference FASTA (CRAM input or output).
-    #[arg(long = "reference", value_name = "FILE")]
-    pub reference: Option<PathBuf>,
-    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
-    /// embed_ref, no_ref, ... (repeatable).
-    #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
-    pub output_fmt_option: Vec<String>,
+/// The output flags (`-o -O -l -u --write-index ...`) are [`OutputSpec`]'s fields (`clap::Args`,
+/// flattened by every command that writes records, directly or inside its job); this is the spec
+/// they give, with samtools' `-O FORMAT,OPT=VAL` spelling applied.
+pub fn output(flags: &OutputSpec) -> sortase::Result<OutputSpec> {
+    flags.clone().with_format_options()
 }
 
-impl OutputArgs {
-    /// The library's output spec.
-    pub fn spec(&self) -> sortase::Result<OutputSpec> {
-        OutputSpec {
-            path: self.output.clone(),
-            format: self.output_fmt.clone(),
-            level: self.level,
-            uncompressed: self.uncompressed,
-            write_index: self.write_index,
-            index_format: self.index_format.clone(),
-            reference: self.reference.clone(),
-            format_options: self.output_fmt_option.clone(),
-        }
-        .with_format_options()
+/// [`output`] with `sort`'s and `markdup`'s default into a pipe ([`PIPE_LEVEL_HELP`]): BAM to
+/// standard output, standard output a pipe and no level given is written uncompressed.
+pub fn output_for_pipe(flags: &OutputSpec) -> sortase::Result<OutputSpec> {
+    let mut spec = output(flags)?;
+    let to_stdout = spec.path.as_deref().is_none_or(|p| p == Path::new("-"));
+    let bam = spec
+        .format
+        .as_deref()
+        .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
+    if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
+        spec.uncompressed = true;
     }
-
-    /// The spec with `sort`'s and `markdup`'s default into a pipe ([`PIPE_LEVEL_HELP`]): BAM to
-    /// standard output, standard output a pipe and no level given is written uncompressed.
-    pub fn spec_for_pipe(&self) -> sortase::Result<OutputSpec> {
-        let mut spec = self.spec()?;
-        let to_stdout = spec.path.as_deref().is_none_or(|p| p == Path::new("-"));
-        let bam = spec
-            .format
-            .as_deref()
-            .is_none_or(|f| f.eq_ignore_ascii_case("bam"));
-        if to_stdout && bam && spec.level.is_none() && !spec.uncompressed && stdout_is_pipe() {
-            spec.uncompressed = true;
-        }
-        Ok(spec)
-    }
+    Ok(spec)
 }
 
 /// Whether standard output is a pipe (a FIFO: `cmd | next`, `>(next)`), not a file or terminal.

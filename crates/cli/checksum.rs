@@ -5,7 +5,8 @@ use sortase::view::parse_flags;
 use sortase::ChecksumJob;
 use std::path::PathBuf;
 
-/// Arguments of `sortase checksum`.
+/// Arguments of `sortase checksum`: the flag masks, the job's own flags (declared on its fields:
+/// -c -t -P -C -M -q -v -T --reference), then the command's.
 #[derive(clap::Args, Debug)]
 pub struct ChecksumArgs {
     /// Leave out records with any of these flags.
@@ -32,41 +33,11 @@ pub struct ChecksumArgs {
         default_value = "0x0c1"
     )]
     flag_mask: String,
-    /// Do not reverse-complement sequences.
-    #[arg(short = 'c', long = "no-rev-comp")]
-    no_rev_comp: bool,
-    /// Select tags to checksum.
-    #[arg(
-        short = 't',
-        long = "tags",
-        value_name = "STR[,STR]",
-        default_value = "BC,FI,QT,RT,TC"
-    )]
-    tags: String,
-    /// Also checksum CHR / POS.
-    #[arg(short = 'P', long = "check-pos")]
-    check_pos: bool,
-    /// Also checksum MAPQ / CIGAR.
-    #[arg(short = 'C', long = "check-cigar")]
-    check_cigar: bool,
-    /// Also checksum PNEXT / RNEXT / TLEN.
-    #[arg(short = 'M', long = "check-mate")]
-    check_mate: bool,
-    /// Also show QC pass/fail lines.
-    #[arg(short = 'q', long = "show-qc")]
-    show_qc: bool,
-    /// Show lines with 0 counts.
-    #[arg(short = 'v', long = "verbose")]
-    verbose: bool,
-    /// Format output as tab delimited text.
-    #[arg(short = 'T', long = "tabs")]
-    tabs: bool,
+    #[command(flatten)]
+    job: ChecksumJob,
     /// Write the report to FILE [stdout].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Reference FASTA (CRAM input).
-    #[arg(long = "reference", value_name = "FILE")]
-    reference: Option<PathBuf>,
     #[command(flatten)]
     threads: crate::args::Threads,
     /// Input SAM/BAM/CRAM files [stdin].
@@ -88,15 +59,7 @@ pub fn run(args: ChecksumArgs) -> Result<()> {
             exclude_flags: parse_flags(&args.exclude_flags)?,
             require_flags: parse_flags(&args.require_flags)?,
             flag_mask: parse_flags(&args.flag_mask)?,
-            no_rev_comp: args.no_rev_comp,
-            tags: args.tags.clone(),
-            check_pos: args.check_pos,
-            check_cigar: args.check_cigar,
-            check_mate: args.check_mate,
-            show_qc: args.show_qc,
-            verbose: args.verbose,
-            tabs: args.tabs,
-            reference: args.reference.clone(),
+            ..args.job.clone()
         };
         text += &job.run(&rt)?.to_text();
     }

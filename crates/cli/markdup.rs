@@ -2,34 +2,13 @@
 //! input, Picard MarkDuplicates' on coordinate-sorted input; the input's `@HD` line decides which,
 //! unless `--mode` says so) → samblaster's summary on stderr.
 
-use crate::args::{NoPg, OutputArgs, TempPrefix, Threads};
+use crate::args::{self, NoPg, Threads};
 use crate::common;
 use anyhow::Result;
-use sortase::markdup::Mode as JobMode;
+use sortase::markdup::Mode;
 use sortase::options::parse_size;
 use sortase::{MarkdupJob, Runtime};
 use std::path::PathBuf;
-
-/// Which algorithm runs.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// From the input's @HD line: SO:coordinate is coordinate, anything else query-grouped.
-    Auto,
-    /// Query-grouped input (aligner output): samblaster's algorithm.
-    Query,
-    /// Coordinate-sorted input: Picard MarkDuplicates' algorithm.
-    Coordinate,
-}
-
-impl From<Mode> for JobMode {
-    fn from(m: Mode) -> Self {
-        match m {
-            Mode::Auto => JobMode::Auto,
-            Mode::Query => JobMode::Query,
-            Mode::Coordinate => JobMode::Coordinate,
-        }
-    }
-}
 
 /// The marking flags `markdup` and `agd markdup` share: the algorithm and each algorithm's options
 /// (under their own headings, so it goes after a command's other options).
@@ -63,28 +42,19 @@ impl MarkingArgs {
     }
 }
 
-/// Arguments of `sortase markdup`.
+/// Arguments of `sortase markdup`: the job's own flags (declared on its fields: input, output, -r,
+/// -T, --checksums), then the command's and the marking flags.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("write_index", |a| a.help(
     "Write an index with the output (coordinate-sorted BAM only; CSI, or BAI via `##idx##…bai`)"
 )))]
 pub struct MarkdupArgs {
     #[command(flatten)]
-    out: OutputArgs,
+    job: MarkdupJob,
     #[command(flatten)]
     threads: Threads,
     #[command(flatten)]
     pg: NoPg,
-    /// Remove duplicates instead of flagging them (samblaster -r, Picard REMOVE_DUPLICATES).
-    #[arg(short = 'r', long = "removeDups")]
-    remove: bool,
-    #[command(flatten)]
-    temp: TempPrefix,
-    /// Prove that no record was lost or changed but for the duplicate flag: sum the records read
-    /// and written (samtools checksum -F 0 -P -C -M; with -r the removed ones too) and fail,
-    /// removing the output, if they differ; -v prints them.
-    #[arg(long = "checksums")]
-    checksums: bool,
     /// Write Picard's DuplicationMetrics per library (LB of the records' read groups) to FILE
     /// (Picard M=). Query-grouped input: of samblaster's duplicates, with
     /// READ_PAIR_OPTICAL_DUPLICATES 0 (not computed) and no duplicate-set histograms.
@@ -95,28 +65,17 @@ pub struct MarkdupArgs {
     verbose: bool,
     #[command(flatten)]
     marking: MarkingArgs,
-    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (marked as the BAM it came
-    /// from).
-    input: Option<String>,
 }
 
 /// Runs `sortase markdup`.
 pub fn run(args: MarkdupArgs) -> Result<()> {
     let rt = args.marking.runtime(&args.threads)?;
-    let job = MarkdupJob {
-        input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: args.out.spec_for_pipe()?,
-        mode: args.marking.mode.into(),
-        remove_duplicates: args.remove,
-        temp_prefix: args.temp.temp_prefix.clone(),
-        samblaster: args.marking.query.options(),
-        picard: args
-            .marking
-            .coord
-            .options(args.metrics.clone(), common::command_line()),
-        program: args.pg.program(),
-        checksums: args.checksums,
-    };
+    let mut job = args.job;
+    job.output = args::output_for_pipe(&job.output)?;
+    job.mode = args.marking.mode;
+    job.samblaster = args.marking.query.options.clone();
+    job.picard = (args.marking.coord).options(args.metrics.clone(), common::command_line());
+    job.program = args.pg.program();
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {

@@ -1,5 +1,6 @@
-//! Picard's flags of `sortase markdup` (coordinate-sorted input), as
-//! [`sortase::markdup::PicardOptions`].
+//! Picard's flags of `sortase markdup` (coordinate-sorted input): those of
+//! [`sortase::markdup::PicardOptions`] (declared on its fields) and `--max-memory`, under their
+//! heading.
 
 use sortase::markdup::PicardOptions;
 use std::path::PathBuf;
@@ -8,22 +9,9 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(next_help_heading = "Coordinate-sorted input (Picard)")]
 pub struct CoordArgs {
-    /// Largest x/y distance between optical duplicates (Picard OPTICAL_DUPLICATE_PIXEL_DISTANCE).
-    #[arg(long = "optical-distance", value_name = "INT", default_value_t = 100)]
-    pub optical_distance: i32,
-    /// Regex with 3 groups (tile, x, y) matched against read names; `null` turns optical detection
-    /// off (Picard READ_NAME_REGEX) [the last three ':'-separated fields].
-    #[arg(long = "read-name-regex", value_name = "REGEX")]
-    pub read_name_regex: Option<String>,
-    /// Largest duplicate set searched for optical duplicates; -1: no limit
-    /// (Picard MAX_OPTICAL_DUPLICATE_SET_SIZE).
-    #[arg(
-        long = "max-optical-set",
-        value_name = "INT",
-        default_value_t = 300000,
-        allow_negative_numbers = true
-    )]
-    pub max_optical_set: i64,
+    /// The job's Picard options but the metrics file (`--metrics`, `sortase markdup`'s).
+    #[command(flatten)]
+    pub options: PicardOptions,
     /// Memory for the read ends (K/M/G suffix), the job's memory pool; beyond it they are sorted
     /// into runs under -T and merged back at the end (about 58 MB per million records are kept
     /// otherwise).
@@ -39,9 +27,7 @@ impl CoordArgs {
         PicardOptions {
             metrics,
             metrics_command_line: Some(command_line),
-            optical_distance: self.optical_distance,
-            read_name_regex: self.read_name_regex.clone(),
-            max_optical_set: self.max_optical_set,
+            ..self.options.clone()
         }
     }
 }

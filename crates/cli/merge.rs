@@ -1,12 +1,13 @@
 //! `sortase merge`: samtools merge's flags → [`sortase::MergeJob`] → `-v` report.
 
-use crate::args::{NoPg, OrderFlags, OutputArgs, Threads};
+use crate::args::{self, NoPg, OrderFlags, Threads};
 use crate::common;
 use anyhow::{Context, Result};
 use sortase::{MergeJob, MergeMethod, MergeReport};
 use std::path::PathBuf;
 
-/// Arguments of `sortase merge` (samtools merge's flags and meanings).
+/// Arguments of `sortase merge` (samtools merge's flags and meanings): the job's own flags (declared
+/// on its fields: inputs, output, -r, -c, -p, -s, -h, -f, --checksums), then the command's.
 #[derive(clap::Args, Debug)]
 #[command(disable_help_flag = true)]
 // The order flags' help for inputs already sorted (mut_args keeps them in their places).
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 }))]
 pub struct MergeArgs {
     #[command(flatten)]
-    out: OutputArgs,
+    job: MergeJob,
     #[command(flatten)]
     threads: Threads,
     /// Compression level 1.
@@ -26,70 +27,34 @@ pub struct MergeArgs {
     fast: bool,
     #[command(flatten)]
     order: OrderFlags,
-    /// Attach an RG tag to each record, named after its input file.
-    #[arg(short = 'r')]
-    attach_rg: bool,
-    /// Combine @RG lines with colliding IDs instead of renaming them.
-    #[arg(short = 'c')]
-    combine_rg: bool,
-    /// Combine @PG lines with colliding IDs instead of renaming them.
-    #[arg(short = 'p')]
-    combine_pg: bool,
-    /// Seed for the suffixes of renamed IDs [time].
-    #[arg(short = 's', value_name = "VALUE")]
-    seed: Option<i64>,
-    /// Overwrite the output file if it exists.
-    #[arg(short = 'f')]
-    force: bool,
     /// File listing input files, one per line.
     #[arg(short = 'b', value_name = "FILE")]
     list: Option<PathBuf>,
-    /// Use the header of FILE as the base of the output header.
-    #[arg(short = 'h', value_name = "FILE")]
-    header_file: Option<PathBuf>,
     #[command(flatten)]
     pg: NoPg,
-    /// Prove that no record was lost or changed: sum the records read (as translated into the
-    /// output header) and written (samtools checksum -F 0 -P -C -M) and fail, removing the output,
-    /// if they differ; -v prints them.
-    #[arg(long = "checksums")]
-    checksums: bool,
     /// Report how the merge ran (key ranges, or why on one thread) on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
-    /// Input files.
-    inputs: Vec<String>,
 }
 
 /// Runs `sortase merge`.
 pub fn run(args: MergeArgs) -> Result<()> {
-    let mut inputs = Vec::new();
+    let mut job = args.job;
     if let Some(list) = &args.list {
         let text = std::fs::read_to_string(list)
             .with_context(|| format!("{}: cannot read the input list", list.display()))?;
-        inputs.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        let listed = text.lines().filter(|l| !l.is_empty()).map(str::to_string);
+        job.inputs.splice(0..0, listed);
     }
-    inputs.extend(args.inputs);
-    let mut output = args.out.spec()?;
+    job.output = args::output(&job.output)?;
     if args.fast {
-        output.level = Some(1);
+        job.output.level = Some(1);
     }
-    let job = MergeJob {
-        inputs,
-        output,
-        order: args.order.order(),
-        attach_rg: args.attach_rg,
-        combine_rg: args.combine_rg,
-        combine_pg: args.combine_pg,
-        seed: args.seed,
-        header_file: args.header_file,
-        force: args.force,
-        program: args.pg.program(),
-        checksums: args.checksums,
-    };
+    job.order = args.order.order();
+    job.program = args.pg.program();
     let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     if args.verbose {

@@ -1,21 +1,21 @@
 //! `sortase sort`: samtools sort's flags → [`sortase::SortJob`] → `-v` report.
 
-use crate::args::{Memory, NoPg, OrderFlags, OutputArgs, TempPrefix, Threads};
+use crate::args::{self, Memory, NoPg, OrderFlags, Threads};
 use crate::common;
 use anyhow::{bail, Result};
 use sortase::{SortJob, SortReport, VerifyJob};
 
-/// Arguments of `sortase sort` (samtools sort's flags and meanings).
+/// Arguments of `sortase sort` (samtools sort's flags and meanings): the job's own flags (declared on
+/// its fields: input, output, -T, --max-fan-in, --input-fmt-option, --checksums, --chunk-size),
+/// then the runtime's, the order's, `--no-PG` and the command's.
 #[derive(clap::Args, Debug)]
 pub struct SortArgs {
     #[command(flatten)]
-    pub(crate) out: OutputArgs,
+    pub(crate) job: SortJob,
     #[command(flatten)]
     threads: Threads,
     #[command(flatten)]
     memory: Memory,
-    #[command(flatten)]
-    temp: TempPrefix,
     #[command(flatten)]
     order: OrderFlags,
     /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
@@ -27,60 +27,27 @@ pub struct SortArgs {
     /// order (mako's --verify).
     #[arg(long = "verify", conflicts_with = "output")]
     verify: bool,
-    /// Prove that no record was lost or changed: sum the records read and written (the sums of
-    /// samtools checksum -F 0 -P -C -M) and fail, removing the output, if they differ; -v prints
-    /// them. Costs ~15% more CPU.
-    #[arg(long = "checksums")]
-    checksums: bool,
-    /// Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records for which
-    /// the htslib filter expression is true (repeatable; the last filter wins).
-    #[arg(long = "input-fmt-option", value_name = "OPT=VAL")]
-    input_fmt_option: Vec<String>,
     #[command(flatten)]
     pg: NoPg,
-    /// Most runs the final merge may open (background compaction keeps it so).
-    #[arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)]
-    max_fan_in: usize,
-    /// AGD output (-O agd, or an existing empty directory as -o): most records per chunk of the
-    /// new dataset (-l: the zstd level of its files, 1-22 [3]).
-    #[arg(long = "chunk-size", value_name = "INT", default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE)]
-    chunk_size: u64,
     /// Report phases (wall time, CPU%), runs, compactions and temporary bytes on stderr.
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted as the BAM it came
-    /// from; -O agd writes a new dataset).
-    input: Option<String>,
-}
-
-impl SortArgs {
-    /// The order `-n`, `-N`, `-t` and `--template-coordinate` give.
-    fn order(&self) -> Result<sortase::Order> {
-        Ok(self
-            .order
-            .order()
-            .with_template_coordinate(self.template_coordinate)?)
-    }
 }
 
 /// Runs `sortase sort`.
 pub fn run(args: SortArgs) -> Result<()> {
     let rt = args.memory.runtime(&args.threads)?;
+    let mut job = args.job;
+    job.order = args
+        .order
+        .order()
+        .with_template_coordinate(args.template_coordinate)?;
     if args.verify {
-        return verify(&args, &rt);
+        return verify(&job, &rt);
     }
-    let job = SortJob {
-        input: args.input.clone().unwrap_or_else(|| "-".into()),
-        output: args.out.spec_for_pipe()?,
-        order: args.order()?,
-        temp_prefix: args.temp.temp_prefix.clone(),
-        max_fan_in: args.max_fan_in,
-        program: args.pg.program(),
-        input_fmt_options: args.input_fmt_option.clone(),
-        checksums: args.checksums,
-        chunk_size: args.chunk_size,
-        command_line: common::command_line(),
-    };
+    job.output = args::output_for_pipe(&job.output)?;
+    job.program = args.pg.program();
+    job.command_line = common::command_line();
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {
@@ -91,12 +58,12 @@ pub fn run(args: SortArgs) -> Result<()> {
 
 /// `sort --verify`: prints `IN: sorted by ORDER (N records)`, or fails naming the first record that
 /// sorts before the one preceding it.
-fn verify(args: &SortArgs, rt: &sortase::Runtime) -> Result<()> {
-    let input = args.input.clone().unwrap_or_else(|| "-".into());
+fn verify(sort: &SortJob, rt: &sortase::Runtime) -> Result<()> {
+    let input = sort.input.clone();
     let job = VerifyJob {
         input: input.clone(),
-        order: args.order()?,
-        reference: args.out.spec()?.reference,
+        order: sort.order.clone(),
+        reference: args::output(&sort.output)?.reference,
     };
     let report = job.run(rt)?;
     match report.first_unsorted {

@@ -6,11 +6,13 @@
 use crate::args::{NoPg, Threads};
 use crate::common;
 use anyhow::Result;
-use sortase::view::{parse_flags, FilterSpec};
+use sortase::view::parse_flags;
 use sortase::{OutputSpec, ViewJob};
 use std::path::PathBuf;
 
-/// Arguments of `sortase view` (samtools view's flags and meanings).
+/// Arguments of `sortase view` (samtools view's flags and meanings): view's spelling of the output
+/// flags, the job's own (declared on its fields and its filter's: input, regions, -h, -H, -c, -q,
+/// -r, -R, -n, -l, -L, -d, -D, -N, -e, -M), then the command's.
 #[derive(clap::Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct ViewArgs {
@@ -32,26 +34,10 @@ pub struct ViewArgs {
     /// Write output to FILE [stdout].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Include the header in SAM output.
-    #[arg(short = 'h', long = "with-header")]
-    with_header: bool,
-    /// Print the header only.
-    #[arg(short = 'H', long = "header-only")]
-    header_only: bool,
-    /// Print only the count of matching records.
-    #[arg(short = 'c', long = "count")]
-    count: bool,
-    /// The regions as one union: each record once, in file order (AGD datasets).
-    #[arg(short = 'M', long = "use-index")]
-    multi_region: bool,
+    #[command(flatten)]
+    job: ViewJob,
     #[command(flatten)]
     threads: Threads,
-    /// Only records in read group STR.
-    #[arg(short = 'r', long = "read-group", value_name = "STR")]
-    read_group: Option<String>,
-    /// Only records in library STR (the `LB` of their read group's `@RG` line).
-    #[arg(short = 'l', long = "library", value_name = "STR")]
-    library: Option<String>,
     /// Index the output as it is written (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
     /// `.crai`).
     #[arg(long = "write-index")]
@@ -71,57 +57,9 @@ pub struct ViewArgs {
     /// Only records with none of these flag bits set.
     #[arg(short = 'F', long = "excl-flags", value_name = "FLAG")]
     exclude: Option<String>,
-    /// Only records with mapping quality ≥ INT.
-    #[arg(
-        short = 'q',
-        long = "min-MQ",
-        visible_alias = "min-mapq",
-        value_name = "INT",
-        default_value_t = 0
-    )]
-    min_mapq: u8,
-    /// Only records overlapping the regions of this BED file (0-based, end exclusive; gzip or
-    /// plain). With regions, records in both.
-    #[arg(
-        short = 'L',
-        long = "target-file",
-        visible_alias = "targets-file",
-        value_name = "FILE"
-    )]
-    target_file: Option<PathBuf>,
-    /// Only records in a read group listed in FILE, or in none; `^FILE`: in none listed there.
-    #[arg(short = 'R', long = "read-group-file", value_name = "[^]FILE")]
-    read_group_file: Option<String>,
-    /// Only records that have a read group.
-    #[arg(short = 'n', long = "exclude-no-read-group")]
-    exclude_no_read_group: bool,
-    /// Only records with tag TAG (with value VAL); repeat for more values of the same tag.
-    #[arg(short = 'd', long = "tag", value_name = "TAG[:VAL]")]
-    tag: Vec<String>,
-    /// Only records whose tag TAG has a value listed in FILE.
-    #[arg(short = 'D', long = "tag-file", value_name = "TAG:FILE")]
-    tag_file: Option<String>,
-    /// Only records whose name is listed in FILE; `^FILE`: whose name is not.
-    #[arg(short = 'N', long = "qname-file", value_name = "[^]FILE")]
-    qname_file: Option<String>,
-    /// Only records for which the htslib filter expression is true, e.g.
-    /// 'mapq >= 30 && flag.paired && [NM] < 5' or 'qname =~ "^SRR"'.
-    #[arg(
-        short = 'e',
-        long = "expr",
-        visible_alias = "expression",
-        value_name = "EXPR",
-        allow_hyphen_values = true
-    )]
-    expr: Option<String>,
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
-    /// Input SAM/BAM/CRAM file, `-` for stdin, or an AGD dataset directory.
-    input: String,
-    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM or a coordinate-sorted
-    /// dataset.
-    regions: Vec<String>,
 }
 
 /// Runs `sortase view`.
@@ -133,40 +71,21 @@ pub fn run(args: ViewArgs) -> Result<()> {
         (false, true) => Some("bam".to_string()),
         _ => None,
     };
-    let job = ViewJob {
-        input: args.input,
-        output: OutputSpec {
-            path: args.output,
-            format: args.output_fmt.or(named),
-            level: args.fast.then_some(1),
-            uncompressed: args.uncompressed,
-            reference: args.reference,
-            format_options: args.output_fmt_option,
-            write_index: args.write_index,
-            ..OutputSpec::default()
-        }
-        .with_format_options()?,
-        with_header: args.with_header,
-        header_only: args.header_only,
-        count: args.count,
-        filter: FilterSpec {
-            require_flags: flags(&args.require)?.unwrap_or(0),
-            exclude_flags: flags(&args.exclude)?.unwrap_or(0),
-            min_mapq: args.min_mapq,
-            read_group: args.read_group,
-            read_group_file: args.read_group_file,
-            exclude_no_read_group: args.exclude_no_read_group,
-            library: args.library,
-            targets_file: args.target_file,
-            tags: args.tag,
-            tag_file: args.tag_file,
-            qname_file: args.qname_file,
-            expression: args.expr,
-        },
-        regions: args.regions,
-        multi_region: args.multi_region,
-        program: args.pg.program(),
-    };
+    let mut job = args.job;
+    job.output = OutputSpec {
+        path: args.output,
+        format: args.output_fmt.or(named),
+        level: args.fast.then_some(1),
+        uncompressed: args.uncompressed,
+        reference: args.reference,
+        format_options: args.output_fmt_option,
+        write_index: args.write_index,
+        ..OutputSpec::default()
+    }
+    .with_format_options()?;
+    job.filter.require_flags = flags(&args.require)?.unwrap_or(0);
+    job.filter.exclude_flags = flags(&args.exclude)?.unwrap_or(0);
+    job.program = args.pg.program();
     let rt = args.threads.runtime(None)?;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);

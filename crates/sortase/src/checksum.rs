@@ -25,33 +25,100 @@ use sortase_exec::runtime::Runtime;
 use std::collections::HashMap;
 
 /// samtools checksum on one input.
+///
+/// With the `clap` feature it is also samtools checksum's flags (`clap::Args`, flattened by
+/// `sortase checksum`): a field's `arg(...)` is its flag and `--help` text; `input` (one job per
+/// input) and the flag masks (`-F -f -b`, numbers or names) are the CLI's to fill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ChecksumJob {
     /// The input path (`-`: standard input).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub input: String,
     /// `-F`: leave out records with any of these flags (samtools: 0x900).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub exclude_flags: u16,
     /// `-f`: leave out records without all of these flags.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub require_flags: u16,
     /// `-b`: the flag bits that are summed (samtools: 0xc1).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub flag_mask: u16,
     /// `-c`: do not reverse-complement reverse-strand sequences.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'c',
+            long = "no-rev-comp",
+            help = "Do not reverse-complement sequences",
+        )
+    )]
     pub no_rev_comp: bool,
     /// `-t`: the aux tags summed, comma-separated (samtools: BC,FI,QT,RT,TC).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 't',
+            long = "tags",
+            value_name = "STR[,STR]",
+            default_value = "BC,FI,QT,RT,TC",
+            help = "Select tags to checksum",
+        )
+    )]
     pub tags: String,
     /// `-P`: also sum chr/pos.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'P', long = "check-pos", help = "Also checksum CHR / POS",)
+    )]
     pub check_pos: bool,
     /// `-C`: also sum mapq/cigar.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'C', long = "check-cigar", help = "Also checksum MAPQ / CIGAR",)
+    )]
     pub check_cigar: bool,
     /// `-M`: also sum rnext/pnext.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'M',
+            long = "check-mate",
+            help = "Also checksum PNEXT / RNEXT / TLEN",
+        )
+    )]
     pub check_mate: bool,
     /// `-q`: also the QC pass and fail rows.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'q', long = "show-qc", help = "Also show QC pass/fail lines",)
+    )]
     pub show_qc: bool,
     /// `-v`: also rows with no records.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'v', long = "verbose", help = "Show lines with 0 counts",)
+    )]
     pub verbose: bool,
     /// `-T`: tab-separated columns.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'T',
+            long = "tabs",
+            help = "Format output as tab delimited text",
+        )
+    )]
     pub tabs: bool,
     /// Reference FASTA (CRAM input).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "reference",
+            value_name = "FILE",
+            help = "Reference FASTA (CRAM input)",
+        )
+    )]
     pub reference: Option<std::path::PathBuf>,
 }
 

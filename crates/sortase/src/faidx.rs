@@ -45,32 +45,114 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// samtools faidx as a job: index a FASTA/FASTQ file, and write regions of it if any are asked.
+///
+/// With the `clap` feature it is also samtools faidx's flags (`clap::Args`, flattened by `sortase
+/// faidx`): a field's `arg(...)` is its flag and `--help` text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FaidxJob {
     /// The FASTA/FASTQ file, plain or bgzipped.
+    #[cfg_attr(feature = "clap", arg(help = "FASTA/FASTQ file, plain or bgzipped"))]
     pub input: PathBuf,
     /// Regions: `NAME`, `NAME:BEG-END`, `{NAME}:BEG-END`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(help = "Regions: NAME, NAME:BEG-END, {NAME}:BEG-END")
+    )]
     pub regions: Vec<String>,
     /// File of regions, one per line, taken before `regions` (`-r`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'r',
+            long = "region-file",
+            value_name = "FILE",
+            help = "File of regions, one per line",
+        )
+    )]
     pub region_file: Option<PathBuf>,
     /// Where regions go (`-o`; `None` or `-`: standard output; `.gz`/`.bgz`/`.bgzf`: bgzipped).
     /// With no regions: the `.fai`'s name.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'o',
+            long = "output",
+            value_name = "FILE",
+            help = "Write regions to FILE (.gz/.bgz/.bgzf: bgzipped); with no regions, the .fai name",
+        )
+    )]
     pub output: Option<PathBuf>,
     /// Bases per output line (`-n`; default: the input's line length; 0: no wrapping; negative: 60
     /// with a warning, as samtools).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'n',
+            long = "length",
+            value_name = "INT",
+            allow_negative_numbers = true,
+            help = "Bases per output line [the input's line length]; 0: no wrapping",
+        )
+    )]
     pub line_length: Option<i64>,
     /// Continue after a region whose sequence is not in the index (`-c`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'c',
+            long = "continue",
+            help = "Continue after a region whose sequence is not in the index",
+        )
+    )]
     pub keep_going: bool,
     /// File and index in FASTQ format (`-f`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'f', long = "fastq", help = "File and index in FASTQ format",)
+    )]
     pub fastq: bool,
     /// Reverse complement sequences (`-i`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'i',
+            long = "reverse-complement",
+            help = "Reverse complement sequences",
+        )
+    )]
     pub reverse_complement: bool,
     /// Strand mark (`--mark-strand`): `rc` (`/rc` on the reverse strand), `no`, `sign` (`(+)`/`(-)`),
     /// `custom,POS,NEG`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "mark-strand",
+            value_name = "TYPE",
+            default_value = "rc",
+            help = "Strand mark: rc (/rc on the reverse strand), no, sign ((+)/(-)), custom,POS,NEG",
+        )
+    )]
     pub mark_strand: String,
     /// Name of the `.fai` (`--fai-idx`; default `FILE.fai`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "fai-idx",
+            value_name = "FILE",
+            help = "Name of the .fai index [FILE.fai]",
+        )
+    )]
     pub fai_index: Option<PathBuf>,
     /// Name of the `.gzi` (`--gzi-idx`; default `FILE.gzi`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "gzi-idx",
+            value_name = "FILE",
+            help = "Name of the .gzi index [FILE.gzi]",
+        )
+    )]
     pub gzi_index: Option<PathBuf>,
 }
 

@@ -54,32 +54,91 @@ pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 /// assert_eq!(report.outputs, vec![out]);
 /// # Ok::<(), sortase_exec::Error>(())
 /// ```
+///
+/// With the `clap` feature it is also samtools merge's flags (`clap::Args`, flattened by `sortase
+/// merge`): a field's `arg(...)` is its flag and `--help` text; `order` (-n/-N/-t) and `program`
+/// (--no-PG) are the CLI's to fill, and it puts the `-b` list before `inputs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct MergeJob {
     /// The input paths (`-`: standard input), in samtools' order (`-b` list first, then arguments).
+    #[cfg_attr(feature = "clap", arg(help = "Input files"))]
     pub inputs: Vec<String>,
     /// The output (default level: samtools' `-l 6`; `--index-format` or a `##idx##` name for BAI).
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub output: OutputSpec,
     /// The order the inputs are sorted in (`-n`, `-N`, `-t TAG`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub order: Order,
     /// Attach an RG tag to each record, named after its input file (`-r`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'r',
+            help = "Attach an RG tag to each record, named after its input file",
+        )
+    )]
     pub attach_rg: bool,
     /// Combine @RG lines with colliding IDs instead of renaming them (`-c`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'c',
+            help = "Combine @RG lines with colliding IDs instead of renaming them",
+        )
+    )]
     pub combine_rg: bool,
     /// Combine @PG lines with colliding IDs instead of renaming them (`-p`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'p',
+            help = "Combine @PG lines with colliding IDs instead of renaming them",
+        )
+    )]
     pub combine_pg: bool,
     /// Seed for the suffixes of renamed IDs (`-s`; `None`: the current time, as samtools).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 's',
+            value_name = "VALUE",
+            help = "Seed for the suffixes of renamed IDs [time]",
+        )
+    )]
     pub seed: Option<i64>,
     /// Use this file's header as the base of the output header (`-h`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'h',
+            value_name = "FILE",
+            help = "Use the header of FILE as the base of the output header",
+        )
+    )]
     pub header_file: Option<PathBuf>,
     /// Overwrite an existing output file (`-f`); without it an existing file is an error.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'f', help = "Overwrite the output file if it exists",)
+    )]
     pub force: bool,
     /// The `@PG` line to add (`None`: `--no-PG`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
     /// Prove that no record was lost or changed: sum the records read (as translated into the
     /// output header) and written (`samtools checksum -F 0 -P -C -M`) and fail, leaving no
     /// output, if they differ (`--checksums`).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "checksums",
+            help = "Prove that no record was lost or changed: sum the records read (as translated into \
+                the output header) and written (samtools checksum -F 0 -P -C -M) and fail, \
+                removing the output, if they differ; -v prints them",
+        )
+    )]
     pub checksums: bool,
 }
 

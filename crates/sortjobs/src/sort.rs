@@ -38,37 +38,97 @@ pub use sortase_exec::options::DEFAULT_LEVEL;
 /// samtools sort as a job: one input (SAM, BAM, CRAM, an AGD dataset; `-` for standard input)
 /// sorted into one output (SAM, BAM, CRAM, or with `-O agd` a new AGD dataset: `sortase agd sort`).
 /// The memory budget is the runtime's memory pool.
+///
+/// With the `clap` feature it is also samtools sort's flags (`clap::Args`, flattened by `sortase
+/// sort`): a field's `arg(...)` is its flag and `--help` text; `order` (from -n/-N/-t and
+/// --template-coordinate), `program` (--no-PG) and `command_line` are the CLI's to fill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SortJob {
     /// The input path (`-`: standard input), or an AGD dataset directory (its records and header
     /// are those of the BAM `sortase agd export` writes).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            default_value = "-",
+            hide_default_value = true,
+            help = "Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted as the BAM it \
+                came from; -O agd writes a new dataset)",
+        )
+    )]
     pub input: String,
     /// The output.
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub output: OutputSpec,
     /// The order.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub order: Order,
     /// Temporary files go to `PREFIX.sortase-PID-N.tmp/` (a directory: inside it); default: next to
     /// the output, else the runtime's temporary directory.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'T',
+            value_name = "PREFIX",
+            help = "Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp \
+                or TMPDIR]",
+        )
+    )]
     pub temp_prefix: Option<PathBuf>,
     /// Most runs the final merge may open (background compaction keeps it so); at least 2.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "max-fan-in",
+            value_name = "INT",
+            default_value_t = 64,
+            help = "Most runs the final merge may open (background compaction keeps it so)",
+        )
+    )]
     pub max_fan_in: usize,
     /// The `@PG` line to add (`None`: `--no-PG`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
     /// samtools' `--input-fmt-option`: `filter=EXPR` reads only the records for which the htslib
     /// filter expression is true (as `samtools sort --input-fmt-option filter=EXPR`); other input
     /// options are refused.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "input_fmt_option",
+            long = "input-fmt-option",
+            value_name = "OPT=VAL",
+            help = "Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records \
+                for which the htslib filter expression is true (repeatable; the last filter wins)",
+        )
+    )]
     pub input_fmt_options: Vec<String>,
     /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
     /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~15%
     /// more CPU (every record is summed once as read and once as written).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "checksums",
+            help = "Prove that no record was lost or changed: sum the records read and written (the \
+                sums of samtools checksum -F 0 -P -C -M) and fail, removing the output, if they \
+                differ; -v prints them. Costs ~15% more CPU",
+        )
+    )]
     pub checksums: bool,
     /// AGD output (`-O agd`): most records per chunk of the dataset.
     #[serde(default = "default_chunk_size")]
+    #[cfg_attr(feature = "clap", arg(
+        long = "chunk-size", value_name = "INT", default_value_t = default_chunk_size(),
+        help = "AGD output (-O agd, or an existing empty directory as -o): most records per chunk \
+                of the new dataset (-l: the zstd level of its files, 1-22 [3])",
+    ))]
     pub chunk_size: u64,
     /// AGD output: the command line recorded as the provenance of every group of the dataset.
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub command_line: String,
 }
 

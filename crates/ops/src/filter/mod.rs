@@ -36,35 +36,137 @@ use sortase_bam::{Header, RecordRef};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// samtools view's filter options, as plain data.
+/// samtools view's filter options, as plain data. With the `clap` feature also view's filter flags
+/// (`clap::Args`: each `help` is the `--help` text); `-f`/`-F` take names as well as numbers and
+/// stay the CLI's to parse.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct FilterSpec {
     /// Only records with all of these flag bits set (`-f`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub require_flags: u16,
     /// Only records with none of these flag bits set (`-F`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub exclude_flags: u16,
     /// Only records with at least this mapping quality (`-q`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'q',
+            long = "min-MQ",
+            visible_alias = "min-mapq",
+            value_name = "INT",
+            default_value_t = 0,
+            help = "Only records with mapping quality ≥ INT",
+        )
+    )]
     pub min_mapq: u8,
     /// Only records in this read group, or in none (`-r`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'r',
+            long = "read-group",
+            value_name = "STR",
+            help = "Only records in read group STR",
+        )
+    )]
     pub read_group: Option<String>,
     /// Only records in a read group listed in this file, or in none (`-R FILE`); `^FILE`: only
     /// records in no read group listed there.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'R',
+            long = "read-group-file",
+            value_name = "[^]FILE",
+            help = "Only records in a read group listed in FILE, or in none; `^FILE`: in none listed \
+                there",
+        )
+    )]
     pub read_group_file: Option<String>,
     /// Only records with a read group (`-n`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'n',
+            long = "exclude-no-read-group",
+            help = "Only records that have a read group",
+        )
+    )]
     pub exclude_no_read_group: bool,
     /// Only records whose read group's `@RG LB` is this library (`-l`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'l',
+            long = "library",
+            value_name = "STR",
+            help = "Only records in library STR (the `LB` of their read group's `@RG` line)",
+        )
+    )]
     pub library: Option<String>,
     /// Only records overlapping the regions of this BED file (`-L`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'L',
+            long = "target-file",
+            visible_alias = "targets-file",
+            value_name = "FILE",
+            help = "Only records overlapping the regions of this BED file (0-based, end exclusive; \
+                gzip or plain). With regions, records in both",
+        )
+    )]
     pub targets_file: Option<PathBuf>,
     /// Only records with this tag, `TAG`, or with one of these values, `TAG:VALUE` (`-d`,
     /// repeatable, one tag).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'd',
+            long = "tag",
+            value_name = "TAG[:VAL]",
+            help = "Only records with tag TAG (with value VAL); repeat for more values of the same tag",
+        )
+    )]
     pub tags: Vec<String>,
     /// Only records whose tag has a value listed in a file, `TAG:FILE` (`-D`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'D',
+            long = "tag-file",
+            value_name = "TAG:FILE",
+            help = "Only records whose tag TAG has a value listed in FILE",
+        )
+    )]
     pub tag_file: Option<String>,
     /// Only records whose name is listed in this file (`-N FILE`); `^FILE`: only those not listed.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'N',
+            long = "qname-file",
+            value_name = "[^]FILE",
+            help = "Only records whose name is listed in FILE; `^FILE`: whose name is not",
+        )
+    )]
     pub qname_file: Option<String>,
     /// Only records for which this htslib filter expression is true (`-e`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'e',
+            long = "expr",
+            visible_alias = "expression",
+            value_name = "EXPR",
+            allow_hyphen_values = true,
+            help = "Only records for which the htslib filter expression is true, e.g. 'mapq >= 30 && \
+                flag.paired && [NM] < 5' or 'qname =~ \"^SRR\"'",
+        )
+    )]
     pub expression: Option<String>,
 }
 
