@@ -45,7 +45,7 @@ use sortase_exec::agd::{
 };
 use sortase_exec::error::{bail_argument, Error, Result};
 use sortase_exec::input::Input;
-use sortase_exec::options::OutputSpec;
+use sortase_exec::options::{OutputSpec, DEFAULT_LEVEL};
 use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::proof::{self, Checksums, SumsCell};
 use sortase_exec::runtime::Runtime;
@@ -659,7 +659,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     }
     let header = dataset_header(&manifest);
     let threads = rt.threads();
-    let level = job.output.compression_level(crate::sort::DEFAULT_LEVEL);
+    let level = job.output.compression_level(DEFAULT_LEVEL);
     let path = job.output.path.as_deref();
     let format = resolve_format(
         job.output.format.as_deref(),
