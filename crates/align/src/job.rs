@@ -153,12 +153,7 @@ pub struct Fq2BamJob {
     /// Temporary files go to `PREFIX.sortase-PID-N.tmp/`; default: next to the output.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'T',
-            value_name = "PREFIX",
-            help = "Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp \
-                or TMPDIR]",
-        )
+        arg(short = 'T', value_name = "PREFIX", help = sortase_exec::options::TEMP_PREFIX_HELP)
     )]
     pub temp_prefix: Option<PathBuf>,
     /// Most runs the final merge may open; at least 2.

@@ -104,6 +104,10 @@ impl Order {
     }
 }
 
+/// The `--help` text of `-T PREFIX` on the specs that spill (sort, markdup, fq2bam).
+pub const TEMP_PREFIX_HELP: &str =
+    "Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp or TMPDIR]";
+
 /// Where and how a job writes its main output (samtools' `-o -O -l -u --write-index --reference`).
 ///
 /// With the `clap` feature it is also those flags (`clap::Args`, flattened by the CLI's commands):

@@ -67,12 +67,7 @@ pub struct SortJob {
     /// the output, else the runtime's temporary directory.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'T',
-            value_name = "PREFIX",
-            help = "Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp \
-                or TMPDIR]",
-        )
+        arg(short = 'T', value_name = "PREFIX", help = sortase_exec::options::TEMP_PREFIX_HELP)
     )]
     pub temp_prefix: Option<PathBuf>,
     /// Most runs the final merge may open (background compaction keeps it so); at least 2.

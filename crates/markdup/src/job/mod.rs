@@ -348,12 +348,7 @@ pub struct MarkdupJob {
     /// directory.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'T',
-            value_name = "PREFIX",
-            help = "Temporary files go to PREFIX.sortase-PID-N.tmp/ (a directory: inside it) [OUT.tmp \
-                or TMPDIR]",
-        )
+        arg(short = 'T', value_name = "PREFIX", help = sortase_exec::options::TEMP_PREFIX_HELP)
     )]
     pub temp_prefix: Option<PathBuf>,
     /// samblaster's options.
