@@ -9,7 +9,8 @@
 
 use anyhow::{bail, Result};
 use sortase::options::parse_size;
-use sortase::{OutputSpec, Program, Runtime};
+pub use sortase::options::{NoPg, OrderFlags, TemplateCoordinateFlag};
+use sortase::{OutputSpec, Runtime};
 use std::path::{Path, PathBuf};
 
 /// samtools' minimum `-m` (`SORT_MIN_MEGS_PER_THREAD`).
@@ -73,28 +74,6 @@ impl Memory {
     }
 }
 
-/// samtools sort's order flags, declared once for `sort`, `agd sort` and `merge` (whose help says the
-/// inputs are sorted so).
-#[derive(clap::Args, Debug, Clone)]
-pub struct OrderFlags {
-    /// Sort by read name (natural order, samtools -n).
-    #[arg(short = 'n')]
-    pub by_name: bool,
-    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
-    #[arg(short = 'N')]
-    pub by_name_lex: bool,
-    /// Sort by the value of TAG, then by position (or name with -n/-N).
-    #[arg(short = 't', value_name = "TAG")]
-    pub tag: Option<String>,
-}
-
-impl OrderFlags {
-    /// The order the flags give.
-    pub fn order(&self) -> sortase::Order {
-        sortase::Order::from_flags(self.by_name, self.by_name_lex, self.tag.as_deref())
-    }
-}
-
 /// The output flags (`-o -O -l -u --write-index ...`) are [`OutputSpec`]'s fields (`clap::Args`,
 /// flattened by every command that writes records, directly or inside its job); this is the spec
 /// they give, with samtools' `-O FORMAT,OPT=VAL` spelling applied.
@@ -122,21 +101,6 @@ fn stdout_is_pipe() -> bool {
     // SAFETY: fstat writes into the zeroed struct it is given; fd 1 needs no ownership.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     (unsafe { libc::fstat(1, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
-}
-
-/// `--no-PG`, declared once for every command that writes a header.
-#[derive(clap::Args, Debug, Clone, Copy)]
-pub struct NoPg {
-    /// Do not add a @PG line to the header.
-    #[arg(long = "no-PG")]
-    pub no_pg: bool,
-}
-
-impl NoPg {
-    /// The `@PG` line of this run, or none with `--no-PG`.
-    pub fn program(&self) -> Option<Program> {
-        (!self.no_pg).then(|| Program::new(crate::common::command_line()))
-    }
 }
 
 /// `-T PREFIX` of the commands that spill next to their output.

@@ -37,7 +37,7 @@ pub fn run(args: Fq2BamArgs) -> Result<()> {
     let rt = args.threads.runtime(memory)?;
     let mut job = args.job;
     job.output = args::output(&job.output)?;
-    job.program = args.pg.program();
+    job.program = args.pg.program(common::command_line);
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {

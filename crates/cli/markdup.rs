@@ -75,7 +75,7 @@ pub fn run(args: MarkdupArgs) -> Result<()> {
     job.mode = args.marking.mode;
     job.samblaster = args.marking.query.options.clone();
     job.picard = (args.marking.coord).options(args.metrics.clone(), common::command_line());
-    job.program = args.pg.program();
+    job.program = args.pg.program(common::command_line);
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);
     if args.verbose {

@@ -54,7 +54,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         job.output.level = Some(1);
     }
     job.order = args.order.order();
-    job.program = args.pg.program();
+    job.program = args.pg.program(common::command_line);
     let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     if args.verbose {

@@ -1,6 +1,6 @@
 //! `sortase sort`: samtools sort's flags → [`sortase::SortJob`] → `-v` report.
 
-use crate::args::{self, Memory, NoPg, OrderFlags, Threads};
+use crate::args::{self, Memory, NoPg, OrderFlags, TemplateCoordinateFlag, Threads};
 use crate::common;
 use anyhow::{bail, Result};
 use sortase::{SortJob, SortReport, VerifyJob};
@@ -18,10 +18,8 @@ pub struct SortArgs {
     memory: Memory,
     #[command(flatten)]
     order: OrderFlags,
-    /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
-    /// together, by its unclipped 5' ends; paired records need MC tags (samtools fixmate -m).
-    #[arg(long = "template-coordinate")]
-    template_coordinate: bool,
+    #[command(flatten)]
+    template: TemplateCoordinateFlag,
     /// Check that the input is sorted in the order the other flags give (coordinate by default)
     /// instead of sorting it: one pass, nothing written; exit 1 naming the first record out of
     /// order (mako's --verify).
@@ -41,12 +39,12 @@ pub fn run(args: SortArgs) -> Result<()> {
     job.order = args
         .order
         .order()
-        .with_template_coordinate(args.template_coordinate)?;
+        .with_template_coordinate(args.template.template_coordinate)?;
     if args.verify {
         return verify(&job, &rt);
     }
     job.output = args::output_for_pipe(&job.output)?;
-    job.program = args.pg.program();
+    job.program = args.pg.program(common::command_line);
     job.command_line = common::command_line();
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);

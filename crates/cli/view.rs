@@ -85,7 +85,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
     .with_format_options()?;
     job.filter.require_flags = flags(&args.require)?.unwrap_or(0);
     job.filter.exclude_flags = flags(&args.exclude)?.unwrap_or(0);
-    job.program = args.pg.program();
+    job.program = args.pg.program(common::command_line);
     let rt = args.threads.runtime(None)?;
     let report = job.run(&rt)?;
     common::print_warnings(&report.warnings);

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import pyarrow as pa
 
@@ -166,11 +166,13 @@ def _plain(value: Any) -> Any:
 
 
 def _job(kind: str, keywords: Dict[str, Any]) -> Report:
-    """Runs job ``kind`` with a wrapper's keywords (its ``locals()``): the spec's keywords as a
-    JSON object, which ``_sortase.run_job`` places into the Rust job spec (a keyword the spec
-    does not have is an :class:`ArgumentError`); ``_FACE_KEYWORDS`` go to the runtime."""
+    """Runs job ``kind`` with a wrapper's keywords (its ``locals()``, whose ``spec`` holds the
+    keywords of ``**spec``): the spec's keywords as a JSON object, which ``_sortase.run_job``
+    places into the Rust job spec (a keyword the spec does not have is an
+    :class:`ArgumentError`); ``_FACE_KEYWORDS`` go to the runtime."""
     import json
 
+    keywords = {**{k: v for k, v in keywords.items() if k != "spec"}, **keywords.get("spec", {})}
     spec = {k: _plain(v) for k, v in keywords.items() if k not in _FACE_KEYWORDS}
     callback = _progress(keywords["progress"], kind) if "progress" in keywords else None
     try:
@@ -183,48 +185,72 @@ def _job(kind: str, keywords: Dict[str, Any]) -> Report:
     return _report(text, stacklevel=4)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _takes_spec(kind: str) -> Callable[[_F], _F]:
+    """The keywords of job ``kind``'s spec, each described by its CLI flag
+    (``_sortase.spec_schema``:
+    the flags declared on the Rust spec's fields), as the decorated wrapper's keyword-only
+    parameters (its ``__signature__``, after its own) and a list in its docstring. The wrapper
+    takes them as ``**spec`` and passes them on as they are: an option added to the Rust spec with
+    its flag is a keyword here, with its default and help, without a line of Python."""
+    import inspect
+    import json
+
+    schema = json.loads(_sortase.spec_schema(kind))
+
+    def wrap(f: _F) -> _F:
+        sig = inspect.signature(f)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        mine = {p.name for p in own}
+        taken = [k for k in schema if k["name"] not in mine]
+        params = [
+            inspect.Parameter(
+                k["name"], inspect.Parameter.KEYWORD_ONLY,
+                default=None if k["default"] == [] else k["default"],
+                annotation=k["annotation"],
+            )
+            for k in taken
+        ]
+        f.__signature__ = sig.replace(parameters=own + params)  # type: ignore[attr-defined]
+        lines = [f"- ``{k['name']}`` ({_flag_doc(k['flag'])}): {k['help']}" for k in taken]
+        f.__doc__ = (
+            (f.__doc__ or "").rstrip()
+            + f"\n\n    The options of ``sortase {kind}``, as keywords"
+            + " (``None``: the default):\n\n    "
+            + "\n    ".join(lines)
+            + "\n"
+        )
+        return f
+
+    return wrap
+
+
+def _flag_doc(flag: str) -> str:
+    return f"``{flag}``" if flag else "positional in the CLI"
+
+
+@_takes_spec("sort")
 def sort(
     input: PathLike,
     output: PathLike,
     *,
     threads: Optional[int] = None,
     max_memory: Union[int, str, None] = None,
-    by_name: bool = False,
-    by_name_lex: bool = False,
-    tag: Optional[str] = None,
-    template_coordinate: bool = False,
-    level: Optional[int] = None,
-    uncompressed: bool = False,
-    write_index: bool = False,
-    output_fmt: Optional[str] = None,
-    index_format: Optional[str] = None,
-    reference: Optional[PathLike] = None,
-    output_fmt_options: Optional[Sequence[str]] = None,
-    input_fmt_options: Optional[Sequence[str]] = None,
-    temp_prefix: Optional[PathLike] = None,
-    no_pg: bool = False,
-    max_fan_in: int = 64,
     progress: Optional[bool] = None,
-    checksums: bool = False,
-    chunk_size: int = 100_000,
+    **spec: Any,
 ) -> Report:
     """Sorts ``input`` (SAM/BAM/CRAM, or an AGD dataset directory) into ``output``, as ``sortase
     sort`` / ``samtools sort``; with ``output_fmt="agd"`` into a new AGD dataset directory
     (``sortase agd sort``: ``chunk_size`` records per chunk, ``level`` the zstd level).
 
-    Keywords are the command's long options: ``threads`` (``-@``, default all cores),
-    ``max_memory`` (bytes, or ``"768M"``/``"2G"``; default 768 MiB per thread), ``by_name``
-    (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``template_coordinate``
-    (``--template-coordinate``; paired records need ``MC`` tags), ``level`` (``-l``), ``uncompressed``
-    (``-u``), ``write_index`` (CRAM: a ``.crai``), ``output_fmt`` (``-O``), ``index_format``,
-    ``reference`` (``--reference``, the FASTA for CRAM), ``output_fmt_options``
-    (``--output-fmt-option``, e.g. ``["version=3.0", "seqs_per_slice=1000"]``),
-    ``input_fmt_options`` (``--input-fmt-option``: ``["filter=mapq >= 30"]`` sorts only the records
-    the htslib filter expression passes, as samtools), ``temp_prefix``
-    (``-T``), ``no_pg`` (``--no-PG``), ``max_fan_in``. ``progress``: a tqdm bar
-    (default: when stderr is a terminal and tqdm is installed). ``checksums`` (``--checksums``):
-    prove that no record was lost or changed (``samtools checksum``'s sums of the records read and
-    written, in the report's ``checksums``; different sums fail the job and leave no output).
+    ``threads`` (``-@``, default all cores), ``max_memory`` (bytes, or ``"768M"``/``"2G"``; default
+    768 MiB per thread), ``progress``: a tqdm bar (default: when stderr is a terminal and tqdm is
+    installed). The other keywords are the command's options, listed below: e.g. ``by_name``
+    (``-n``), ``level`` (``-l``), ``write_index``, ``input_fmt_options=["filter=mapq >= 30"]``
+    (sorts only the records the htslib filter expression passes, as samtools), ``checksums``
+    (prove that no record was lost or changed; different sums fail the job and leave no output).
 
     Returns a :class:`Report`; the output is byte-identical to the command's with the same options.
     """
@@ -417,161 +443,102 @@ def index(
     return _report(_sortase.index(path, output, csi=csi, min_shift=min_shift, threads=threads))
 
 
+@_takes_spec("merge")
 def merge(
     inputs: Sequence[PathLike],
     output: PathLike,
     *,
     threads: Optional[int] = None,
-    by_name: bool = False,
-    by_name_lex: bool = False,
-    tag: Optional[str] = None,
-    attach_rg: bool = False,
-    combine_rg: bool = False,
-    combine_pg: bool = False,
-    seed: Optional[int] = None,
-    header: Optional[PathLike] = None,
-    force: bool = False,
-    level: Optional[int] = None,
-    uncompressed: bool = False,
-    write_index: bool = False,
-    output_fmt: Optional[str] = None,
-    index_format: Optional[str] = None,
-    reference: Optional[PathLike] = None,
-    output_fmt_options: Optional[Sequence[str]] = None,
-    no_pg: bool = False,
-    checksums: bool = False,
+    **spec: Any,
 ) -> Report:
     """Merges sorted ``inputs`` into ``output``, as ``sortase merge`` / ``samtools merge``.
 
-    Keywords: ``by_name`` (``-n``), ``by_name_lex`` (``-N``), ``tag`` (``-t``), ``attach_rg``
-    (``-r``), ``combine_rg`` (``-c``), ``combine_pg`` (``-p``), ``seed`` (``-s``), ``header``
-    (``-h FILE``), ``force`` (``-f``), ``checksums`` (``--checksums``, as :func:`sort`), and the
-    output options of :func:`sort`. Reports ``inputs``, ``threads``, ``method``, ``ranges``,
-    ``outputs``, ``warnings``, ``checksums``."""
+    ``threads`` (``-@``); the other keywords are the command's options, listed below (``attach_rg``
+    is ``-r``, ``combine_rg`` ``-c``, ``combine_pg`` ``-p``, ``header`` ``-h FILE``, ``force``
+    ``-f``). Reports ``inputs``, ``threads``, ``method``, ``ranges``, ``outputs``, ``warnings``,
+    ``checksums``."""
     return _job("merge", locals())
 
 
+@_takes_spec("view")
 def view(
     input: PathLike,
     output: Optional[PathLike] = None,
     *,
-    regions: Optional[Sequence[str]] = None,
     threads: Optional[int] = None,
     output_fmt: Optional[str] = None,
-    count: bool = False,
-    use_index: bool = False,
-    require_flags: Flags = None,
-    exclude_flags: Flags = None,
-    min_mapq: int = 0,
-    with_header: bool = False,
-    header_only: bool = False,
     level: Optional[int] = None,
     uncompressed: bool = False,
     reference: Optional[PathLike] = None,
     output_fmt_options: Optional[Sequence[str]] = None,
     write_index: bool = False,
-    no_pg: bool = False,
-    read_group: Optional[str] = None,
-    library: Optional[str] = None,
-    read_group_file: Optional[str] = None,
-    exclude_no_read_group: bool = False,
-    target_file: Optional[PathLike] = None,
-    tag: Union[str, Sequence[str], None] = None,
-    tag_file: Optional[str] = None,
-    qname_file: Optional[str] = None,
-    expr: Optional[str] = None,
+    require_flags: Flags = None,
+    exclude_flags: Flags = None,
+    **spec: Any,
 ) -> Report:
     """Filters and converts records, as ``sortase view`` / ``samtools view``. ``input``: a
     SAM/BAM/CRAM file or an AGD dataset directory (filters ``-f -F -q`` only; ``regions`` of a
     coordinate-sorted dataset; ``use_index`` (``-M``): the regions as one union, each record once
     in file order).
 
-    ``output``: the file written (``None``: standard output, SAM unless ``output_fmt``).
-    ``count=True`` (``-c``) writes nothing and reports the number of records passing the filters
+    ``output``: the file written (``None``: standard output, SAM unless ``output_fmt``); the output
+    keywords (``output_fmt``, ``level``, ``uncompressed``, ``reference``, ``output_fmt_options``,
+    ``write_index``) as in :func:`sort`. ``count=True`` (``-c``) writes nothing and reports the
+    number of records passing the filters
     in ``count``. ``require_flags`` (``-f``) / ``exclude_flags`` (``-F``): an int or samtools'
-    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``min_mapq`` (``-q``); ``read_group`` (``-r``) and
-    ``library`` (``-l``: records whose read group has that ``@RG LB``); ``regions`` (needs an index:
-    ``.bai``/``.csi``, or ``.crai`` for CRAM); ``reference`` (``-T``, CRAM), ``output_fmt_options``
-    and ``write_index`` as in :func:`sort`. Reports ``records``, ``count``, ``outputs``, ``warnings``.
-
-    The other filters have samtools' long option names: ``target_file`` (``-L``: records
-    overlapping a BED file's regions), ``read_group_file`` (``-R``, ``"^FILE"`` excludes),
-    ``exclude_no_read_group`` (``-n``), ``tag`` (``-d``: ``"NM"`` or ``"NM:0"``, or a list of
-    values of one tag), ``tag_file`` (``-D TAG:FILE``), ``qname_file`` (``-N``, ``"^FILE"``
-    excludes) and ``expr`` (``-e``: an htslib filter expression such as
-    ``'mapq >= 30 && flag.paired && [NM] < 3'``)."""
-    tag = [tag] if isinstance(tag, str) else tag  # one -d value or several
+    text (``"0x4"``, ``"UNMAP,SECONDARY"``); ``regions`` need an index (``.bai``/``.csi``, or
+    ``.crai`` for CRAM); ``tag`` (``-d``): ``"NM"`` or ``"NM:0"``, or a list of values of one tag;
+    ``expr`` (``-e``): an htslib filter expression such as
+    ``'mapq >= 30 && flag.paired && [NM] < 3'``. Reports ``records``, ``count``, ``outputs``,
+    ``warnings``."""
+    if isinstance(spec.get("tag"), str):
+        spec["tag"] = [spec["tag"]]  # one -d value or several
     return _job("view", locals())
 
 
+@_takes_spec("markdup")
 def markdup(
     input: PathLike,
     output: PathLike,
     *,
-    mode: str = "auto",
-    remove_duplicates: bool = False,
-    metrics: Optional[PathLike] = None,
     threads: Optional[int] = None,
     max_memory: Union[int, str, None] = None,
-    temp_prefix: Optional[PathLike] = None,
-    optical_distance: Optional[int] = None,
-    level: Optional[int] = None,
-    uncompressed: bool = False,
-    write_index: bool = False,
-    output_fmt: Optional[str] = None,
-    index_format: Optional[str] = None,
-    reference: Optional[PathLike] = None,
-    output_fmt_options: Optional[Sequence[str]] = None,
-    no_pg: bool = False,
-    checksums: bool = False,
+    mode: str = "auto",
+    metrics: Optional[PathLike] = None,
+    **spec: Any,
 ) -> Report:
     """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
     ``"query"`` (samblaster's algorithm) or ``"coordinate"`` (Picard MarkDuplicates').
-    ``remove_duplicates`` (``-r``), ``metrics`` (``--metrics``: Picard's
+    ``threads`` (``-@``), ``max_memory`` (default ``"2G"``), ``metrics`` (``--metrics``: Picard's
     DuplicationMetrics file per library, in both modes; query-grouped input reports no optical
-    duplicates), ``max_memory`` (default
-    ``"2G"``), ``optical_distance`` (default 100), ``checksums`` (``--checksums``, as :func:`sort`;
+    duplicates); the other keywords are the command's options, listed below; with ``checksums``
     the duplicate flag is not summed, and with ``remove_duplicates`` the removed records are summed
-    as ``left_out``). Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines
-    the CLI prints), ``outputs``, ``warnings``, ``checksums``."""
+    as ``left_out``. Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines the
+    CLI prints), ``outputs``, ``warnings``, ``checksums``."""
     return _job("markdup", locals())
 
 
+@_takes_spec("fq2bam")
 def fq2bam(
     index: PathLike,
     reads1: PathLike,
     reads2: Optional[PathLike] = None,
     output: Optional[PathLike] = None,
     *,
-    preset: str = "sr",
-    read_group: Optional[str] = None,
-    markdup: str = "samblaster",
-    md: bool = False,
-    cs: bool = False,
     threads: Optional[int] = None,
     max_memory: Union[int, str, None] = None,
-    temp_prefix: Optional[PathLike] = None,
-    level: Optional[int] = None,
-    uncompressed: bool = False,
-    write_index: bool = False,
-    output_fmt: Optional[str] = None,
-    index_format: Optional[str] = None,
-    reference: Optional[PathLike] = None,
-    output_fmt_options: Optional[Sequence[str]] = None,
-    no_pg: bool = False,
     max_fan_in: int = 64,
-    checksums: bool = False,
+    **spec: Any,
 ) -> Report:
     """FASTQ to a sorted, duplicate-marked BAM on this machine, as ``sortase fq2bam``: ``index``
     (``-x``, a minimap2 ``.mmi`` or the reference FASTA), ``reads1`` and ``reads2`` of a pair (or
-    one file), ``output`` (``-o``, required). ``preset`` (``--preset``), ``read_group`` (``-R``),
-    ``markdup`` (``"samblaster"``, ``"picard"`` or ``"none"``), ``md`` (``--MD``), ``cs``
-    (``--cs``), ``max_memory`` (default: 768 MiB per thread plus the index), ``checksums``
-    (``--checksums``: the reads summed as ``samtools import`` makes them records and the primary
-    records written, with ``samtools checksum``'s defaults; different sums fail the job and leave
-    no output), and the output options of :func:`sort`. Reports ``reads``, ``fragments``,
-    ``records``, ``duplicate_records``, ``phases``, ``outputs``, ``checksums``, ... The Dask
-    version is :func:`sortase.distributed.fq2bam`."""
+    one file), ``output`` (``-o``, required). ``threads`` (``-@``), ``max_memory`` (default: 768
+    MiB per thread plus the index), ``max_fan_in`` (as :func:`sort`'s); the other keywords are
+    the command's options, listed below
+    (``checksums``: the reads summed as ``samtools import`` makes them records and the primary
+    records written; different sums fail the job and leave no output). Reports ``reads``,
+    ``fragments``, ``records``, ``duplicate_records``, ``phases``, ``outputs``, ``checksums``, ...
+    The Dask version is :func:`sortase.distributed.fq2bam`."""
     if output is None:
         raise ArgumentError("fq2bam needs an output (output=, -o)")
     return _job("fq2bam", locals())

@@ -1538,12 +1538,7 @@ def flagstat(
     ``path`` may also be an AGD dataset directory (local or ``s3://``): then each task counts a
     run of consecutive chunks from their ``results`` files alone (``tasks`` runs, at most one per
     chunk), and the counts equal ``sortase flagstat``'s of the dataset."""
-    path = os.fspath(path)
-    if _is_dataset(path, storage_options):
-        with _dataset(path, storage_options, False) as (remote, local):
-            return _run_ranges("flagstat", {"input": local}, tasks, remote, client=client,
-                               scheduler=scheduler, progress=progress)
-    with _storage([path], [], storage_options) as (remote, (local,), _):
+    with _counted_input(os.fspath(path), storage_options) as (remote, local, _):
         return _run_ranges("flagstat", {"input": local}, tasks, remote, client=client,
                            scheduler=scheduler, progress=progress)
 
@@ -1603,6 +1598,19 @@ def _dataset(path: str, storage_options: Optional[Dict[str, Any]], need_position
 
 
 @contextlib.contextmanager
+def _counted_input(path: str, storage_options: Optional[Dict[str, Any]]
+                   ) -> Iterator[Tuple[Optional[_Remote], str, bool]]:
+    """The input of flagstat's and idxstats' range tasks, and whether it is an AGD dataset (whose
+    tasks read the footers of its chunks' files, not a BAM's byte ranges)."""
+    if _is_dataset(path, storage_options):
+        with _dataset(path, storage_options, False) as (remote, local):
+            yield remote, local, True
+    else:
+        with _storage([path], [], storage_options) as (remote, (local,), _):
+            yield remote, local, False
+
+
+@contextlib.contextmanager
 def _sort_input(input: str, output: str, storage_options: Optional[Dict[str, Any]]
                 ) -> Iterator[Tuple[Optional[_Remote], str, str]]:
     """The input of a sort as the planner sees it and the plan's kind: a BAM (``sort``; the
@@ -1637,12 +1645,8 @@ def idxstats(
     are ``sortase idxstats``'s of the BAM ``sortase agd export`` writes (no index: samtools'
     counts by scanning, "file is not position sorted" for an unsorted dataset)."""
     path = os.fspath(path)
-    if _is_dataset(path, storage_options):
-        with _dataset(path, storage_options, False) as (remote, local):
-            return _run_ranges("idxstats", {"input": local}, tasks, remote, client=client,
-                               scheduler=scheduler, progress=progress)
-    with _storage([path], [], storage_options) as (remote, (local,), _):
-        if remote is not None:
+    with _counted_input(path, storage_options) as (remote, local, dataset):
+        if remote is not None and not dataset:
             # The index the library looks for next to the BAM (`find_index`), fetched if present.
             fs = remote.fs()
             stem = path[:-4] if path.endswith(".bam") else None

@@ -1,8 +1,11 @@
-"""One job spec, many faces (issue 28): ``sort``, ``merge``, ``markdup`` and ``view`` pass their
-keywords as data to ``_sortase.run_job``, which places them into the Rust job spec. Checked here:
-every keyword of a wrapper is a field of the Rust spec (or a face keyword, ``_FACE_KEYWORDS``), every
-spec field has a keyword (or is listed in :data:`NOT_IN_PYTHON` with the reason), and a wrapper's
-defaults are the spec's. A field added in Rust without its Python keyword, or a keyword without its
+"""One job spec, many faces (issue 28): ``sort``, ``merge``, ``markdup``, ``view`` and ``fq2bam``
+take the keywords of their Rust job spec: ``_sortase.spec_schema(kind)`` lists them (each with the
+default, annotation and help of the CLI flag declared on the spec's field), ``sortase._takes_spec``
+makes them the wrapper's keyword-only parameters and docstring, and the wrapper passes them on as
+data to ``_sortase.run_job``. Checked here: every keyword of a wrapper is a field of the Rust spec
+(or a face keyword, ``_FACE_KEYWORDS``), every spec field has a keyword (or is listed in
+:data:`NOT_IN_PYTHON` with the reason), a wrapper's defaults are the spec's, and each keyword's
+help is in the docstring. A field added in Rust without a flag or keyword, or a keyword without its
 field, fails here."""
 
 from __future__ import annotations
@@ -20,18 +23,13 @@ _sortase = pytest.importorskip("sortase._sortase")
 
 KINDS = ["sort", "merge", "markdup", "view", "fq2bam"]
 
-#: Spec fields the Python wrapper does not take, per job (the CLI's flags set them).
+#: Spec fields the Python wrapper does not take, per job (no flag of the command sets them either).
 NOT_IN_PYTHON: Dict[str, Set[str]] = {
     "sort": set(),
     # samtools merge has no --template-coordinate.
     "merge": {"template_coordinate"},
-    # samblaster's options (sortase markdup's samblaster flags) and Picard's rarer ones.
-    "markdup": {
-        "add_mate_tags", "accept_dups", "ignore_unmated", "max_read_length", "exclude_dups",
-        "discordant_file", "splitter_file", "unmapped_file", "compat", "max_split_count",
-        "min_non_overlap", "min_indel_size", "max_unmapped_bases", "min_clip",
-        "metrics_command_line", "read_name_regex", "max_optical_set",
-    },
+    # The metrics file's command line is the call's (the @PG line's).
+    "markdup": {"metrics_command_line"},
     # view's --write-index writes samtools' default index format.
     "view": {"index_format"},
     "fq2bam": set(),
@@ -122,3 +120,48 @@ def test_a_new_sort_option_reaches_the_spec(tmp_path: Path) -> None:
     table = sortase.read_bam(out, columns=["mapq", "pos"])
     assert table.num_rows == kept and min(table.column("mapq").to_pylist()) >= 30
     assert table.column("pos").to_pylist() == sorted(table.column("pos").to_pylist())
+
+
+def spec_schema(kind: str) -> List[Dict[str, object]]:
+    return json.loads(_sortase.spec_schema(kind))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_spec_flags_are_the_keywords(kind: str) -> None:
+    """Each flag of the spec is a keyword-only parameter of the wrapper with the flag's annotation
+    (a type that resolves in ``sortase``), and its help stands in the wrapper's docstring."""
+    wrapper = getattr(sortase, kind)
+    params = inspect.signature(wrapper).parameters
+    namespace = vars(sortase)
+    schema = spec_schema(kind)
+    assert schema, kind
+    for k in schema:
+        name = str(k["name"])
+        assert name in params, (kind, name)
+        assert eval(str(k["annotation"]), namespace) is not None  # noqa: S307 (our own schema)
+        assert k["help"], (kind, name, "a flag without help")
+        if name not in written_in_python(wrapper):
+            assert f"- ``{name}`` (" in wrapper.__doc__ and str(k["help"]) in wrapper.__doc__, name
+
+
+def written_in_python(f: object) -> Set[str]:
+    """The parameters a wrapper's ``def`` names itself (its code's, not ``__signature__``)."""
+    code = f.__code__  # type: ignore[attr-defined]
+    return set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+
+
+def test_a_spec_keyword_reaches_the_job(tmp_path: Path) -> None:
+    """A keyword that only the schema declares (samblaster's ``--addMateTags``, a field of the
+    spec's ``samblaster`` group with no line of Python) does what the flag does."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(
+        "@HD\tVN:1.6\tSO:queryname\n@SQ\tSN:chr1\tLN:1000\n"
+        "p1\t99\tchr1\t100\t60\t4M\t=\t200\t104\tACGT\tIIII\n"
+        "p1\t147\tchr1\t200\t50\t4M\t=\t100\t-104\tACGT\tIIII\n"
+    )
+    out = tmp_path / "out.sam"
+    sortase.markdup(sam, out, mode="query", add_mate_tags=True, output_fmt="sam", no_pg=True)
+    records = [line for line in out.read_text().splitlines() if not line.startswith("@")]
+    assert [("MC:Z:4M" in r, "MQ:i:" in r) for r in records] == [(True, True), (True, True)]
+    sortase.markdup(sam, out, mode="query", output_fmt="sam", no_pg=True)
+    assert "MC:Z:" not in out.read_text()

@@ -283,6 +283,56 @@ impl OutputSpec {
     }
 }
 
+/// samtools sort's and merge's order flags (`-n`, `-N`, `-t TAG`), the face group that gives a
+/// job's [`Order`]: with the `clap` feature they are the flags themselves, which the CLI flattens
+/// and the Python package reads its keywords' help from (sortase-py's `spec_schema`).
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct OrderFlags {
+    /// Sort by read name (natural order, samtools -n).
+    #[cfg_attr(feature = "clap", arg(short = 'n'))]
+    pub by_name: bool,
+    /// Sort by read name in lexicographic (strcmp) order (samtools -N).
+    #[cfg_attr(feature = "clap", arg(short = 'N'))]
+    pub by_name_lex: bool,
+    /// Sort by the value of TAG, then by position (or name with -n/-N).
+    #[cfg_attr(feature = "clap", arg(short = 't', value_name = "TAG"))]
+    pub tag: Option<String>,
+}
+
+impl OrderFlags {
+    /// The order the flags give.
+    pub fn order(&self) -> Order {
+        Order::from_flags(self.by_name, self.by_name_lex, self.tag.as_deref())
+    }
+}
+
+/// samtools sort's `--template-coordinate` (sort's alone: samtools merge has no such flag).
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct TemplateCoordinateFlag {
+    /// Sort by template-coordinate (samtools --template-coordinate): the records of a template
+    /// together, by its unclipped 5' ends; paired records need MC tags (samtools fixmate -m).
+    #[cfg_attr(feature = "clap", arg(long = "template-coordinate"))]
+    pub template_coordinate: bool,
+}
+
+/// `--no-PG`, the flag of every job that writes a header: whether the job's [`Program`] is `None`.
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct NoPg {
+    /// Do not add a @PG line to the header.
+    #[cfg_attr(feature = "clap", arg(long = "no-PG"))]
+    pub no_pg: bool,
+}
+
+impl NoPg {
+    /// The `@PG` line with `command_line`, or none with `--no-PG`.
+    pub fn program(&self, command_line: impl FnOnce() -> String) -> Option<Program> {
+        (!self.no_pg).then(|| Program::new(command_line()))
+    }
+}
+
 /// The `@PG` line a job adds to the header it writes (`None` in a job spec: `--no-PG`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Program {

@@ -177,6 +177,16 @@ fn spec_keywords(py: Python<'_>, kind: &str) -> PyResult<String> {
     Ok(serde_json::Value::Object(keywords).to_string())
 }
 
+/// The keywords of job `kind`'s Python wrapper as a JSON list, in its `--help` order: each with
+/// its default, annotation, flag and help (`spec::schema`). `sortase._takes_spec` builds the
+/// wrappers' signatures and docstrings from it.
+#[pyfunction]
+fn spec_schema(py: Python<'_>, kind: &str) -> PyResult<String> {
+    let schema = spec::schema(kind).map_err(|e| error::to_py_err(py, e))?;
+    serde_json::to_string(&schema)
+        .map_err(|e| error::to_py_err(py, sortase::Error::argument(e.to_string())))
+}
+
 /// `sortase bgzip`; the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (files, *, decompress=false, reindex=false, test=false, offset=None,
@@ -324,6 +334,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index, m)?)?;
     m.add_function(wrap_pyfunction!(run_job, m)?)?;
     m.add_function(wrap_pyfunction!(spec_keywords, m)?)?;
+    m.add_function(wrap_pyfunction!(spec_schema, m)?)?;
     m.add_function(wrap_pyfunction!(bgzip, m)?)?;
     m.add_function(wrap_pyfunction!(faidx, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;

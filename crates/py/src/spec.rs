@@ -241,3 +241,124 @@ fn culprit(kind: &str, spec: &Value) -> Option<String> {
     }
     None
 }
+
+/// One keyword of a job's Python face: the spec field (or face group flag) it sets, described by
+/// the CLI flag declared on that field, so the wrapper's signature and docstring are built from the
+/// spec (python/sortase/__init__.py, `_takes_spec`): a new option is written once, with its flag.
+#[derive(Debug, Serialize)]
+pub struct Keyword {
+    /// The Python keyword.
+    pub name: String,
+    /// The spec's default (`null`: none, or the spec's own).
+    pub default: Value,
+    /// The Python annotation, in the names `sortase/__init__.py` imports (`Optional[int]`, ...).
+    pub annotation: String,
+    /// The flag as `sortase KIND --help` spells it (`-l, --level`; empty for a positional).
+    pub flag: String,
+    /// The flag's `--help` text.
+    pub help: String,
+}
+
+/// The flags of job `kind` as its command declares them: the spec's own fields (`clap::Args` on
+/// the spec and its groups) and the face groups it takes (`-n/-N/-t`, `--template-coordinate`,
+/// `--no-PG`). The few keywords whose flag the CLI builds another way (markdup's `--mode` and
+/// `--metrics`, view's output flags, which have samtools view's spelling) are declared by their
+/// Python wrapper.
+fn command(kind: &str) -> Result<clap::Command> {
+    use clap::Args;
+    use sortase::options::{NoPg, OrderFlags, TemplateCoordinateFlag};
+    let c = clap::Command::new("job");
+    let c = match kind {
+        "sort" => {
+            TemplateCoordinateFlag::augment_args(OrderFlags::augment_args(SortJob::augment_args(c)))
+        }
+        "merge" => OrderFlags::augment_args(MergeJob::augment_args(c)),
+        "markdup" => {
+            use sortase::markdup::{PicardOptions, SamblasterOptions};
+            PicardOptions::augment_args(SamblasterOptions::augment_args(MarkdupJob::augment_args(
+                c,
+            )))
+        }
+        "view" => ViewJob::augment_args(c),
+        "fq2bam" => Fq2BamJob::augment_args(c),
+        _ => return default_spec(kind).map(|_| c),
+    };
+    Ok(NoPg::augment_args(c))
+}
+
+/// The keywords of job `kind`, in the order of its `--help`: one per flag that sets a keyword of
+/// [`keywords`]; the spec fields no flag sets (view's masks, ...) are not Python keywords.
+pub fn schema(kind: &str) -> Result<Vec<Keyword>> {
+    let defaults = keywords(kind)?;
+    let mut out = Vec::new();
+    for arg in command(kind)?.get_arguments() {
+        let id = arg.get_id().as_str();
+        // A flag's id is its field's name, or samtools' long option where the two differ
+        // (`output_fmt_option` for `format_options`): the keyword is whichever names a field.
+        let plural = format!("{id}s");
+        let Some(name) = [keyword_of(kind, id), id, plural.as_str()]
+            .into_iter()
+            .find(|k| defaults.contains_key(*k))
+        else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!("{kind}: the flag {id:?} sets no keyword of the spec"),
+            ));
+        };
+        let default = defaults[name].clone();
+        out.push(Keyword {
+            name: name.to_string(),
+            annotation: annotation(arg, &default),
+            default,
+            flag: flag_name(arg),
+            help: arg.get_help().map(|h| h.to_string()).unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// `-l, --level` as `--help` spells a flag.
+fn flag_name(arg: &clap::Arg) -> String {
+    let short = arg.get_short().map(|c| format!("-{c}"));
+    let long = arg.get_long().map(|l| format!("--{l}"));
+    [short, long]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The Python annotation of a flag's keyword: its value's type (from the flag's parser), a
+/// sequence where the flag repeats, `Optional` where the spec's default is none.
+fn annotation(arg: &clap::Arg, default: &Value) -> String {
+    use clap::ArgAction;
+    use std::any::TypeId;
+    if matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse) {
+        return "bool".into();
+    }
+    let t = arg.get_value_parser().type_id();
+    let ints = [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+    ];
+    let base = if t == TypeId::of::<std::path::PathBuf>() {
+        "PathLike"
+    } else if ints.iter().any(|i| t == *i) {
+        "int"
+    } else if t == TypeId::of::<f64>() || t == TypeId::of::<f32>() {
+        "float"
+    } else {
+        "str"
+    };
+    let many = matches!(arg.get_action(), ArgAction::Append) || default.is_array();
+    match (many, default.is_null() || default.is_array()) {
+        (true, _) => format!("Optional[Sequence[{base}]]"),
+        (false, true) => format!("Optional[{base}]"),
+        (false, false) => base.to_string(),
+    }
+}
