@@ -34,6 +34,7 @@ where they can); the driver creates and completes it (aborts it on failure) and 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import json
@@ -41,9 +42,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from . import Report, _sortase
 
@@ -142,6 +144,10 @@ class _Remote:
         #: Inputs (local name -> URL) the driver has not copied: it plans on the objects through
         #: ranged reads, and copies them whole only where that fails (:func:`_plan`).
         self.unfetched: Dict[str, str] = {}
+        #: Inputs (local names) that many tasks read whole, such as fq2bam's minimap2 index: a
+        #: worker process fetches each once and links it into every task's scratch directory
+        #: (:func:`_shared_copy`).
+        self.shared: Set[str] = set()
 
     def __getstate__(self) -> Dict[str, Any]:
         # What a task needs (not the driver's bookkeeping).
@@ -239,6 +245,9 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
             for path, ranges in reads:
                 if os.path.commonpath([path, scratch]) != scratch:
                     continue  # a local path every worker sees (not on object storage)
+                if os.path.join(remote.root, os.path.relpath(path, scratch)) in remote.shared:
+                    fetched += _shared_copy(fs, remote.url(path, scratch), path)
+                    continue
                 fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
             try:
                 out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
@@ -254,6 +263,38 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
         return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: The worker process's copies of shared inputs (URL -> (its ETag and size, local file)), see
+#: :func:`_shared_copy`.
+_SHARED: Dict[str, Tuple[str, str]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_copy(fs: Any, url: str, local: str) -> int:
+    """Links ``local`` to the worker process's one copy of ``url`` (fetched whole by the first
+    task that needs it, in a directory removed when the process exits); returns the bytes
+    fetched now. The library keys its cached minimap2 index by the file, not the name, so the
+    index is also loaded once per process."""
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    info = _retry(url, lambda: fs.info(url))
+    version = f"{info.get('ETag') or info.get('LastModified')}:{info.get('size')}"
+    with _SHARED_LOCK:  # a second task of the process waits for the first one's copy
+        fetched = 0
+        known, copy = _SHARED.get(url, ("", ""))
+        if known != version or not os.path.exists(copy):
+            if copy:
+                shutil.rmtree(os.path.dirname(copy), ignore_errors=True)  # an older version
+            root = tempfile.mkdtemp(prefix="sortase-dask-shared-")
+            atexit.register(shutil.rmtree, root, True)
+            copy = os.path.join(root, os.path.basename(url))
+            fetched = _fetch(fs, url, copy, None)
+            _SHARED[url] = (version, copy)
+    try:
+        os.link(copy, local)
+    except OSError:  # another file system than the scratch directory's
+        shutil.copyfile(copy, local)
+    return fetched
 
 
 class WorkerDiskFull(OSError):
@@ -1370,8 +1411,13 @@ def fq2bam(
 
     ``index`` (a minimap2 ``.mmi`` or the reference FASTA) and the reads (``reads1``, and
     ``reads2`` of a pair; FASTQ/FASTA, plain, gzip or BGZF; or ``reads1`` an AGD dataset of the
-    reads, from ``agd import``, aligned in runs of whole chunks) are paths every worker sees; the
-    ``output`` a path every worker sees or an ``s3://`` URL. ``preset``, ``read_group`` (``-R``),
+    reads, from ``agd import``, aligned in runs of whole chunks) are paths every worker sees or,
+    but for a dataset, ``s3://`` URLs; the ``output`` a path every worker sees or an ``s3://``
+    URL (an ``s3://`` URL when an input is one). On object storage each task fetches the byte
+    ranges of the reads it reads (the driver reads the files' first bytes, by ranges), and each
+    worker process fetches the index once (every align task of the process links to that copy,
+    and the index is loaded once per process); minimap2's ``@PG CL:`` names them as given.
+    ``preset``, ``read_group`` (``-R``),
     ``md`` (``--MD``), ``cs`` (``--cs``), ``markdup`` (``"samblaster"``, ``"picard"`` or
     ``"none"``), ``level``, ``write_index``, ``index_format`` and ``no_pg`` as the CLI's flags.
 
@@ -1403,10 +1449,9 @@ def fq2bam(
         raise ArgumentError(f"markdup {markdup!r}: samblaster, picard or none")
     index, reads1, output = os.fspath(index), os.fspath(reads1), os.fspath(output)
     reads = [reads1] + ([os.fspath(reads2)] if reads2 is not None else [])
-    remote_inputs = [p for p in [index, *reads] if _is_remote(p)]
-    if remote_inputs:
-        raise ArgumentError(f"{remote_inputs[0]}: fq2bam reads its index and reads from paths "
-                            "every worker sees (the output may be an s3:// URL)")
+    if _is_remote(reads1) and _is_dataset(reads1, storage_options):
+        raise ArgumentError(f"{reads1}: an AGD dataset of reads is aligned from a path every "
+                            "worker sees (FASTQ may be on object storage)")
     command = ["sortase-dask", "fq2bam", "-x", index, "-o", output, *reads]
     program = None if no_pg else {"command_line": " ".join(command)}
     aligned = dict(index=index, reads=reads, client=client, scheduler=scheduler, preset=preset,
@@ -1496,13 +1541,16 @@ def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler
             program: Optional[Dict[str, str]]) -> Report:
     """:func:`fq2bam` with samblaster's marking or none, to ``output``."""
     memory = _size(task_memory)
-    with _storage([], [output], storage_options, fetch=False) as (remote, _, _):
+    with _storage([index, *reads], [output], storage_options) as (remote, local, _):
+        _check_remote_output(remote, output)
+        if remote is not None and _is_remote(index):
+            remote.shared.add(local[0])  # every align task reads it whole: once per worker
         local_output = _local_output(remote, output)
         job = {
             "job": {
-                "index": index,
-                "reads1": reads[0],
-                "reads2": reads[1] if len(reads) > 1 else None,
+                "index": local[0],
+                "reads1": local[1],
+                "reads2": local[2] if len(local) > 2 else None,
                 "output": _output_spec(local_output, level, False, write_index, index_format),
                 "preset": preset,
                 "read_group": read_group,
@@ -1515,6 +1563,8 @@ def _fq2bam(*, index: str, reads: List[str], output: str, client: Any, scheduler
             },
             "chunk_templates": chunk_templates,
             "scan_bytes": _size(scan_bytes),
+            # minimap2's @PG CL names the index and reads as given, not the tasks' local copies.
+            "names": [index, *reads] if remote is not None else None,
         }
         cut, max_memory = _memory_cut(memory, reduce_tasks)
         return _run("fq2bam", job, cut, client=client, scheduler=scheduler, progress=progress,

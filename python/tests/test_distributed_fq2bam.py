@@ -318,6 +318,57 @@ def test_s3_output_is_byte_identical(data: dict, client, s3, tmp_path: Path) -> 
     assert phases["align"]["tasks"] >= 4 and phases["upload"]["tasks"] >= 1
 
 
+def records_and_header(bam: bytes, tmp_path: Path) -> tuple:
+    """A BAM's header text and its records as SAM lines."""
+    path = tmp_path / "cmp.bam"
+    path.write_bytes(bam)
+    with pysam.AlignmentFile(str(path), "rb") as f:
+        return str(f.header), [r.to_string() for r in f]
+
+
+def test_s3_reads_and_index_equal_one_machine_but_for_their_names(data: dict, client, s3,
+                                                                   tmp_path: Path) -> None:
+    """Reads (BGZF) and the index on object storage: the scan tasks fetch byte ranges of the
+    reads, each worker process fetches the index once and loads it once, the driver reads the
+    files' first bytes only; the records and header are one machine's on local copies, but for
+    minimap2's ``@PG CL:``, which names the objects as given."""
+    fs, options = s3
+    urls = {}
+    for key, text in (("r1", data["r1_text"]), ("r2", data["r2_text"])):
+        plain = tmp_path / f"{key}.fq"
+        plain.write_text(text)
+        pysam.tabix_compress(str(plain), str(tmp_path / f"{key}.fq.gz"), force=True)
+        plain.unlink()
+    local = {"ref": data["ref"], "r1": tmp_path / "r1.fq.gz", "r2": tmp_path / "r2.fq.gz"}
+    for key, path in local.items():
+        urls[key] = f"s3://sortase-test/fqin/{path.name}"
+        fs.put_file(str(path), urls[key][len("s3://"):])
+    one = tmp_path / "one.bam"
+    one_machine(local, one, "--no-PG")
+    report = distributed.fq2bam(urls["ref"], urls["r1"], urls["r2"],
+                                "s3://sortase-test/fqin-out/x.bam", client=client, no_pg=True,
+                                write_index=True, chunk_templates=CHUNK, scan_bytes="40K",
+                                threads=THREADS, storage_options=options, progress=False)
+    fs.invalidate_cache()
+    header, records = records_and_header(fs.cat_file("sortase-test/fqin-out/x.bam"), tmp_path)
+    one_header, one_records = records_and_header(one.read_bytes(), tmp_path)
+    assert records == one_records and len(records) >= 2 * PAIRS
+    for key in local:
+        one_header = one_header.replace(f" {local[key]}", f" {urls[key]}")
+    assert header == one_header and urls["r1"] in header
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases["scan"]["tasks"] >= 4 and phases.get("split", {"tasks": 0})["tasks"] == 0
+    assert sum(p.get("whole_object_fetches", 0) for p in report["distributed"]["phases"]) == 0
+    index = report["distributed"]["index"]
+    assert index["loads"] == index["worker_processes"] <= 2 < index["align_tasks"]
+    reads_size = local["r1"].stat().st_size + local["r2"].stat().st_size
+    assert 0 < report["distributed"]["plan_bytes_read"] < reads_size
+    top = fs.ls("sortase-test", detail=False)
+    assert not [p for p in top if ".sortase-dask-" in p], top
+    assert sorted(fs.ls("sortase-test/fqin-out", detail=False)) == [
+        "sortase-test/fqin-out/x.bam", "sortase-test/fqin-out/x.bam.csi"]
+
+
 def test_console_script_fq2bam(data: dict, client, tmp_path: Path) -> None:
     from sortase import _dask_cli
 

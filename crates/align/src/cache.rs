@@ -1,17 +1,18 @@
 //! The worker process's minimap2 index for distributed fq2bam's align tasks
 //! ([`crate::tasks::FqAlignTask`]): loaded by the process's first align task, kept for the next
-//! ones while the index file (path, size, mtime) and the options that build it stay the same.
+//! ones while the index file (its identity, size and mtime) and the options that build it stay the
+//! same. The identity is the file's (device, inode), not its path: tasks on object storage see the
+//! index under a name in their own scratch directory, a link to the worker's one copy of it.
 
 use crate::job::{self as one, Fq2BamJob};
 use crate::Aligner;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What identifies a loaded index: its file and the options it was built or loaded with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct IndexKey {
-    path: PathBuf,
+    file: (u64, u64),
     len: u64,
     modified: Option<std::time::SystemTime>,
     preset: String,
@@ -40,7 +41,7 @@ pub fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Al
         })
     })?;
     let key = IndexKey {
-        path: job.index.clone(),
+        file: identity(&meta, &job.index),
         len: meta.len(),
         modified: meta.modified().ok(),
         preset: job.preset.clone(),
@@ -63,4 +64,20 @@ pub fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Al
     let aligner = Arc::new(aligner);
     *slot = Some((key, aligner.clone()));
     Ok((aligner, true))
+}
+
+/// The file's (device, inode): the same for every name (hard link) of one file.
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata, _path: &std::path::Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// Elsewhere the path stands for the file.
+#[cfg(not(unix))]
+fn identity(_meta: &std::fs::Metadata, path: &std::path::Path) -> (u64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut h);
+    (0, h.finish())
 }

@@ -394,6 +394,13 @@ impl Aligner {
 
     /// The command line of the `minimap2` run that writes the same records, for `@PG CL:`.
     pub fn command_line(&self, threads: usize, reads: &[&Path]) -> String {
+        let reads: Vec<String> = reads.iter().map(|r| r.display().to_string()).collect();
+        self.command_line_naming(threads, &self.path.display().to_string(), &reads)
+    }
+
+    /// [`Self::command_line`] with the index and the reads named `index` and `reads` (as the user
+    /// gave them, where the job reads local copies of remote objects).
+    pub fn command_line_naming(&self, threads: usize, index: &str, reads: &[String]) -> String {
         let mut cl = format!("minimap2 -ax {} -t {threads}", self.options.preset);
         if let Some(rg) = &self.options.read_group {
             cl.push_str(&format!(" -R {rg}"));
@@ -404,9 +411,9 @@ impl Aligner {
         if self.options.cs {
             cl.push_str(" --cs");
         }
-        cl.push_str(&format!(" {}", self.path.display()));
+        cl.push_str(&format!(" {index}"));
         for r in reads {
-            cl.push_str(&format!(" {}", r.display()));
+            cl.push_str(&format!(" {r}"));
         }
         cl
     }

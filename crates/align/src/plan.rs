@@ -77,6 +77,10 @@ pub struct Fq2BamTasksJob {
     /// Compressed bytes of a BGZF reads file per scan task (default 64 MiB).
     #[serde(default)]
     pub scan_bytes: Option<u64>,
+    /// The index and the reads as minimap2's `@PG CL:` names them, where the job's paths are local
+    /// copies of what the user named (objects on S3: their URLs); `None`: the job's paths.
+    #[serde(default)]
+    pub names: Option<Vec<String>>,
 }
 
 /// Compressed bytes of a BGZF reads file one scan task reads, by default.
@@ -100,6 +104,9 @@ pub struct Fq2BamPlan {
     /// FASTQ.
     #[serde(default)]
     dataset: Option<Vec<u64>>,
+    /// [`Fq2BamTasksJob::names`].
+    #[serde(default)]
+    names: Option<Vec<String>>,
 }
 
 /// A task of a distributed fq2bam (its own kinds; the dedup stage's are markdup's reduce tasks,
@@ -217,19 +224,22 @@ fn plan(t: &Fq2BamTasksJob, rt: &Runtime, options: &PlanOptions) -> anyhow::Resu
         options: options.clone(),
         work_dir,
         dataset,
+        names: t.names.clone(),
     })
 }
 
 /// The reads files with their sizes if every one is BGZF (its first bytes a BGZF block header),
-/// else none: plain and gzip FASTQ is read by one split task.
+/// else none: plain and gzip FASTQ is read by one split task. A file is opened as the library
+/// opens inputs (`sortase_io::Source`), so a driver on object storage reads the first bytes of
+/// the object its local name stands for.
 fn bgzf_reads(job: &Fq2BamJob) -> anyhow::Result<Vec<(PathBuf, u64)>> {
     let mut files = Vec::new();
     for path in std::iter::once(&job.reads1).chain(job.reads2.as_ref()) {
         let mut head = [0u8; 18];
-        let Ok(mut f) = std::fs::File::open(path) else {
+        let Ok(mut f) = sortase_io::Source::open_path(path) else {
             return Ok(Vec::new()); // the split task reports it as on one machine
         };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let len = f.len().unwrap_or(0);
         if f.read_exact(&mut head).is_err() || sortase_bgzf::parse_header(&head).is_err() {
             return Ok(Vec::new());
         }
@@ -581,6 +591,7 @@ impl Fq2BamPlan {
                     reads,
                     fragments,
                     partitions,
+                    names: self.names.clone(),
                     records_path: self.work_dir.join(format!("align-{k:06}.records")),
                     counts_path: self.work_dir.join(format!("align-{k:06}.counts")),
                     sigs_path: self.work_dir.join(format!("align-{k:06}.sigs")),

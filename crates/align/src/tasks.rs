@@ -19,7 +19,7 @@ use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::files::create_private;
 use sortase_exec::parts::write_sections;
 use sortase_exec::runtime::Runtime;
-use sortase_exec::task::{measured, Span, Task};
+use sortase_exec::task::{measured, Span, Task, READ_SLACK};
 use sortase_exec::wire::WorkFile;
 use sortase_fasta::fastq::FastqReader;
 use sortase_markdup::tasks::query::{partition, FileSlice};
@@ -366,6 +366,9 @@ pub struct FqAlignTask {
     pub fragments: u64,
     /// Signature partitions (0: no marking).
     pub partitions: usize,
+    /// The index and the reads as minimap2's `@PG CL:` names them (`None`: the job's paths).
+    #[serde(default)]
+    pub names: Option<Vec<String>>,
     /// Where the records go (raw BAM records back to back).
     pub records_path: PathBuf,
     /// Where each template's number of records goes (u32 little-endian each).
@@ -419,7 +422,11 @@ impl FqAlignTask {
             DuplicateMarking::Samblaster => Some(one::sig_layout(&aligner, &job.index)?),
             _ => None,
         };
-        let sam_header = aligner.sam_header(&one::command_line(&aligner, job, self.threads));
+        let command_line = match self.names.as_deref() {
+            Some([index, reads @ ..]) => aligner.command_line_naming(self.threads, index, reads),
+            _ => one::command_line(&aligner, job, self.threads),
+        };
+        let sam_header = aligner.sam_header(&command_line);
         let at = |p: &Path| p.display().to_string();
         let source = self.reads.source(self.fragments, &aligner, &job.preset)?;
         let create = |p: &Path| -> anyhow::Result<(WorkFile, BufWriter<std::fs::File>)> {
@@ -534,10 +541,12 @@ impl Task for FqScanTask {
         FqScanTask::run(self).map_err(Error::from)
     }
 
-    /// Its range (the walk reads on past its end to the next record's start: at most one
-    /// record more).
+    /// Its range and [`READ_SLACK`] past it: the walk reads on past its end to the next record's
+    /// start (at most one record more, in the block after the range's last one). A task on
+    /// object storage fetches these bytes alone.
     fn reads(&self) -> Result<Vec<Span>> {
-        Ok(vec![Span::ranges(&self.path, vec![(self.start, self.end)])])
+        let end = self.end.saturating_add(READ_SLACK);
+        Ok(vec![Span::ranges(&self.path, vec![(self.start, end)])])
     }
 
     fn writes(&self) -> Vec<PathBuf> {
@@ -569,8 +578,8 @@ impl Task for FqAlignTask {
         ]
     }
 
-    /// The chunk's bytes and the files written: the index is read once per worker process (and
-    /// a driver on object storage does not fetch it: it is a path every worker sees).
+    /// The chunk's bytes and the files written: the index is read once per worker process (on
+    /// object storage a worker fetches it once and links it into each task's directory).
     fn local_bytes(&self) -> (u64, u64) {
         let (_, written) = measured(Ok(Vec::new()), &self.writes());
         (self.reads.bytes(), written)

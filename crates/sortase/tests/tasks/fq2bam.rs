@@ -299,6 +299,7 @@ mod distributed {
                 job: job.clone(),
                 chunk_templates: Some(450),
                 scan_bytes: None,
+                names: None,
             };
             let plan = plan_json(
                 "fq2bam",
@@ -419,6 +420,7 @@ mod distributed {
                 job: job.clone(),
                 chunk_templates: Some(400),
                 scan_bytes: Some(10_000),
+                names: None,
             })
             .unwrap()
         };
@@ -487,6 +489,7 @@ mod distributed {
                 job: job.clone(),
                 chunk_templates: Some(400),
                 scan_bytes: None,
+                names: None,
             };
             let spec = serde_json::to_string(&spec).unwrap();
             let plan = plan_json("fq2bam", &spec, r#"{"reduce_tasks": 2}"#, &rt).unwrap();
@@ -507,6 +510,7 @@ mod distributed {
             job: job.clone(),
             chunk_templates: None,
             scan_bytes: None,
+            names: None,
         };
         let e = plan_json("fq2bam", &serde_json::to_string(&spec).unwrap(), "{}", &rt);
         assert!(e.unwrap_err().to_string().contains("give it alone"));
@@ -560,6 +564,7 @@ mod distributed {
             job: job.clone(),
             chunk_templates: Some(10),
             scan_bytes: None,
+            names: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap();
@@ -576,6 +581,7 @@ mod distributed {
             job: job.clone(),
             chunk_templates: None,
             scan_bytes: None,
+            names: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap_err();
@@ -586,6 +592,7 @@ mod distributed {
             job,
             chunk_templates: None,
             scan_bytes: None,
+            names: None,
         }
         .plan(&rt, &PlanOptions::default())
         .unwrap_err();
