@@ -23,6 +23,7 @@ plus a manifest): :mod:`sortase.agd` (``sortase.agd.open(path).read(["qname", "m
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
@@ -573,33 +574,19 @@ def bgzip(
     ))
 
 
+@_takes_spec("faidx")
 def faidx(
     input: PathLike,
     regions: Optional[Sequence[str]] = None,
     *,
-    output: Optional[PathLike] = None,
-    region_file: Optional[PathLike] = None,
-    length: Optional[int] = None,
-    continue_: bool = False,
-    fastq: bool = False,
-    reverse_complement: bool = False,
-    mark_strand: str = "rc",
-    fai_idx: Optional[PathLike] = None,
-    gzi_idx: Optional[PathLike] = None,
     threads: Optional[int] = None,
+    **spec: Any,
 ) -> Report:
     """Indexes a FASTA/FASTQ (``.fai``, and ``.gzi`` if bgzipped), or writes ``regions`` of it to
-    ``output`` (``None``: standard output), as ``samtools faidx``. ``length`` (``-n``),
-    ``continue_`` (``--continue``), ``fastq``, ``reverse_complement`` (``-i``), ``mark_strand``,
-    ``fai_idx``, ``gzi_idx``. Reports ``indexed``, ``sequences``, ``regions``, ``outputs``,
-    ``warnings``."""
-    return _report(_sortase.faidx(
-        input, None if regions is None else list(regions), output=output,
-        region_file=region_file, length=length, continue_=continue_, fastq=fastq,
-        reverse_complement=reverse_complement, mark_strand=mark_strand, fai_idx=fai_idx,
-        gzi_idx=gzi_idx, threads=threads,
-    ))
-
+    ``output`` (``None``: standard output), as ``samtools faidx``. ``threads`` (``-@``); the other
+    keywords are the command's options, listed below (``continue_`` is ``--continue``). Reports
+    ``indexed``, ``sequences``, ``regions``, ``outputs``, ``warnings``."""
+    return _job("faidx", locals())
 
 def _split_records(text: str) -> List[str]:
     """Whole FASTA records (each from its ``>`` line), or FASTQ records of four lines."""
@@ -647,54 +634,39 @@ def fetch(
             os.remove(tmp)
 
 
+@_takes_spec("snp_pileup")
 def snp_pileup(
     vcf: PathLike,
     bams: Sequence[PathLike],
     output: Optional[PathLike] = None,
     *,
-    count_orphans: Optional[bool] = None,
-    gzip: bool = False,
-    ignore_overlaps: Optional[bool] = None,
-    min_base_quality: Optional[int] = None,
-    min_map_quality: Optional[int] = None,
-    min_read_counts: Optional[Sequence[int]] = None,
-    max_depth: Optional[int] = None,
-    pseudo_snps: int = 0,
     threads: Optional[int] = None,
-    reference: Optional[PathLike] = None,
+    **spec: Any,
 ) -> Union[Report, pa.Table]:
     """FACETS' ``snp-pileup`` of ``bams`` at the SNVs of ``vcf``, as ``sortase snp-pileup``.
 
     With ``output``: writes the CSV there (``gzip``: compressed) and returns the report
     (``vcf_lines``, ``snvs``, ``snp_lines``, ``pseudo_lines``, ``outputs``, ``warnings``). Without:
-    returns the CSV as a ``pyarrow.Table`` (``Chromosome`` as strings). Options default to
-    FACETS' (``None``): ``count_orphans`` (``-A``), ``ignore_overlaps`` (``-x``),
-    ``min_base_quality`` (``-Q``), ``min_map_quality`` (``-q``), ``min_read_counts`` (``-r``),
-    ``max_depth`` (``-d``), ``pseudo_snps`` (``-P``). ``bams`` may be CRAMs (decoded into temporary
-    indexed BAMs first), with ``reference`` (the FASTA; else ``REF_PATH``/``REF_CACHE``)."""
-    options = dict(
-        count_orphans=count_orphans, ignore_overlaps=ignore_overlaps,
-        min_base_quality=min_base_quality, min_map_quality=min_map_quality,
-        min_read_counts=None if min_read_counts is None else list(min_read_counts),
-        max_depth=max_depth, pseudo_snps=pseudo_snps, threads=threads, reference=reference,
-    )
-    paths = [os.fspath(b) for b in bams]
+    returns the CSV as a ``pyarrow.Table`` (``Chromosome`` as strings). ``threads`` (``-@``); the
+    other keywords are the command's options, listed below, with FACETS' defaults. ``bams`` may be
+    CRAMs (decoded into temporary indexed BAMs first), with ``reference`` (the FASTA; else
+    ``REF_PATH``/``REF_CACHE``)."""
+    bams = [os.fspath(b) for b in bams]
     if output is not None:
-        return _report(_sortase.snp_pileup(vcf, paths, output, gzip=gzip, **options))
+        return _job("snp_pileup", locals())
     import tempfile
 
     import pyarrow.csv as pacsv
 
     tmpdir = tempfile.mkdtemp(prefix="sortase-snp-pileup-")
-    tmp = os.path.join(tmpdir, "pileup.csv")
+    output = os.path.join(tmpdir, "pileup.csv")
+    spec["gzip"] = False
     try:
-        _report(_sortase.snp_pileup(vcf, paths, tmp, gzip=False, **options))
+        _job("snp_pileup", dict(vcf=vcf, bams=bams, output=output, threads=threads, spec=spec))
         convert = pacsv.ConvertOptions(column_types={"Chromosome": pa.string()})
-        return pacsv.read_csv(tmp, convert_options=convert)
+        return pacsv.read_csv(output, convert_options=convert)
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        os.rmdir(tmpdir)
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 from . import agd  # noqa: E402 (after the helpers agd uses)

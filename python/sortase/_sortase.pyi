@@ -78,21 +78,6 @@ def bgzip(
     level: Optional[int] = None,
     threads: Optional[int] = None,
 ) -> str: ...
-def faidx(
-    input: _Path,
-    regions: Optional[List[str]] = None,
-    *,
-    output: Optional[_Path] = None,
-    region_file: Optional[_Path] = None,
-    length: Optional[int] = None,
-    continue_: bool = False,
-    fastq: bool = False,
-    reverse_complement: bool = False,
-    mark_strand: str = "rc",
-    fai_idx: Optional[_Path] = None,
-    gzi_idx: Optional[_Path] = None,
-    threads: Optional[int] = None,
-) -> str: ...
 def fetch(
     fasta: _Path,
     names: List[str],
@@ -102,22 +87,6 @@ def fetch(
     loc: Optional[_Path] = None,
     verify: bool = False,
     threads: Optional[int] = None,
-) -> str: ...
-def snp_pileup(
-    vcf: _Path,
-    bams: List[_Path],
-    output: _Path,
-    *,
-    count_orphans: Optional[bool] = None,
-    gzip: bool = False,
-    ignore_overlaps: Optional[bool] = None,
-    min_base_quality: Optional[int] = None,
-    min_map_quality: Optional[int] = None,
-    min_read_counts: Optional[List[int]] = None,
-    max_depth: Optional[int] = None,
-    pseudo_snps: int = 0,
-    threads: Optional[int] = None,
-    reference: Optional[_Path] = None,
 ) -> str: ...
 def agd_import(
     input: Optional[str] = None,

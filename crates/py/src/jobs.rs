@@ -81,7 +81,8 @@ fn index(
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// Runs the job `kind` (`sort`, `merge`, `markdup`, `view`, `fq2bam`) from the Python wrapper's keywords
+/// Runs the job `kind` (`spec::KINDS`: `sort`, `merge`, `markdup`, `view`, `fq2bam`, `faidx`,
+/// `snp_pileup`) from the Python wrapper's keywords
 /// (`spec`: a JSON object, placed into the job's spec by [`spec::place`]) on a runtime of
 /// `threads` threads and `max_memory` bytes; the report as JSON.
 #[pyfunction]
@@ -135,6 +136,14 @@ fn run_job(
             memory = memory.or_else(|| sortase::fq2bam::default_memory(all.max(1), &job.index));
             json_of(job, Fq2BamJob::run)
         }
+        "faidx" => json_of(
+            spec::typed::<FaidxJob>(kind, placed).map_err(spec_err)?,
+            FaidxJob::run,
+        ),
+        "snp_pileup" => json_of(
+            spec::typed::<SnpPileupJob>(kind, placed).map_err(spec_err)?,
+            SnpPileupJob::run,
+        ),
         _ => {
             let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
             job.output = job.output.with_format_options().map_err(err)?;
@@ -228,43 +237,6 @@ fn bgzip(
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// `sortase faidx`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (input, regions=None, *, output=None, region_file=None, length=None,
-    continue_=false, fastq=false, reverse_complement=false, mark_strand="rc", fai_idx=None,
-    gzi_idx=None, threads=None))]
-#[allow(clippy::too_many_arguments)]
-fn faidx(
-    py: Python<'_>,
-    input: PathBuf,
-    regions: Option<Vec<String>>,
-    output: Option<PathBuf>,
-    region_file: Option<PathBuf>,
-    length: Option<i64>,
-    continue_: bool,
-    fastq: bool,
-    reverse_complement: bool,
-    mark_strand: &str,
-    fai_idx: Option<PathBuf>,
-    gzi_idx: Option<PathBuf>,
-    threads: Option<usize>,
-) -> PyResult<String> {
-    let job = FaidxJob {
-        regions: regions.unwrap_or_default(),
-        region_file,
-        output,
-        line_length: length,
-        keep_going: continue_,
-        fastq,
-        reverse_complement,
-        mark_strand: mark_strand.to_string(),
-        fai_index: fai_idx,
-        gzi_index: gzi_idx,
-        ..FaidxJob::new(input)
-    };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
 /// `sortase fetch` of `names` into `output`; the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (fasta, names, output, *, sorted=false, loc=None, verify=false,
@@ -290,43 +262,6 @@ fn fetch(
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// `sortase snp-pileup`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (vcf, bams, output, *, count_orphans=None, gzip=false,
-    ignore_overlaps=None, min_base_quality=None, min_map_quality=None, min_read_counts=None,
-    max_depth=None, pseudo_snps=0, threads=None, reference=None))]
-#[allow(clippy::too_many_arguments)]
-fn snp_pileup(
-    py: Python<'_>,
-    vcf: PathBuf,
-    bams: Vec<PathBuf>,
-    output: PathBuf,
-    count_orphans: Option<bool>,
-    gzip: bool,
-    ignore_overlaps: Option<bool>,
-    min_base_quality: Option<i32>,
-    min_map_quality: Option<i32>,
-    min_read_counts: Option<Vec<i32>>,
-    max_depth: Option<i32>,
-    pseudo_snps: i64,
-    threads: Option<usize>,
-    reference: Option<PathBuf>,
-) -> PyResult<String> {
-    let mut job = SnpPileupJob::new(vcf, output, bams);
-    job.reference = reference;
-    job.gzip = gzip;
-    job.pseudo_snps = pseudo_snps;
-    job.count_orphans = count_orphans.unwrap_or(job.count_orphans);
-    job.ignore_overlaps = ignore_overlaps.unwrap_or(job.ignore_overlaps);
-    job.min_base_quality = min_base_quality.unwrap_or(job.min_base_quality);
-    job.min_map_quality = min_map_quality.unwrap_or(job.min_map_quality);
-    job.max_depth = max_depth.unwrap_or(job.max_depth);
-    if let Some(m) = min_read_counts {
-        job.min_read_counts = m;
-    }
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
 /// Adds this module's functions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flagstat, m)?)?;
@@ -336,8 +271,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(spec_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(spec_schema, m)?)?;
     m.add_function(wrap_pyfunction!(bgzip, m)?)?;
-    m.add_function(wrap_pyfunction!(faidx, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;
-    m.add_function(wrap_pyfunction!(snp_pileup, m)?)?;
     Ok(())
 }

@@ -13,12 +13,20 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sortase::view::parse_flags;
 use sortase::{
-    Error, ErrorKind, Fq2BamJob, MarkdupJob, MergeJob, Order, OutputSpec, Program, Result, SortJob,
-    ViewJob,
+    Error, ErrorKind, FaidxJob, Fq2BamJob, MarkdupJob, MergeJob, Order, OutputSpec, Program,
+    Result, SnpPileupJob, SortJob, ViewJob,
 };
 
 /// The jobs whose Python face passes its spec as data.
-pub const KINDS: &[&str] = &["sort", "merge", "markdup", "view", "fq2bam"];
+pub const KINDS: &[&str] = &[
+    "sort",
+    "merge",
+    "markdup",
+    "view",
+    "fq2bam",
+    "faidx",
+    "snp_pileup",
+];
 
 /// The keywords of the face group `order` (samtools' `-n -N -t --template-coordinate`).
 const ORDER_KEYWORDS: &[&str] = &["by_name", "by_name_lex", "tag", "template_coordinate"];
@@ -34,13 +42,20 @@ const RENAMES: &[(&str, &str, &str)] = &[
     ("view", "target_file", "targets_file"),
     ("view", "tag", "tags"),
     ("view", "use_index", "multi_region"),
+    ("faidx", "length", "line_length"),
+    ("faidx", "continue_", "keep_going"),
+    ("faidx", "fai_idx", "fai_index"),
+    ("faidx", "gzi_idx", "gzi_index"),
 ];
 
-/// The spec field `keyword` names in job `kind`.
-fn renamed<'a>(kind: &str, keyword: &'a str) -> &'a str {
+/// The spec field `keyword` names in job `kind` (one of `fields`; the renames for all jobs apply
+/// to those that have the field: faidx's `output` is a field of its own).
+fn renamed<'a>(kind: &str, keyword: &'a str, fields: &[&str]) -> &'a str {
     RENAMES
         .iter()
-        .find(|(k, from, _)| (k.is_empty() || *k == kind) && *from == keyword)
+        .find(|(k, from, to)| {
+            (k.is_empty() || *k == kind) && *from == keyword && fields.contains(to)
+        })
         .map_or(keyword, |(_, _, to)| to)
 }
 
@@ -61,6 +76,8 @@ pub fn default_spec(kind: &str) -> Result<Value> {
         "markdup" => to_value(&MarkdupJob::new("", out())),
         "view" => to_value(&ViewJob::new("", out())),
         "fq2bam" => to_value(&Fq2BamJob::new("", "", out())),
+        "faidx" => to_value(&FaidxJob::new("")),
+        "snp_pileup" => to_value(&SnpPileupJob::new("", "", Vec::new())),
         other => Err(Error::argument(format!(
             "no job {other:?} takes a spec (one of {})",
             KINDS.join(", ")
@@ -159,8 +176,9 @@ pub fn place(kind: &str, given: &str, call: impl FnOnce(&Value) -> String) -> Re
         .into_iter()
         .map(|(g, f)| (g.map(str::to_string), f.to_string()))
         .collect();
+    let names: Vec<&str> = fields.iter().map(|(_, f)| f.as_str()).collect();
     for (keyword, mut value) in given {
-        let field = renamed(kind, &keyword);
+        let field = renamed(kind, &keyword, &names);
         let Some((group, _)) = fields.iter().find(|(_, f)| f == field) else {
             return Err(Error::argument(format!(
                 "{kind}: no keyword {keyword:?} (the spec has no such field)"
@@ -223,6 +241,8 @@ fn culprit(kind: &str, spec: &Value) -> Option<String> {
         "merge" => serde_json::from_value::<MergeJob>(patched).is_err(),
         "markdup" => serde_json::from_value::<MarkdupJob>(patched).is_err(),
         "fq2bam" => serde_json::from_value::<Fq2BamJob>(patched).is_err(),
+        "faidx" => serde_json::from_value::<FaidxJob>(patched).is_err(),
+        "snp_pileup" => serde_json::from_value::<SnpPileupJob>(patched).is_err(),
         _ => serde_json::from_value::<ViewJob>(patched).is_err(),
     };
     for (group, field) in leaves(obj) {
@@ -281,17 +301,21 @@ fn command(kind: &str) -> Result<clap::Command> {
         }
         "view" => ViewJob::augment_args(c),
         "fq2bam" => Fq2BamJob::augment_args(c),
+        // No header written: no --no-PG.
+        "faidx" => return Ok(FaidxJob::augment_args(c)),
+        "snp_pileup" => return Ok(SnpPileupJob::augment_args(c)),
         _ => return default_spec(kind).map(|_| c),
     };
     Ok(NoPg::augment_args(c))
 }
 
 /// The keywords of job `kind`, in the order of its `--help`: one per flag that sets a keyword of
-/// [`keywords`]; the spec fields no flag sets (view's masks, ...) are not Python keywords.
+/// [`keywords`]; the spec fields no flag sets (view's masks, ...) and those of hidden flags (for
+/// tests) are not Python keywords.
 pub fn schema(kind: &str) -> Result<Vec<Keyword>> {
     let defaults = keywords(kind)?;
     let mut out = Vec::new();
-    for arg in command(kind)?.get_arguments() {
+    for arg in command(kind)?.get_arguments().filter(|a| !a.is_hide_set()) {
         let id = arg.get_id().as_str();
         // A flag's id is its field's name, or samtools' long option where the two differ
         // (`output_fmt_option` for `format_options`): the keyword is whichever names a field.
