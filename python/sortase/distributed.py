@@ -271,11 +271,26 @@ _SHARED: Dict[str, Tuple[str, str]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def _shared_root() -> str:
+    """A new directory for a shared copy: in the Dask worker's local directory (which Dask removes
+    with the worker, also after a crash), else a temporary one removed when the process exits."""
+    try:
+        from dask.distributed import get_worker
+
+        base = os.path.join(get_worker().local_directory, "sortase-shared")
+        os.makedirs(base, exist_ok=True)
+        return tempfile.mkdtemp(dir=base)
+    except (ImportError, ValueError):
+        root = tempfile.mkdtemp(prefix="sortase-dask-shared-")
+        atexit.register(shutil.rmtree, root, True)
+        return root
+
+
 def _shared_copy(fs: Any, url: str, local: str) -> int:
     """Links ``local`` to the worker process's one copy of ``url`` (fetched whole by the first
-    task that needs it, in a directory removed when the process exits); returns the bytes
-    fetched now. The library keys its cached minimap2 index by the file, not the name, so the
-    index is also loaded once per process."""
+    task that needs it, into :func:`_shared_root`); returns the bytes fetched now. The library
+    keys its cached minimap2 index by the file, not the name, so the index is also loaded once
+    per process."""
     os.makedirs(os.path.dirname(local), exist_ok=True)
     info = _retry(url, lambda: fs.info(url))
     version = f"{info.get('ETag') or info.get('LastModified')}:{info.get('size')}"
@@ -285,9 +300,7 @@ def _shared_copy(fs: Any, url: str, local: str) -> int:
         if known != version or not os.path.exists(copy):
             if copy:
                 shutil.rmtree(os.path.dirname(copy), ignore_errors=True)  # an older version
-            root = tempfile.mkdtemp(prefix="sortase-dask-shared-")
-            atexit.register(shutil.rmtree, root, True)
-            copy = os.path.join(root, os.path.basename(url))
+            copy = os.path.join(_shared_root(), os.path.basename(url))
             fetched = _fetch(fs, url, copy, None)
             _SHARED[url] = (version, copy)
     try:
