@@ -8,6 +8,7 @@ and in the bucket."""
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -331,7 +332,8 @@ def test_s3_reads_and_index_equal_one_machine_but_for_their_names(data: dict, cl
     """Reads (BGZF) and the index on object storage: the scan tasks fetch byte ranges of the
     reads, each worker process fetches the index once and loads it once, the driver reads the
     files' first bytes only; the records and header are one machine's on local copies, but for
-    minimap2's ``@PG CL:``, which names the objects as given."""
+    minimap2's ``@PG CL:``, which names the objects as given. With a local index the BAM and its
+    index are byte for byte those of ``sortase fq2bam`` reading the same URLs."""
     fs, options = s3
     urls = {}
     for key, text in (("r1", data["r1_text"]), ("r2", data["r2_text"])):
@@ -367,6 +369,21 @@ def test_s3_reads_and_index_equal_one_machine_but_for_their_names(data: dict, cl
     assert not [p for p in top if ".sortase-dask-" in p], top
     assert sorted(fs.ls("sortase-test/fqin-out", detail=False)) == [
         "sortase-test/fqin-out/x.bam", "sortase-test/fqin-out/x.bam.csi"]
+
+    # With the index a local path, the bytes are those of `sortase fq2bam` reading the same URLs.
+    cli_env = dict(os.environ, AWS_ENDPOINT_URL=options["client_kwargs"]["endpoint_url"],
+                   AWS_ACCESS_KEY_ID=options["key"], AWS_SECRET_ACCESS_KEY=options["secret"],
+                   AWS_REGION="us-east-1")
+    r = subprocess.run([str(CLI), "fq2bam", "-@", str(THREADS), "-x", str(data["ref"]),
+                        "--write-index", "--no-PG", "-o", str(one), urls["r1"], urls["r2"]],
+                       capture_output=True, text=True, env=cli_env)
+    assert r.returncode == 0, r.stderr
+    distributed.fq2bam(data["ref"], urls["r1"], urls["r2"], "s3://sortase-test/fqin-out/y.bam",
+                       client=client, no_pg=True, write_index=True, chunk_templates=CHUNK,
+                       scan_bytes="40K", threads=THREADS, storage_options=options, progress=False)
+    fs.invalidate_cache()
+    assert fs.cat_file("sortase-test/fqin-out/y.bam") == one.read_bytes()
+    assert fs.cat_file("sortase-test/fqin-out/y.bam.csi") == Path(f"{one}.csi").read_bytes()
 
 
 def test_console_script_fq2bam(data: dict, client, tmp_path: Path) -> None:

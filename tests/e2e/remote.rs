@@ -336,6 +336,63 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
     drop(server);
 }
 
+/// `sortase fq2bam` reads its FASTQ from `s3://` (streamed by ranged reads; the index stays a local
+/// file): the records and header of the same reads read locally, but for minimap2's `@PG CL:`,
+/// which names the reads as given; an `s3://` index is refused with one line.
+#[test]
+fn fq2bam_reads_s3_fastq() {
+    let dir = tempdir();
+    crate::fq2bam::dataset(dir.path(), 400);
+    let (r1, r2, fa) = (
+        dir.path().join("r1.fq"),
+        dir.path().join("r2.fq"),
+        dir.path().join("ref.fa"),
+    );
+    let Some(server) = server_or_skip(&["s3", "bkt", p(&r1), p(&r2), p(&fa)]) else {
+        return;
+    };
+    let (endpoint, key, secret) = (&server.words[0], &server.words[1], &server.words[2]);
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", key.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
+    ];
+    let (local, remote) = (dir.path().join("local.bam"), dir.path().join("remote.bam"));
+    let base = ["fq2bam", "-@", "2", "--no-PG", "-x", p(&fa)];
+    run_ok(
+        &[&base[..], &["-o", p(&local), p(&r1), p(&r2)]].concat(),
+        &[],
+    );
+    let urls = ["s3://bkt/r1.fq", "s3://bkt/r2.fq"];
+    run_ok(&[&base[..], &["-o", p(&remote)], &urls[..]].concat(), &env);
+    let records = |bam: &Path| run_ok(&["view", p(bam)], &[]).text();
+    assert_eq!(records(&remote), records(&local));
+    assert!(records(&local).lines().count() >= 800);
+    let header = |bam: &Path| run_ok(&["view", "-H", "--no-PG", p(bam)], &[]).text();
+    let named = header(&local)
+        .replace(&format!(" {}", p(&r1)), &format!(" {}", urls[0]))
+        .replace(&format!(" {}", p(&r2)), &format!(" {}", urls[1]));
+    assert_eq!(header(&remote), named);
+    let refused = sortase_env(
+        &[
+            "fq2bam",
+            "-x",
+            "s3://bkt/ref.fa",
+            "-o",
+            p(&remote),
+            urls[0],
+            urls[1],
+        ],
+        &env,
+    );
+    let line = one_line_failure(&refused);
+    assert!(
+        line.contains("s3://bkt/ref.fa") && line.contains("local file"),
+        "{line}"
+    );
+}
+
 #[test]
 fn http_inputs_equal_local_files() {
     let dir = tempdir();

@@ -335,12 +335,13 @@ impl Reads {
     }
 }
 
-/// Opens a reads file (plain, gzip or BGZF FASTQ/FASTA), its bytes counted in `progress`.
+/// Opens a reads file (plain, gzip or BGZF FASTQ/FASTA; a local path, or an `s3://`/`https://`
+/// URL read as a stream of ranged requests), its bytes counted in `progress`.
 pub(crate) fn open_reads(
     path: &Path,
     progress: &sortase_exec::progress::Progress,
 ) -> anyhow::Result<FastqReader> {
-    let file = std::fs::File::open(path).map_err(|e| {
+    let file = sortase_io::Source::open_path(path).map_err(|e| {
         kinded(AlignError::Io {
             path: path.into(),
             source: e,
@@ -509,6 +510,14 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     // Reads mapped (a spinner with reads/s); the files' bytes are not counted.
     let progress = rt.progress("fq2bam reads", 0);
     let bytes_read = sortase_exec::progress::Progress::hidden();
+    if sortase_io::is_url_path(&job.index) {
+        return Err(Error::argument(format!(
+            "{}: minimap2 loads its index from a local file: copy the object first (the reads may \
+             be s3:// or https:// URLs)",
+            sortase_io::redacted(&job.index.display().to_string())
+        ))
+        .into());
+    }
     // The reads first: a missing file fails before the index is built.
     let reads = Reads::open(job, &bytes_read)?;
 
