@@ -47,6 +47,16 @@ impl Server {
         })
     }
 
+    /// The environment that points sortase at this S3 server with its credentials.
+    fn s3_env(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.words[0].as_str()),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", self.words[1].as_str()),
+            ("AWS_SECRET_ACCESS_KEY", self.words[2].as_str()),
+        ]
+    }
+
     /// Stops the server and returns its standard error.
     fn stop(mut self) -> String {
         drop(self.stdin.take());
@@ -183,13 +193,8 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
         return;
     };
     let (endpoint, key, secret) = (&server.words[0], &server.words[1], &server.words[2]);
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-        ("SORTASE_REMOTE_STATS", "1"),
-    ];
+    let mut env = server.s3_env();
+    env.push(("SORTASE_REMOTE_STATS", "1"));
     let url = "s3://bkt/x.bam";
     let region = "chr1:1-100000";
 
@@ -274,7 +279,7 @@ fn s3_inputs_equal_local_files_and_region_queries_fetch_little() {
         missing.contains("s3://bkt/nope.bam") && missing.contains("no such object"),
         "{missing}"
     );
-    let mut bad = env;
+    let mut bad = env.clone();
     bad[3] = ("AWS_SECRET_ACCESS_KEY", "not-the-secret-1234");
     let denied = sortase_env(&["view", "-c", url, region], &bad);
     let denied = one_line_failure(&denied);
@@ -351,13 +356,7 @@ fn fq2bam_reads_s3_fastq() {
     let Some(server) = server_or_skip(&["s3", "bkt", p(&r1), p(&r2), p(&fa)]) else {
         return;
     };
-    let (endpoint, key, secret) = (&server.words[0], &server.words[1], &server.words[2]);
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-    ];
+    let env = server.s3_env();
     let (local, remote) = (dir.path().join("local.bam"), dir.path().join("remote.bam"));
     let base = ["fq2bam", "-@", "2", "--no-PG", "-x", p(&fa)];
     run_ok(
