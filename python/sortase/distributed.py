@@ -223,6 +223,20 @@ def _cat_range(fs: Any, url: str, start: int, end: int) -> bytes:
     return bytes(data)
 
 
+def _named(e: BaseException, names: Dict[str, str]) -> BaseException:
+    """``e`` with the local names of remote files (``names``: local path -> URL) in its message
+    replaced by their URLs, so an error names the file as the user gave it. Only sortase's own
+    errors, which carry a message alone, are rewritten; others are returned as they are."""
+    from ._errors import SortaseError
+
+    if not isinstance(e, SortaseError) or getattr(e, "errno", None) is not None or len(e.args) != 1:
+        return e
+    text = str(e)
+    for local in sorted(names, key=len, reverse=True):  # a longer name first: no prefix clash
+        text = text.replace(local, names[local])
+    return e if text == str(e) else type(e)(text)
+
+
 def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
                 ) -> Tuple[str, int, int, bool]:
     """Runs a task of a job on object storage in a scratch directory of its own: fetches what it
@@ -252,9 +266,13 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
             try:
                 out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
                 break
-            except Exception:
+            except Exception as e:
                 if whole:
-                    raise
+                    named = _named(e, {p: remote.url(p, scratch) for p, _ in reads
+                                       if os.path.commonpath([p, scratch]) == scratch})
+                    if named is e:
+                        raise
+                    raise named from None
         written = 0
         for path in writes:
             url = remote.url(path, scratch)
@@ -931,7 +949,14 @@ def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
             # anywhere in the file: through ranged reads of the object where the library can
             # (S3), else on a whole copy (_plan); the tasks fetch their ranges.
             remote.unfetched = dict(files)
-        yield remote, local_inputs, lambda p: p
+        try:
+            yield remote, local_inputs, lambda p: p
+        except Exception as e:
+            # The driver's errors (planning, the finish) name the inputs as the user gave them.
+            named = _named(e, files)
+            if named is e:
+                raise
+            raise named from None
     finally:
         with contextlib.suppress(Exception):
             fs.invalidate_cache()

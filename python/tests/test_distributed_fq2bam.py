@@ -299,6 +299,18 @@ def test_bad_fastq_fails_with_the_cli_message_and_leaves_nothing(data: dict, cli
         assert message in str(e.value)
         fs.invalidate_cache()
         assert not fs.exists(f"sortase-test/fqbad{i}")
+        # The reads on S3 too: the message names them by their URLs, not the tasks' local copies.
+        urls = [f"s3://sortase-test/fqbadin{i}/{p.name}" for p in (r1, r2)]
+        for path, url in zip((r1, r2), urls):
+            fs.put_file(str(path), url[len("s3://"):])
+        with pytest.raises(Exception) as e:
+            distributed.fq2bam(data["ref"], *urls, f"s3://sortase-test/fqbad{i}/out.bam",
+                               client=client, chunk_templates=CHUNK, storage_options=options,
+                               progress=False)
+        assert message.replace(str(r1), urls[0]).replace(str(r2), urls[1]) in str(e.value)
+        assert "sortase-dask" not in str(e.value)
+        fs.invalidate_cache()
+        assert not fs.exists(f"sortase-test/fqbad{i}")
 
 
 def test_s3_output_is_byte_identical(data: dict, client, s3, tmp_path: Path) -> None:
