@@ -191,11 +191,13 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _takes_spec(kind: str) -> Callable[[_F], _F]:
     """The keywords of job ``kind``'s spec, each described by its CLI flag
-    (``_sortase.spec_schema``:
-    the flags declared on the Rust spec's fields), as the decorated wrapper's keyword-only
-    parameters (its ``__signature__``, after its own) and a list in its docstring. The wrapper
-    takes them as ``**spec`` and passes them on as they are: an option added to the Rust spec with
-    its flag is a keyword here, with its default and help, without a line of Python."""
+    (``_sortase.spec_schema``: the flags declared on the Rust spec's fields), as the decorated
+    wrapper's keyword-only parameters (its ``__signature__``, after its own) and a list in its
+    docstring. The wrapper takes them as ``**spec`` and passes them on as they are: an option added
+    to the Rust spec with its flag is a keyword here, with its default and help, without a line of
+    Python. A call is bound to the signature first, so a keyword the job does not take is a
+    ``TypeError``, as for any Python function."""
+    import functools
     import inspect
     import json
 
@@ -214,16 +216,23 @@ def _takes_spec(kind: str) -> Callable[[_F], _F]:
             )
             for k in taken
         ]
-        f.__signature__ = sig.replace(parameters=own + params)  # type: ignore[attr-defined]
+        full = sig.replace(parameters=own + params)
+
+        @functools.wraps(f)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            full.bind(*args, **kwargs)  # a keyword the job does not take: Python's TypeError
+            return f(*args, **kwargs)
+
+        checked.__signature__ = full  # type: ignore[attr-defined]
         lines = [f"- ``{k['name']}`` ({_flag_doc(k['flag'])}): {k['help']}" for k in taken]
-        f.__doc__ = (
+        checked.__doc__ = (
             (f.__doc__ or "").rstrip()
             + f"\n\n    The options of ``sortase {kind}``, as keywords"
             + " (``None``: the default):\n\n    "
             + "\n    ".join(lines)
             + "\n"
         )
-        return f
+        return checked  # type: ignore[return-value]
 
     return wrap
 

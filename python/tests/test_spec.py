@@ -149,7 +149,7 @@ def test_the_spec_flags_are_the_keywords(kind: str) -> None:
 
 def written_in_python(f: object) -> Set[str]:
     """The parameters a wrapper's ``def`` names itself (its code's, not ``__signature__``)."""
-    code = f.__code__  # type: ignore[attr-defined]
+    code = f.__wrapped__.__code__  # type: ignore[attr-defined]
     return set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
 
 
@@ -168,3 +168,13 @@ def test_a_spec_keyword_reaches_the_job(tmp_path: Path) -> None:
     assert [("MC:Z:4M" in r, "MQ:i:" in r) for r in records] == [(True, True), (True, True)]
     sortase.markdup(sam, out, mode="query", output_fmt="sam", no_pg=True)
     assert "MC:Z:" not in out.read_text()
+
+
+def test_an_unknown_keyword_is_a_type_error(tmp_path: Path) -> None:
+    """As for any Python function: a keyword the job does not take, or a missing positional, is a
+    ``TypeError`` before anything runs."""
+    with pytest.raises(TypeError, match="lvl"):
+        sortase.sort(tmp_path / "in.bam", tmp_path / "out.bam", lvl=1)
+    with pytest.raises(TypeError):
+        sortase.markdup(tmp_path / "in.bam")  # type: ignore[call-arg]
+    assert not (tmp_path / "out.bam").exists()
