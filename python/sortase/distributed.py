@@ -45,7 +45,8 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Set, Tuple,
+                    Union)
 
 from . import Report, _sortase
 
@@ -223,18 +224,20 @@ def _cat_range(fs: Any, url: str, start: int, end: int) -> bytes:
     return bytes(data)
 
 
-def _named(e: BaseException, names: Dict[str, str]) -> BaseException:
-    """``e`` with the local names of remote files (``names``: local path -> URL) in its message
-    replaced by their URLs, so an error names the file as the user gave it. Only sortase's own
-    errors, which carry a message alone, are rewritten; others are returned as they are."""
+def _raise_named(e: BaseException, names: Dict[str, str]) -> NoReturn:
+    """Raises ``e`` with the local names of remote files (``names``: local path -> URL) in its
+    message replaced by their URLs, so an error names the file as the user gave it. Only sortase's
+    own errors, which carry a message alone, are rewritten; others are raised as they are."""
     from ._errors import SortaseError
 
     if not isinstance(e, SortaseError) or getattr(e, "errno", None) is not None or len(e.args) != 1:
-        return e
+        raise e
     text = str(e)
     for local in sorted(names, key=len, reverse=True):  # a longer name first: no prefix clash
         text = text.replace(local, names[local])
-    return e if text == str(e) else type(e)(text)
+    if text == str(e):
+        raise e
+    raise type(e)(text) from None
 
 
 def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
@@ -268,11 +271,8 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
                 break
             except Exception as e:
                 if whole:
-                    named = _named(e, {p: remote.url(p, scratch) for p, _ in reads
-                                       if os.path.commonpath([p, scratch]) == scratch})
-                    if named is e:
-                        raise
-                    raise named from None
+                    _raise_named(e, {p: remote.url(p, scratch) for p, _ in reads
+                                     if os.path.commonpath([p, scratch]) == scratch})
         written = 0
         for path in writes:
             url = remote.url(path, scratch)
@@ -953,10 +953,7 @@ def _storage(inputs: Sequence[str], outputs: Sequence[str], storage_options: Any
             yield remote, local_inputs, lambda p: p
         except Exception as e:
             # The driver's errors (planning, the finish) name the inputs as the user gave them.
-            named = _named(e, files)
-            if named is e:
-                raise
-            raise named from None
+            _raise_named(e, files)
     finally:
         with contextlib.suppress(Exception):
             fs.invalidate_cache()

@@ -41,7 +41,7 @@ pub fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Al
         })
     })?;
     let key = IndexKey {
-        file: identity(&meta, &job.index),
+        file: identity(&meta),
         len: meta.len(),
         modified: meta.modified().ok(),
         preset: job.preset.clone(),
@@ -67,17 +67,7 @@ pub fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Al
 }
 
 /// The file's (device, inode): the same for every name (hard link) of one file.
-#[cfg(unix)]
-fn identity(meta: &std::fs::Metadata, _path: &std::path::Path) -> (u64, u64) {
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (meta.dev(), meta.ino())
-}
-
-/// Elsewhere the path stands for the file.
-#[cfg(not(unix))]
-fn identity(_meta: &std::fs::Metadata, path: &std::path::Path) -> (u64, u64) {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    path.hash(&mut h);
-    (0, h.finish())
 }

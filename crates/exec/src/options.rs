@@ -190,7 +190,7 @@ pub struct OutputSpec {
     #[cfg_attr(
         feature = "clap",
         arg(
-            id = "output_fmt_option",
+            id = "output_fmt_options",
             long = "output-fmt-option",
             value_name = "OPT=VAL",
             help = "CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, \

@@ -192,8 +192,7 @@ fn spec_keywords(py: Python<'_>, kind: &str) -> PyResult<String> {
 #[pyfunction]
 fn spec_schema(py: Python<'_>, kind: &str) -> PyResult<String> {
     let schema = spec::schema(kind).map_err(|e| error::to_py_err(py, e))?;
-    serde_json::to_string(&schema)
-        .map_err(|e| error::to_py_err(py, sortase::Error::argument(e.to_string())))
+    serde_json::to_string(&schema).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
 }
 
 /// `sortase bgzip`; the report as JSON.

@@ -317,10 +317,9 @@ pub fn schema(kind: &str) -> Result<Vec<Keyword>> {
     let mut out = Vec::new();
     for arg in command(kind)?.get_arguments().filter(|a| !a.is_hide_set()) {
         let id = arg.get_id().as_str();
-        // A flag's id is its field's name, or samtools' long option where the two differ
-        // (`output_fmt_option` for `format_options`): the keyword is whichever names a field.
-        let plural = format!("{id}s");
-        let Some(name) = [keyword_of(kind, id), id, plural.as_str()]
+        // A flag's id is its field's name, or the keyword where the two differ (`output_fmt` for
+        // the output's `format`).
+        let Some(name) = [keyword_of(kind, id), id]
             .into_iter()
             .find(|k| defaults.contains_key(*k))
         else {

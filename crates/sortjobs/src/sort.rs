@@ -91,7 +91,6 @@ pub struct SortJob {
     #[cfg_attr(
         feature = "clap",
         arg(
-            id = "input_fmt_option",
             long = "input-fmt-option",
             value_name = "OPT=VAL",
             help = "Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records \
