@@ -21,8 +21,13 @@ job that fails for good removes its work directory and leaves no output.
 
 Storage: a path every worker sees (NFS, Lustre, or the local disk of a one-machine cluster), or
 object storage through fsspec (``s3://bucket/key``, with ``storage_options`` for s3fs): then each
-task fetches the byte ranges it reads into a sparse local file at the same offsets, runs, and
-uploads the files it wrote under the job's work prefix. A sort's or merge's output is then one S3
+task reads its inputs from their objects by ranges, through the library's reader (the one
+``sortase view s3://…`` reads with on one machine: its retries, its read-ahead), runs, and uploads
+the files it wrote under the job's work prefix. Files a task cannot read that way (an index
+minimap2 loads, a CRAM htslib reads, a task's own intermediate files), and every input where the
+``storage_options`` hold what the library cannot follow (a profile, a botocore config), are copied
+to the task's scratch directory first: the byte ranges it reads into a sparse local file at the
+same offsets, through fsspec. A sort's or merge's output is then one S3
 multipart upload whose parts the workers add (server-side copies of the reduce tasks' part objects
 where they can); the driver creates and completes it (aborts it on failure) and uploads the index.
 
@@ -241,44 +246,56 @@ def _raise_named(e: BaseException, names: Dict[str, str]) -> NoReturn:
 
 
 def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote: _Remote
-                ) -> Tuple[str, int, int, bool]:
-    """Runs a task of a job on object storage in a scratch directory of its own: fetches what it
-    reads (its byte ranges; the whole objects if the task fails on the ranges alone), runs it,
-    uploads what it wrote. Returns the output and the bytes fetched and uploaded, and whether the
-    whole objects had to be fetched."""
+                ) -> Tuple[str, int, int, int, bool]:
+    """Runs a task of a job on object storage in a scratch directory of its own: lets it read its
+    streamed inputs from their objects, fetches the others (their byte ranges; the whole objects,
+    all of them, if the task fails that way), runs it, uploads what it wrote. Returns the output,
+    the bytes it read (copied and streamed), the bytes of those its reader streamed from the
+    objects, the bytes uploaded, and whether the whole objects had to be fetched."""
     fs = remote.fs()
+    settings = _s3_settings(remote.storage_options)
     scratch = tempfile.mkdtemp(prefix="sortase-dask-task-")
     try:
         local_json = task_json.replace(_esc(remote.root), _esc(scratch))
-        # What the task reads (byte ranges, header included) and writes: the library knows.
+        # What the task reads (byte ranges, header included; whether only through the library's
+        # reader) and writes: the library knows.
         io = json.loads(_sortase.task_io(local_json))
-        reads = [(r["path"], r["ranges"]) for r in io["reads"]]
+        reads = [(r["path"], r["ranges"], r.get("streamed", False)) for r in io["reads"]
+                 if os.path.commonpath([r["path"], scratch]) == scratch]  # else a shared path
         writes = io["writes"]
         for path in writes:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        fetched, refetched = 0, False
+        fetched, streamed_bytes, refetched = 0, 0, False
         for whole in (False, True):
             refetched = whole
-            for path, ranges in reads:
-                if os.path.commonpath([path, scratch]) != scratch:
-                    continue  # a local path every worker sees (not on object storage)
+            # A file the task reads through the library's reader stands for its object: the
+            # task reads it by ranges, as one machine reads an s3:// input (the same code). The
+            # others are copied here first: whole, or their spans into a sparse file.
+            aliases: Dict[str, str] = {}
+            for path, ranges, streamed in reads:
                 if os.path.join(remote.root, os.path.relpath(path, scratch)) in remote.shared:
                     fetched += _shared_copy(fs, remote.url(path, scratch), path)
-                    continue
-                fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
+                elif streamed and settings is not None and not whole:
+                    aliases[path] = remote.url(path, scratch)
+                else:
+                    fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
             try:
-                out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
+                if aliases:
+                    out, streamed_bytes = _sortase.task_run_remote(
+                        local_json, aliases, threads=threads, max_memory=max_memory, **settings)
+                else:
+                    out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
                 break
             except Exception as e:
                 if whole:
-                    _raise_named(e, {p: remote.url(p, scratch) for p, _ in reads
-                                     if os.path.commonpath([p, scratch]) == scratch})
+                    _raise_named(e, {p: remote.url(p, scratch) for p, _, _ in reads})
         written = 0
         for path in writes:
             url = remote.url(path, scratch)
             _retry(url, lambda: fs.put_file(path, url))
             written += os.path.getsize(path)
-        return out.replace(_esc(scratch), _esc(remote.root)), fetched, written, refetched
+        out = out.replace(_esc(scratch), _esc(remote.root))
+        return out, fetched + streamed_bytes, streamed_bytes, written, refetched
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -376,7 +393,7 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
     worker), an over-estimate when tasks share a process."""
     start = time.perf_counter()
     cpu = _cpu_seconds()
-    refetched = False
+    refetched, streamed = False, 0
     try:
         if remote is None:
             out = _sortase.task_run(task_json, threads=threads, max_memory=max_memory)
@@ -385,7 +402,8 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
             except (OSError, ValueError):
                 read, written = 0, 0
         else:
-            out, read, written, refetched = _run_remote(task_json, threads, max_memory, remote)
+            out, read, streamed, written, refetched = _run_remote(task_json, threads, max_memory,
+                                                                  remote)
     except Exception as e:
         if _disk_full(e) and not isinstance(e, WorkerDiskFull):
             raise WorkerDiskFull(_worker_address(), str(e)) from e
@@ -395,6 +413,7 @@ def _run_task(task_json: str, threads: int, max_memory: Optional[int], remote: O
         "seconds": time.perf_counter() - start,
         "cpu_seconds": _cpu_seconds() - cpu,
         "read": read,
+        "streamed": streamed,
         "written": written,
         "refetched": refetched,
     }
@@ -514,6 +533,8 @@ class _Driver:
             "task_seconds": sum(r["seconds"] for r in results),
             "task_cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in results),
             "bytes_read": sum(r["read"] for r in results),
+            # Of those, read from the objects by the tasks' reader (not copied first).
+            "bytes_streamed": sum(r.get("streamed", 0) for r in results),
             "bytes_written": sum(r["written"] for r in results),
             "whole_object_fetches": sum(r["refetched"] for r in results),
             # Tasks run again on another worker after their worker's disk filled up.

@@ -282,6 +282,8 @@ def test_s3_dataset_idxstats_and_sort(dataset: tuple, unsorted_dataset: tuple, c
                       for f in (uds / g).iterdir())
     assert phases["map"]["tasks"] > 1
     assert phases["map"]["bytes_read"] == chunk_files
+    # ... read from their objects by the library's reader, not copied to the workers' disks first.
+    assert phases["map"]["bytes_streamed"] == chunk_files
     assert phases["map"]["whole_object_fetches"] == 0
     assert report["distributed"]["plan_bytes_read"] <= (uds / "manifest.json").stat().st_size + 4 * distributed.FOOTER
     fs.invalidate_cache()

@@ -250,3 +250,28 @@ def test_disk_full_on_every_worker_fails_the_job(bam: Path, s3, tmp_path: Path) 
     assert _listing(fs, "allfull") == [f"{BUCKET}/allfull/in.bam"]
     assert _uploads(fs) == []
     fs.rm(f"{BUCKET}/allfull", recursive=True)
+
+
+def test_one_machine_reader_survives_cut_bodies(bam: Path, s3, tmp_path: Path) -> None:
+    """The library's S3 reader, which ``sortase view s3://…`` and the distributed tasks share,
+    fetches a window again when its body comes short (honest or lying ``Content-Length``) or the
+    connection breaks off mid-body; the records equal the local file's."""
+    fs, options, proxy = s3
+    fs.put_file(str(bam), f"{BUCKET}/view/in.bam")
+    endpoint = options["client_kwargs"]["endpoint_url"]
+    env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_REGION="us-east-1",
+               AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    faults = [Fault("short", method="GET", after=0, times=1),
+              Fault("short_lie", method="GET", after=1, times=1),
+              Fault("reset", method="GET", after=2, times=1),
+              Fault("slowdown", method="GET", after=3, times=1)]
+    proxy.schedule(faults)
+    try:
+        got = subprocess.run([str(CLI), "view", "--no-PG", f"s3://{BUCKET}/view/in.bam"],
+                             env=env, capture_output=True, text=True)
+    finally:
+        proxy.clear()
+        fs.rm(f"{BUCKET}/view", recursive=True)
+    assert got.returncode == 0, got.stderr
+    assert [(f.kind, f.fired) for f in faults] == [(f.kind, f.times) for f in faults]
+    assert got.stdout == cli("view", "--no-PG", str(bam)).decode()

@@ -156,6 +156,8 @@ def test_s3_markdup_byte_identical_and_failure_leaves_nothing(grouped_bam: Path,
     assert fs.ls("sortase-test/md/out", detail=False) == ["sortase-test/md/out/dup.bam"]
     phases = {p["name"]: p for p in report["distributed"]["phases"]}
     assert phases["encode"]["tasks"] > 1 and phases["upload"]["tasks"] >= 1
+    # The map tasks read the input's ranges from the object through the library's reader.
+    assert phases["map"]["bytes_streamed"] == phases["map"]["bytes_read"] > 0
 
     bad = make_grouped_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, grouped=False)
     fs.put_file(str(bad), "sortase-test/mdbad/in.bam")

@@ -9,12 +9,15 @@ use arrow_array::types::{Int32Type, UInt16Type, UInt8Type};
 use arrow_array::{
     Array, BinaryArray, BooleanArray, Int32Array, RecordBatch, StringArray, UInt16Array, UInt8Array,
 };
+use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::reader::{ChunkReader, Length};
 use sortase_bam::cigar;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// One group of one chunk, read.
@@ -46,9 +49,45 @@ pub fn read_group(
     read_group_rows(dir, group, chunk, columns, None)
 }
 
-/// Opens chunk `index`'s file `path` (of any group): a missing file is a missing chunk.
-pub(crate) fn open_chunk(path: &Path, index: usize) -> Result<std::fs::File, AgdError> {
-    std::fs::File::open(path).map_err(|e| match e.kind() {
+/// A chunk file opened for Parquet's reader: a local file, or the bytes of a remote object (a
+/// chunk file is read whole: a distributed task on object storage reads it through
+/// [`sortase_io::Source`] in one pass instead of copying it to a local file first).
+pub(crate) enum ChunkInput {
+    File(std::fs::File),
+    Object(Bytes),
+}
+
+impl Length for ChunkInput {
+    fn len(&self) -> u64 {
+        match self {
+            Self::File(f) => f.len(),
+            Self::Object(b) => Length::len(b),
+        }
+    }
+}
+
+impl ChunkReader for ChunkInput {
+    type T = Box<dyn Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(match self {
+            Self::File(f) => Box::new(f.get_read(start)?),
+            Self::Object(b) => Box::new(b.get_read(start)?),
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            Self::File(f) => f.get_bytes(start, length),
+            Self::Object(b) => b.get_bytes(start, length),
+        }
+    }
+}
+
+/// Opens chunk `index`'s file `path` (of any group; a path that stands for an object, or a URL,
+/// is read from the object): a missing file is a missing chunk.
+pub(crate) fn open_chunk(path: &Path, index: usize) -> Result<ChunkInput, AgdError> {
+    let failed = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => AgdError::MissingChunk {
             path: path.to_path_buf(),
             chunk: index,
@@ -57,7 +96,16 @@ pub(crate) fn open_chunk(path: &Path, index: usize) -> Result<std::fs::File, Agd
             path: path.to_path_buf(),
             source: e,
         },
-    })
+    };
+    if !path.to_str().is_some_and(sortase_io::is_remote) {
+        return std::fs::File::open(path)
+            .map(ChunkInput::File)
+            .map_err(failed);
+    }
+    let mut source = sortase_io::Source::open_path(path).map_err(failed)?;
+    let mut bytes = Vec::with_capacity(source.len().map_err(failed)? as usize);
+    source.read_to_end(&mut bytes).map_err(failed)?;
+    Ok(ChunkInput::Object(Bytes::from(bytes)))
 }
 
 /// [`read_group`] of only the rows where `selected` is true (`None`: all rows; one value per
@@ -118,7 +166,7 @@ pub fn read_group_rows(
 /// Checks that a chunk file has the columns of `group` (names and types) and the manifest's
 /// record count.
 fn check_file(
-    builder: &ParquetRecordBatchReaderBuilder<std::fs::File>,
+    builder: &ParquetRecordBatchReaderBuilder<ChunkInput>,
     group: Group,
     chunk: &ChunkEntry,
     path: &Path,

@@ -65,7 +65,10 @@ pub struct FqScanOutput {
 impl FqScanTask {
     /// Scans the range.
     pub fn run(&self) -> anyhow::Result<FqScanOutput> {
-        let s = sortase_fasta::fastq_cut::scan_range(&self.path, self.start, self.end)
+        let mut file = sortase_io::Source::open_path(&self.path)
+            .with_context(|| format!("{}: cannot open", self.path.display()))?;
+        file.expect_end(self.end.saturating_add(READ_SLACK));
+        let s = sortase_fasta::fastq_cut::scan_range_in(file, &self.path, self.start, self.end)
             .map_err(|e| one::kinded(e.into()))?;
         Ok(FqScanOutput {
             file: self.file,
@@ -133,7 +136,7 @@ impl FqReads {
                     .part(chunks.clone())?,
             ),
             FqReads::Chunk(slice) => {
-                let mut input = std::fs::File::open(&slice.path)
+                let mut input = sortase_io::Source::open_path(&slice.path)
                     .with_context(|| format!("{}: cannot open", at(&slice.path)))?;
                 input
                     .seek(SeekFrom::Start(slice.start))
@@ -144,8 +147,9 @@ impl FqReads {
             FqReads::Bgzf { files, before } => {
                 let mut readers = Vec::new();
                 for f in files {
-                    let file = std::fs::File::open(&f.path)
+                    let mut file = sortase_io::Source::open_path(&f.path)
                         .with_context(|| format!("{}: cannot open", at(&f.path)))?;
+                    file.expect_end(f.end);
                     let mut r = sortase_bgzf::SeekReader::new(file);
                     r.seek_virtual(f.at).with_context(|| at(&f.path))?;
                     let mut reader =
@@ -167,10 +171,10 @@ impl FqReads {
     /// The bytes it reads.
     fn spans(&self) -> Vec<Span> {
         match self {
-            FqReads::Chunk(c) => vec![Span::ranges(&c.path, vec![(c.start, c.end)])],
+            FqReads::Chunk(c) => vec![Span::ranges(&c.path, vec![(c.start, c.end)]).streamed()],
             FqReads::Bgzf { files, .. } => files
                 .iter()
-                .map(|f| Span::ranges(&f.path, vec![(f.at >> 16, f.end)]))
+                .map(|f| Span::ranges(&f.path, vec![(f.at >> 16, f.end)]).streamed())
                 .collect(),
             FqReads::Dataset { dir, .. } => self
                 .dataset_files()
@@ -546,7 +550,9 @@ impl Task for FqScanTask {
     /// object storage fetches these bytes alone.
     fn reads(&self) -> Result<Vec<Span>> {
         let end = self.end.saturating_add(READ_SLACK);
-        Ok(vec![Span::ranges(&self.path, vec![(self.start, end)])])
+        Ok(vec![
+            Span::ranges(&self.path, vec![(self.start, end)]).streamed()
+        ])
     }
 
     fn writes(&self) -> Vec<PathBuf> {

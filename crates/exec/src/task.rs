@@ -27,10 +27,11 @@ pub const READ_SLACK: u64 = 256 << 10;
 pub const HEADER_SPAN: u64 = 1 << 16;
 
 /// The spans of a BAM range task: the header's block, and the blocks from the one holding virtual
-/// offset `start` to [`READ_SLACK`] past the one holding `end` (`None`: the end of the file).
+/// offset `start` to [`READ_SLACK`] past the one holding `end` (`None`: the end of the file). The
+/// task reads them through [`sortase_io::Source`] (its field `streamed`).
 pub fn bam_range(input: &Path, start: u64, end: Option<u64>) -> Span {
     let end = end.map_or(u64::MAX, |e| (e >> 16).saturating_add(READ_SLACK));
-    Span::ranges(input, vec![(0, HEADER_SPAN), (start >> 16, end)])
+    Span::ranges(input, vec![(0, HEADER_SPAN), (start >> 16, end)]).streamed()
 }
 
 /// Bytes of one file a task reads: `ranges` (`[start, end)` file offsets, sorted, disjoint; an
@@ -41,6 +42,12 @@ pub struct Span {
     pub path: PathBuf,
     /// Its byte ranges (`None`: all of it).
     pub ranges: Option<Vec<(u64, u64)>>,
+    /// The task opens the file only through [`sortase_io::Source`], so a driver on object storage
+    /// may make the path stand for the object ([`sortase_io::alias_paths`]) and let the task read
+    /// it by ranges, instead of copying the ranges to a local file first. `false`: the task needs
+    /// a local file there (htslib, minimap2's index).
+    #[serde(default)]
+    pub streamed: bool,
 }
 
 impl Span {
@@ -49,6 +56,15 @@ impl Span {
         Self {
             path: path.into(),
             ranges: None,
+            streamed: false,
+        }
+    }
+
+    /// The span, read through [`sortase_io::Source`] only (see the field).
+    pub fn streamed(self) -> Self {
+        Self {
+            streamed: true,
+            ..self
         }
     }
 
@@ -66,6 +82,7 @@ impl Span {
         Self {
             path: path.into(),
             ranges: Some(merged),
+            streamed: false,
         }
     }
 

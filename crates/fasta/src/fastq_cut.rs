@@ -22,7 +22,7 @@ use crate::fastq::{FastqError, MAX_RECORD_BYTES};
 use sortase_bgzf::{scanner::find_block_start_in, SeekReader};
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, Read};
+use std::io::{BufRead, Read, Seek};
 use std::path::Path;
 
 /// What [`scan_range`] found in one byte range of a BGZF FASTQ file.
@@ -47,12 +47,12 @@ struct Line {
     len: usize,
 }
 
-struct Lines {
-    reader: SeekReader<File>,
+struct Lines<R> {
+    reader: SeekReader<R>,
     buf: Vec<u8>,
 }
 
-impl Lines {
+impl<R: Read + Seek> Lines<R> {
     /// The next line (without `\n` or `\r\n`); `None` at the end of the file.
     fn next(&mut self) -> std::io::Result<Option<Line>> {
         let Some(at) = self.reader.next_byte_position()? else {
@@ -78,11 +78,25 @@ impl Lines {
 
 /// Scans the range `start..end` (compressed byte offsets) of the BGZF FASTQ file at `path`.
 pub fn scan_range(path: &Path, start: u64, end: u64) -> Result<RangeScan, FastqError> {
+    let file = File::open(path).map_err(|e| FastqError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    scan_range_in(file, path, start, end)
+}
+
+/// [`scan_range`] of the file opened as `file` (a local file or a remote object), named `path`
+/// in errors.
+pub fn scan_range_in<R: Read + Seek>(
+    mut file: R,
+    path: &Path,
+    start: u64,
+    end: u64,
+) -> Result<RangeScan, FastqError> {
     let io = |e: std::io::Error| FastqError::Io {
         path: path.to_path_buf(),
         source: e,
     };
-    let mut file = File::open(path).map_err(io)?;
     let block = if start == 0 {
         Some(0)
     } else {
@@ -128,8 +142,8 @@ pub fn scan_range(path: &Path, start: u64, end: u64) -> Result<RangeScan, FastqE
 
 /// Reads lines until the guess holds for the oldest one in `ahead` (left as its front) or the
 /// lines leave the range; returns the record's position.
-fn find_record(
-    lines: &mut Lines,
+fn find_record<R: Read + Seek>(
+    lines: &mut Lines<R>,
     ahead: &mut VecDeque<Line>,
     in_range: impl Fn(u64) -> bool,
 ) -> std::io::Result<Option<u64>> {
@@ -161,8 +175,8 @@ fn find_record(
 
 /// Walks four-line records from the front of `ahead` while they start in the range: (records,
 /// the next record's position, whether all were four-line FASTQ).
-fn walk(
-    lines: &mut Lines,
+fn walk<R: Read + Seek>(
+    lines: &mut Lines<R>,
     mut ahead: VecDeque<Line>,
     in_range: impl Fn(u64) -> bool,
 ) -> std::io::Result<(u64, Option<u64>, bool)> {

@@ -70,7 +70,7 @@ pub fn is_url_path(path: &Path) -> bool {
 
 /// Whether the file or object at `path` exists (for a URL: its metadata can be fetched).
 pub fn exists(path: &str) -> bool {
-    if let Some(url) = alias(path) {
+    if let Some((url, _)) = alias(path) {
         return Remote::open(&url).is_ok();
     }
     if is_url(path) {
@@ -92,8 +92,10 @@ impl Source {
     /// Opens `path`: a URL ([`is_url`]) remotely, a path set as an alias of one
     /// ([`set_s3_options`]) as that URL, anything else as a local file.
     pub fn open(path: &str) -> io::Result<Self> {
-        if let Some(url) = alias(path) {
-            return Ok(Self::Remote(RemoteReader::new(Remote::open(&url)?)));
+        if let Some((url, counter)) = alias(path) {
+            let mut reader = RemoteReader::new(Remote::open(&url)?);
+            reader.counter = counter;
+            return Ok(Self::Remote(reader));
         }
         if is_url(path) {
             Ok(Self::Remote(RemoteReader::new(Remote::open(path)?)))
@@ -140,7 +142,11 @@ impl Source {
                 let _ = f.rewind();
                 Self::Local(f)
             }),
-            Self::Remote(r) => Ok(Self::Remote(RemoteReader::new(Arc::clone(&r.remote)))),
+            Self::Remote(r) => {
+                let mut reader = RemoteReader::new(Arc::clone(&r.remote));
+                reader.counter = r.counter.clone();
+                Ok(Self::Remote(reader))
+            }
         }
     }
 }
@@ -165,7 +171,7 @@ impl Seek for Source {
 
 /// The size of the file or object at `path`.
 pub fn size(path: &str) -> io::Result<u64> {
-    if let Some(url) = alias(path) {
+    if let Some((url, _)) = alias(path) {
         return Ok(Remote::open(&url)?.size);
     }
     if is_url(path) {
@@ -273,14 +279,88 @@ pub fn set_s3_options(options: Option<S3Options>) {
     OPENED.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
-/// The URL `path` stands for ([`S3Options::aliases`]).
-fn alias(path: &str) -> Option<String> {
+/// Sets the S3 settings of objects opened from now on, as [`set_s3_options`] does, but keeps the
+/// path aliases set (the driver's, or tasks' ones, [`alias_paths`]), and forgets the objects opened
+/// before only when the settings change: what a task calls before it runs, on a worker that may
+/// share its process with a driver and runs many tasks with the same settings.
+pub fn use_s3_settings(settings: S3Options) {
+    let mut options = S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let aliases = options
+        .as_ref()
+        .map(|o| o.aliases.clone())
+        .unwrap_or_default();
+    let new = S3Options {
+        aliases,
+        ..settings
+    };
+    if options.as_ref() != Some(&new) {
+        *options = Some(new);
+        OPENED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// A local path that stands for an object while a task runs ([`alias_paths`]).
+struct TaskAlias {
+    path: String,
+    url: String,
+    /// The bytes fetched by the readers opened through it (its [`Aliases`]' count).
+    fetched: Arc<AtomicU64>,
+}
+
+static TASK_ALIASES: Mutex<Vec<TaskAlias>> = Mutex::new(Vec::new());
+
+/// Paths that stand for objects until dropped ([`alias_paths`]), and the bytes fetched through them.
+#[must_use = "the aliases end when this is dropped"]
+pub struct Aliases {
+    fetched: Arc<AtomicU64>,
+}
+
+impl Aliases {
+    /// Bytes the readers opened through these paths fetched so far (their own fetches, not the
+    /// windows another reader of the object had cached).
+    pub fn fetched(&self) -> u64 {
+        self.fetched.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Aliases {
+    fn drop(&mut self) {
+        let mut all = TASK_ALIASES.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|a| !Arc::ptr_eq(&a.fetched, &self.fetched));
+    }
+}
+
+/// Makes each local path of `pairs` (path, URL) stand for its object until the returned
+/// [`Aliases`] is dropped: [`Source::open`], [`size`] and [`exists`] of the path read the object
+/// by ranges, under the process's S3 settings. A distributed task reads its inputs this way, in
+/// place of copies: its paths are unique (a scratch directory of its own), so tasks running side
+/// by side in one process each have theirs, and the bytes each fetched are counted apart.
+pub fn alias_paths(pairs: impl IntoIterator<Item = (String, String)>) -> Aliases {
+    let fetched = Arc::new(AtomicU64::new(0));
+    let mut all = TASK_ALIASES.lock().unwrap_or_else(|e| e.into_inner());
+    all.extend(pairs.into_iter().map(|(path, url)| TaskAlias {
+        path,
+        url,
+        fetched: Arc::clone(&fetched),
+    }));
+    Aliases { fetched }
+}
+
+/// The URL `path` stands for ([`alias_paths`], then [`S3Options::aliases`]), and the count of
+/// the task it stands for it in, if any.
+fn alias(path: &str) -> Option<(String, Option<Arc<AtomicU64>>)> {
+    {
+        let tasks = TASK_ALIASES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = tasks.iter().find(|a| a.path == path) {
+            return Some((a.url.clone(), Some(Arc::clone(&a.fetched))));
+        }
+    }
     let options = S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
     let aliases = &options.as_ref()?.aliases;
     aliases
         .iter()
         .find(|(p, _)| p == path)
-        .map(|(_, u)| u.clone())
+        .map(|(_, u)| (u.clone(), None))
 }
 
 fn s3_options() -> Option<S3Options> {
@@ -633,7 +713,12 @@ impl Remote {
         self.size
     }
 
-    fn fetch(&self, start: u64, end: u64) -> tokio::task::JoinHandle<object_store::Result<Bytes>> {
+    fn fetch(
+        &self,
+        start: u64,
+        end: u64,
+        counter: Option<Arc<AtomicU64>>,
+    ) -> tokio::task::JoinHandle<object_store::Result<Bytes>> {
         let store = Arc::clone(&self.store);
         let location = self.location.clone();
         let e_tag = self.e_tag.clone();
@@ -650,9 +735,24 @@ impl Remote {
                 .with_if_match(e_tag);
             let bytes = store.get_opts(&location, options).await?.bytes().await?;
             FETCHED_BYTES.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            if let Some(c) = counter {
+                c.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
             Ok(bytes)
         })
     }
+}
+
+/// Fetches of a window again after its body came short or broke off.
+const BODY_RETRIES: u32 = 3;
+
+/// Whether a failed fetch may succeed when made again: not a missing object, a refusal or a new
+/// version of the object.
+fn transient(e: &io::Error) -> bool {
+    !matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+    ) && !e.to_string().contains("changed while it was read")
 }
 
 /// A window being fetched.
@@ -673,6 +773,8 @@ pub struct RemoteReader {
     window: u64,
     /// Where reading is expected to stop ([`Source::expect_end`]); `u64::MAX`: the object's end.
     expected_end: u64,
+    /// Where its fetched bytes are also counted (a task's [`Aliases`]).
+    counter: Option<Arc<AtomicU64>>,
 }
 
 impl RemoteReader {
@@ -686,6 +788,7 @@ impl RemoteReader {
             pending: VecDeque::new(),
             window: MIN_WINDOW,
             expected_end: u64::MAX,
+            counter: None,
         }
     }
 
@@ -735,7 +838,7 @@ impl RemoteReader {
                 Pending {
                     start: self.pos,
                     end,
-                    task: self.remote.fetch(self.pos, end),
+                    task: self.remote.fetch(self.pos, end, self.counter.clone()),
                 }
             }
         };
@@ -743,13 +846,34 @@ impl RemoteReader {
             self.read_ahead(next.end, stop);
         }
         let (start, end) = (next.start, next.end);
-        let bytes = self.wait(next)?;
-        if bytes.len() as u64 != end - start {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the object changed while it was read (short range)",
-            ));
-        }
+        let mut attempt = 0;
+        let mut result = self.wait(next);
+        let bytes = loop {
+            let failure = match result {
+                Ok(bytes) if bytes.len() as u64 == end - start => break bytes,
+                Ok(bytes) => io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "a ranged read returned {} of {} bytes",
+                        bytes.len(),
+                        end - start
+                    ),
+                ),
+                Err(e) => e,
+            };
+            // A body cut short or a connection lost mid-body (what the store's own retries,
+            // which cover the request, do not): fetched again after a back-off.
+            if attempt == BODY_RETRIES || !transient(&failure) {
+                return Err(failure);
+            }
+            std::thread::sleep(Duration::from_millis(100 << attempt));
+            attempt += 1;
+            result = self.wait(Pending {
+                start,
+                end,
+                task: self.remote.fetch(start, end, self.counter.clone()),
+            });
+        };
         self.remote.keep(start, &bytes);
         self.buf_start = start;
         self.buf = bytes;
@@ -765,7 +889,7 @@ impl RemoteReader {
             self.pending.push_back(Pending {
                 start: at,
                 end: to,
-                task: self.remote.fetch(at, to),
+                task: self.remote.fetch(at, to, self.counter.clone()),
             });
             at = to;
         }
@@ -847,15 +971,38 @@ mod tests {
             ..Default::default()
         }));
         assert!(is_remote(local));
-        assert_eq!(alias(local).as_deref(), Some("s3://bkt/x.bam"));
+        let url = |p: &str| alias(p).map(|(u, _)| u);
+        assert_eq!(url(local).as_deref(), Some("s3://bkt/x.bam"));
         assert!(!is_remote("/scratch/in/0/y.bam"));
         assert_eq!(
             scrub("denied for very-secret-value".into()),
             "denied for ***"
         );
+
+        // Tasks' aliases: side by side, each with its own count, gone with their guard; new
+        // settings keep every alias.
+        let (a, b) = ("/scratch/task-a/x.bam", "/scratch/task-b/x.bam");
+        let first = alias_paths([(a.to_string(), "s3://bkt/a.bam".to_string())]);
+        let second = alias_paths([(b.to_string(), "s3://bkt/b.bam".to_string())]);
+        use_s3_settings(S3Options {
+            region: Some("eu-west-1".into()),
+            ..Default::default()
+        });
+        assert_eq!(url(a).as_deref(), Some("s3://bkt/a.bam"));
+        assert_eq!(url(b).as_deref(), Some("s3://bkt/b.bam"));
+        assert_eq!(url(local).as_deref(), Some("s3://bkt/x.bam"));
+        let (ca, cb) = (alias(a).unwrap().1.unwrap(), alias(b).unwrap().1.unwrap());
+        assert!(!Arc::ptr_eq(&ca, &cb) && alias(local).unwrap().1.is_none());
+        ca.fetch_add(7, Ordering::Relaxed);
+        assert_eq!((first.fetched(), second.fetched()), (7, 0));
+        drop(first);
+        assert_eq!(url(a), None);
+        assert_eq!(url(b).as_deref(), Some("s3://bkt/b.bam"));
+        drop(second);
+
         set_s3_options(None);
         assert!(!is_remote(local));
-        assert_eq!(alias(local), None);
+        assert_eq!(url(local), None);
     }
 
     #[test]

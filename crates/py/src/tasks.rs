@@ -71,7 +71,44 @@ fn task_run(
     })
 }
 
-/// What a task (JSON) reads and writes, as JSON: `{"kind", "reads": [{"path", "ranges"}],
+/// Runs one task (JSON) of a job on object storage, its streamed inputs read from their objects:
+/// each `aliases` path (local path -> URL) stands for its object while the task runs, under these
+/// S3 settings (set for the process, as [`configure_s3`]'s, keeping the driver's aliases). Returns
+/// its output (JSON) and the bytes its readers fetched through the aliases.
+#[pyfunction]
+#[pyo3(signature = (task, aliases, *, threads=None, max_memory=None, endpoint_url=None, key=None,
+                    secret=None, token=None, region=None, anon=false))]
+#[allow(clippy::too_many_arguments)]
+fn task_run_remote(
+    py: Python<'_>,
+    task: String,
+    aliases: std::collections::HashMap<String, String>,
+    threads: Option<usize>,
+    max_memory: Option<usize>,
+    endpoint_url: Option<String>,
+    key: Option<String>,
+    secret: Option<String>,
+    token: Option<String>,
+    region: Option<String>,
+    anon: bool,
+) -> PyResult<(String, u64)> {
+    sortase::remote::use_s3_settings(sortase::remote::S3Options {
+        endpoint: endpoint_url,
+        access_key_id: key,
+        secret_access_key: secret,
+        session_token: token,
+        region,
+        anonymous: anon,
+        aliases: Vec::new(),
+    });
+    let aliases = sortase::remote::alias_paths(aliases);
+    let out = with_runtime(py, threads, max_memory, move |rt| {
+        tasks::run_task_json(&task, rt)
+    })?;
+    Ok((out, aliases.fetched()))
+}
+
+/// What a task (JSON) reads and writes, as JSON: `{"kind", "reads": [{"path", "ranges", "streamed"}],
 /// "writes": [path]}` (`ranges`: `[start, end)` byte ranges, `null` for the whole file).
 #[pyfunction]
 fn task_io(py: Python<'_>, task: String) -> PyResult<String> {
@@ -187,7 +224,6 @@ fn snp_pileup_spec(
         .map_err(|e| error::raise(py, "InternalError", &e.to_string()))
 }
 
-/// Adds this module's functions to the extension module.
 /// Sets the S3 settings with which this process opens `s3://` inputs (the driver plans on the
 /// objects through ranged reads): the endpoint, the credentials and the region, as
 /// `storage_options` give them, and `aliases` (local path -> URL: a job naming the path reads
@@ -228,6 +264,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_plan, m)?)?;
     m.add_function(wrap_pyfunction!(task_stage, m)?)?;
     m.add_function(wrap_pyfunction!(task_run, m)?)?;
+    m.add_function(wrap_pyfunction!(task_run_remote, m)?)?;
     m.add_function(wrap_pyfunction!(task_io, m)?)?;
     m.add_function(wrap_pyfunction!(task_local_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(bam_header_end, m)?)?;

@@ -27,8 +27,8 @@ use sortase_bam::header_merge::Translation;
 use sortase_bam::{check_record, BamError, RecordBatch};
 use sortase_bgzf::SeekReader;
 use sortase_index::range::{find_first_record, plan_ranges};
+use sortase_io::Source as Input;
 use std::cmp::Ordering;
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -124,7 +124,7 @@ fn cmp_records(order: &SortOrder, a: &[u8], b: &[u8]) -> Ordering {
 struct Cursor<'a> {
     input: &'a MergeInput,
     index: usize,
-    reader: SeekReader<BufReader<File>>,
+    reader: SeekReader<BufReader<Input>>,
     raw: Vec<u8>,
     /// The key bytes of the previous record, translated, for the sortedness check.
     prev: Vec<u8>,
@@ -140,7 +140,7 @@ impl<'a> Cursor<'a> {
     /// Opens `input` (`file`, if already open) at `voffset`, reading `buffer` bytes at a time.
     fn open(
         input: &'a MergeInput,
-        file: Option<File>,
+        file: Option<Input>,
         index: usize,
         voffset: u64,
         samples: &'a [Sample],
@@ -148,7 +148,7 @@ impl<'a> Cursor<'a> {
     ) -> Result<Self, SortError> {
         let file = match file {
             Some(f) => f,
-            None => File::open(&input.path).map_err(|e| input_error(input, e))?,
+            None => Input::open_path(&input.path).map_err(|e| input_error(input, e))?,
         };
         let mut reader = SeekReader::new(BufReader::with_capacity(buffer, file));
         reader
@@ -698,7 +698,7 @@ fn sample_at(
     at: u64,
     first: bool,
 ) -> Result<Option<Sample>, SortError> {
-    let file = File::open(&input.path).map_err(|e| input_error(input, e))?;
+    let mut file = Input::open_path(&input.path).map_err(|e| input_error(input, e))?;
     let (voffset, raw) = if first {
         let mut cursor = Cursor::open(input, Some(file), 0, at, &[], 16 << 10)?;
         if !cursor.read_raw()? {
@@ -706,13 +706,8 @@ fn sample_at(
         }
         (cursor.voffset, std::mem::take(&mut cursor.raw))
     } else {
-        match find_first_record(
-            &mut sortase_io::Source::Local(file),
-            at,
-            input.n_ref,
-            SAMPLE_WINDOW,
-        )
-        .map_err(|e| input_error(input, e))?
+        match find_first_record(&mut file, at, input.n_ref, SAMPLE_WINDOW)
+            .map_err(|e| input_error(input, e))?
         {
             Some(found) => found,
             None => return Ok(None),
@@ -793,7 +788,7 @@ mod tests {
             records.push(rec);
         }
         let blocks = enc.finish().unwrap();
-        let mut f = File::create(path).unwrap();
+        let mut f = std::fs::File::create(path).unwrap();
         f.write_all(&blocks.bytes).unwrap();
         f.write_all(&EOF_MARKER).unwrap();
         records

@@ -48,7 +48,10 @@ pub use sortase_sortjobs::merge;
 /// Inputs given as `s3://` or `http(s)://` URLs (crates/io): every job opens its inputs through
 /// [`sortase_io::Source`], so a URL works wherever a BAM path does.
 pub mod remote {
-    pub use sortase_io::{fetched, is_url, redacted, set_s3_options, S3Options, Source};
+    pub use sortase_io::{
+        alias_paths, fetched, is_url, redacted, set_s3_options, use_s3_settings, Aliases,
+        S3Options, Source,
+    };
 }
 pub mod snp_pileup;
 /// `sortase sort`: crates/sortjobs `sort.rs`.

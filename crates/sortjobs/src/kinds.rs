@@ -54,7 +54,12 @@ impl Task for AgdMapTask {
     }
 
     fn reads(&self) -> Result<Vec<Span>> {
-        Ok(self.files().into_iter().map(Span::whole).collect())
+        // Read whole through `sortase_agd`'s chunk reader (so through `sortase_io`).
+        Ok(self
+            .files()
+            .into_iter()
+            .map(|p| Span::whole(p).streamed())
+            .collect())
     }
 
     fn writes(&self) -> Vec<PathBuf> {
@@ -90,8 +95,8 @@ impl Task for MergeTask {
         MergeTask::run(self, rt)
     }
 
-    /// Every input's header, the spans its key ranges read (from the plan's samples), and the
-    /// header file of `-h`, whole.
+    /// Every input's header, the spans its key ranges read (from the plan's samples): both
+    /// through [`sortase_io::Source`]; and the header file of `-h`, whole.
     fn reads(&self) -> Result<Vec<Span>> {
         let headers = self
             .inputs()
@@ -100,8 +105,12 @@ impl Task for MergeTask {
             let end = s.end.map_or(u64::MAX, |e| e.saturating_add(READ_SLACK));
             (s.path, Some((s.start, end)))
         });
-        let header_file = self.header_file().map(|h| (h.to_path_buf(), None));
-        Ok(by_file(headers.chain(spans).chain(header_file)))
+        let mut out: Vec<Span> = by_file(headers.chain(spans))
+            .into_iter()
+            .map(Span::streamed)
+            .collect();
+        out.extend(self.header_file().map(Span::whole));
+        Ok(out)
     }
 
     fn writes(&self) -> Vec<PathBuf> {

@@ -262,17 +262,22 @@ fn plan(
     })
 }
 
-/// The files of `chunks` a task that decodes their records reads: every core group's file and the
-/// `duplicate` group's.
+/// The files of `chunks` a task that decodes their records reads (through `sortase_agd`'s chunk
+/// reader, so through `sortase_io`): every core group's file and the `duplicate` group's.
 fn record_files(dir: &Path, chunks: &[ChunkEntry], duplicate: Option<&ExtraGroup>) -> Vec<Span> {
     let mut out = Vec::new();
     for c in chunks {
-        out.extend(Group::ALL.map(|g| Span::whole(sortase_agd::chunk_path(dir, g, c.index))));
+        out.extend(Group::ALL.map(|g| chunk_file(sortase_agd::chunk_path(dir, g, c.index))));
         if let Some(d) = duplicate {
-            out.push(Span::whole(extra::extra_path(dir, d, c.index)));
+            out.push(chunk_file(extra::extra_path(dir, d, c.index)));
         }
     }
     out
+}
+
+/// A chunk file a task reads whole through `sortase_agd`'s chunk reader.
+fn chunk_file(path: PathBuf) -> Span {
+    Span::whole(path).streamed()
 }
 
 /// The records of `chunks`, one batch per chunk, each checked against the manifest's count.
@@ -421,7 +426,7 @@ impl Task for AgdMdMapTask {
     fn reads(&self) -> Result<Vec<Span>> {
         let mut out = Vec::new();
         if let Some(c) = &self.before {
-            out.push(Span::whole(sortase_agd::chunk_path(
+            out.push(chunk_file(sortase_agd::chunk_path(
                 &self.input,
                 Group::Names,
                 c.index,
@@ -717,14 +722,10 @@ impl Task for AgdMdWriteTask {
                 out.extend(by_file(duplicates.iter().chain(before).map(slice)));
                 for c in &self.chunks {
                     for g in [Group::Names, Group::Results] {
-                        out.push(Span::whole(sortase_agd::chunk_path(
-                            &self.input,
-                            g,
-                            c.index,
-                        )));
+                        out.push(chunk_file(sortase_agd::chunk_path(&self.input, g, c.index)));
                     }
                     if let Some(d) = &self.duplicate {
-                        out.push(Span::whole(extra::extra_path(&self.input, d, c.index)));
+                        out.push(chunk_file(extra::extra_path(&self.input, d, c.index)));
                     }
                 }
             }

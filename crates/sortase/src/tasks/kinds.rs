@@ -32,8 +32,9 @@ fn file_range(range: &FileRange) -> Span {
     }
 }
 
-/// The files of `chunks` a dataset task reads, whole (a Parquet file is read from its footer):
-/// the `results` group's, and the `duplicate` group's when given.
+/// The files of `chunks` a dataset task reads, whole (a Parquet file is read from its footer),
+/// through `sortase_io` (`sortase_agd`'s chunk reader): the `results` group's, and the
+/// `duplicate` group's when given.
 fn chunk_files<'a>(
     dir: &Path,
     chunks: impl Iterator<Item = &'a ChunkEntry>,
@@ -41,13 +42,9 @@ fn chunk_files<'a>(
 ) -> Vec<Span> {
     let mut out = Vec::new();
     for c in chunks {
-        out.push(Span::whole(sortase_agd::chunk_path(
-            dir,
-            Group::Results,
-            c.index,
-        )));
+        out.push(Span::whole(sortase_agd::chunk_path(dir, Group::Results, c.index)).streamed());
         if let Some(d) = duplicate {
-            out.push(Span::whole(sortase_agd::extra::extra_path(dir, d, c.index)));
+            out.push(Span::whole(sortase_agd::extra::extra_path(dir, d, c.index)).streamed());
         }
     }
     out
