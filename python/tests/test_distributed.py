@@ -367,9 +367,10 @@ def test_s3_sort_index_flagstat(bam: Path, client, s3, tmp_path: Path) -> None:
     # The count and map tasks read their ranges of the object through the library's reader (what
     # sortase reads s3:// inputs with on one machine), not from copies fsspec made first (a map
     # task may find all its windows fetched already by a count task on its worker).
-    assert [p["name"] for p in phases[1:3]] == ["count", "map"]
-    assert all(p["bytes_streamed"] == p["bytes_read"] for p in phases[1:3])
-    assert phases[1]["bytes_streamed"] > 0
+    assert [p["name"] for p in phases[1:4]] == ["count", "map", "reduce"]
+    assert all(p["bytes_streamed"] == p["bytes_read"] for p in phases[1:4])
+    # ... and so do the reduce tasks their stretches of the map tasks' runs.
+    assert phases[1]["bytes_streamed"] > 0 and phases[3]["bytes_streamed"] > 0
 
     distributed.index("s3://sortase-test/out/sorted.bam", client=client, tasks=4,
                       storage_options=options, progress=False)

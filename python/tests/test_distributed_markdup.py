@@ -158,6 +158,9 @@ def test_s3_markdup_byte_identical_and_failure_leaves_nothing(grouped_bam: Path,
     assert phases["encode"]["tasks"] > 1 and phases["upload"]["tasks"] >= 1
     # The map tasks read the input's ranges from the object through the library's reader.
     assert phases["map"]["bytes_streamed"] == phases["map"]["bytes_read"] > 0
+    # ... and the reduce and encode tasks their slices of the map and reduce tasks' files.
+    assert phases["reduce"]["bytes_streamed"] == phases["reduce"]["bytes_read"] > 0
+    assert phases["encode"]["bytes_streamed"] == phases["encode"]["bytes_read"] > 0
 
     bad = make_grouped_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, grouped=False)
     fs.put_file(str(bad), "sortase-test/mdbad/in.bam")

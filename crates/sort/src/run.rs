@@ -272,8 +272,8 @@ impl StreamingRunWriter {
 pub struct RunReader {
     path: PathBuf,
     /// Unbuffered: blocks are read whole with two `read_exact` calls, so a buffer would only cost
-    /// memory per open run.
-    file: File,
+    /// memory per open run. A local file, or (a distributed reduce task's) the run's object.
+    file: sortase_io::Source,
     compressed: Vec<u8>,
     raw: Vec<u8>,
     /// Start of the current record in `raw` (== raw.len() when the block is used up).
@@ -292,7 +292,7 @@ impl RunReader {
     /// Opens a run and positions the cursor on the first record of the block at file offset `offset`
     /// (from [`RunFile::blocks`]).
     pub fn open_at(path: &Path, offset: u64) -> Result<Self, SortError> {
-        let mut file = File::open(path).map_err(|e| SortError::temp(path, e))?;
+        let mut file = sortase_io::Source::open_path(path).map_err(|e| SortError::temp(path, e))?;
         if offset > 0 {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| SortError::temp(path, e))?;

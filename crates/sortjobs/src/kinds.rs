@@ -75,11 +75,14 @@ impl Task for ReduceTask {
         ReduceTask::run(self, rt)
     }
 
-    /// Whole blocks of each run from the stretch's first up to `end` and nothing past it.
+    /// Whole blocks of each run from the stretch's first up to `end` and nothing past it (read
+    /// through `sortase_io`: the sorter's run reader).
     fn reads(&self) -> Result<Vec<Span>> {
-        Ok(by_file(self.runs.iter().map(|r| {
-            (r.path.clone(), Some((r.offset, r.end.unwrap_or(u64::MAX))))
-        })))
+        let runs = self
+            .runs
+            .iter()
+            .map(|r| (r.path.clone(), Some((r.offset, r.end.unwrap_or(u64::MAX)))));
+        Ok(by_file(runs).into_iter().map(Span::streamed).collect())
     }
 
     fn writes(&self) -> Vec<PathBuf> {

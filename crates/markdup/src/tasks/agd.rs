@@ -63,7 +63,7 @@ use sortase_exec::options::OutputSpec;
 use sortase_exec::output::temp_prefix;
 use sortase_exec::parts::{complete, create_work_dir, remove_work_dir};
 use sortase_exec::runtime::Runtime;
-use sortase_exec::task::{by_file, outputs_of, DynTask, Span, Task};
+use sortase_exec::task::{outputs_of, DynTask, Span, Task};
 use sortase_exec::wire::WorkFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -709,17 +709,16 @@ impl Task for AgdMdWriteTask {
     /// The duplicate slices; in samblaster's mode the run's `names` files and `results` files
     /// (their `flag` column) and the `duplicate` group's.
     fn reads(&self) -> Result<Vec<Span>> {
-        let slice = |s: &FileSlice| (s.path.clone(), Some((s.start, s.end)));
         let mut out: Vec<Span> = Vec::new();
         match &self.marks {
             Marks::Records { duplicates } => {
-                out.extend(by_file(duplicates.iter().map(slice)));
+                out.extend(super::kinds::slices(duplicates));
             }
             Marks::Groups {
                 duplicates, before, ..
             } => {
                 let before = before.iter().flat_map(|(_, s)| s.iter());
-                out.extend(by_file(duplicates.iter().chain(before).map(slice)));
+                out.extend(super::kinds::slices(duplicates.iter().chain(before)));
                 for c in &self.chunks {
                     for g in [Group::Names, Group::Results] {
                         out.push(chunk_file(sortase_agd::chunk_path(&self.input, g, c.index)));

@@ -13,13 +13,16 @@ use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{bam_range, by_file, Span, Task};
 use std::path::PathBuf;
 
-/// The spans of task-file slices, one per file.
-fn slices<'a>(slices: impl IntoIterator<Item = &'a FileSlice>) -> Vec<Span> {
+/// The spans of task-file slices, one per file (read through `sortase_io`: [`FileSlice::read`]).
+pub(crate) fn slices<'a>(slices: impl IntoIterator<Item = &'a FileSlice>) -> Vec<Span> {
     by_file(
         slices
             .into_iter()
             .map(|s| (s.path.clone(), Some((s.start, s.end)))),
     )
+    .into_iter()
+    .map(Span::streamed)
+    .collect()
 }
 
 /// `impl Task` for tasks whose inherent `run` fails with `anyhow`: each one's kind and output, and,

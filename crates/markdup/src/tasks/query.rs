@@ -903,8 +903,9 @@ impl FileSlice {
     /// The slice's bytes.
     pub fn read(&self) -> anyhow::Result<Vec<u8>> {
         let at = || self.path.display().to_string();
-        let mut f =
-            std::fs::File::open(&self.path).with_context(|| format!("{}: cannot open", at()))?;
+        let mut f = sortase_io::Source::open_path(&self.path)
+            .with_context(|| format!("{}: cannot open", at()))?;
+        f.expect_end(self.end);
         f.seek(SeekFrom::Start(self.start)).with_context(at)?;
         let mut buf = vec![0u8; (self.end - self.start) as usize];
         f.read_exact(&mut buf).with_context(at)?;
