@@ -373,9 +373,11 @@ def test_s3_reads_and_index_equal_one_machine_but_for_their_names(data: dict, cl
     phases = {p["name"]: p for p in report["distributed"]["phases"]}
     assert phases["scan"]["tasks"] >= 4 and phases.get("split", {"tasks": 0})["tasks"] == 0
     # The scan and align tasks read the BGZF reads from their objects by ranges through the
-    # library's reader (the index is a copy per worker: minimap2 loads a file).
+    # library's reader: what the align tasks copied is the index alone, once per worker process
+    # (minimap2 loads a file).
     assert phases["scan"]["bytes_streamed"] == phases["scan"]["bytes_read"] > 0
-    assert 0 < phases["align"]["bytes_streamed"] < phases["align"]["bytes_read"]
+    copied = phases["align"]["bytes_read"] - phases["align"]["bytes_streamed"]
+    assert copied <= 2 * Path(local["ref"]).stat().st_size
     assert sum(p.get("whole_object_fetches", 0) for p in report["distributed"]["phases"]) == 0
     index = report["distributed"]["index"]
     assert index["loads"] == index["worker_processes"] <= 2 < index["align_tasks"]

@@ -5,7 +5,9 @@
 //! A remote reader fetches windows of the object: after a seek a small window (64 KiB, a few BGZF
 //! blocks: a region query fetches little more than the blocks it needs), growing while reading goes
 //! on sequentially (up to 8 MiB), with up to [`READ_AHEAD`] windows fetched ahead in the background
-//! once reading is clearly sequential (whole-file jobs stream). Memory per reader is bounded by
+//! once reading is clearly sequential (whole-file jobs stream). A reader told where its reading
+//! stops ([`Source::expect_end`]: a range task) fetches 8 MiB windows from the start and reads
+//! ahead at once, none past that end. Memory per reader is bounded by
 //! `(READ_AHEAD + 1) × 8 MiB`.
 //!
 //! S3 credentials and settings come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
@@ -70,8 +72,8 @@ pub fn is_url_path(path: &Path) -> bool {
 
 /// Whether the file or object at `path` exists (for a URL: its metadata can be fetched).
 pub fn exists(path: &str) -> bool {
-    if let Some((url, _)) = alias(path) {
-        return Remote::open(&url).is_ok();
+    if let Some(a) = alias(path) {
+        return Remote::open(&a.url).is_ok();
     }
     if is_url(path) {
         Remote::open(path).is_ok()
@@ -92,9 +94,10 @@ impl Source {
     /// Opens `path`: a URL ([`is_url`]) remotely, a path set as an alias of one
     /// ([`set_s3_options`]) as that URL, anything else as a local file.
     pub fn open(path: &str) -> io::Result<Self> {
-        if let Some((url, counter)) = alias(path) {
-            let mut reader = RemoteReader::new(Remote::open(&url)?);
-            reader.counter = counter;
+        if let Some(a) = alias(path) {
+            let mut reader = RemoteReader::new(Remote::open(&a.url)?);
+            reader.counter = a.fetched;
+            reader.planned = a.planned;
             return Ok(Self::Remote(reader));
         }
         if is_url(path) {
@@ -145,6 +148,7 @@ impl Source {
             Self::Remote(r) => {
                 let mut reader = RemoteReader::new(Arc::clone(&r.remote));
                 reader.counter = r.counter.clone();
+                reader.planned = r.planned.clone();
                 Ok(Self::Remote(reader))
             }
         }
@@ -171,8 +175,8 @@ impl Seek for Source {
 
 /// The size of the file or object at `path`.
 pub fn size(path: &str) -> io::Result<u64> {
-    if let Some((url, _)) = alias(path) {
-        return Ok(Remote::open(&url)?.size);
+    if let Some(a) = alias(path) {
+        return Ok(Remote::open(&a.url)?.size);
     }
     if is_url(path) {
         Ok(Remote::open(path)?.size)
@@ -303,8 +307,17 @@ pub fn use_s3_settings(settings: S3Options) {
 struct TaskAlias {
     path: String,
     url: String,
+    /// The byte ranges the task reads (sorted, disjoint; `None`: all of it).
+    planned: Option<Arc<Vec<(u64, u64)>>>,
     /// The bytes fetched by the readers opened through it (its [`Aliases`]' count).
     fetched: Arc<AtomicU64>,
+}
+
+/// What a path stands for: the object, and for a task's path its planned ranges and its count.
+struct Alias {
+    url: String,
+    planned: Option<Arc<Vec<(u64, u64)>>>,
+    fetched: Option<Arc<AtomicU64>>,
 }
 
 static TASK_ALIASES: Mutex<Vec<TaskAlias>> = Mutex::new(Vec::new());
@@ -330,37 +343,47 @@ impl Drop for Aliases {
     }
 }
 
-/// Makes each local path of `pairs` (path, URL) stand for its object until the returned
-/// [`Aliases`] is dropped: [`Source::open`], [`size`] and [`exists`] of the path read the object
-/// by ranges, under the process's S3 settings. A distributed task reads its inputs this way, in
-/// place of copies: its paths are unique (a scratch directory of its own), so tasks running side
-/// by side in one process each have theirs, and the bytes each fetched are counted apart.
-pub fn alias_paths(pairs: impl IntoIterator<Item = (String, String)>) -> Aliases {
+/// Makes each local path of `paths` (path, URL, the byte ranges the task reads: sorted and
+/// disjoint, `None` for all of it) stand for its object until the returned [`Aliases`] is
+/// dropped: [`Source::open`], [`size`] and [`exists`] of the path read the object by ranges,
+/// under the process's S3 settings. A distributed task reads its inputs this way, in place of
+/// copies: its paths are unique (a scratch directory of its own), so tasks running side by side
+/// in one process each have theirs, and the bytes each fetched are counted apart. A reader of
+/// such a path fetches each planned range in as few requests as it can (windows reaching to the
+/// range's end, up to 8 MiB, read ahead), as a copy of the ranges would.
+pub fn alias_paths(
+    paths: impl IntoIterator<Item = (String, String, Option<Vec<(u64, u64)>>)>,
+) -> Aliases {
     let fetched = Arc::new(AtomicU64::new(0));
     let mut all = TASK_ALIASES.lock().unwrap_or_else(|e| e.into_inner());
-    all.extend(pairs.into_iter().map(|(path, url)| TaskAlias {
+    all.extend(paths.into_iter().map(|(path, url, ranges)| TaskAlias {
         path,
         url,
+        planned: Some(Arc::new(ranges.unwrap_or_else(|| vec![(0, u64::MAX)]))),
         fetched: Arc::clone(&fetched),
     }));
     Aliases { fetched }
 }
 
-/// The URL `path` stands for ([`alias_paths`], then [`S3Options::aliases`]), and the count of
-/// the task it stands for it in, if any.
-fn alias(path: &str) -> Option<(String, Option<Arc<AtomicU64>>)> {
+/// What `path` stands for ([`alias_paths`], then [`S3Options::aliases`]).
+fn alias(path: &str) -> Option<Alias> {
     {
         let tasks = TASK_ALIASES.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(a) = tasks.iter().find(|a| a.path == path) {
-            return Some((a.url.clone(), Some(Arc::clone(&a.fetched))));
+            return Some(Alias {
+                url: a.url.clone(),
+                planned: a.planned.clone(),
+                fetched: Some(Arc::clone(&a.fetched)),
+            });
         }
     }
     let options = S3_OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
     let aliases = &options.as_ref()?.aliases;
-    aliases
-        .iter()
-        .find(|(p, _)| p == path)
-        .map(|(_, u)| (u.clone(), None))
+    aliases.iter().find(|(p, _)| p == path).map(|(_, u)| Alias {
+        url: u.clone(),
+        planned: None,
+        fetched: None,
+    })
 }
 
 fn s3_options() -> Option<S3Options> {
@@ -775,6 +798,8 @@ pub struct RemoteReader {
     expected_end: u64,
     /// Where its fetched bytes are also counted (a task's [`Aliases`]).
     counter: Option<Arc<AtomicU64>>,
+    /// The byte ranges its task reads ([`alias_paths`]).
+    planned: Option<Arc<Vec<(u64, u64)>>>,
 }
 
 impl RemoteReader {
@@ -789,6 +814,7 @@ impl RemoteReader {
             window: MIN_WINDOW,
             expected_end: u64::MAX,
             counter: None,
+            planned: None,
         }
     }
 
@@ -803,13 +829,23 @@ impl RemoteReader {
         if self.pos >= self.expected_end {
             self.expected_end = u64::MAX;
         }
-        // Fetches end at the expected end (at least a minimal window), else at the object's end.
-        let stop = self
-            .expected_end
-            .max(self.pos + MIN_WINDOW)
-            .min(self.remote.size);
+        // Where reading is expected to stop: the caller's end, else the end of the planned range
+        // holding the position.
+        let planned_end = self.planned.as_ref().and_then(|p| {
+            p.iter()
+                .find(|&&(a, b)| a <= self.pos && self.pos < b)
+                .map(|&(_, b)| b.min(self.remote.size))
+        });
+        let limit = match planned_end {
+            Some(end) if self.expected_end == u64::MAX => end,
+            _ => self.expected_end,
+        };
+        // Fetches end there (at least a minimal window), else at the object's end.
+        let stop = limit.max(self.pos + MIN_WINDOW).min(self.remote.size);
         let buf_end = self.buf_start + self.buf.len() as u64;
         let sequential = !self.buf.is_empty() && self.pos == buf_end;
+        // Reading from here to an expected end more than a read-ahead window away.
+        let ranged = limit != u64::MAX && limit > self.pos + READ_AHEAD_FROM;
         let next = match self.pending.front() {
             Some(p) if p.start == self.pos => self.pending.pop_front(),
             _ => None,
@@ -829,6 +865,10 @@ impl RemoteReader {
                 }
                 self.window = if sequential {
                     (self.window * 2).min(MAX_WINDOW)
+                } else if limit != u64::MAX {
+                    // A range reader reads on to its end: one window to there, up to the largest
+                    // (few requests: a store's cost is per request more than per byte).
+                    (limit.saturating_sub(self.pos)).clamp(MIN_WINDOW, MAX_WINDOW)
                 } else {
                     MIN_WINDOW
                 };
@@ -842,7 +882,7 @@ impl RemoteReader {
                 }
             }
         };
-        if sequential && self.window >= READ_AHEAD_FROM {
+        if (sequential || ranged) && self.window >= READ_AHEAD_FROM {
             self.read_ahead(next.end, stop);
         }
         let (start, end) = (next.start, next.end);
@@ -971,7 +1011,7 @@ mod tests {
             ..Default::default()
         }));
         assert!(is_remote(local));
-        let url = |p: &str| alias(p).map(|(u, _)| u);
+        let url = |p: &str| alias(p).map(|a| a.url);
         assert_eq!(url(local).as_deref(), Some("s3://bkt/x.bam"));
         assert!(!is_remote("/scratch/in/0/y.bam"));
         assert_eq!(
@@ -982,8 +1022,12 @@ mod tests {
         // Tasks' aliases: side by side, each with its own count, gone with their guard; new
         // settings keep every alias.
         let (a, b) = ("/scratch/task-a/x.bam", "/scratch/task-b/x.bam");
-        let first = alias_paths([(a.to_string(), "s3://bkt/a.bam".to_string())]);
-        let second = alias_paths([(b.to_string(), "s3://bkt/b.bam".to_string())]);
+        let first = alias_paths([(a.to_string(), "s3://bkt/a.bam".to_string(), None)]);
+        let second = alias_paths([(
+            b.to_string(),
+            "s3://bkt/b.bam".to_string(),
+            Some(vec![(0, 10)]),
+        )]);
         use_s3_settings(S3Options {
             region: Some("eu-west-1".into()),
             ..Default::default()
@@ -991,8 +1035,11 @@ mod tests {
         assert_eq!(url(a).as_deref(), Some("s3://bkt/a.bam"));
         assert_eq!(url(b).as_deref(), Some("s3://bkt/b.bam"));
         assert_eq!(url(local).as_deref(), Some("s3://bkt/x.bam"));
-        let (ca, cb) = (alias(a).unwrap().1.unwrap(), alias(b).unwrap().1.unwrap());
-        assert!(!Arc::ptr_eq(&ca, &cb) && alias(local).unwrap().1.is_none());
+        let (ca, cb) = (alias(a).unwrap().fetched, alias(b).unwrap().fetched);
+        let (ca, cb) = (ca.unwrap(), cb.unwrap());
+        assert!(!Arc::ptr_eq(&ca, &cb) && alias(local).unwrap().fetched.is_none());
+        assert_eq!(*alias(a).unwrap().planned.unwrap(), vec![(0, u64::MAX)]);
+        assert_eq!(*alias(b).unwrap().planned.unwrap(), vec![(0, 10)]);
         ca.fetch_add(7, Ordering::Relaxed);
         assert_eq!((first.fetched(), second.fetched()), (7, 0));
         drop(first);

@@ -101,7 +101,20 @@ fn task_run_remote(
         anonymous: anon,
         aliases: Vec::new(),
     });
-    let aliases = sortase::remote::alias_paths(aliases);
+    // Each aliased file with the byte ranges the task reads of it (its reader fetches them in as
+    // few requests as it can).
+    let io: sortase::tasks::TaskIo =
+        serde_json::from_str(&tasks::task_io_json(&task).map_err(|e| error::to_py_err(py, e))?)
+            .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
+    let planned = aliases.into_iter().map(|(path, url)| {
+        let ranges = io
+            .reads
+            .iter()
+            .find(|s| s.path.to_str() == Some(path.as_str()))
+            .and_then(|s| s.ranges.clone());
+        (path, url, ranges)
+    });
+    let aliases = sortase::remote::alias_paths(planned);
     let out = with_runtime(py, threads, max_memory, move |rt| {
         tasks::run_task_json(&task, rt)
     })?;

@@ -145,7 +145,7 @@ fn open_run_at(
     hi: Option<&SplitPoint>,
 ) -> Result<Option<RunReader>, SortError> {
     match start_block(order, run, lo, hi) {
-        Some(block) => open_run_from(order, &run.path, run.blocks[block].offset, lo),
+        Some(block) => open_run_from(order, &run.path, run.blocks[block].offset, None, lo),
         None => Ok(None),
     }
 }
@@ -187,14 +187,16 @@ pub fn end_offset(order: &SortOrder, run: &RunFile, hi: Option<&SplitPoint>) -> 
 }
 
 /// Opens the run at `path` on the block at file offset `offset` ([`start_block`]) and moves to its
-/// first record at or after `lo`; `None` if the run has none.
+/// first record at or after `lo`; `None` if the run has none. Reading is expected to stop at file
+/// offset `end` ([`end_offset`]; `None`: the run's end).
 pub fn open_run_from(
     order: &SortOrder,
     path: &Path,
     offset: u64,
+    end: Option<u64>,
     lo: Option<&SplitPoint>,
 ) -> Result<Option<RunReader>, SortError> {
-    let mut reader = RunReader::open_at(path, offset)?;
+    let mut reader = RunReader::open_range(path, offset, end)?;
     if let Some(s) = lo {
         while let Some(rec) = reader.current() {
             if !before(order, &rec[4..], reader.current_seq(), s) {

@@ -292,7 +292,16 @@ impl RunReader {
     /// Opens a run and positions the cursor on the first record of the block at file offset `offset`
     /// (from [`RunFile::blocks`]).
     pub fn open_at(path: &Path, offset: u64) -> Result<Self, SortError> {
+        Self::open_range(path, offset, None)
+    }
+
+    /// [`RunReader::open_at`], reading expected to stop at file offset `end` (a stretch of the
+    /// run: a run on object storage is fetched to there, not to its end).
+    pub fn open_range(path: &Path, offset: u64, end: Option<u64>) -> Result<Self, SortError> {
         let mut file = sortase_io::Source::open_path(path).map_err(|e| SortError::temp(path, e))?;
+        if let Some(end) = end {
+            file.expect_end(end);
+        }
         if offset > 0 {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| SortError::temp(path, e))?;

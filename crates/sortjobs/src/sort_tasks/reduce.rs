@@ -132,7 +132,8 @@ impl ReduceTask {
             .collect();
         let mut sources = Vec::with_capacity(self.runs.len());
         for run in &self.runs {
-            if let Some(r) = open_run_from(&order, &run.path, run.offset, bounds[0].as_ref())? {
+            let (offset, end) = (run.offset, run.end);
+            if let Some(r) = open_run_from(&order, &run.path, offset, end, bounds[0].as_ref())? {
                 sources.push(Source::Run(r));
             }
         }
