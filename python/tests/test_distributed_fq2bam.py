@@ -378,6 +378,8 @@ def test_s3_reads_and_index_equal_one_machine_but_for_their_names(data: dict, cl
     assert phases["scan"]["bytes_streamed"] == phases["scan"]["bytes_read"] > 0
     copied = phases["align"]["bytes_read"] - phases["align"]["bytes_streamed"]
     assert copied <= 2 * Path(local["ref"]).stat().st_size
+    # ... and so do the sort's map tasks the align and dedup tasks' files.
+    assert phases["map"]["bytes_streamed"] == phases["map"]["bytes_read"] > 0
     assert sum(p.get("whole_object_fetches", 0) for p in report["distributed"]["phases"]) == 0
     index = report["distributed"]["index"]
     assert index["loads"] == index["worker_processes"] <= 2 < index["align_tasks"]

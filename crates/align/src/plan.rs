@@ -292,7 +292,10 @@ impl FqSortMapTask {
                 })? = true;
             }
         }
-        let counts = std::fs::read(&self.counts_path).with_context(|| at(&self.counts_path))?;
+        let mut counts = Vec::new();
+        sortase_io::Source::open_path(&self.counts_path)
+            .and_then(|mut f| f.read_to_end(&mut counts))
+            .with_context(|| at(&self.counts_path))?;
         if counts.len() as u64 != self.fragments * 4 {
             bail_argument!(
                 "{}: {} bytes for {} templates",
@@ -305,7 +308,7 @@ impl FqSortMapTask {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
         let mut input = BufReader::new(
-            std::fs::File::open(&self.records_path)
+            sortase_io::Source::open_path(&self.records_path)
                 .with_context(|| format!("{}: cannot open", at(&self.records_path)))?,
         );
         let mut memory = rt.memory().reservation("fq2bam sort task: records");
@@ -762,6 +765,8 @@ impl Task for FqSortMapTask {
             .map_err(Error::from)
     }
 
+    /// Its align task's records and counts, whole, and its slices of the dedup tasks' files: all
+    /// read through `sortase_io` (`FileSlice::read` for the slices).
     fn reads(&self) -> Result<Vec<Span>> {
         let mut v = vec![
             Span::whole(&self.records_path),
@@ -772,7 +777,7 @@ impl Task for FqSortMapTask {
                 .iter()
                 .map(|s| (s.path.clone(), Some((s.start, s.end)))),
         ));
-        Ok(v)
+        Ok(v.into_iter().map(Span::streamed).collect())
     }
 
     fn writes(&self) -> Vec<PathBuf> {
