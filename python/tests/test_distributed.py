@@ -478,8 +478,11 @@ def test_s3_snp_pileup(bam: Path, client, s3, tmp_path: Path) -> None:
         d = report["distributed"]
         (tasks,) = [p for p in d["phases"] if p["name"] == "tasks"]
         assert tasks["tasks"] == 6
-        # Every task ran on its header, index and chunk spans alone, never on whole objects ...
+        # Every task ran on its header, index and chunk spans alone, never on whole objects, read
+        # through the library's reader (none at all in the second job: a worker reuses the windows
+        # it fetched from an object in the last seconds) ...
         assert tasks["whole_object_fetches"] == 0
+        assert tasks["bytes_streamed"] == tasks["bytes_read"], tasks
         whole = 2 * sorted_bam.stat().st_size
         index = 2 * Path(str(sorted_bam) + ".bai").stat().st_size
         # ... which are a part of the BAMs: a task fetches its sixth of the genome plus, per span,

@@ -103,10 +103,12 @@ impl Task for SnpPileupTask {
                 "snp_pileup task planned without its input spans",
             ));
         }
-        Ok(by_file(self.input_spans().iter().map(|s| {
+        // The BAMs and their indexes are opened through `sortase_io` (`sortase_bam::query`).
+        let spans = by_file(self.input_spans().iter().map(|s| {
             let end = s.end.map_or(u64::MAX, |e| e.saturating_add(READ_SLACK));
             (s.path.clone(), Some((s.start, end)))
-        })))
+        }));
+        Ok(spans.into_iter().map(Span::streamed).collect())
     }
 }
 
