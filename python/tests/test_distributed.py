@@ -590,3 +590,28 @@ def test_sort_on_slurm_cluster(bam: Path, tmp_path: Path) -> None:
     cli("sort", "--no-PG", "--write-index", "-o", str(tmp_path / "one.bam"), str(bam))
     assert out.read_bytes() == (tmp_path / "one.bam").read_bytes()
     assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
+
+
+def test_s3_tasks_side_by_side_in_one_worker(bam: Path, s3, tmp_path: Path) -> None:
+    """Two tasks at a time in one worker process read their inputs from S3 through the library's
+    reader, each under its own local names (per-task aliases, each counting its own bytes): the
+    output is one machine's."""
+    from dask.distributed import Client, LocalCluster
+
+    fs, options = s3
+    fs.put_file(str(bam), "sortase-test/side/in.bam")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        report = distributed.sort("s3://sortase-test/side/in.bam", "s3://sortase-test/side/out.bam",
+                                  client=client, no_pg=True, task_memory=TASK_MEMORY,
+                                  storage_options=options, progress=False)
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    fs.invalidate_cache()
+    try:
+        assert fs.cat_file("sortase-test/side/out.bam") == (tmp_path / "one.bam").read_bytes()
+    finally:
+        fs.rm("sortase-test/side", recursive=True)
+    phases = {p["name"]: p for p in report["distributed"]["phases"]}
+    assert phases["map"]["tasks"] > 2 and phases["reduce"]["bytes_streamed"] > 0
+    assert all(p.get("bytes_streamed", 0) == p.get("bytes_read", 0)
+               for p in report["distributed"]["phases"] if p["name"] in ("count", "map", "reduce"))
