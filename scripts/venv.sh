@@ -23,7 +23,7 @@ export SORTASE_PYTHON="$PY"
 # S3 server (moto + flask); DuckDB reads AGD datasets in an end-to-end test.
 dev_requirements=(pysam:pysam==0.24.1 maturin:maturin pyarrow:pyarrow pytest:pytest xdist:pytest-xdist polars:polars
                   duckdb:duckdb tqdm:tqdm distributed:dask[distributed] s3fs:s3fs moto:moto[s3]
-                  flask:flask flask_cors:flask-cors)
+                  flask:flask flask_cors:flask-cors mypy:mypy)
 
 # venv_require MODULE:REQUIREMENT...: pip-install into the venv the requirements whose module does
 # not import yet (one pip call; nothing when all are there).

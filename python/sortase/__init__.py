@@ -26,11 +26,17 @@ import os
 import shutil
 import sys
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar,
+                    Union)
 
 import pyarrow as pa
 
 from . import _sortase
+
+if TYPE_CHECKING:  # the spec wrappers' keywords, for type checkers (scripts/spec-types.py)
+    from typing_extensions import Unpack
+
+    from . import _spec_types
 from ._errors import (
     ArgumentError,
     CancelledError,
@@ -249,7 +255,7 @@ def sort(
     threads: Optional[int] = None,
     max_memory: Union[int, str, None] = None,
     progress: Optional[bool] = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.SortOptions],
 ) -> Report:
     """Sorts ``input`` (SAM/BAM/CRAM, or an AGD dataset directory) into ``output``, as ``sortase
     sort`` / ``samtools sort``; with ``output_fmt="agd"`` into a new AGD dataset directory
@@ -459,7 +465,7 @@ def merge(
     output: PathLike,
     *,
     threads: Optional[int] = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.MergeOptions],
 ) -> Report:
     """Merges sorted ``inputs`` into ``output``, as ``sortase merge`` / ``samtools merge``.
 
@@ -484,7 +490,7 @@ def view(
     write_index: bool = False,
     require_flags: Flags = None,
     exclude_flags: Flags = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.ViewOptions],
 ) -> Report:
     """Filters and converts records, as ``sortase view`` / ``samtools view``. ``input``: a
     SAM/BAM/CRAM file or an AGD dataset directory (filters ``-f -F -q`` only; ``regions`` of a
@@ -501,8 +507,9 @@ def view(
     ``expr`` (``-e``): an htslib filter expression such as
     ``'mapq >= 30 && flag.paired && [NM] < 3'``. Reports ``records``, ``count``, ``outputs``,
     ``warnings``."""
-    if isinstance(spec.get("tag"), str):
-        spec["tag"] = [spec["tag"]]  # one -d value or several
+    tag = spec.get("tag")
+    if isinstance(tag, str):
+        spec["tag"] = [tag]  # one -d value or several
     return _job("view", locals())
 
 
@@ -515,7 +522,7 @@ def markdup(
     max_memory: Union[int, str, None] = None,
     mode: str = "auto",
     metrics: Optional[PathLike] = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.MarkdupOptions],
 ) -> Report:
     """Marks duplicates, as ``sortase markdup``: ``mode`` ``"auto"`` (from ``@HD SO``),
     ``"query"`` (samblaster's algorithm) or ``"coordinate"`` (Picard MarkDuplicates').
@@ -538,7 +545,7 @@ def fq2bam(
     threads: Optional[int] = None,
     max_memory: Union[int, str, None] = None,
     max_fan_in: int = 64,
-    **spec: Any,
+    **spec: Unpack[_spec_types.Fq2bamOptions],
 ) -> Report:
     """FASTQ to a sorted, duplicate-marked BAM on this machine, as ``sortase fq2bam``: ``index``
     (``-x``, a minimap2 ``.mmi`` or the reference FASTA), ``reads1`` and ``reads2`` of a pair (or
@@ -589,7 +596,7 @@ def faidx(
     regions: Optional[Sequence[str]] = None,
     *,
     threads: Optional[int] = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.FaidxOptions],
 ) -> Report:
     """Indexes a FASTA/FASTQ (``.fai``, and ``.gzi`` if bgzipped), or writes ``regions`` of it to
     ``output`` (``None``: standard output), as ``samtools faidx``. ``threads`` (``-@``); the other
@@ -650,7 +657,7 @@ def snp_pileup(
     output: Optional[PathLike] = None,
     *,
     threads: Optional[int] = None,
-    **spec: Any,
+    **spec: Unpack[_spec_types.SnpPileupOptions],
 ) -> Union[Report, pa.Table]:
     """FACETS' ``snp-pileup`` of ``bams`` at the SNVs of ``vcf``, as ``sortase snp-pileup``.
 

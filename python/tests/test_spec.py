@@ -178,3 +178,35 @@ def test_an_unknown_keyword_is_a_type_error(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         sortase.markdup(tmp_path / "in.bam")  # type: ignore[call-arg]
     assert not (tmp_path / "out.bam").exists()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_type_checkers_keywords_are_the_specs() -> None:
+    """python/sortase/_spec_types.py (the wrappers' ``**spec`` keywords as TypedDicts) is what
+    scripts/spec-types.py writes from the specs: a flag added to a spec needs that script run."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "spec-types.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_mypy_checks_the_spec_keywords(tmp_path: Path) -> None:
+    """A type checker sees each spec keyword with its type: a misspelled keyword and a wrong type
+    are errors, a right call is not (as when the keywords were written out by hand)."""
+    api = pytest.importorskip("mypy.api")
+    code = tmp_path / "use.py"
+    code.write_text(
+        "import sortase\n"
+        "sortase.sort('in.bam', 'out.bam', by_name=True, level=1, write_index=True)\n"
+        "sortase.markdup('in.bam', 'out.bam', add_mate_tags=True)\n"
+        "sortase.sort('in.bam', 'out.bam', by_nmae=True)\n"
+        "sortase.sort('in.bam', 'out.bam', level='fast')\n")
+    out, err, status = api.run([str(code), "--no-incremental", "--follow-imports=silent",
+                                "--cache-dir", str(tmp_path / "cache")])
+    lines = [line for line in out.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in lines] == ["4", "5"], out + err
+    assert '"by_nmae"' in lines[0] and '"level"' in lines[1], out
