@@ -52,23 +52,44 @@ if TYPE_CHECKING:
 '''
 
 
+#: The keywords sort, merge and markdup all take (the output flags of the Rust `OutputSpec`, and
+#: the like): a wrapper that takes all of them, with the same types, gets them from one base class.
+SHARED = "SharedOptions"
+SHARED_BY = ("sort", "merge", "markdup")
+
+
+def keywords(kind: str) -> list[tuple[str, str]]:
+    """(keyword, annotation) of the wrapper of ``kind``'s ``**spec``."""
+    own = set(inspect.signature(getattr(sortase, kind).__wrapped__).parameters)
+    out = []
+    for k in json.loads(_sortase.spec_schema(kind)):
+        if k["name"] in own:
+            continue
+        unknown = set(re.findall(r"[A-Za-z_]+", k["annotation"])) - {
+            "Optional", "Sequence", "PathLike", "bool", "int", "str", "float"}
+        if unknown:
+            sys.exit(f"spec-types: {kind}.{k['name']}: no import for {sorted(unknown)}")
+        out.append((k["name"], k["annotation"]))
+    return out
+
+
 def render() -> str:
+    first, *others = (keywords(k) for k in SHARED_BY)
+    shared = [f for f in first if all(f in o for o in others)]
+
+    def block(cls: str, base: str, doc: str, fields: list[tuple[str, str]]) -> list[str]:
+        return ["", "", f"class {cls}({base}, total=False):", f'    """{doc}"""', ""] + [
+            f"    {name}: {annotation}" for name, annotation in fields]
+
     out = [HEADER.rstrip("\n")]
+    out += block(SHARED, "TypedDict", f"The keywords {', '.join(SHARED_BY)} all take.", shared)
     for kind, cls in WRAPPERS.items():
-        wrapper = getattr(sortase, kind)
-        own = set(inspect.signature(wrapper.__wrapped__).parameters)
-        schema = json.loads(_sortase.spec_schema(kind))
-        out += ["", "", f"class {cls}(TypedDict, total=False):",
-                f'    """The options of ``sortase.{kind}`` that come from its spec."""', ""]
-        for k in schema:
-            if k["name"] in own:
-                continue
-            annotation = k["annotation"]
-            unknown = set(re.findall(r"[A-Za-z_]+", annotation)) - {
-                "Optional", "Sequence", "PathLike", "bool", "int", "str", "float"}
-            if unknown:
-                sys.exit(f"spec-types: {kind}.{k['name']}: no import for {sorted(unknown)}")
-            out.append(f"    {k['name']}: {annotation}")
+        fields = keywords(kind)
+        base = "TypedDict"
+        if all(f in fields for f in shared):
+            base, fields = SHARED, [f for f in fields if f not in shared]
+        out += block(cls, base, f"The options of ``sortase.{kind}`` that come from its spec.",
+                     fields)
     return "\n".join(out) + "\n"
 
 

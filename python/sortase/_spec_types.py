@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from . import PathLike
 
 
-class SortOptions(TypedDict, total=False):
-    """The options of ``sortase.sort`` that come from its spec."""
+class SharedOptions(TypedDict, total=False):
+    """The keywords sort, merge, markdup all take."""
 
     output_fmt: Optional[str]
     level: Optional[int]
@@ -23,39 +23,35 @@ class SortOptions(TypedDict, total=False):
     index_format: Optional[str]
     reference: Optional[PathLike]
     output_fmt_options: Optional[Sequence[str]]
+    checksums: bool
+    no_pg: bool
+
+
+class SortOptions(SharedOptions, total=False):
+    """The options of ``sortase.sort`` that come from its spec."""
+
     temp_prefix: Optional[PathLike]
     max_fan_in: int
     input_fmt_options: Optional[Sequence[str]]
-    checksums: bool
     chunk_size: int
     by_name: bool
     by_name_lex: bool
     tag: Optional[str]
     template_coordinate: bool
-    no_pg: bool
 
 
-class MergeOptions(TypedDict, total=False):
+class MergeOptions(SharedOptions, total=False):
     """The options of ``sortase.merge`` that come from its spec."""
 
-    output_fmt: Optional[str]
-    level: Optional[int]
-    uncompressed: bool
-    write_index: bool
-    index_format: Optional[str]
-    reference: Optional[PathLike]
-    output_fmt_options: Optional[Sequence[str]]
     attach_rg: bool
     combine_rg: bool
     combine_pg: bool
     seed: Optional[int]
     header: Optional[PathLike]
     force: bool
-    checksums: bool
     by_name: bool
     by_name_lex: bool
     tag: Optional[str]
-    no_pg: bool
 
 
 class ViewOptions(TypedDict, total=False):
@@ -79,19 +75,11 @@ class ViewOptions(TypedDict, total=False):
     no_pg: bool
 
 
-class MarkdupOptions(TypedDict, total=False):
+class MarkdupOptions(SharedOptions, total=False):
     """The options of ``sortase.markdup`` that come from its spec."""
 
-    output_fmt: Optional[str]
-    level: Optional[int]
-    uncompressed: bool
-    write_index: bool
-    index_format: Optional[str]
-    reference: Optional[PathLike]
-    output_fmt_options: Optional[Sequence[str]]
     remove_duplicates: bool
     temp_prefix: Optional[PathLike]
-    checksums: bool
     add_mate_tags: bool
     accept_dups: bool
     ignore_unmated: bool
@@ -109,27 +97,17 @@ class MarkdupOptions(TypedDict, total=False):
     optical_distance: int
     read_name_regex: Optional[str]
     max_optical_set: int
-    no_pg: bool
 
 
-class Fq2bamOptions(TypedDict, total=False):
+class Fq2bamOptions(SharedOptions, total=False):
     """The options of ``sortase.fq2bam`` that come from its spec."""
 
-    output_fmt: Optional[str]
-    level: Optional[int]
-    uncompressed: bool
-    write_index: bool
-    index_format: Optional[str]
-    reference: Optional[PathLike]
-    output_fmt_options: Optional[Sequence[str]]
     preset: str
     read_group: Optional[str]
     markdup: str
     md: bool
     cs: bool
     temp_prefix: Optional[PathLike]
-    checksums: bool
-    no_pg: bool
 
 
 class FaidxOptions(TypedDict, total=False):

@@ -281,8 +281,9 @@ def _run_remote(task_json: str, threads: int, max_memory: Optional[int], remote:
                     fetched += _fetch(fs, remote.url(path, scratch), path, None if whole else ranges)
             try:
                 if aliases:
+                    _sortase.configure_s3(**settings, keep_aliases=True)
                     out, streamed_bytes = _sortase.task_run_remote(
-                        local_json, aliases, threads=threads, max_memory=max_memory, **settings)
+                        local_json, aliases, threads=threads, max_memory=max_memory)
                 else:
                     out = _sortase.task_run(local_json, threads=threads, max_memory=max_memory)
                 break

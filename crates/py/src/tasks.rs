@@ -72,35 +72,18 @@ fn task_run(
 }
 
 /// Runs one task (JSON) of a job on object storage, its streamed inputs read from their objects:
-/// each `aliases` path (local path -> URL) stands for its object while the task runs, under these
-/// S3 settings (set for the process, as [`configure_s3`]'s, keeping the driver's aliases). Returns
-/// its output (JSON) and the bytes its readers fetched through the aliases.
+/// each `aliases` path (local path -> URL) stands for its object while the task runs, under the
+/// process's S3 settings ([`configure_s3`] with `keep_aliases=True`). Returns its output (JSON)
+/// and the bytes its readers fetched through the aliases.
 #[pyfunction]
-#[pyo3(signature = (task, aliases, *, threads=None, max_memory=None, endpoint_url=None, key=None,
-                    secret=None, token=None, region=None, anon=false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (task, aliases, *, threads=None, max_memory=None))]
 fn task_run_remote(
     py: Python<'_>,
     task: String,
     aliases: std::collections::HashMap<String, String>,
     threads: Option<usize>,
     max_memory: Option<usize>,
-    endpoint_url: Option<String>,
-    key: Option<String>,
-    secret: Option<String>,
-    token: Option<String>,
-    region: Option<String>,
-    anon: bool,
 ) -> PyResult<(String, u64)> {
-    sortase::remote::use_s3_settings(sortase::remote::S3Options {
-        endpoint: endpoint_url,
-        access_key_id: key,
-        secret_access_key: secret,
-        session_token: token,
-        region,
-        anonymous: anon,
-        aliases: Vec::new(),
-    });
     // Each aliased file with the byte ranges the task reads of it (its reader fetches them in as
     // few requests as it can).
     let io: sortase::tasks::TaskIo =
@@ -240,9 +223,11 @@ fn snp_pileup_spec(
 /// Sets the S3 settings with which this process opens `s3://` inputs (the driver plans on the
 /// objects through ranged reads): the endpoint, the credentials and the region, as
 /// `storage_options` give them, and `aliases` (local path -> URL: a job naming the path reads
-/// the object); `clear=True` goes back to the AWS environment's and no aliases.
+/// the object); `clear=True` goes back to the AWS environment's and no aliases. With
+/// `keep_aliases=True` (what a task calls on a worker) the aliases set stay, and the objects
+/// opened before are forgotten only when the settings change.
 #[pyfunction]
-#[pyo3(signature = (*, endpoint_url=None, key=None, secret=None, token=None, region=None, anon=false, aliases=None, clear=false))]
+#[pyo3(signature = (*, endpoint_url=None, key=None, secret=None, token=None, region=None, anon=false, aliases=None, clear=false, keep_aliases=false))]
 #[allow(clippy::too_many_arguments)]
 fn configure_s3(
     endpoint_url: Option<String>,
@@ -253,8 +238,9 @@ fn configure_s3(
     anon: bool,
     aliases: Option<std::collections::HashMap<String, String>>,
     clear: bool,
+    keep_aliases: bool,
 ) {
-    sortase::remote::set_s3_options((!clear).then_some(sortase::remote::S3Options {
+    let options = sortase::remote::S3Options {
         endpoint: endpoint_url,
         access_key_id: key,
         secret_access_key: secret,
@@ -262,7 +248,12 @@ fn configure_s3(
         region,
         anonymous: anon,
         aliases: aliases.unwrap_or_default().into_iter().collect(),
-    }));
+    };
+    if keep_aliases {
+        sortase::remote::use_s3_settings(options);
+    } else {
+        sortase::remote::set_s3_options((!clear).then_some(options));
+    }
 }
 
 /// Bytes fetched from remote objects and requests made by this process so far.
