@@ -615,3 +615,24 @@ def test_s3_tasks_side_by_side_in_one_worker(bam: Path, s3, tmp_path: Path) -> N
     assert phases["map"]["tasks"] > 2 and phases["reduce"]["bytes_streamed"] > 0
     assert all(p.get("bytes_streamed", 0) == p.get("bytes_read", 0)
                for p in report["distributed"]["phases"] if p["name"] in ("count", "map", "reduce"))
+
+
+def test_s3_storage_options_the_library_cannot_follow_copy(bam: Path, client, s3,
+                                                           tmp_path: Path) -> None:
+    """Storage options the library's reader does not take (here a botocore client keyword) make
+    the driver and the tasks copy what they read with fsspec instead: the same bytes out."""
+    fs, options = s3
+    fs.put_file(str(bam), "sortase-test/copy/in.bam")
+    copying = dict(options, client_kwargs=dict(options["client_kwargs"], verify=False))
+    report = distributed.sort("s3://sortase-test/copy/in.bam", "s3://sortase-test/copy/out.bam",
+                              client=client, no_pg=True, task_memory=TASK_MEMORY,
+                              storage_options=copying, progress=False)
+    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+    fs.invalidate_cache()
+    try:
+        assert fs.cat_file("sortase-test/copy/out.bam") == (tmp_path / "one.bam").read_bytes()
+    finally:
+        fs.rm("sortase-test/copy", recursive=True)
+    phases = report["distributed"]["phases"]
+    assert sum(p.get("bytes_streamed", 0) for p in phases) == 0
+    assert sum(p.get("bytes_read", 0) for p in phases if p["name"] == "map") > 0
