@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -592,47 +592,45 @@ def test_sort_on_slurm_cluster(bam: Path, tmp_path: Path) -> None:
     assert (tmp_path / "dask.bam.csi").read_bytes() == (tmp_path / "one.bam.csi").read_bytes()
 
 
+def _s3_sort_equals_one_machine(bam: Path, s3: Any, tmp_path: Path, key: str, client: Any,
+                                options: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Sorts ``bam`` put at ``sortase-test/KEY/in.bam`` with ``options``, checks the output is
+    ``sortase sort``'s, removes the prefix; returns the report's phases."""
+    fs = s3[0]
+    fs.put_file(str(bam), f"sortase-test/{key}/in.bam")
+    try:
+        report = distributed.sort(f"s3://sortase-test/{key}/in.bam",
+                                  f"s3://sortase-test/{key}/out.bam", client=client, no_pg=True,
+                                  task_memory=TASK_MEMORY, storage_options=options, progress=False)
+        cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
+        fs.invalidate_cache()
+        assert fs.cat_file(f"sortase-test/{key}/out.bam") == (tmp_path / "one.bam").read_bytes()
+    finally:
+        fs.rm(f"sortase-test/{key}", recursive=True)
+    return list(report["distributed"]["phases"])
+
+
 def test_s3_tasks_side_by_side_in_one_worker(bam: Path, s3, tmp_path: Path) -> None:
     """Two tasks at a time in one worker process read their inputs from S3 through the library's
     reader, each under its own local names (per-task aliases, each counting its own bytes): the
     output is one machine's."""
     from dask.distributed import Client, LocalCluster
 
-    fs, options = s3
-    fs.put_file(str(bam), "sortase-test/side/in.bam")
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
-        report = distributed.sort("s3://sortase-test/side/in.bam", "s3://sortase-test/side/out.bam",
-                                  client=client, no_pg=True, task_memory=TASK_MEMORY,
-                                  storage_options=options, progress=False)
-    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
-    fs.invalidate_cache()
-    try:
-        assert fs.cat_file("sortase-test/side/out.bam") == (tmp_path / "one.bam").read_bytes()
-    finally:
-        fs.rm("sortase-test/side", recursive=True)
-    phases = {p["name"]: p for p in report["distributed"]["phases"]}
-    assert phases["map"]["tasks"] > 2 and phases["reduce"]["bytes_streamed"] > 0
+        phases = _s3_sort_equals_one_machine(bam, s3, tmp_path, "side", client, s3[1])
+    by_name = {p["name"]: p for p in phases}
+    assert by_name["map"]["tasks"] > 2 and by_name["reduce"]["bytes_streamed"] > 0
     assert all(p.get("bytes_streamed", 0) == p.get("bytes_read", 0)
-               for p in report["distributed"]["phases"] if p["name"] in ("count", "map", "reduce"))
+               for p in phases if p["name"] in ("count", "map", "reduce"))
 
 
 def test_s3_storage_options_the_library_cannot_follow_copy(bam: Path, client, s3,
                                                            tmp_path: Path) -> None:
     """Storage options the library's reader does not take (here a botocore client keyword) make
     the driver and the tasks copy what they read with fsspec instead: the same bytes out."""
-    fs, options = s3
-    fs.put_file(str(bam), "sortase-test/copy/in.bam")
+    options = s3[1]
     copying = dict(options, client_kwargs=dict(options["client_kwargs"], verify=False))
-    report = distributed.sort("s3://sortase-test/copy/in.bam", "s3://sortase-test/copy/out.bam",
-                              client=client, no_pg=True, task_memory=TASK_MEMORY,
-                              storage_options=copying, progress=False)
-    cli("sort", "--no-PG", "-o", str(tmp_path / "one.bam"), str(bam))
-    fs.invalidate_cache()
-    try:
-        assert fs.cat_file("sortase-test/copy/out.bam") == (tmp_path / "one.bam").read_bytes()
-    finally:
-        fs.rm("sortase-test/copy", recursive=True)
-    phases = report["distributed"]["phases"]
+    phases = _s3_sort_equals_one_machine(bam, s3, tmp_path, "copy", client, copying)
     assert sum(p.get("bytes_streamed", 0) for p in phases) == 0
     assert sum(p.get("bytes_read", 0) for p in phases if p["name"] == "map") > 0
