@@ -23,8 +23,8 @@ Storage: a path every worker sees (NFS, Lustre, or the local disk of a one-machi
 object storage through fsspec (``s3://bucket/key``, with ``storage_options`` for s3fs): then each
 task reads its inputs from their objects by ranges, through the library's reader (the one
 ``sortase view s3://…`` reads with on one machine: its retries, its read-ahead), runs, and uploads
-the files it wrote under the job's work prefix. Files a task cannot read that way (an index
-minimap2 loads, a CRAM htslib reads, a task's own intermediate files), and every input where the
+the files it wrote under the job's work prefix (the other tasks read those the same way). Files a
+task cannot read that way (an index minimap2 loads, a CRAM htslib reads), and every input where the
 ``storage_options`` hold what the library cannot follow (a profile, a botocore config), are copied
 to the task's scratch directory first: the byte ranges it reads into a sparse local file at the
 same offsets, through fsspec. A sort's or merge's output is then one S3

@@ -769,15 +769,6 @@ impl Remote {
 /// Fetches of a window again after its body came short or broke off.
 const BODY_RETRIES: u32 = 3;
 
-/// Whether a failed fetch may succeed when made again: not a missing object, a refusal or a new
-/// version of the object.
-fn transient(e: &io::Error) -> bool {
-    !matches!(
-        e.kind(),
-        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
-    ) && !e.to_string().contains("changed while it was read")
-}
-
 /// A window being fetched.
 struct Pending {
     start: u64,
@@ -889,21 +880,24 @@ impl RemoteReader {
         let mut attempt = 0;
         let mut result = self.wait(next);
         let bytes = loop {
-            let failure = match result {
+            let (failure, transient) = match result {
                 Ok(bytes) if bytes.len() as u64 == end - start => break bytes,
-                Ok(bytes) => io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "a ranged read returned {} of {} bytes",
-                        bytes.len(),
-                        end - start
+                Ok(bytes) => (
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "a ranged read returned {} of {} bytes",
+                            bytes.len(),
+                            end - start
+                        ),
                     ),
+                    true,
                 ),
                 Err(e) => e,
             };
             // A body cut short or a connection lost mid-body (what the store's own retries,
             // which cover the request, do not): fetched again after a back-off.
-            if attempt == BODY_RETRIES || !transient(&failure) {
+            if attempt == BODY_RETRIES || !transient {
                 return Err(failure);
             }
             std::thread::sleep(Duration::from_millis(100 << attempt));
@@ -935,18 +929,31 @@ impl RemoteReader {
         }
     }
 
-    /// The bytes of a fetch, once done.
-    fn wait(&self, pending: Pending) -> io::Result<Bytes> {
+    /// The bytes of a fetch, once done; an error says whether fetching again may succeed (not for
+    /// a missing object, a refusal or a new version of the object).
+    fn wait(&self, pending: Pending) -> Result<Bytes, (io::Error, bool)> {
+        use object_store::Error as E;
         self.remote
             .rt
             .block_on(pending.task)
-            .map_err(|e| io::Error::other(format!("fetch task failed: {e}")))?
+            .map_err(|e| (io::Error::other(format!("fetch task failed: {e}")), false))?
             .map_err(|e| {
-                if matches!(e, object_store::Error::Precondition { .. }) {
+                if matches!(e, E::Precondition { .. }) {
                     // A new version: the next opening of the URL asks for its size again.
                     self.remote.forget();
                 }
-                describe(&e)
+                let error = describe(&e);
+                let lasting = matches!(
+                    e,
+                    E::NotFound { .. }
+                        | E::Precondition { .. }
+                        | E::PermissionDenied { .. }
+                        | E::Unauthenticated { .. }
+                ) || matches!(
+                    error.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                );
+                (error, !lasting)
             })
     }
 }

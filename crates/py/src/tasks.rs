@@ -86,9 +86,7 @@ fn task_run_remote(
 ) -> PyResult<(String, u64)> {
     // Each aliased file with the byte ranges the task reads of it (its reader fetches them in as
     // few requests as it can).
-    let io: sortase::tasks::TaskIo =
-        serde_json::from_str(&tasks::task_io_json(&task).map_err(|e| error::to_py_err(py, e))?)
-            .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
+    let io = tasks::task_io(&task).map_err(|e| error::to_py_err(py, e))?;
     let planned = aliases.into_iter().map(|(path, url)| {
         let ranges = io
             .reads

@@ -60,6 +60,6 @@ mod registry;
 
 pub use kinds::{bam_header_end, HEADER_SPAN, READ_SLACK};
 pub use registry::{
-    output_of, outputs_of, run_task_json, task_io_json, task_local_bytes_json, AnyTask, DynTask,
-    Span, Task, TaskIo, KINDS,
+    output_of, outputs_of, run_task_json, task_io, task_io_json, task_local_bytes_json, AnyTask,
+    DynTask, Span, Task, TaskIo, KINDS,
 };

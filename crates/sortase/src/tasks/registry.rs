@@ -172,8 +172,13 @@ pub fn run_task_json(task_json: &str, rt: &Runtime) -> Result<String> {
 /// The byte spans a task (JSON) reads and the files it writes, as a [`TaskIo`] (JSON), for drivers
 /// that fetch a task's inputs from object storage and upload what it wrote.
 pub fn task_io_json(task_json: &str) -> Result<String> {
+    to_json(&task_io(task_json)?)
+}
+
+/// The byte spans a task (JSON) reads and the files it writes.
+pub fn task_io(task_json: &str) -> Result<TaskIo> {
     let task = AnyTask::parse(task_json)?;
-    to_json(&TaskIo {
+    Ok(TaskIo {
         kind: task.kind().to_owned(),
         reads: task.reads()?,
         writes: task.writes(),
