@@ -84,71 +84,37 @@ pub enum DuplicateMarking {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Fq2BamJob {
-    /// minimap2 index (`.mmi`) or reference FASTA (plain or gzip).
+    /// minimap2 index (.mmi) or reference FASTA.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'x',
-            long = "index",
-            value_name = "REF.mmi|REF.fa",
-            help = "minimap2 index (.mmi) or reference FASTA",
-        )
+        arg(short = 'x', long = "index", value_name = "REF.mmi|REF.fa")
     )]
     pub index: PathBuf,
-    /// Reads (FASTQ/FASTA, plain, gzip or BGZF); R1 of a pair.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            help = "Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair), or an AGD dataset of the \
-                reads (`sortase agd import -1 R1 -2 R2`), given alone",
-        )
-    )]
+    /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair), or an AGD dataset of the reads
+    /// (`sortase agd import -1 R1 -2 R2`), given alone.
     pub reads1: PathBuf,
     /// R2 of a pair.
-    #[cfg_attr(feature = "clap", arg(help = "R2 of a pair"))]
     pub reads2: Option<PathBuf>,
     /// The output (`write_index` for `--write-index`).
     #[cfg_attr(feature = "clap", command(flatten))]
     pub output: OutputSpec,
-    /// minimap2's preset (`sr`, `map-ont`, `map-hifi`, ...).
+    /// minimap2 preset: sr, map-ont, map-hifi, map-pb, lr:hq, splice, asm5, ... (minimap2 -x).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "preset",
-            value_name = "PRESET",
-            default_value = "sr",
-            help = "minimap2 preset: sr, map-ont, map-hifi, map-pb, lr:hq, splice, asm5, ... (minimap2 \
-                -x)",
-        )
+        arg(long = "preset", value_name = "PRESET", default_value = "sr")
     )]
     pub preset: String,
-    /// The read group line (`-R '@RG\tID:...'`, with `\t` escapes as minimap2 takes it).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'R',
-            value_name = "STR",
-            help = "Read group line, e.g. '@RG\\tID:lane1\\tSM:x' (minimap2 -R)",
-        )
-    )]
+    /// Read group line, e.g. '@RG\tID:lane1\tSM:x' (minimap2 -R).
+    #[cfg_attr(feature = "clap", arg(short = 'R', value_name = "STR"))]
     pub read_group: Option<String>,
     /// Duplicate marking.
-    #[cfg_attr(feature = "clap", arg(
-        long = "markdup", value_enum, default_value_t = DuplicateMarking::Samblaster,
-        help = "Duplicate marking",
-    ))]
+    #[cfg_attr(feature = "clap", arg(long = "markdup", value_enum, default_value_t = DuplicateMarking::Samblaster))]
     pub markdup: DuplicateMarking,
-    /// Write MD tags (minimap2 `--MD`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(long = "MD", help = "Write MD tags (minimap2 --MD)")
-    )]
+    /// Write MD tags (minimap2 --MD).
+    #[cfg_attr(feature = "clap", arg(long = "MD"))]
     pub md: bool,
-    /// Write short cs tags (minimap2 `--cs`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(long = "cs", help = "Write short cs tags (minimap2 --cs)")
-    )]
+    /// Write short cs tags (minimap2 --cs).
+    #[cfg_attr(feature = "clap", arg(long = "cs"))]
     pub cs: bool,
     /// Temporary files go to `PREFIX.sortase-PID-N.tmp/`; default: next to the output.
     #[cfg_attr(
@@ -162,21 +128,11 @@ pub struct Fq2BamJob {
     /// The sortase `@PG` line (`None`: none; minimap2's is always written, as minimap2 does).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
-    /// Prove that no read was lost or changed: sum the reads as `samtools import` makes them
-    /// records and the primary records written (`samtools checksum`'s defaults: secondary and
-    /// supplementary records left out, the duplicate flag outside the flag sum) and fail, leaving
-    /// no output, if the sums differ (`--checksums`; [`sortase_exec::proof`]).
+    /// Prove that no read was lost or changed: sum the reads as samtools import makes them records
+    /// and the primary records written (samtools checksum's defaults: the duplicate flag, mapping
+    /// and mates outside the sums) and fail, removing the output, if they differ; -v prints them.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "checksums",
-            help = "Prove that no read was lost or changed: sum the reads as samtools import makes \
-                them records and the primary records written (samtools checksum's defaults: the \
-                duplicate flag, mapping and mates outside the sums) and fail, removing the \
-                output, if they differ; -v prints them",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
 }
 

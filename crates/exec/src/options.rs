@@ -115,86 +115,49 @@ pub const TEMP_PREFIX_HELP: &str =
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct OutputSpec {
-    /// The file (`None` or `-`: standard output). A `out.bam##idx##out.bam.bai` name sets the
-    /// index's name, as in samtools.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            id = "output",
-            short = 'o',
-            value_name = "FILE",
-            help = "Write the final output to FILE [stdout]",
-        )
-    )]
+    /// Write the final output to FILE [stdout].
+    #[cfg_attr(feature = "clap", arg(id = "output", short = 'o', value_name = "FILE"))]
     pub path: Option<PathBuf>,
-    /// `sam`, `bam` or `cram` (default: from the file's extension, else the job's default).
+    /// Output format: sam, bam or cram [bam, or from the -o extension]; sort also takes agd (a new
+    /// dataset directory).
     #[cfg_attr(
         feature = "clap",
         arg(
             id = "output_fmt",
             short = 'O',
             long = "output-fmt",
-            value_name = "FORMAT",
-            help = "Output format: sam, bam or cram [bam, or from the -o extension]; sort also takes \
-                agd (a new dataset directory)",
+            value_name = "FORMAT"
         )
     )]
     pub format: Option<String>,
-    /// Compression level 0-9 with samtools' meaning (default: the job's).
+    /// Compression level 0-9 with samtools' meaning.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'l',
-            value_name = "INT",
-            allow_negative_numbers = true,
-            help = "Compression level 0-9 with samtools' meaning",
-        )
+        arg(short = 'l', value_name = "INT", allow_negative_numbers = true)
     )]
     pub level: Option<i32>,
-    /// Uncompressed BAM (`-u`).
-    #[cfg_attr(feature = "clap", arg(short = 'u', help = "Uncompressed BAM output"))]
+    /// Uncompressed BAM output.
+    #[cfg_attr(feature = "clap", arg(short = 'u'))]
     pub uncompressed: bool,
-    /// Write an index with the output (`--write-index`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "write-index",
-            help = "Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; \
-                CRAM: `.crai`)",
-        )
-    )]
+    /// Write an index with the output (BAM: CSI, `out.bam##idx##out.bam.bai` for BAI; CRAM:
+    /// `.crai`).
+    #[cfg_attr(feature = "clap", arg(long = "write-index"))]
     pub write_index: bool,
-    /// `bai` or `csi` for the index (default: CSI, or from the `##idx##` name).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "index-format",
-            value_name = "bai|csi",
-            help = "Index format for --write-index: csi or bai [csi, or from the ##idx## name]",
-        )
-    )]
+    /// Index format for --write-index: csi or bai [csi, or from the ##idx## name].
+    #[cfg_attr(feature = "clap", arg(long = "index-format", value_name = "bai|csi"))]
     pub index_format: Option<String>,
-    /// Reference FASTA (CRAM).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "reference",
-            value_name = "FILE",
-            help = "Reference FASTA (CRAM input or output)",
-        )
-    )]
+    /// Reference FASTA (CRAM input or output).
+    #[cfg_attr(feature = "clap", arg(long = "reference", value_name = "FILE"))]
     pub reference: Option<PathBuf>,
-    /// samtools `--output-fmt-option` settings for CRAM output (`version=3.0`, `seqs_per_slice=N`,
-    /// `embed_ref`, `no_ref`, ...); samtools' defaults (CRAM 3.1) without them.
+    /// CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, seqs_per_slice=N,
+    /// embed_ref, no_ref, ... (repeatable).
     #[serde(default)]
     #[cfg_attr(
         feature = "clap",
         arg(
             id = "output_fmt_options",
             long = "output-fmt-option",
-            value_name = "OPT=VAL",
-            help = "CRAM output option, samtools' `--output-fmt-option`: version=3.0|3.1, \
-                seqs_per_slice=N, embed_ref, no_ref, ... (repeatable)",
+            value_name = "OPT=VAL"
         )
     )]
     pub format_options: Vec<String>,

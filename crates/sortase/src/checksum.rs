@@ -44,81 +44,40 @@ pub struct ChecksumJob {
     /// `-b`: the flag bits that are summed (samtools: 0xc1).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub flag_mask: u16,
-    /// `-c`: do not reverse-complement reverse-strand sequences.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'c',
-            long = "no-rev-comp",
-            help = "Do not reverse-complement sequences",
-        )
-    )]
+    /// Do not reverse-complement sequences.
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "no-rev-comp"))]
     pub no_rev_comp: bool,
-    /// `-t`: the aux tags summed, comma-separated (samtools: BC,FI,QT,RT,TC).
+    /// Select tags to checksum.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 't',
             long = "tags",
             value_name = "STR[,STR]",
-            default_value = "BC,FI,QT,RT,TC",
-            help = "Select tags to checksum",
+            default_value = "BC,FI,QT,RT,TC"
         )
     )]
     pub tags: String,
-    /// `-P`: also sum chr/pos.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'P', long = "check-pos", help = "Also checksum CHR / POS",)
-    )]
+    /// Also checksum CHR / POS.
+    #[cfg_attr(feature = "clap", arg(short = 'P', long = "check-pos"))]
     pub check_pos: bool,
-    /// `-C`: also sum mapq/cigar.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'C', long = "check-cigar", help = "Also checksum MAPQ / CIGAR",)
-    )]
+    /// Also checksum MAPQ / CIGAR.
+    #[cfg_attr(feature = "clap", arg(short = 'C', long = "check-cigar"))]
     pub check_cigar: bool,
-    /// `-M`: also sum rnext/pnext.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'M',
-            long = "check-mate",
-            help = "Also checksum PNEXT / RNEXT / TLEN",
-        )
-    )]
+    /// Also checksum PNEXT / RNEXT / TLEN.
+    #[cfg_attr(feature = "clap", arg(short = 'M', long = "check-mate"))]
     pub check_mate: bool,
-    /// `-q`: also the QC pass and fail rows.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'q', long = "show-qc", help = "Also show QC pass/fail lines",)
-    )]
+    /// Also show QC pass/fail lines.
+    #[cfg_attr(feature = "clap", arg(short = 'q', long = "show-qc"))]
     pub show_qc: bool,
-    /// `-v`: also rows with no records.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'v', long = "verbose", help = "Show lines with 0 counts",)
-    )]
+    /// Show lines with 0 counts.
+    #[cfg_attr(feature = "clap", arg(short = 'v', long = "verbose"))]
     pub verbose: bool,
-    /// `-T`: tab-separated columns.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'T',
-            long = "tabs",
-            help = "Format output as tab delimited text",
-        )
-    )]
+    /// Format output as tab delimited text.
+    #[cfg_attr(feature = "clap", arg(short = 'T', long = "tabs"))]
     pub tabs: bool,
     /// Reference FASTA (CRAM input).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "reference",
-            value_name = "FILE",
-            help = "Reference FASTA (CRAM input)",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "reference", value_name = "FILE"))]
     pub reference: Option<std::path::PathBuf>,
 }
 

@@ -51,108 +51,53 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FaidxJob {
-    /// The FASTA/FASTQ file, plain or bgzipped.
-    #[cfg_attr(feature = "clap", arg(help = "FASTA/FASTQ file, plain or bgzipped"))]
+    /// FASTA/FASTQ file, plain or bgzipped.
     pub input: PathBuf,
-    /// Regions: `NAME`, `NAME:BEG-END`, `{NAME}:BEG-END`.
-    #[cfg_attr(
-        feature = "clap",
-        arg(help = "Regions: NAME, NAME:BEG-END, {NAME}:BEG-END")
-    )]
+    /// Regions: NAME, NAME:BEG-END, {NAME}:BEG-END.
     pub regions: Vec<String>,
-    /// File of regions, one per line, taken before `regions` (`-r`).
+    /// File of regions, one per line.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'r',
-            long = "region-file",
-            value_name = "FILE",
-            help = "File of regions, one per line",
-        )
+        arg(short = 'r', long = "region-file", value_name = "FILE")
     )]
     pub region_file: Option<PathBuf>,
-    /// Where regions go (`-o`; `None` or `-`: standard output; `.gz`/`.bgz`/`.bgzf`: bgzipped).
-    /// With no regions: the `.fai`'s name.
+    /// Write regions to FILE (.gz/.bgz/.bgzf: bgzipped); with no regions, the .fai name.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'o',
-            long = "output",
-            value_name = "FILE",
-            help = "Write regions to FILE (.gz/.bgz/.bgzf: bgzipped); with no regions, the .fai name",
-        )
+        arg(short = 'o', long = "output", value_name = "FILE")
     )]
     pub output: Option<PathBuf>,
-    /// Bases per output line (`-n`; default: the input's line length; 0: no wrapping; negative: 60
-    /// with a warning, as samtools).
+    /// Bases per output line [the input's line length]; 0: no wrapping.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'n',
             long = "length",
             value_name = "INT",
-            allow_negative_numbers = true,
-            help = "Bases per output line [the input's line length]; 0: no wrapping",
+            allow_negative_numbers = true
         )
     )]
     pub line_length: Option<i64>,
-    /// Continue after a region whose sequence is not in the index (`-c`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'c',
-            long = "continue",
-            help = "Continue after a region whose sequence is not in the index",
-        )
-    )]
+    /// Continue after a region whose sequence is not in the index.
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "continue"))]
     pub keep_going: bool,
-    /// File and index in FASTQ format (`-f`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'f', long = "fastq", help = "File and index in FASTQ format",)
-    )]
+    /// File and index in FASTQ format.
+    #[cfg_attr(feature = "clap", arg(short = 'f', long = "fastq"))]
     pub fastq: bool,
-    /// Reverse complement sequences (`-i`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'i',
-            long = "reverse-complement",
-            help = "Reverse complement sequences",
-        )
-    )]
+    /// Reverse complement sequences.
+    #[cfg_attr(feature = "clap", arg(short = 'i', long = "reverse-complement"))]
     pub reverse_complement: bool,
-    /// Strand mark (`--mark-strand`): `rc` (`/rc` on the reverse strand), `no`, `sign` (`(+)`/`(-)`),
-    /// `custom,POS,NEG`.
+    /// Strand mark: rc (/rc on the reverse strand), no, sign ((+)/(-)), custom,POS,NEG.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "mark-strand",
-            value_name = "TYPE",
-            default_value = "rc",
-            help = "Strand mark: rc (/rc on the reverse strand), no, sign ((+)/(-)), custom,POS,NEG",
-        )
+        arg(long = "mark-strand", value_name = "TYPE", default_value = "rc")
     )]
     pub mark_strand: String,
-    /// Name of the `.fai` (`--fai-idx`; default `FILE.fai`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "fai-idx",
-            value_name = "FILE",
-            help = "Name of the .fai index [FILE.fai]",
-        )
-    )]
+    /// Name of the .fai index [FILE.fai].
+    #[cfg_attr(feature = "clap", arg(long = "fai-idx", value_name = "FILE"))]
     pub fai_index: Option<PathBuf>,
-    /// Name of the `.gzi` (`--gzi-idx`; default `FILE.gzi`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "gzi-idx",
-            value_name = "FILE",
-            help = "Name of the .gzi index [FILE.gzi]",
-        )
-    )]
+    /// Name of the .gzi index [FILE.gzi].
+    #[cfg_attr(feature = "clap", arg(long = "gzi-idx", value_name = "FILE"))]
     pub gzi_index: Option<PathBuf>,
 }
 

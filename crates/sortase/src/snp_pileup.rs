@@ -42,135 +42,82 @@ use std::path::{Path, PathBuf};
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SnpPileupJob {
     /// VCF (plain or bgzipped) with the SNP positions.
-    #[cfg_attr(
-        feature = "clap",
-        arg(help = "VCF (plain or bgzipped) with the SNP positions")
-    )]
     pub vcf: PathBuf,
-    /// The output CSV (never overwritten; `.gz` is appended with `gzip` if missing).
-    #[cfg_attr(feature = "clap", arg(help = "Output CSV"))]
+    /// Output CSV (never overwritten; ".gz" is appended with -g if missing).
     pub output: PathBuf,
-    /// Coordinate-sorted, indexed BAMs, or coordinate-sorted CRAMs (decoded into temporary
-    /// indexed BAMs first).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            required = true,
-            help = "Coordinate-sorted, indexed BAMs, or coordinate-sorted CRAMs",
-        )
-    )]
+    /// Coordinate-sorted, indexed BAMs, or coordinate-sorted CRAMs.
+    #[cfg_attr(feature = "clap", arg(required = true))]
     pub bams: Vec<PathBuf>,
-    /// Reference FASTA for CRAM inputs (else htslib's `REF_PATH`/`REF_CACHE` and `@SQ UR` lookups).
+    /// Reference FASTA for CRAM inputs [REF_PATH/REF_CACHE, @SQ UR].
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "reference",
-            value_name = "FILE",
-            help = "Reference FASTA for CRAM inputs [REF_PATH/REF_CACHE, @SQ UR]",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "reference", value_name = "FILE"))]
     pub reference: Option<PathBuf>,
-    /// `-A`: do not discard anomalous read pairs.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'A',
-            long = "count-orphans",
-            help = "Do not discard anomalous read pairs",
-        )
-    )]
+    /// Do not discard anomalous read pairs.
+    #[cfg_attr(feature = "clap", arg(short = 'A', long = "count-orphans"))]
     pub count_orphans: bool,
-    /// `-g`: compress the output with BGZF.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'g',
-            long = "gzip",
-            help = "Compress the output with BGZF (\".gz\" is appended to the name if missing)",
-        )
-    )]
+    /// Compress the output with BGZF (".gz" is appended to the name if missing).
+    #[cfg_attr(feature = "clap", arg(short = 'g', long = "gzip"))]
     pub gzip: bool,
-    /// `-x`: no read-pair overlap detection.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'x',
-            long = "ignore-overlaps",
-            help = "Disable read-pair overlap detection",
-        )
-    )]
+    /// Disable read-pair overlap detection.
+    #[cfg_attr(feature = "clap", arg(short = 'x', long = "ignore-overlaps"))]
     pub ignore_overlaps: bool,
-    /// `-Q`: minimum base quality.
+    /// Minimum base quality.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'Q',
             long = "min-base-quality",
             value_name = "QUALITY",
-            default_value_t = 0,
-            help = "Minimum base quality",
+            default_value_t = 0
         )
     )]
     pub min_base_quality: i32,
-    /// `-q`: minimum mapping quality (MAPQ 0 is always skipped).
+    /// Minimum mapping quality (MAPQ 0 is always skipped).
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'q',
             long = "min-map-quality",
             value_name = "QUALITY",
-            default_value_t = 0,
-            help = "Minimum mapping quality (MAPQ 0 is always skipped)",
+            default_value_t = 0
         )
     )]
     pub min_map_quality: i32,
-    /// `-r`: minimum read counts per file for a position to be written.
+    /// Comma-separated minimum read counts per file for a position to be written.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'r',
             long = "min-read-counts",
             value_name = "READS",
-            value_delimiter = ',',
-            help = "Comma-separated minimum read counts per file for a position to be written",
+            value_delimiter = ','
         )
     )]
     pub min_read_counts: Vec<i32>,
-    /// `-d`: maximum depth per file (htslib pileup maxcnt).
+    /// Maximum depth per file (htslib pileup maxcnt).
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'd',
             long = "max-depth",
             value_name = "DEPTH",
-            default_value_t = 4000,
-            help = "Maximum depth per file (htslib pileup maxcnt)",
+            default_value_t = 4000
         )
     )]
     pub max_depth: i32,
-    /// `-P`: every this many positions without a SNP, a pseudo-SNP line (0: none).
+    /// Every MULTIPLE positions, if there is no SNP, write a record with the total count there.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'P',
             long = "pseudo-snps",
             value_name = "MULTIPLE",
-            default_value_t = 0,
-            help = "Every MULTIPLE positions, if there is no SNP, write a record with the total count \
-                there",
+            default_value_t = 0
         )
     )]
     pub pseudo_snps: i64,
-    /// Compressed bytes per batch (`None`: from the input size and thread count).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "batch-bytes",
-            hide = true,
-            help = "Compressed bytes per batch (for tests; default from input size and threads)",
-        )
-    )]
+    /// Compressed bytes per batch (for tests; default from input size and threads).
+    #[cfg_attr(feature = "clap", arg(long = "batch-bytes", hide = true))]
     pub batch_bytes: Option<u64>,
 }
 

@@ -87,67 +87,32 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ViewJob {
-    /// The input path (`-`: standard input).
-    #[cfg_attr(
-        feature = "clap",
-        arg(help = "Input SAM/BAM/CRAM file, `-` for stdin, or an AGD dataset directory",)
-    )]
+    /// Input SAM/BAM/CRAM file, `-` for stdin, or an AGD dataset directory.
     pub input: String,
     /// Where records (or, with `count`, the count) go. With `count` and no file, the count is only in
     /// the report.
     #[cfg_attr(feature = "clap", arg(skip))]
     pub output: OutputSpec,
-    /// Include the header in SAM output (`-h`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'h',
-            long = "with-header",
-            help = "Include the header in SAM output",
-        )
-    )]
+    /// Include the header in SAM output.
+    #[cfg_attr(feature = "clap", arg(short = 'h', long = "with-header"))]
     pub with_header: bool,
-    /// Write the header only (`-H`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'H', long = "header-only", help = "Print the header only",)
-    )]
+    /// Print the header only.
+    #[cfg_attr(feature = "clap", arg(short = 'H', long = "header-only"))]
     pub header_only: bool,
-    /// Count the matching records instead of writing them (`-c`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'c',
-            long = "count",
-            help = "Print only the count of matching records",
-        )
-    )]
+    /// Print only the count of matching records.
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "count"))]
     pub count: bool,
     /// Which records pass: samtools view's `-f -F -q -r -R -n -l -L -d -D -N -e`
     /// ([`sortase_ops::filter`]); its fields sit at the top level of the job's JSON.
     #[serde(flatten)]
     #[cfg_attr(feature = "clap", command(flatten))]
     pub filter: FilterSpec,
-    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM file or a coordinate-sorted
-    /// dataset; empty: the whole input.
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            help = "Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM or a \
-                coordinate-sorted dataset",
-        )
-    )]
+    /// Regions (`chr`, `chr:beg-end`, `*`) of an indexed BAM or CRAM or a coordinate-sorted
+    /// dataset.
     pub regions: Vec<String>,
-    /// The regions as one union, each record once and in file order (samtools `-M`; datasets).
+    /// The regions as one union: each record once, in file order (AGD datasets).
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'M',
-            long = "use-index",
-            help = "The regions as one union: each record once, in file order (AGD datasets)",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'M', long = "use-index"))]
     pub multi_region: bool,
     /// The `@PG` line to add (`None`: `--no-PG`).
     #[cfg_attr(feature = "clap", arg(skip))]

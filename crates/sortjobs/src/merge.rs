@@ -61,8 +61,7 @@ pub use tasks::{MergeTask, MergeTaskOutput, MergeTaskPlan};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct MergeJob {
-    /// The input paths (`-`: standard input), in samtools' order (`-b` list first, then arguments).
-    #[cfg_attr(feature = "clap", arg(help = "Input files"))]
+    /// Input files.
     pub inputs: Vec<String>,
     /// The output (default level: samtools' `-l 6`; `--index-format` or a `##idx##` name for BAI).
     #[cfg_attr(feature = "clap", command(flatten))]
@@ -70,75 +69,32 @@ pub struct MergeJob {
     /// The order the inputs are sorted in (`-n`, `-N`, `-t TAG`).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub order: Order,
-    /// Attach an RG tag to each record, named after its input file (`-r`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'r',
-            help = "Attach an RG tag to each record, named after its input file",
-        )
-    )]
+    /// Attach an RG tag to each record, named after its input file.
+    #[cfg_attr(feature = "clap", arg(short = 'r'))]
     pub attach_rg: bool,
-    /// Combine @RG lines with colliding IDs instead of renaming them (`-c`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'c',
-            help = "Combine @RG lines with colliding IDs instead of renaming them",
-        )
-    )]
+    /// Combine @RG lines with colliding IDs instead of renaming them.
+    #[cfg_attr(feature = "clap", arg(short = 'c'))]
     pub combine_rg: bool,
-    /// Combine @PG lines with colliding IDs instead of renaming them (`-p`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'p',
-            help = "Combine @PG lines with colliding IDs instead of renaming them",
-        )
-    )]
+    /// Combine @PG lines with colliding IDs instead of renaming them.
+    #[cfg_attr(feature = "clap", arg(short = 'p'))]
     pub combine_pg: bool,
-    /// Seed for the suffixes of renamed IDs (`-s`; `None`: the current time, as samtools).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 's',
-            value_name = "VALUE",
-            help = "Seed for the suffixes of renamed IDs [time]",
-        )
-    )]
+    /// Seed for the suffixes of renamed IDs [time].
+    #[cfg_attr(feature = "clap", arg(short = 's', value_name = "VALUE"))]
     pub seed: Option<i64>,
-    /// Use this file's header as the base of the output header (`-h`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'h',
-            value_name = "FILE",
-            help = "Use the header of FILE as the base of the output header",
-        )
-    )]
+    /// Use the header of FILE as the base of the output header.
+    #[cfg_attr(feature = "clap", arg(short = 'h', value_name = "FILE"))]
     pub header_file: Option<PathBuf>,
-    /// Overwrite an existing output file (`-f`); without it an existing file is an error.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'f', help = "Overwrite the output file if it exists",)
-    )]
+    /// Overwrite the output file if it exists.
+    #[cfg_attr(feature = "clap", arg(short = 'f'))]
     pub force: bool,
     /// The `@PG` line to add (`None`: `--no-PG`).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
     /// Prove that no record was lost or changed: sum the records read (as translated into the
-    /// output header) and written (`samtools checksum -F 0 -P -C -M`) and fail, leaving no
-    /// output, if they differ (`--checksums`).
+    /// output header) and written (samtools checksum -F 0 -P -C -M) and fail, removing the output,
+    /// if they differ; -v prints them.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "checksums",
-            help = "Prove that no record was lost or changed: sum the records read (as translated into \
-                the output header) and written (samtools checksum -F 0 -P -C -M) and fail, \
-                removing the output, if they differ; -v prints them",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
 }
 

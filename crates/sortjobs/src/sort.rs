@@ -45,17 +45,9 @@ pub use sortase_exec::options::DEFAULT_LEVEL;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SortJob {
-    /// The input path (`-`: standard input), or an AGD dataset directory (its records and header
-    /// are those of the BAM `sortase agd export` writes).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            default_value = "-",
-            hide_default_value = true,
-            help = "Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted as the BAM it \
-                came from; -O agd writes a new dataset)",
-        )
-    )]
+    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (sorted as the BAM it came
+    /// from; -O agd writes a new dataset).
+    #[cfg_attr(feature = "clap", arg(default_value = "-", hide_default_value = true))]
     pub input: String,
     /// The output.
     #[cfg_attr(feature = "clap", command(flatten))]
@@ -73,52 +65,30 @@ pub struct SortJob {
     /// Most runs the final merge may open (background compaction keeps it so); at least 2.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "max-fan-in",
-            value_name = "INT",
-            default_value_t = 64,
-            help = "Most runs the final merge may open (background compaction keeps it so)",
-        )
+        arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)
     )]
     pub max_fan_in: usize,
     /// The `@PG` line to add (`None`: `--no-PG`).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
-    /// samtools' `--input-fmt-option`: `filter=EXPR` reads only the records for which the htslib
-    /// filter expression is true (as `samtools sort --input-fmt-option filter=EXPR`); other input
-    /// options are refused.
+    /// Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records for which
+    /// the htslib filter expression is true (repeatable; the last filter wins).
     #[serde(default)]
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "input-fmt-option",
-            value_name = "OPT=VAL",
-            help = "Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records \
-                for which the htslib filter expression is true (repeatable; the last filter wins)",
-        )
+        arg(long = "input-fmt-option", value_name = "OPT=VAL")
     )]
     pub input_fmt_options: Vec<String>,
-    /// Sum the records read and written (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
-    /// fail, leaving no output, if the sums differ (`--checksums`). Off by default: it costs ~15%
-    /// more CPU (every record is summed once as read and once as written).
+    /// Prove that no record was lost or changed: sum the records read and written (the sums of
+    /// samtools checksum -F 0 -P -C -M) and fail, removing the output, if they differ; -v prints
+    /// them. Costs ~15% more CPU.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "checksums",
-            help = "Prove that no record was lost or changed: sum the records read and written (the \
-                sums of samtools checksum -F 0 -P -C -M) and fail, removing the output, if they \
-                differ; -v prints them. Costs ~15% more CPU",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
-    /// AGD output (`-O agd`): most records per chunk of the dataset.
+    /// AGD output (-O agd, or an existing empty directory as -o): most records per chunk of the new
+    /// dataset (-l: the zstd level of its files, 1-22 [3]).
     #[serde(default = "default_chunk_size")]
-    #[cfg_attr(feature = "clap", arg(
-        long = "chunk-size", value_name = "INT", default_value_t = default_chunk_size(),
-        help = "AGD output (-O agd, or an existing empty directory as -o): most records per chunk \
-                of the new dataset (-l: the zstd level of its files, 1-22 [3])",
-    ))]
+    #[cfg_attr(feature = "clap", arg(long = "chunk-size", value_name = "INT", default_value_t = default_chunk_size()))]
     pub chunk_size: u64,
     /// AGD output: the command line recorded as the provenance of every group of the dataset.
     #[serde(default)]

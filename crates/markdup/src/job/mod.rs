@@ -59,159 +59,76 @@ pub enum Mode {
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct SamblasterOptions {
-    /// Add `MC` and `MQ` tags to all records of pairs with both primaries present (`--addMateTags`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "addMateTags",
-            help = "Add MC and MQ tags to all records of pairs with both primaries present (samblaster \
-                --addMateTags)",
-        )
-    )]
+    /// Add MC and MQ tags to all records of pairs with both primaries present (samblaster
+    /// --addMateTags).
+    #[cfg_attr(feature = "clap", arg(long = "addMateTags"))]
     pub add_mate_tags: bool,
-    /// Accept the input's duplicate marks: mark nothing (`-a`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'a',
-            long = "acceptDupMarks",
-            help = "Accept the input's duplicate marks: mark nothing (samblaster -a)",
-        )
-    )]
+    /// Accept the input's duplicate marks: mark nothing (samblaster -a).
+    #[cfg_attr(feature = "clap", arg(short = 'a', long = "acceptDupMarks"))]
     pub accept_dups: bool,
-    /// Pass groups without a usable primary pair through instead of failing (`--ignoreUnmated`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "ignoreUnmated",
-            help = "Pass groups without a usable primary pair through instead of failing (samblaster \
-                --ignoreUnmated)",
-        )
-    )]
+    /// Pass groups without a usable primary pair through instead of failing (samblaster
+    /// --ignoreUnmated).
+    #[cfg_attr(feature = "clap", arg(long = "ignoreUnmated"))]
     pub ignore_unmated: bool,
-    /// Padding of each reference in the signature layout (`--maxReadLength`).
+    /// Padding of each reference in samblaster's signature layout (samblaster --maxReadLength;
+    /// changes which alignments at reference ends compare equal).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "maxReadLength",
-            value_name = "INT",
-            default_value_t = 500,
-            help = "Padding of each reference in samblaster's signature layout (samblaster \
-                --maxReadLength; changes which alignments at reference ends compare equal)",
-        )
+        arg(long = "maxReadLength", value_name = "INT", default_value_t = 500)
     )]
     pub max_read_length: i32,
-    /// Leave duplicates out of the side outputs (`-e`; removing duplicates implies it).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'e',
-            long = "excludeDups",
-            help = "Leave duplicates out of the side outputs -d, -s, --unmappedFile (samblaster -e; -r \
-                implies it)",
-        )
-    )]
+    /// Leave duplicates out of the side outputs -d, -s, --unmappedFile (samblaster -e; -r implies
+    /// it).
+    #[cfg_attr(feature = "clap", arg(short = 'e', long = "excludeDups"))]
     pub exclude_dups: bool,
-    /// Discordant pairs' primaries go to this file (SAM; BAM if it ends in .bam) (`-d`).
+    /// Write discordant pairs' primaries to FILE (SAM; BAM if it ends in .bam) (samblaster -d).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'd',
-            long = "discordantFile",
-            value_name = "FILE",
-            help = "Write discordant pairs' primaries to FILE (SAM; BAM if it ends in .bam) (samblaster \
-                -d)",
-        )
+        arg(short = 'd', long = "discordantFile", value_name = "FILE")
     )]
     pub discordant_file: Option<PathBuf>,
-    /// Split reads go to this file (SAM; BAM if it ends in .bam), names suffixed `_1`/`_2` (`-s`).
+    /// Write split reads to FILE (SAM; BAM if it ends in .bam), names suffixed _1/_2 (samblaster
+    /// -s).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 's',
-            long = "splitterFile",
-            value_name = "FILE",
-            help = "Write split reads to FILE (SAM; BAM if it ends in .bam), names suffixed _1/_2 \
-                (samblaster -s)",
-        )
+        arg(short = 's', long = "splitterFile", value_name = "FILE")
     )]
     pub splitter_file: Option<PathBuf>,
-    /// Unmapped and clipped reads go to this file as FASTQ (FASTA without qualities)
-    /// (`--unmappedFile`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "unmappedFile",
-            value_name = "FILE",
-            help = "Write unmapped and clipped reads to FILE as FASTQ (FASTA if they have no \
-                qualities). samblaster's short form -u is not taken: -u is samtools' uncompressed \
-                BAM here",
-        )
-    )]
+    /// Write unmapped and clipped reads to FILE as FASTQ (FASTA if they have no qualities).
+    /// samblaster's short form -u is not taken: -u is samtools' uncompressed BAM here.
+    #[cfg_attr(feature = "clap", arg(long = "unmappedFile", value_name = "FILE"))]
     pub unmapped_file: Option<PathBuf>,
-    /// bwa mem -M compatibility: 0x100 records are split-read candidates too (`-M`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'M',
-            help = "Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates \
-                too",
-        )
-    )]
+    /// Split-read compatibility with bwa mem -M: 0x100 records are split-read candidates too.
+    #[cfg_attr(feature = "clap", arg(short = 'M'))]
     pub compat: bool,
-    /// Most alignments of a read for it to be a split-read candidate (`--maxSplitCount`).
+    /// Most alignments of a read for it to be a split-read candidate.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "maxSplitCount",
-            value_name = "INT",
-            default_value_t = 2,
-            help = "Most alignments of a read for it to be a split-read candidate",
-        )
+        arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)
     )]
     pub max_split_count: i32,
-    /// Fewest bases of a split read's alignments that must not overlap (`--minNonOverlap`).
+    /// Fewest bases of a split read's alignments that must not overlap.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "minNonOverlap",
-            value_name = "INT",
-            default_value_t = 20,
-            help = "Fewest bases of a split read's alignments that must not overlap",
-        )
+        arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)
     )]
     pub min_non_overlap: i32,
-    /// Smallest indel between alignments on one strand for a split read (`--minIndelSize`).
+    /// Smallest indel between alignments on one strand for a split read.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "minIndelSize",
-            value_name = "INT",
-            default_value_t = 50,
-            help = "Smallest indel between alignments on one strand for a split read",
-        )
+        arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)
     )]
     pub min_indel_size: i32,
-    /// Most unaligned bases between a split read's alignments (`--maxUnmappedBases`).
+    /// Most unaligned bases between a split read's alignments.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "maxUnmappedBases",
-            value_name = "INT",
-            default_value_t = 50,
-            help = "Most unaligned bases between a split read's alignments",
-        )
+        arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)
     )]
     pub max_unmapped_bases: i32,
-    /// Shortest clip for the unmapped/clipped file (`--minClipSize`).
+    /// Shortest clip for --unmappedFile.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "minClipSize",
-            value_name = "INT",
-            default_value_t = 20,
-            help = "Shortest clip for --unmappedFile",
-        )
+        arg(long = "minClipSize", value_name = "INT", default_value_t = 20)
     )]
     pub min_clip: i32,
 }
@@ -251,41 +168,25 @@ pub struct PicardOptions {
     /// The command line in the metrics file's header (default: the `@PG` line's).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub metrics_command_line: Option<String>,
-    /// Largest x/y distance between optical duplicates (`OPTICAL_DUPLICATE_PIXEL_DISTANCE`).
+    /// Largest x/y distance between optical duplicates (Picard OPTICAL_DUPLICATE_PIXEL_DISTANCE).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            long = "optical-distance",
-            value_name = "INT",
-            default_value_t = 100,
-            help = "Largest x/y distance between optical duplicates (Picard \
-                OPTICAL_DUPLICATE_PIXEL_DISTANCE)",
-        )
+        arg(long = "optical-distance", value_name = "INT", default_value_t = 100)
     )]
     pub optical_distance: i32,
     /// Regex with 3 groups (tile, x, y) matched against read names; `null` turns optical detection
-    /// off (`READ_NAME_REGEX`; default: the last three ':'-separated fields).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "read-name-regex",
-            value_name = "REGEX",
-            help = "Regex with 3 groups (tile, x, y) matched against read names; `null` turns optical \
-                detection off (Picard READ_NAME_REGEX) [the last three ':'-separated fields]",
-        )
-    )]
+    /// off (Picard READ_NAME_REGEX) [the last three ':'-separated fields].
+    #[cfg_attr(feature = "clap", arg(long = "read-name-regex", value_name = "REGEX"))]
     pub read_name_regex: Option<String>,
-    /// Largest duplicate set searched for optical duplicates; -1: no limit
-    /// (`MAX_OPTICAL_DUPLICATE_SET_SIZE`).
+    /// Largest duplicate set searched for optical duplicates; -1: no limit (Picard
+    /// MAX_OPTICAL_DUPLICATE_SET_SIZE).
     #[cfg_attr(
         feature = "clap",
         arg(
             long = "max-optical-set",
             value_name = "INT",
             default_value_t = 300000,
-            allow_negative_numbers = true,
-            help = "Largest duplicate set searched for optical duplicates; -1: no limit (Picard \
-                MAX_OPTICAL_DUPLICATE_SET_SIZE)",
+            allow_negative_numbers = true
         )
     )]
     pub max_optical_set: i64,
@@ -314,17 +215,9 @@ impl Default for PicardOptions {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct MarkdupJob {
-    /// The input path (`-`: standard input; an AGD dataset directory is read as the BAM it came
+    /// Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (marked as the BAM it came
     /// from).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            default_value = "-",
-            hide_default_value = true,
-            help = "Input SAM/BAM/CRAM file [stdin], or an AGD dataset directory (marked as the BAM it \
-                came from)",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(default_value = "-", hide_default_value = true))]
     pub input: String,
     /// The output (`write_index`: coordinate-sorted BAM or CRAM output only).
     #[cfg_attr(feature = "clap", command(flatten))]
@@ -332,16 +225,8 @@ pub struct MarkdupJob {
     /// The algorithm.
     #[cfg_attr(feature = "clap", arg(skip))]
     pub mode: Mode,
-    /// Leave duplicates out instead of flagging them (samblaster `-r`, Picard `REMOVE_DUPLICATES`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'r',
-            long = "removeDups",
-            help = "Remove duplicates instead of flagging them (samblaster -r, Picard \
-                REMOVE_DUPLICATES)",
-        )
-    )]
+    /// Remove duplicates instead of flagging them (samblaster -r, Picard REMOVE_DUPLICATES).
+    #[cfg_attr(feature = "clap", arg(short = 'r', long = "removeDups"))]
     pub remove_duplicates: bool,
     /// Temporary files (spilled read ends, a copy of standard input) go to
     /// `PREFIX.sortase-PID-N.tmp/`; default: next to the output, else the runtime's temporary
@@ -361,19 +246,10 @@ pub struct MarkdupJob {
     #[cfg_attr(feature = "clap", arg(skip))]
     pub program: Option<Program>,
     /// Prove that no record was lost or changed but for the duplicate flag: sum the records read
-    /// and written (`samtools checksum -F 0 -P -C -M`, whose flag sum leaves 0x400 out, and whose
-    /// tags leave out the mate tags samblaster adds) and fail, leaving no output, if they differ;
-    /// with `remove_duplicates` the records left out are summed too (`--checksums`).
+    /// and written (samtools checksum -F 0 -P -C -M; with -r the removed ones too) and fail,
+    /// removing the output, if they differ; -v prints them.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            long = "checksums",
-            help = "Prove that no record was lost or changed but for the duplicate flag: sum the \
-                records read and written (samtools checksum -F 0 -P -C -M; with -r the removed \
-                ones too) and fail, removing the output, if they differ; -v prints them",
-        )
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
 }
 

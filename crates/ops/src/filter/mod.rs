@@ -49,7 +49,7 @@ pub struct FilterSpec {
     /// Only records with none of these flag bits set (`-F`).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub exclude_flags: u16,
-    /// Only records with at least this mapping quality (`-q`).
+    /// Only records with mapping quality ≥ INT.
     #[cfg_attr(
         feature = "clap",
         arg(
@@ -57,104 +57,63 @@ pub struct FilterSpec {
             long = "min-MQ",
             visible_alias = "min-mapq",
             value_name = "INT",
-            default_value_t = 0,
-            help = "Only records with mapping quality ≥ INT",
+            default_value_t = 0
         )
     )]
     pub min_mapq: u8,
-    /// Only records in this read group, or in none (`-r`).
+    /// Only records in read group STR.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'r',
-            long = "read-group",
-            value_name = "STR",
-            help = "Only records in read group STR",
-        )
+        arg(short = 'r', long = "read-group", value_name = "STR")
     )]
     pub read_group: Option<String>,
-    /// Only records in a read group listed in this file, or in none (`-R FILE`); `^FILE`: only
-    /// records in no read group listed there.
+    /// Only records in a read group listed in FILE, or in none; `^FILE`: in none listed there.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'R',
-            long = "read-group-file",
-            value_name = "[^]FILE",
-            help = "Only records in a read group listed in FILE, or in none; `^FILE`: in none listed \
-                there",
-        )
+        arg(short = 'R', long = "read-group-file", value_name = "[^]FILE")
     )]
     pub read_group_file: Option<String>,
-    /// Only records with a read group (`-n`).
-    #[cfg_attr(
-        feature = "clap",
-        arg(
-            short = 'n',
-            long = "exclude-no-read-group",
-            help = "Only records that have a read group",
-        )
-    )]
+    /// Only records that have a read group.
+    #[cfg_attr(feature = "clap", arg(short = 'n', long = "exclude-no-read-group"))]
     pub exclude_no_read_group: bool,
-    /// Only records whose read group's `@RG LB` is this library (`-l`).
+    /// Only records in library STR (the `LB` of their read group's `@RG` line).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'l',
-            long = "library",
-            value_name = "STR",
-            help = "Only records in library STR (the `LB` of their read group's `@RG` line)",
-        )
+        arg(short = 'l', long = "library", value_name = "STR")
     )]
     pub library: Option<String>,
-    /// Only records overlapping the regions of this BED file (`-L`).
+    /// Only records overlapping the regions of this BED file (0-based, end exclusive; gzip or
+    /// plain). With regions, records in both.
     #[cfg_attr(
         feature = "clap",
         arg(
             short = 'L',
             long = "target-file",
             visible_alias = "targets-file",
-            value_name = "FILE",
-            help = "Only records overlapping the regions of this BED file (0-based, end exclusive; \
-                gzip or plain). With regions, records in both",
+            value_name = "FILE"
         )
     )]
     pub targets_file: Option<PathBuf>,
-    /// Only records with this tag, `TAG`, or with one of these values, `TAG:VALUE` (`-d`,
-    /// repeatable, one tag).
+    /// Only records with tag TAG (with value VAL); repeat for more values of the same tag.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'd',
-            long = "tag",
-            value_name = "TAG[:VAL]",
-            help = "Only records with tag TAG (with value VAL); repeat for more values of the same tag",
-        )
+        arg(short = 'd', long = "tag", value_name = "TAG[:VAL]")
     )]
     pub tags: Vec<String>,
-    /// Only records whose tag has a value listed in a file, `TAG:FILE` (`-D`).
+    /// Only records whose tag TAG has a value listed in FILE.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'D',
-            long = "tag-file",
-            value_name = "TAG:FILE",
-            help = "Only records whose tag TAG has a value listed in FILE",
-        )
+        arg(short = 'D', long = "tag-file", value_name = "TAG:FILE")
     )]
     pub tag_file: Option<String>,
-    /// Only records whose name is listed in this file (`-N FILE`); `^FILE`: only those not listed.
+    /// Only records whose name is listed in FILE; `^FILE`: whose name is not.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'N',
-            long = "qname-file",
-            value_name = "[^]FILE",
-            help = "Only records whose name is listed in FILE; `^FILE`: whose name is not",
-        )
+        arg(short = 'N', long = "qname-file", value_name = "[^]FILE")
     )]
     pub qname_file: Option<String>,
-    /// Only records for which this htslib filter expression is true (`-e`).
+    /// Only records for which the htslib filter expression is true, e.g. 'mapq >= 30 && flag.paired
+    /// && [NM] < 5' or 'qname =~ "^SRR"'.
     #[cfg_attr(
         feature = "clap",
         arg(
@@ -162,9 +121,7 @@ pub struct FilterSpec {
             long = "expr",
             visible_alias = "expression",
             value_name = "EXPR",
-            allow_hyphen_values = true,
-            help = "Only records for which the htslib filter expression is true, e.g. 'mapq >= 30 && \
-                flag.paired && [NM] < 5' or 'qname =~ \"^SRR\"'",
+            allow_hyphen_values = true
         )
     )]
     pub expression: Option<String>,
