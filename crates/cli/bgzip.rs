@@ -31,12 +31,7 @@ pub struct BgzipArgs {
     #[arg(short = 'k', long = "keep")]
     keep: bool,
     /// Compression level, 0 to 9, -1 for the default (htslib's level map onto libdeflate).
-    #[arg(
-        short = 'l',
-        long = "compress-level",
-        value_name = "INT",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'l', long = "compress-level", value_name = "INT", allow_negative_numbers = true)]
     level: Option<i32>,
     /// Write to this file, keep input files.
     #[arg(short = 'o', long = "output", value_name = "FILE")]

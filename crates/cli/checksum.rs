@@ -10,28 +10,13 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct ChecksumArgs {
     /// Leave out records with any of these flags.
-    #[arg(
-        short = 'F',
-        long = "exclude-flags",
-        value_name = "FLAG",
-        default_value = "0x900"
-    )]
+    #[arg(short = 'F', long = "exclude-flags", value_name = "FLAG", default_value = "0x900")]
     exclude_flags: String,
     /// Leave out records without all of these flags.
-    #[arg(
-        short = 'f',
-        long = "require-flags",
-        value_name = "FLAG",
-        default_value = "0"
-    )]
+    #[arg(short = 'f', long = "require-flags", value_name = "FLAG", default_value = "0")]
     require_flags: String,
     /// BAM flags to use in checksums.
-    #[arg(
-        short = 'b',
-        long = "flag-mask",
-        value_name = "FLAG",
-        default_value = "0x0c1"
-    )]
+    #[arg(short = 'b', long = "flag-mask", value_name = "FLAG", default_value = "0x0c1")]
     flag_mask: String,
     #[command(flatten)]
     job: ChecksumJob,

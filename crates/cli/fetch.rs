@@ -22,12 +22,7 @@ pub struct LocArgs {
 #[derive(clap::Args, Debug)]
 pub struct FetchArgs {
     /// File of record names, one per line [stdin].
-    #[arg(
-        short = 'n',
-        long = "names",
-        value_name = "FILE",
-        conflicts_with = "pairs"
-    )]
+    #[arg(short = 'n', long = "names", value_name = "FILE", conflicts_with = "pairs")]
     names: Option<PathBuf>,
     /// File of `OFFSET SIZE` pairs (uncompressed bytes), one per line.
     #[arg(short = 'p', long = "pairs", value_name = "FILE")]

@@ -13,12 +13,7 @@ pub struct FlagstatArgs {
     #[command(flatten)]
     threads: crate::args::Threads,
     /// Output format: default, json or tsv.
-    #[arg(
-        short = 'O',
-        long = "output-fmt",
-        value_name = "FORMAT",
-        default_value = "default"
-    )]
+    #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT", default_value = "default")]
     format: String,
     /// Input BAM (CRAM, SAM) or AGD dataset directory.
     input: PathBuf,

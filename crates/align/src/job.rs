@@ -66,10 +66,7 @@ pub enum DuplicateMarking {
     Samblaster,
     /// Picard MarkDuplicates' algorithm on the sorted records (a second pass over them, kept in
     /// the temporary directory).
-    #[cfg_attr(
-        feature = "clap",
-        value(help = "Picard MarkDuplicates' algorithm, after the sort")
-    )]
+    #[cfg_attr(feature = "clap", value(help = "Picard MarkDuplicates' algorithm, after the sort"))]
     Picard,
     /// No marking.
     #[cfg_attr(feature = "clap", value(help = "No duplicate marking"))]
@@ -85,10 +82,7 @@ pub enum DuplicateMarking {
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Fq2BamJob {
     /// minimap2 index (.mmi) or reference FASTA.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'x', long = "index", value_name = "REF.mmi|REF.fa")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'x', long = "index", value_name = "REF.mmi|REF.fa"))]
     pub index: PathBuf,
     /// Reads: FASTQ/FASTA, plain, gzip or BGZF (R1 of a pair), or an AGD dataset of the reads
     /// (`sortase agd import -1 R1 -2 R2`), given alone.

@@ -122,12 +122,7 @@ pub struct OutputSpec {
     /// dataset directory).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            id = "output_fmt",
-            short = 'O',
-            long = "output-fmt",
-            value_name = "FORMAT"
-        )
+        arg(id = "output_fmt", short = 'O', long = "output-fmt", value_name = "FORMAT")
     )]
     pub format: Option<String>,
     /// Compression level 0-9 with samtools' meaning.
@@ -154,11 +149,7 @@ pub struct OutputSpec {
     #[serde(default)]
     #[cfg_attr(
         feature = "clap",
-        arg(
-            id = "output_fmt_options",
-            long = "output-fmt-option",
-            value_name = "OPT=VAL"
-        )
+        arg(id = "output_fmt_options", long = "output-fmt-option", value_name = "OPT=VAL")
     )]
     pub format_options: Vec<String>,
 }

@@ -56,26 +56,15 @@ pub struct FaidxJob {
     /// Regions: NAME, NAME:BEG-END, {NAME}:BEG-END.
     pub regions: Vec<String>,
     /// File of regions, one per line.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'r', long = "region-file", value_name = "FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'r', long = "region-file", value_name = "FILE"))]
     pub region_file: Option<PathBuf>,
     /// Write regions to FILE (.gz/.bgz/.bgzf: bgzipped); with no regions, the .fai name.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'o', long = "output", value_name = "FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_name = "FILE"))]
     pub output: Option<PathBuf>,
     /// Bases per output line [the input's line length]; 0: no wrapping.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'n',
-            long = "length",
-            value_name = "INT",
-            allow_negative_numbers = true
-        )
+        arg(short = 'n', long = "length", value_name = "INT", allow_negative_numbers = true)
     )]
     pub line_length: Option<i64>,
     /// Continue after a region whose sequence is not in the index.

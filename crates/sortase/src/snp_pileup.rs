@@ -64,56 +64,31 @@ pub struct SnpPileupJob {
     /// Minimum base quality.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'Q',
-            long = "min-base-quality",
-            value_name = "QUALITY",
-            default_value_t = 0
-        )
+        arg(short = 'Q', long = "min-base-quality", value_name = "QUALITY", default_value_t = 0)
     )]
     pub min_base_quality: i32,
     /// Minimum mapping quality (MAPQ 0 is always skipped).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'q',
-            long = "min-map-quality",
-            value_name = "QUALITY",
-            default_value_t = 0
-        )
+        arg(short = 'q', long = "min-map-quality", value_name = "QUALITY", default_value_t = 0)
     )]
     pub min_map_quality: i32,
     /// Comma-separated minimum read counts per file for a position to be written.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'r',
-            long = "min-read-counts",
-            value_name = "READS",
-            value_delimiter = ','
-        )
+        arg(short = 'r', long = "min-read-counts", value_name = "READS", value_delimiter = ',')
     )]
     pub min_read_counts: Vec<i32>,
     /// Maximum depth per file (htslib pileup maxcnt).
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'd',
-            long = "max-depth",
-            value_name = "DEPTH",
-            default_value_t = 4000
-        )
+        arg(short = 'd', long = "max-depth", value_name = "DEPTH", default_value_t = 4000)
     )]
     pub max_depth: i32,
     /// Every MULTIPLE positions, if there is no SNP, write a record with the total count there.
     #[cfg_attr(
         feature = "clap",
-        arg(
-            short = 'P',
-            long = "pseudo-snps",
-            value_name = "MULTIPLE",
-            default_value_t = 0
-        )
+        arg(short = 'P', long = "pseudo-snps", value_name = "MULTIPLE", default_value_t = 0)
     )]
     pub pseudo_snps: i64,
     /// Compressed bytes per batch (for tests; default from input size and threads).

@@ -74,10 +74,7 @@ pub struct SortJob {
     /// Input option, samtools' `--input-fmt-option`: filter=EXPR reads only the records for which
     /// the htslib filter expression is true (repeatable; the last filter wins).
     #[serde(default)]
-    #[cfg_attr(
-        feature = "clap",
-        arg(long = "input-fmt-option", value_name = "OPT=VAL")
-    )]
+    #[cfg_attr(feature = "clap", arg(long = "input-fmt-option", value_name = "OPT=VAL"))]
     pub input_fmt_options: Vec<String>,
     /// Prove that no record was lost or changed: sum the records read and written (the sums of
     /// samtools checksum -F 0 -P -C -M) and fail, removing the output, if they differ; -v prints

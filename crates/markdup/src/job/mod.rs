@@ -82,17 +82,11 @@ pub struct SamblasterOptions {
     #[cfg_attr(feature = "clap", arg(short = 'e', long = "excludeDups"))]
     pub exclude_dups: bool,
     /// Write discordant pairs' primaries to FILE (SAM; BAM if it ends in .bam) (samblaster -d).
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'd', long = "discordantFile", value_name = "FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'd', long = "discordantFile", value_name = "FILE"))]
     pub discordant_file: Option<PathBuf>,
     /// Write split reads to FILE (SAM; BAM if it ends in .bam), names suffixed _1/_2 (samblaster
     /// -s).
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 's', long = "splitterFile", value_name = "FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 's', long = "splitterFile", value_name = "FILE"))]
     pub splitter_file: Option<PathBuf>,
     /// Write unmapped and clipped reads to FILE as FASTQ (FASTA if they have no qualities).
     /// samblaster's short form -u is not taken: -u is samtools' uncompressed BAM here.

@@ -62,10 +62,7 @@ pub struct FilterSpec {
     )]
     pub min_mapq: u8,
     /// Only records in read group STR.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'r', long = "read-group", value_name = "STR")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'r', long = "read-group", value_name = "STR"))]
     pub read_group: Option<String>,
     /// Only records in a read group listed in FILE, or in none; `^FILE`: in none listed there.
     #[cfg_attr(
@@ -77,10 +74,7 @@ pub struct FilterSpec {
     #[cfg_attr(feature = "clap", arg(short = 'n', long = "exclude-no-read-group"))]
     pub exclude_no_read_group: bool,
     /// Only records in library STR (the `LB` of their read group's `@RG` line).
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'l', long = "library", value_name = "STR")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'l', long = "library", value_name = "STR"))]
     pub library: Option<String>,
     /// Only records overlapping the regions of this BED file (0-based, end exclusive; gzip or
     /// plain). With regions, records in both.
@@ -95,22 +89,13 @@ pub struct FilterSpec {
     )]
     pub targets_file: Option<PathBuf>,
     /// Only records with tag TAG (with value VAL); repeat for more values of the same tag.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'd', long = "tag", value_name = "TAG[:VAL]")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'd', long = "tag", value_name = "TAG[:VAL]"))]
     pub tags: Vec<String>,
     /// Only records whose tag TAG has a value listed in FILE.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'D', long = "tag-file", value_name = "TAG:FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'D', long = "tag-file", value_name = "TAG:FILE"))]
     pub tag_file: Option<String>,
     /// Only records whose name is listed in FILE; `^FILE`: whose name is not.
-    #[cfg_attr(
-        feature = "clap",
-        arg(short = 'N', long = "qname-file", value_name = "[^]FILE")
-    )]
+    #[cfg_attr(feature = "clap", arg(short = 'N', long = "qname-file", value_name = "[^]FILE"))]
     pub qname_file: Option<String>,
     /// Only records for which the htslib filter expression is true, e.g. 'mapq >= 30 && flag.paired
     /// && [NM] < 5' or 'qname =~ "^SRR"'.
