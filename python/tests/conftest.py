@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -59,6 +59,18 @@ def sortase_bin() -> Path:
     if p is None:
         pytest.skip("no sortase binary (cargo build --release, or set SORTASE_BIN)")
     return p
+
+
+def input_fixture(make: Callable[..., Path], folder: str, **keywords: Any) -> Any:
+    """A module-scoped fixture, named as the module variable it is assigned to: the input
+    ``make(FOLDER/in.bam, **keywords)`` writes, in a fresh temporary ``folder``, once per module
+    that uses it (``bam = input_fixture(make_bam, "data")``)."""
+
+    @pytest.fixture(scope="module")
+    def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return make(tmp_path_factory.mktemp(folder) / "in.bam", **keywords)
+
+    return made
 
 
 def corpus_sams() -> List[Path]:

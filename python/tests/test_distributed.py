@@ -23,6 +23,8 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
+from conftest import input_fixture  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 # The CLI to compare with: $SORTASE_BIN, else target/release, else target/debug (what `cargo test`
 # leaves in CI), as conftest.cli_binary.
@@ -63,28 +65,7 @@ def make_bam(path: Path, records: int = RECORDS, seed: int = 18) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_bam(tmp_path_factory.mktemp("data") / "in.bam")
-
-
-def segment(header: Any, rng: random.Random, name: str, flag: int, ref: int, pos: int, cigar,
-            mref: int, mpos: int, qual: str) -> Any:
-    """A record of 100 bases drawn from ``rng``, all of quality ``qual`` (a mapped one, with a
-    ``cigar``, of MAPQ 60), for the markdup tests' BAMs; the caller adds its fields and tags."""
-    a = pysam.AlignedSegment(header)
-    a.query_name = name
-    a.flag = flag
-    a.query_sequence = "".join(rng.choice("ACGT") for _ in range(100))
-    a.query_qualities = pysam.qualitystring_to_array(qual * 100)
-    a.reference_id = ref
-    a.reference_start = pos
-    if cigar is not None:
-        a.cigar = cigar
-        a.mapping_quality = 60
-    a.next_reference_id = mref
-    a.next_reference_start = mpos
-    return a
+bam = input_fixture(make_bam, "data")
 
 
 def leftovers(directory: Path) -> list:

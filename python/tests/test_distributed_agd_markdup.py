@@ -19,8 +19,7 @@ pytest.importorskip("dask.distributed")
 from sortase import ArgumentError, distributed  # noqa: E402
 
 from test_distributed import CLI, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
-from test_distributed_markdup import make_grouped_bam  # noqa: E402
-from test_distributed_pmarkdup import make_coordinate_bam  # noqa: E402
+from markdup_bams import make_coordinate_bam, make_grouped_bam  # noqa: E402
 
 #: Records per chunk (the test datasets have 10-20 chunks), and small tasks: several runs of chunks,
 #: read-name groups and mates across them.

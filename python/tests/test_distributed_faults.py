@@ -21,9 +21,10 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
+from conftest import input_fixture  # noqa: E402
 from s3faults import Fault, FaultProxy  # noqa: E402
 from test_distributed import CLI, cli, make_bam, moto_s3, s3_options  # noqa: E402,F401  (fixtures)
-from test_distributed_markdup import make_grouped_bam  # noqa: E402
+from markdup_bams import make_grouped_bam  # noqa: E402
 
 BUCKET = "sortase-faults"
 TASK_MEMORY = "1M"
@@ -76,9 +77,7 @@ def _all_fired(faults: List[Fault], report: Any) -> None:
     assert sum(p.get("whole_object_fetches", 0) for p in phases) == 0, phases
 
 
-@pytest.fixture(scope="module")
-def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_bam(tmp_path_factory.mktemp("faults") / "in.bam", records=20_000, seed=3)
+bam = input_fixture(make_bam, "faults", records=20_000, seed=3)
 
 
 def test_sort_survives_transient_faults(bam: Path, client, s3, tmp_path: Path) -> None:

@@ -28,15 +28,14 @@ psutil = pytest.importorskip("psutil")
 
 from sortase import distributed  # noqa: E402
 
+from conftest import input_fixture  # noqa: E402
 from test_distributed import RECORDS, TASK_MEMORY, cli, make_bam, moto_s3, s3_options  # noqa: E402
 
 PART = re.compile(r"/(reduce|merge|encode)-\d+\.bgzf$")
 SIDECAR = re.compile(r"/(reduce|merge|encode)-\d+\.sidecar$")
 
 
-@pytest.fixture(scope="module")
-def bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_bam(tmp_path_factory.mktemp("finish") / "in.bam")
+bam = input_fixture(make_bam, "finish")
 
 
 @pytest.fixture(scope="module")
@@ -289,8 +288,7 @@ def test_s3_markdup_driver_moves_no_part(client, s3, tmp_path: Path, mode: str) 
     """Distributed markdup in both modes finishes as the sort does: the encode tasks' parts become
     the multipart upload's parts through the workers; the driver reads the input's header and the
     parts' sidecars, and sends the metrics file (Picard's mode) and nothing else of size."""
-    from test_distributed_markdup import make_grouped_bam
-    from test_distributed_pmarkdup import make_coordinate_bam, metrics_body
+    from markdup_bams import make_coordinate_bam, make_grouped_bam, metrics_body
 
     fs, options, recorder = s3
     make = make_grouped_bam if mode == "query" else make_coordinate_bam

@@ -5,8 +5,6 @@ behind, locally and in the bucket."""
 
 from __future__ import annotations
 
-import os
-import random
 from pathlib import Path
 
 import pytest
@@ -16,70 +14,10 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import ArgumentError, distributed  # noqa: E402
 
-from test_distributed import (  # noqa: E402,F401  (fixtures)
-    CLI, cli, leftovers, s3, segment, with_a_worker_killed)
-
-PAIRS = 8_000
-# Small tasks, so that the test BAM is cut into many ranges (and read-name groups straddle them).
-TASK_MEMORY = "256K"
-
-
-def make_grouped_bam(path: Path, pairs: int = PAIRS, seed: int = 29, grouped: bool = True) -> Path:
-    """Aligner-like output: each read name's records together (pairs with secondary and
-    supplementary records, orphans, unmapped pairs, fragments), few distinct positions so that
-    many groups are duplicates; ``grouped=False`` swaps two records of different names."""
-    rng = random.Random(seed)
-    header = {"HD": {"VN": "1.6", "SO": "unsorted", "GO": "query"},
-              "SQ": [{"SN": f"chr{i}", "LN": 200_000} for i in range(1, 4)]}
-    records = []
-
-    def rec(name: str, flag: int, ref: int, pos: int, cigar, mref: int = -1, mpos: int = -1,
-            tlen: int = 0):
-        return (name, flag, ref, pos, cigar, mref, mpos, tlen)
-
-    for i in range(pairs):
-        name = f"r{i:06d}:{rng.randrange(1000)}"
-        ref = rng.randrange(3)
-        pos = rng.randrange(0, 3_000, 7)
-        mpos = pos + rng.randrange(100, 400, 25)
-        clip = rng.choice([0, 0, 0, 3, 8])
-        cig = [(4, clip), (0, 100 - clip)] if clip else [(0, 100)]
-        kind = rng.random()
-        if kind < 0.05:
-            records += [rec(name, 77, -1, -1, None), rec(name, 141, -1, -1, None)]
-        elif kind < 0.12:
-            records += [rec(name, 73, ref, pos, cig, ref, pos), rec(name, 133, ref, pos, None, ref, pos)]
-        elif kind < 0.18:
-            records += [rec(name, rng.choice([0, 16]), ref, pos, cig)]
-        else:
-            group = [rec(name, 99, ref, pos, cig, ref, mpos, mpos - pos + 100),
-                     rec(name, 147, ref, mpos, [(0, 100)], ref, pos, pos - mpos - 100)]
-            if rng.random() < 0.2:
-                group.insert(1, rec(name, 2048 | 65 | 32, (ref + 1) % 3, pos + 50, [(4, 40), (0, 60)],
-                                    ref, mpos))
-            if rng.random() < 0.1:
-                group.append(rec(name, 256 | 129 | 16, ref, mpos + 500, [(0, 100)], ref, pos))
-            records += group
-    if not grouped:
-        k = len(records) // 2
-        # The last record of a group of several moves past the next group's first record: both
-        # groups lose a record samblaster needs.
-        while (records[k - 1][0] != records[k][0] or records[k][0] == records[k + 1][0]
-               or records[k + 1][0] == records[k + 2][0]):
-            k += 1
-        records[k], records[k + 1] = records[k + 1], records[k]
-    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
-        for name, flag, ref, pos, cigar, mref, mpos, tlen in records:
-            a = segment(out.header, rng, name, flag, ref, pos, cigar, mref, mpos, "I")
-            a.template_length = tlen
-            a.set_tag("NM", rng.randrange(3))
-            out.write(a)
-    return path
-
-
-@pytest.fixture(scope="module")
-def grouped_bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_grouped_bam(tmp_path_factory.mktemp("mddata") / "in.bam")
+from markdup_bams import (  # noqa: E402,F401  (fixtures)
+    TASK_MEMORY, grouped_bam, make_grouped_bam, s3_markdup_equals_cli,
+    s3_markdup_fails_leaving_nothing)
+from test_distributed import cli, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 
 @pytest.mark.parametrize("level", [None, 0, 6])
@@ -143,14 +81,8 @@ def test_failing_markdup_leaves_nothing(client, tmp_path: Path) -> None:
 
 def test_s3_markdup_byte_identical_and_failure_leaves_nothing(grouped_bam: Path, client, s3,
                                                                 tmp_path: Path) -> None:
-    fs, options = s3
-    fs.put_file(str(grouped_bam), "sortase-test/md/in.bam")
-    report = distributed.markdup("s3://sortase-test/md/in.bam", "s3://sortase-test/md/out/dup.bam",
-                                 client=client, no_pg=True, task_memory=TASK_MEMORY,
-                                 storage_options=options, progress=False)
-    cli("markdup", "--no-PG", "-o", str(tmp_path / "one.bam"), str(grouped_bam))
-    fs.invalidate_cache()
-    assert fs.cat_file("sortase-test/md/out/dup.bam") == (tmp_path / "one.bam").read_bytes()
+    fs = s3[0]
+    report = s3_markdup_equals_cli(s3, client, grouped_bam, "md", tmp_path)
     assert sorted(fs.ls("sortase-test/md", detail=False)) == [
         "sortase-test/md/in.bam", "sortase-test/md/out"]
     assert fs.ls("sortase-test/md/out", detail=False) == ["sortase-test/md/out/dup.bam"]
@@ -163,13 +95,7 @@ def test_s3_markdup_byte_identical_and_failure_leaves_nothing(grouped_bam: Path,
     assert phases["encode"]["bytes_streamed"] == phases["encode"]["bytes_read"] > 0
 
     bad = make_grouped_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, grouped=False)
-    fs.put_file(str(bad), "sortase-test/mdbad/in.bam")
-    with pytest.raises(Exception, match="no usable primary pair"):
-        distributed.markdup("s3://sortase-test/mdbad/in.bam", "s3://sortase-test/mdbad/out.bam",
-                            client=client, task_memory=TASK_MEMORY, storage_options=options,
-                            progress=False)
-    fs.invalidate_cache()
-    assert fs.ls("sortase-test/mdbad", detail=False) == ["sortase-test/mdbad/in.bam"]
+    s3_markdup_fails_leaving_nothing(s3, client, bad, "mdbad", "no usable primary pair")
     # The bucket is shared with the other modules' tests, which list it.
     fs.rm("sortase-test/md", recursive=True)
     fs.rm("sortase-test/mdbad", recursive=True)

@@ -6,7 +6,6 @@ of the job; input out of coordinate order fails as the CLI does and leaves nothi
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 from pathlib import Path
 
@@ -17,73 +16,10 @@ distributed_mod = pytest.importorskip("dask.distributed")
 
 from sortase import distributed  # noqa: E402
 
-from test_distributed import (  # noqa: E402,F401  (fixtures)
-    CLI, cli, leftovers, s3, segment, with_a_worker_killed)
-
-PAIRS = 6_000
-# Small tasks: the test BAM is cut into many ranges, and many pairs have their mates in others.
-TASK_MEMORY = "256K"
-
-
-def make_coordinate_bam(path: Path, pairs: int = PAIRS, seed: int = 29, sort: bool = True) -> Path:
-    """Pairs at few positions (many duplicates; half with mates far away, so in other ranges),
-    Illumina read names whose tile:x:y lie close together (optical duplicates), fragments, pairs
-    with an unmapped mate, unmapped pairs, secondary and supplementary records, two libraries and
-    records without a read group; sorted by coordinate with ``sortase sort`` (``sort=False``:
-    left in generation order under an ``SO:coordinate`` header)."""
-    rng = random.Random(seed)
-    header = {"HD": {"VN": "1.6", "SO": "coordinate"},
-              "SQ": [{"SN": f"chr{i}", "LN": 200_000} for i in range(1, 3)],
-              "RG": [{"ID": "a", "LB": "libA", "SM": "s"}, {"ID": "b", "LB": "libB", "SM": "s"}]}
-    records = []
-    for i in range(pairs):
-        name = f"M1:{i}:FC:1:{1101 + rng.randrange(2)}:{1000 + rng.randrange(300)}:{2000 + rng.randrange(300)}"
-        rg = rng.choice([None, "a", "a", "a", "b", "b"])
-        q = rng.randrange(20, 40)
-        ref = rng.randrange(2)
-        pos = rng.randrange(0, 800, 13)
-        far = rng.random() < 0.5
-        mref, mpos = (0, 40_000 + rng.randrange(0, 500, 11)) if far else (ref, pos + rng.randrange(100, 200, 20))
-        cig = [(4, 5), (0, 95)] if rng.random() < 0.25 else [(0, 100)]
-        kind = rng.random()
-        if kind < 0.06:
-            records += [(name, 77, -1, -1, None, -1, -1, rg, q), (name, 141, -1, -1, None, -1, -1, rg, q)]
-        elif kind < 0.12:
-            records += [(name, rng.choice([0, 16]), ref, pos, cig, -1, -1, rg, q)]
-        elif kind < 0.18:
-            records += [(name, 73, ref, pos, cig, ref, pos, rg, q), (name, 133, ref, pos, None, ref, pos, rg, q)]
-        else:
-            dup = 1024 if rng.random() < 0.1 else 0
-            records += [(name, 99 | dup, ref, pos, cig, mref, mpos, rg, q),
-                        (name, 147, mref, mpos, [(0, 100)], ref, pos, rg, q)]
-            extra = rng.random()
-            if extra < 0.1:
-                records.append((name, 2048 | 65 | 32, 1, 5_000 + pos, [(4, 40), (0, 60)], mref, mpos, rg, q))
-            elif extra < 0.2:
-                records.append((name, 256 | 65 | 32, ref, pos + 7, [(0, 100)], mref, mpos, rg, q))
-    raw = path.with_suffix(".raw.bam")
-    with pysam.AlignmentFile(str(raw if sort else path), "wb", header=header) as out:
-        for name, flag, ref, pos, cigar, mref, mpos, rg, q in records:
-            a = segment(out.header, rng, name, flag, ref, pos, cigar, mref, mpos, chr(33 + q))
-            if rg is not None:
-                a.set_tag("RG", rg)
-            out.write(a)
-    if sort:
-        cli("sort", "-o", str(path), str(raw))
-        raw.unlink()
-    return path
-
-
-def metrics_body(text: str) -> list:
-    """The metrics file without its command line (the second line names the program run)."""
-    lines = text.splitlines()
-    assert lines[1].startswith("# sortase markdup (Picard MarkDuplicates 2.27.5 metrics)")
-    return lines[:1] + lines[2:]
-
-
-@pytest.fixture(scope="module")
-def coord_bam(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_coordinate_bam(tmp_path_factory.mktemp("pmddata") / "in.bam")
+from markdup_bams import (  # noqa: E402,F401  (fixtures)
+    TASK_MEMORY, coord_bam, make_coordinate_bam, metrics_body, s3_markdup_equals_cli,
+    s3_markdup_fails_leaving_nothing)
+from test_distributed import CLI, cli, leftovers, s3, with_a_worker_killed  # noqa: E402,F401  (fixtures)
 
 
 @pytest.mark.parametrize("level", [None, 0])
@@ -165,16 +101,10 @@ def test_unsorted_input_fails_as_the_cli_and_leaves_nothing(client, tmp_path: Pa
 
 def test_s3_picard_markdup_byte_identical_and_failure_leaves_nothing(coord_bam: Path, client, s3,
                                                                        tmp_path: Path) -> None:
-    fs, options = s3
-    fs.put_file(str(coord_bam), "sortase-test/pmd/in.bam")
-    report = distributed.markdup("s3://sortase-test/pmd/in.bam", "s3://sortase-test/pmd/out/dup.bam",
-                                 client=client, no_pg=True, task_memory=TASK_MEMORY,
-                                 metrics="s3://sortase-test/pmd/out/metrics.txt",
-                                 storage_options=options, progress=False)
-    cli("markdup", "--no-PG", "--metrics", str(tmp_path / "one.txt"), "-o",
-        str(tmp_path / "one.bam"), str(coord_bam))
-    fs.invalidate_cache()
-    assert fs.cat_file("sortase-test/pmd/out/dup.bam") == (tmp_path / "one.bam").read_bytes()
+    fs = s3[0]
+    report = s3_markdup_equals_cli(s3, client, coord_bam, "pmd", tmp_path,
+                                   "--metrics", str(tmp_path / "one.txt"),
+                                   metrics="s3://sortase-test/pmd/out/metrics.txt")
     text = fs.cat_file("sortase-test/pmd/out/metrics.txt").decode()
     assert metrics_body(text) == metrics_body((tmp_path / "one.txt").read_text())
     assert sorted(fs.ls("sortase-test/pmd", detail=False)) == [
@@ -187,10 +117,5 @@ def test_s3_picard_markdup_byte_identical_and_failure_leaves_nothing(coord_bam: 
     assert phases["join"]["tasks"] > 1 and phases["upload"]["tasks"] >= 1
 
     bad = make_coordinate_bam(tmp_path / "bad.bam", pairs=3_000, seed=5, sort=False)
-    fs.put_file(str(bad), "sortase-test/pmdbad/in.bam")
-    with pytest.raises(Exception, match="not coordinate-sorted"):
-        distributed.markdup("s3://sortase-test/pmdbad/in.bam", "s3://sortase-test/pmdbad/out.bam",
-                            client=client, task_memory=TASK_MEMORY, storage_options=options,
-                            metrics="s3://sortase-test/pmdbad/m.txt", progress=False)
-    fs.invalidate_cache()
-    assert fs.ls("sortase-test/pmdbad", detail=False) == ["sortase-test/pmdbad/in.bam"]
+    s3_markdup_fails_leaving_nothing(s3, client, bad, "pmdbad", "not coordinate-sorted",
+                                     metrics="s3://sortase-test/pmdbad/m.txt")
