@@ -1754,13 +1754,11 @@ def idxstats(
     path = os.fspath(path)
     with _counted_input(path, storage_options) as (remote, local, dataset):
         if remote is not None and not dataset:
-            # The index the library looks for next to the BAM (`find_index`), fetched if present.
+            # The indexes the library looks for next to the BAM, fetched if present (the local
+            # copy keeps the BAM's name, so each lands where the library looks for it).
             fs = remote.fs()
-            stem = path[:-4] if path.endswith(".bam") else None
-            for url, name in ((f"{path}.bai", f"{local}.bai"),
-                              (f"{stem}.bai" if stem else None, f"{local[:-4]}.bai"),
-                              (f"{path}.csi", f"{local}.csi")):
-                if url is not None and fs.exists(url):
+            for url, name in zip(_index_names(path), _index_names(local)):
+                if fs.exists(url):
                     remote.driver_bytes += _fetch(fs, url, name, None)
         return _run_ranges("idxstats", {"input": local}, tasks, remote, client=client,
                            scheduler=scheduler, progress=progress)
@@ -1864,11 +1862,15 @@ def _bam_header_bytes(fs: Any, url: str) -> int:
         want *= 4
 
 
+def _index_names(bam: str) -> List[str]:
+    """Where the library looks for a BAM's index (``find_index``), in its order: ``BAM.bai``,
+    ``BAM``-without-``.bam`` + ``.bai``, ``BAM.csi``."""
+    return [f"{bam}.bai"] + ([f"{bam[:-4]}.bai"] if bam.endswith(".bam") else []) + [f"{bam}.csi"]
+
+
 def _index_of(fs: Any, url: str) -> Optional[str]:
-    """The index next to a remote BAM, where the library looks for it (``find_index``):
-    ``BAM.bai``, ``BAM``-without-``.bam`` + ``.bai``, ``BAM.csi``."""
-    candidates = [f"{url}.bai"] + ([f"{url[:-4]}.bai"] if url.endswith(".bam") else []) + [f"{url}.csi"]
-    return next((c for c in candidates if fs.exists(c)), None)
+    """The index next to a remote BAM that the library would read."""
+    return next((c for c in _index_names(url) if fs.exists(c)), None)
 
 
 def snp_pileup(
