@@ -230,7 +230,9 @@ struct Slots<T> {
 }
 
 /// Runs `task(0..n)` on `threads` threads and hands the results to `sink` in order on the calling
-/// thread, with at most `lookahead` results computed but not yet sunk. Stops at the first error.
+/// thread, with at most `lookahead` tasks taken but not yet sunk (those being computed count): with
+/// `lookahead == threads` a worker that finishes ahead of the oldest task waits for it, so callers
+/// give `2 * threads`. Stops at the first error.
 pub fn ordered_tasks<T: Send>(
     threads: usize,
     n: usize,

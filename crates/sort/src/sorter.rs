@@ -580,7 +580,7 @@ impl Sorter {
         ordered_tasks(
             threads,
             sources.ranges(),
-            threads,
+            2 * threads,
             |i| {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(SortError::Cancelled);

@@ -520,10 +520,11 @@ fn write_ranges(
     // BAM records take about 3-4 times their compressed size.
     encoder.expect_range_bytes((per_range * 4) as usize);
     let cancel = rt.cancel_flag();
+    // As the sort's final phase: `threads` ranges encoded and `threads` waiting for the writer.
     ordered_tasks(
         threads,
         ranges,
-        threads,
+        2 * threads,
         |r| {
             if cancel.is_cancelled() {
                 return Err(SortError::Cancelled);
