@@ -42,7 +42,11 @@ pub struct ImportArgs {
     #[arg(short = 'o', value_name = "DIR")]
     output: PathBuf,
     /// Most records per chunk.
-    #[arg(long = "chunk-size", value_name = "INT", default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE)]
+    #[arg(
+        long = "chunk-size",
+        value_name = "INT",
+        default_value_t = sortase::agd::DEFAULT_CHUNK_SIZE
+    )]
     chunk_size: u64,
     /// zstd level of the column files (1-22).
     #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]

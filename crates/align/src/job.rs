@@ -102,7 +102,10 @@ pub struct Fq2BamJob {
     #[cfg_attr(feature = "clap", arg(short = 'R', value_name = "STR"))]
     pub read_group: Option<String>,
     /// Duplicate marking.
-    #[cfg_attr(feature = "clap", arg(long = "markdup", value_enum, default_value_t = DuplicateMarking::Samblaster))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "markdup", value_enum, default_value_t = DuplicateMarking::Samblaster)
+    )]
     pub markdup: DuplicateMarking,
     /// Write MD tags (minimap2 --MD).
     #[cfg_attr(feature = "clap", arg(long = "MD"))]

@@ -85,7 +85,10 @@ pub struct SortJob {
     /// AGD output (-O agd, or an existing empty directory as -o): most records per chunk of the new
     /// dataset (-l: the zstd level of its files, 1-22 [3]).
     #[serde(default = "default_chunk_size")]
-    #[cfg_attr(feature = "clap", arg(long = "chunk-size", value_name = "INT", default_value_t = default_chunk_size()))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "chunk-size", value_name = "INT", default_value_t = default_chunk_size())
+    )]
     pub chunk_size: u64,
     /// AGD output: the command line recorded as the provenance of every group of the dataset.
     #[serde(default)]
