@@ -565,6 +565,18 @@ impl Sorter {
         } else {
             "merge"
         });
+        // The `threads` ranges being encoded come on top of the budget (with `-u` a range is up to
+        // `range_bytes`). A worker that finishes before the oldest range would idle (lookahead
+        // `threads`) unless it may run one range ahead: that needs `threads` more finished ranges
+        // waiting for the writer, taken from the budget if it has room now (an in-memory sort
+        // usually has; a tight out-of-core budget keeps the old lookahead and its memory).
+        let waiting = threads * self.opts.ranges.range_bytes as usize;
+        let lookahead = if self.budget.try_grow(waiting) {
+            self.io_held += waiting;
+            2 * threads
+        } else {
+            threads
+        };
         let runs: Vec<&RunFile> = self.runs.iter().map(|r| &r.file).collect();
         let sources = FinalSources {
             order: self.opts.order,
@@ -574,13 +586,11 @@ impl Sorter {
             entries: &self.entries,
             splits: &splits,
         };
-        // At most `threads` encoded ranges wait for the writer besides the `threads` being encoded:
-        // with `-u` a range is ~16 MiB, and out of core these buffers come on top of the budget.
         let cancel = &self.cancel;
         ordered_tasks(
             threads,
             sources.ranges(),
-            2 * threads,
+            lookahead,
             |i| {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(SortError::Cancelled);
