@@ -526,6 +526,7 @@ class _Driver:
         except BaseException:
             self.say("")
             self.client.cancel(futures)
+            self._wait_stopped({f.key for f in futures})
             raise
         self.phases.append({
             "name": stage,
@@ -546,6 +547,24 @@ class _Driver:
         if stage == "clean":
             self.phases[-1]["files_removed"] = sum(r["output"] for r in results)
         return [r["output"] for r in results]
+
+    def _wait_stopped(self, keys: Set[str], timeout: float = 120.0) -> None:
+        """Waits until no worker still runs a task of ``keys``. Cancelling a future does not stop
+        its task's function: a task running when another failed would go on and write its outputs
+        (in the work directory or prefix) after the driver removed them. The wait ends early if the
+        workers cannot be asked."""
+        def running(dask_worker: Any) -> List[str]:
+            return [str(ts.key) for ts in dask_worker.state.all_running_tasks]
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                busy = self.client.run(running)
+            except Exception:
+                return
+            if not any(k in keys for ks in busy.values() for k in ks):
+                return
+            time.sleep(0.05)
 
     def report(self, job_report: str) -> Report:
         report = json.loads(job_report)
