@@ -278,3 +278,24 @@ def test_one_machine_reader_survives_cut_bodies(bam: Path, s3, tmp_path: Path) -
     assert got.returncode == 0, got.stderr
     assert [(f.kind, f.fired) for f in faults] == [(f.kind, f.times) for f in faults]
     assert got.stdout == cli("view", "--no-PG", str(bam)).decode()
+
+
+def _fail_or_write_late(item: str) -> Any:
+    """A stage's task: ``fail`` raises at once; a path sleeps, then writes that file."""
+    import time
+
+    if item == "fail":
+        raise ValueError("boom")
+    time.sleep(2.0)
+    Path(item).write_text("late")
+    return {"output": item}
+
+
+def test_a_failed_stage_returns_after_its_running_tasks_stop(client: Any, tmp_path: Path) -> None:
+    """A cancelled task that was already running is not stopped by Dask: the failed stage waits
+    for it, so the job's cleanup that follows cannot race a task still writing its outputs."""
+    late = tmp_path / "late"
+    driver = distributed._Driver(client, "faults", False, 1, None, None)
+    with pytest.raises(ValueError, match="boom"):
+        driver.run("stage", [str(late), "fail"], fn=_fail_or_write_late)
+    assert late.read_text() == "late"

@@ -231,8 +231,9 @@ struct Slots<T> {
 
 /// Runs `task(0..n)` on `threads` threads and hands the results to `sink` in order on the calling
 /// thread, with at most `lookahead` tasks taken but not yet sunk (those being computed count): with
-/// `lookahead == threads` a worker that finishes ahead of the oldest task waits for it, so callers
-/// give `2 * threads`. Stops at the first error.
+/// `lookahead == threads` a worker that finishes ahead of the oldest task waits for it; `2 * threads`
+/// lets each run one task ahead (merge always, the sorter when its budget has room for the results
+/// waiting). Stops at the first error.
 pub fn ordered_tasks<T: Send>(
     threads: usize,
     n: usize,
