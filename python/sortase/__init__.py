@@ -328,15 +328,25 @@ def read_bam(
     """
     callback = _progress(progress, "read_bam")
     try:
-        stream, _report_text = _sortase.read_bam(
-            path, region=region, columns=None if columns is None else list(columns),
-            tags=_tags(tags), threads=threads, reference=reference, batch_rows=batch_rows,
-            progress=callback, require_flags=require_flags, exclude_flags=exclude_flags,
-            min_mapq=min_mapq, expr=expr,
-        )
+        stream = _read(path, region, columns, tags, threads, reference, batch_rows,
+                       require_flags, exclude_flags, min_mapq, expr, progress=callback)
     finally:
         _closing(callback)
-    return _stream_reader(stream).read_all()
+    return stream.read_all()
+
+
+def _read(path: PathLike, region: Optional[str], columns: Optional[Sequence[str]], tags: Tags,
+          threads: Optional[int], reference: Optional[PathLike], batch_rows: Optional[int],
+          require_flags: Flags, exclude_flags: Flags, min_mapq: int, expr: Optional[str],
+          progress: Any = None, stream: bool = False) -> pa.RecordBatchReader:
+    """``read_bam`` and ``scan_bam``'s one call into the extension module."""
+    batches, _report_text = _sortase.read_bam(
+        path, region=region, columns=_list(columns), tags=_tags(tags), threads=threads,
+        reference=reference, batch_rows=batch_rows, progress=progress,
+        require_flags=require_flags, exclude_flags=exclude_flags, min_mapq=min_mapq, expr=expr,
+        stream=stream,
+    )
+    return _stream_reader(batches)
 
 
 def scan_bam(
@@ -360,12 +370,8 @@ def scan_bam(
     sortase's message, which names the file. The filters (``require_flags``, ``exclude_flags``,
     ``min_mapq``, ``expr``) are :func:`read_bam`'s. For a ``polars.LazyFrame`` see
     :func:`lazy_bam`."""
-    stream = _sortase.scan_bam(
-        path, region=region, columns=None if columns is None else list(columns),
-        tags=_tags(tags), threads=threads, reference=reference, batch_rows=batch_rows,
-        require_flags=require_flags, exclude_flags=exclude_flags, min_mapq=min_mapq, expr=expr,
-    )
-    return _stream_reader(stream)
+    return _read(path, region, columns, tags, threads, reference, batch_rows, require_flags,
+                 exclude_flags, min_mapq, expr, stream=True)
 
 
 def lazy_bam(

@@ -27,21 +27,8 @@ def read_bam(
     exclude_flags: Union[int, str, None] = None,
     min_mapq: int = 0,
     expr: Optional[str] = None,
-) -> Tuple[ArrowStream, str]: ...
-def scan_bam(
-    path: _Path,
-    *,
-    region: Optional[str] = None,
-    columns: Optional[List[str]] = None,
-    tags: Union[List[str], Dict[str, Optional[str]], None] = None,
-    threads: Optional[int] = None,
-    reference: Optional[_Path] = None,
-    batch_rows: Optional[int] = None,
-    require_flags: Union[int, str, None] = None,
-    exclude_flags: Union[int, str, None] = None,
-    min_mapq: int = 0,
-    expr: Optional[str] = None,
-) -> ArrowStream: ...
+    stream: bool = False,
+) -> Tuple[ArrowStream, Optional[str]]: ...
 def run_job(
     kind: str,
     spec: str,

@@ -161,12 +161,13 @@ fn in_memory(schema: SchemaRef, batches: Vec<RecordBatch>) -> ArrowStream {
     ArrowStream::new(Box::new(RecordBatchIterator::new(iter, schema)))
 }
 
-/// Reads the whole input on all cores; returns the batches (as a stream over memory) and the
-/// report as JSON.
+/// Reads records. By default the whole input is decoded on all cores and returned as batches (a
+/// stream over memory) with the report as JSON. With `stream=True` the batches are decoded ahead in
+/// a bounded window as they are taken, and there is no report (nor progress).
 #[pyfunction]
 #[pyo3(signature = (path, *, region=None, columns=None, tags=None, threads=None,
     reference=None, batch_rows=None, progress=None, require_flags=None, exclude_flags=None,
-    min_mapq=0, expr=None))]
+    min_mapq=0, expr=None, stream=false))]
 #[allow(clippy::too_many_arguments)]
 fn read_bam(
     py: Python<'_>,
@@ -182,7 +183,8 @@ fn read_bam(
     exclude_flags: Option<&Bound<'_, PyAny>>,
     min_mapq: u8,
     expr: Option<String>,
-) -> PyResult<(ArrowStream, String)> {
+    stream: bool,
+) -> PyResult<(ArrowStream, Option<String>)> {
     let filters = Filters {
         require_flags,
         exclude_flags,
@@ -195,48 +197,16 @@ fn read_bam(
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
+    if stream {
+        let batches = run_job(py, &rt, None, move || job.stream(&job_rt))?;
+        return Ok((ArrowStream::new(Box::new(batches.into_reader())), None));
+    }
     let (schema, batches, report) = run_job(py, &rt, progress.map(|p| (p, &*latest)), move || {
         job.run(&job_rt)
     })?;
     let report = serde_json::to_string(&report)
         .map_err(|e| error::raise(py, "InternalError", &e.to_string()))?;
-    Ok((in_memory(schema, batches), report))
-}
-
-/// Starts a streaming read; batches are decoded ahead in a bounded window as they are taken.
-#[pyfunction]
-#[pyo3(signature = (path, *, region=None, columns=None, tags=None, threads=None,
-    reference=None, batch_rows=None, require_flags=None, exclude_flags=None, min_mapq=0,
-    expr=None))]
-#[allow(clippy::too_many_arguments)]
-fn scan_bam(
-    py: Python<'_>,
-    path: PathBuf,
-    region: Option<String>,
-    columns: Option<Vec<String>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    threads: Option<usize>,
-    reference: Option<PathBuf>,
-    batch_rows: Option<usize>,
-    require_flags: Option<&Bound<'_, PyAny>>,
-    exclude_flags: Option<&Bound<'_, PyAny>>,
-    min_mapq: u8,
-    expr: Option<String>,
-) -> PyResult<ArrowStream> {
-    let filters = Filters {
-        require_flags,
-        exclude_flags,
-        min_mapq,
-        expr,
-    };
-    let job = read_job(
-        py, path, region, columns, tags, reference, batch_rows, filters,
-    )?;
-    let latest = Arc::new(LatestProgress::default());
-    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
-    let job_rt = rt.clone();
-    let stream = run_job(py, &rt, None, move || job.stream(&job_rt))?;
-    Ok(ArrowStream::new(Box::new(stream.into_reader())))
+    Ok((in_memory(schema, batches), Some(report)))
 }
 
 /// The extension module.
@@ -245,7 +215,6 @@ fn _sortase(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", sortase::options::VERSION)?;
     m.add_class::<ArrowStream>()?;
     m.add_function(wrap_pyfunction!(read_bam, m)?)?;
-    m.add_function(wrap_pyfunction!(scan_bam, m)?)?;
     tasks::register(m)?;
     jobs::register(m)?;
     agd::register(m)?;
