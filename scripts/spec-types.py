@@ -34,6 +34,8 @@ WRAPPERS = {
     "fq2bam": "Fq2bamOptions",
     "faidx": "FaidxOptions",
     "snp_pileup": "SnpPileupOptions",
+    "index": "IndexOptions",
+    "bgzip": "BgzipOptions",
 }
 
 HEADER = '''"""The keywords each spec wrapper of :mod:`sortase` takes as ``**spec``, for type checkers.

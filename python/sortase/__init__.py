@@ -451,18 +451,19 @@ def idxstats(path: PathLike, *, threads: Optional[int] = None) -> pa.Table:
     })
 
 
+@_takes_spec("index")
 def index(
-    path: PathLike,
+    input: PathLike,
     output: Optional[PathLike] = None,
     *,
-    csi: bool = False,
-    min_shift: int = 14,
     threads: Optional[int] = None,
+    **spec: Unpack[_spec_types.IndexOptions],
 ) -> Report:
-    """Indexes a coordinate-sorted BAM, as ``sortase index`` / ``samtools index``: a ``.bai``
-    (``csi=True``: a ``.csi`` with ``min_shift``) next to it, or at ``output``. Reports ``bytes``,
-    ``outputs``, ``warnings``."""
-    return _report(_sortase.index(path, output, csi=csi, min_shift=min_shift, threads=threads))
+    """Indexes a coordinate-sorted BAM, as ``sortase index`` / ``samtools index``: a ``.bai`` next
+    to it, or at ``output``; ``csi=True`` or a ``min_shift`` (``-m``, which implies ``-c`` as in
+    samtools) writes a ``.csi``. ``threads`` (``-@``); the other keywords are the command's
+    options, listed below. Reports ``bytes``, ``outputs``, ``warnings``."""
+    return _job("index", locals())
 
 
 @_takes_spec("merge")
@@ -567,33 +568,21 @@ def fq2bam(
     return _job("fq2bam", locals())
 
 
+@_takes_spec("bgzip")
 def bgzip(
     files: Union[PathLike, Sequence[PathLike]],
     *,
-    decompress: bool = False,
-    reindex: bool = False,
-    test: bool = False,
-    offset: Optional[int] = None,
-    size: Optional[int] = None,
-    output: Optional[PathLike] = None,
-    force: bool = False,
-    keep: bool = False,
-    index: bool = False,
-    index_name: Optional[PathLike] = None,
-    level: Optional[int] = None,
     threads: Optional[int] = None,
+    **spec: Unpack[_spec_types.BgzipOptions],
 ) -> Report:
     """Compresses files to BGZF, as ``sortase bgzip`` / htslib's ``bgzip``: ``FILE`` →
-    ``FILE.gz`` (removing ``FILE`` unless ``keep``), or to ``output``. ``decompress`` (``-d``),
-    ``reindex`` (``-r``), ``test`` (``-t``), ``offset``/``size`` (``-b``/``-s``), ``index``
-    (``-i``, a ``.gzi``), ``index_name`` (``-I``), ``force`` (``-f``). Reports ``files``,
-    ``uncompressed_bytes``, ``outputs``, ``removed``, ``warnings``."""
-    paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
-    return _report(_sortase.bgzip(
-        [os.fspath(p) for p in paths], decompress=decompress, reindex=reindex, test=test,
-        offset=offset, size=size, output=output, force=force, keep=keep, index=index,
-        index_name=index_name, level=level, threads=threads,
-    ))
+    ``FILE.gz`` (removing ``FILE`` unless ``keep``), or to ``output``. The mode is picked as bgzip
+    picks it: ``reindex`` (``-r``), then ``offset`` (``-b``, with ``size``), then ``test``
+    (``-t``), then ``decompress`` (``-d``), else compress. ``threads`` (``-@``); the other keywords
+    are the command's options, listed below. Reports ``files``, ``uncompressed_bytes``,
+    ``outputs``, ``removed``, ``warnings``."""
+    files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    return _job("bgzip", locals())
 
 
 @_takes_spec("faidx")

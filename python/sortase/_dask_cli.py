@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("input")
     i.add_argument("-o", "--output")
     i.add_argument("-c", "--csi", action="store_true")
-    i.add_argument("-m", "--min-shift", type=int, default=14)
+    i.add_argument("-m", "--min-shift", type=int)
     i.add_argument("--tasks", type=int)
     common(i)
 

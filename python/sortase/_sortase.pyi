@@ -41,30 +41,6 @@ def spec_keywords(kind: str) -> str: ...
 def spec_schema(kind: str) -> str: ...
 def flagstat(path: _Path, *, threads: Optional[int] = None) -> Tuple[str, str]: ...
 def idxstats(path: _Path, *, threads: Optional[int] = None) -> str: ...
-def index(
-    path: _Path,
-    output: Optional[_Path] = None,
-    *,
-    csi: bool = False,
-    min_shift: int = 14,
-    threads: Optional[int] = None,
-) -> str: ...
-def bgzip(
-    files: List[_Path],
-    *,
-    decompress: bool = False,
-    reindex: bool = False,
-    test: bool = False,
-    offset: Optional[int] = None,
-    size: Optional[int] = None,
-    output: Optional[_Path] = None,
-    force: bool = False,
-    keep: bool = False,
-    index: bool = False,
-    index_name: Optional[_Path] = None,
-    level: Optional[int] = None,
-    threads: Optional[int] = None,
-) -> str: ...
 def fetch(
     fasta: _Path,
     names: List[str],

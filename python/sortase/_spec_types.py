@@ -136,3 +136,27 @@ class SnpPileupOptions(TypedDict, total=False):
     min_read_counts: Optional[Sequence[int]]
     max_depth: int
     pseudo_snps: int
+
+
+class IndexOptions(TypedDict, total=False):
+    """The options of ``sortase.index`` that come from its spec."""
+
+    csi: bool
+    min_shift: Optional[int]
+
+
+class BgzipOptions(TypedDict, total=False):
+    """The options of ``sortase.bgzip`` that come from its spec."""
+
+    offset: Optional[int]
+    stdout: bool
+    decompress: bool
+    force: bool
+    index: bool
+    index_name: Optional[PathLike]
+    keep: bool
+    level: Optional[int]
+    output: Optional[PathLike]
+    reindex: bool
+    size: Optional[int]
+    test: bool

@@ -1838,7 +1838,7 @@ def index(
     output: Optional[PathLike] = None,
     *,
     csi: bool = False,
-    min_shift: int = 14,
+    min_shift: Optional[int] = None,
     client: Any = None,
     scheduler: Optional[str] = None,
     tasks: Optional[int] = None,
@@ -1852,11 +1852,11 @@ def index(
     _refuse_datasets("index", [path], storage_options,
                      "a dataset has no BAM index (its manifest records the chunks' positions); "
                      "index a BAM, e.g. the output of sort() of the dataset")
+    csi = csi or min_shift is not None  # -m implies -c, as in samtools
     target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
     with _storage([path], [target], storage_options) as (remote, (local,), _):
         local_target = _local_output(remote, target)
-        job = {"input": local, "output": local_target, "csi": csi or min_shift != 14,
-               "min_shift": min_shift}
+        job = {"input": local, "output": local_target, "csi": csi, "min_shift": min_shift}
         report = _run_ranges("index", job, tasks, remote, client=client,
                              scheduler=scheduler, progress=progress)
         if remote is not None:

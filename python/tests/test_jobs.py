@@ -65,6 +65,16 @@ def test_index_equals_the_cli(tmp_path: Path, sorted_bam: Path, sortase_bin: Pat
     assert default.outputs == [str(sorted_bam) + (".csi" if csi else ".bai")]
 
 
+def test_index_min_shift_implies_csi_as_samtools(tmp_path: Path, sorted_bam: Path) -> None:
+    """``min_shift`` alone is samtools' ``-m``, which implies ``-c``: the same CSI bytes."""
+    bam = tmp_path / "in.bam"
+    bam.write_bytes(sorted_bam.read_bytes())
+    pysam.index("-m", "12", str(bam), str(tmp_path / "samtools.csi"))
+    report = sortase.index(bam, min_shift=12)
+    assert report.outputs == [str(bam) + ".csi"]
+    assert Path(report.outputs[0]).read_bytes() == (tmp_path / "samtools.csi").read_bytes()
+
+
 def test_merge_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
     parts = []
     for seed in (1, 2):
@@ -187,6 +197,23 @@ def test_bgzip_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
     out = tmp_path / "back.fa"
     sortase.bgzip(str(a) + ".gz", decompress=True, output=out)
     assert out.read_bytes() == a.read_bytes()
+
+
+def test_bgzip_picks_the_mode_as_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
+    """Flags of several modes pick one as bgzip does (``-r`` over ``-b`` over ``-t`` over ``-d``),
+    the same in Python as in the CLI: one spec, one rule."""
+    a = fasta(tmp_path / "a.fa")
+    sortase.bgzip(a, keep=True)
+    gz = Path(str(a) + ".gz")
+    report = sortase.bgzip(gz, decompress=True, reindex=True)
+    assert report.outputs == [str(gz) + ".gzi"]
+    gzi = Path(report.outputs[0]).read_bytes()
+    Path(report.outputs[0]).unlink()
+    cli(sortase_bin, "bgzip", "-d", "-r", gz)
+    assert Path(str(gz) + ".gzi").read_bytes() == gzi
+    part = tmp_path / "part.fa"
+    sortase.bgzip(gz, offset=3, size=10, decompress=True, test=True, output=part)
+    assert part.read_bytes() == a.read_bytes()[3:13]
 
 
 def test_faidx_equals_samtools(tmp_path: Path) -> None:

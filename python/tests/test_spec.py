@@ -1,5 +1,5 @@
 """One job spec, many faces (issue 28): ``sort``, ``merge``, ``markdup``, ``view``, ``fq2bam``,
-``faidx`` and ``snp_pileup`` take the keywords of their Rust job spec: ``_sortase.spec_schema(kind)`` lists them (each with the
+``faidx``, ``snp_pileup``, ``index`` and ``bgzip`` take the keywords of their Rust job spec: ``_sortase.spec_schema(kind)`` lists them (each with the
 default, annotation and help of the CLI flag declared on the spec's field), ``sortase._takes_spec``
 makes them the wrapper's keyword-only parameters and docstring, and the wrapper passes them on as
 data to ``_sortase.run_job``. Checked here: every keyword of a wrapper is a field of the Rust spec
@@ -21,7 +21,7 @@ import sortase
 
 _sortase = pytest.importorskip("sortase._sortase")
 
-KINDS = ["sort", "merge", "markdup", "view", "fq2bam", "faidx", "snp_pileup"]
+KINDS = ["sort", "merge", "markdup", "view", "fq2bam", "faidx", "snp_pileup", "index", "bgzip"]
 
 #: Spec fields the Python wrapper does not take, per job (no flag of the command sets them either).
 NOT_IN_PYTHON: Dict[str, Set[str]] = {
@@ -36,6 +36,8 @@ NOT_IN_PYTHON: Dict[str, Set[str]] = {
     "faidx": set(),
     # --batch-bytes is a hidden flag, for tests.
     "snp_pileup": {"batch_bytes"},
+    "index": set(),
+    "bgzip": set(),
 }
 
 

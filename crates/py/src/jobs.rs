@@ -9,8 +9,8 @@ use crate::spec;
 use pyo3::prelude::*;
 use sortase::view::parse_flags;
 use sortase::{
-    BgzipJob, BgzipMode, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob, IdxstatsJob,
-    IndexJob, MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
+    BgzipJob, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob, IdxstatsJob, IndexJob,
+    MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,28 +61,8 @@ fn idxstats(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<S
     run_to_json(py, threads, None, move |rt| job.run(rt))
 }
 
-/// `sortase index`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (path, output=None, *, csi=false, min_shift=14, threads=None))]
-fn index(
-    py: Python<'_>,
-    path: PathBuf,
-    output: Option<PathBuf>,
-    csi: bool,
-    min_shift: u32,
-    threads: Option<usize>,
-) -> PyResult<String> {
-    let job = IndexJob {
-        output,
-        csi,
-        min_shift,
-        ..IndexJob::new(path)
-    };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
 /// Runs the job `kind` (`spec::KINDS`: `sort`, `merge`, `markdup`, `view`, `fq2bam`, `faidx`,
-/// `snp_pileup`) from the Python wrapper's keywords
+/// `snp_pileup`, `index`, `bgzip`) from the Python wrapper's keywords
 /// (`spec`: a JSON object, placed into the job's spec by [`spec::place`]) on a runtime of
 /// `threads` threads and `max_memory` bytes; the report as JSON.
 #[pyfunction]
@@ -144,6 +124,14 @@ fn run_job(
             spec::typed::<SnpPileupJob>(kind, placed).map_err(spec_err)?,
             SnpPileupJob::run,
         ),
+        "index" => json_of(
+            spec::typed::<IndexJob>(kind, placed).map_err(spec_err)?,
+            IndexJob::run,
+        ),
+        "bgzip" => json_of(
+            spec::typed::<BgzipJob>(kind, placed).map_err(spec_err)?,
+            BgzipJob::run,
+        ),
         _ => {
             let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
             job.output = job.output.with_format_options().map_err(err)?;
@@ -195,47 +183,6 @@ fn spec_schema(py: Python<'_>, kind: &str) -> PyResult<String> {
     serde_json::to_string(&schema).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
 }
 
-/// `sortase bgzip`; the report as JSON.
-#[pyfunction]
-#[pyo3(signature = (files, *, decompress=false, reindex=false, test=false, offset=None,
-    size=None, output=None, force=false, keep=false, index=false, index_name=None, level=None,
-    threads=None))]
-#[allow(clippy::too_many_arguments)]
-fn bgzip(
-    py: Python<'_>,
-    files: Vec<PathBuf>,
-    decompress: bool,
-    reindex: bool,
-    test: bool,
-    offset: Option<u64>,
-    size: Option<u64>,
-    output: Option<PathBuf>,
-    force: bool,
-    keep: bool,
-    index: bool,
-    index_name: Option<PathBuf>,
-    level: Option<i32>,
-    threads: Option<usize>,
-) -> PyResult<String> {
-    let mode = match (offset, decompress, reindex, test) {
-        (Some(offset), _, _, _) => BgzipMode::Range { offset, size },
-        (None, true, _, _) => BgzipMode::Decompress,
-        (None, false, true, _) => BgzipMode::Reindex,
-        (None, false, false, true) => BgzipMode::Test,
-        _ => BgzipMode::Compress,
-    };
-    let job = BgzipJob {
-        output,
-        force,
-        keep,
-        index,
-        index_name,
-        level,
-        ..BgzipJob::new(mode, files)
-    };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
-}
-
 /// `sortase fetch` of `names` into `output`; the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (fasta, names, output, *, sorted=false, loc=None, verify=false,
@@ -265,11 +212,9 @@ fn fetch(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flagstat, m)?)?;
     m.add_function(wrap_pyfunction!(idxstats, m)?)?;
-    m.add_function(wrap_pyfunction!(index, m)?)?;
     m.add_function(wrap_pyfunction!(run_job, m)?)?;
     m.add_function(wrap_pyfunction!(spec_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(spec_schema, m)?)?;
-    m.add_function(wrap_pyfunction!(bgzip, m)?)?;
     m.add_function(wrap_pyfunction!(fetch, m)?)?;
     Ok(())
 }

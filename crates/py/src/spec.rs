@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sortase::view::parse_flags;
 use sortase::{
-    Error, ErrorKind, FaidxJob, Fq2BamJob, MarkdupJob, MergeJob, Order, OutputSpec, Program,
-    Result, SnpPileupJob, SortJob, ViewJob,
+    BgzipJob, Error, ErrorKind, FaidxJob, Fq2BamJob, IndexJob, MarkdupJob, MergeJob, Order,
+    OutputSpec, Program, Result, SnpPileupJob, SortJob, ViewJob,
 };
 
 /// The jobs whose Python face passes its spec as data.
@@ -26,6 +26,8 @@ pub const KINDS: &[&str] = &[
     "fq2bam",
     "faidx",
     "snp_pileup",
+    "index",
+    "bgzip",
 ];
 
 /// The keywords of the face group `order` (samtools' `-n -N -t --template-coordinate`).
@@ -78,6 +80,8 @@ pub fn default_spec(kind: &str) -> Result<Value> {
         "fq2bam" => to_value(&Fq2BamJob::new("", "", out())),
         "faidx" => to_value(&FaidxJob::new("")),
         "snp_pileup" => to_value(&SnpPileupJob::new("", "", Vec::new())),
+        "index" => to_value(&IndexJob::new("")),
+        "bgzip" => to_value(&BgzipJob::default()),
         other => Err(Error::argument(format!(
             "no job {other:?} takes a spec (one of {})",
             KINDS.join(", ")
@@ -243,6 +247,8 @@ fn culprit(kind: &str, spec: &Value) -> Option<String> {
         "fq2bam" => serde_json::from_value::<Fq2BamJob>(patched).is_err(),
         "faidx" => serde_json::from_value::<FaidxJob>(patched).is_err(),
         "snp_pileup" => serde_json::from_value::<SnpPileupJob>(patched).is_err(),
+        "index" => serde_json::from_value::<IndexJob>(patched).is_err(),
+        "bgzip" => serde_json::from_value::<BgzipJob>(patched).is_err(),
         _ => serde_json::from_value::<ViewJob>(patched).is_err(),
     };
     for (group, field) in leaves(obj) {
@@ -304,6 +310,8 @@ fn command(kind: &str) -> Result<clap::Command> {
         // No header written: no --no-PG.
         "faidx" => return Ok(FaidxJob::augment_args(c)),
         "snp_pileup" => return Ok(SnpPileupJob::augment_args(c)),
+        "index" => return Ok(IndexJob::augment_args(c)),
+        "bgzip" => return Ok(BgzipJob::augment_args(c)),
         _ => return default_spec(kind).map(|_| c),
     };
     Ok(NoPg::augment_args(c))

@@ -1,7 +1,7 @@
 //! [`BgzipJob`]: htslib bgzip's modes on the parallel BGZF engine. Block boundaries are bgzip's
 //! (every 0xff00 bytes), so `.gzi` files and `-b/-s` output equal htslib's; decompression restores
 //! the bytes (plain gzip too, as bgzip does). Files are written under a temporary name and renamed
-//! on success; an input file is removed (without `keep`, `to_stdout` or `output`) only after its
+//! on success; an input file is removed (without `keep`, `stdout` or `output`) only after its
 //! output is complete, as bgzip does. Several files are handled one after the other; the first
 //! failure stops the job (the files before it are done, as with bgzip).
 //!
@@ -64,27 +64,60 @@ pub enum BgzipMode {
     },
 }
 
-/// htslib bgzip as a job: one mode over several files.
+/// htslib bgzip as a job: one mode over several files, picked by the flags as bgzip picks it
+/// ([`BgzipJob::mode`]).
+///
+/// With the `clap` feature it is also bgzip's flags (`clap::Args`, flattened by `sortase bgzip`):
+/// a field's doc comment is its `--help` text.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct BgzipJob {
-    /// The mode.
-    pub mode: BgzipMode,
-    /// Input files (`-`: standard input; none: standard input).
-    pub files: Vec<PathBuf>,
-    /// Output file (`-o`; `-`: standard output); the input is then kept. One input only.
-    pub output: Option<PathBuf>,
-    /// Write to standard output and keep the inputs (`-c`).
-    pub to_stdout: bool,
-    /// Overwrite existing output files (`-f`).
+    /// Decompress at this uncompressed offset (needs FILE.gzi); output goes to stdout.
+    #[cfg_attr(feature = "clap", arg(short = 'b', long = "offset", value_name = "INT"))]
+    pub offset: Option<u64>,
+    /// Write on standard output, keep input files.
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "stdout"))]
+    pub stdout: bool,
+    /// Decompress.
+    #[cfg_attr(feature = "clap", arg(short = 'd', long = "decompress"))]
+    pub decompress: bool,
+    /// Overwrite existing output files.
+    #[cfg_attr(feature = "clap", arg(short = 'f', long = "force"))]
     pub force: bool,
-    /// Keep input files (`-k`).
-    pub keep: bool,
-    /// Write the `.gzi` while compressing (`-i`).
+    /// Compress and write a BGZF index (FILE.gz.gzi).
+    #[cfg_attr(feature = "clap", arg(short = 'i', long = "index"))]
     pub index: bool,
-    /// The `.gzi`'s name (`-I`; default `FILE.gz.gzi` when compressing, `FILE.gzi` otherwise).
+    /// Name of the BGZF index file [FILE.gz.gzi].
+    #[cfg_attr(feature = "clap", arg(short = 'I', long = "index-name", value_name = "FILE"))]
     pub index_name: Option<PathBuf>,
+    /// Keep input files.
+    #[cfg_attr(feature = "clap", arg(short = 'k', long = "keep"))]
+    pub keep: bool,
     /// Compression level, 0 to 9, -1 for the default (htslib's level map onto libdeflate).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            short = 'l',
+            long = "compress-level",
+            value_name = "INT",
+            allow_negative_numbers = true
+        )
+    )]
     pub level: Option<i32>,
+    /// Write to this file, keep input files.
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_name = "FILE"))]
+    pub output: Option<PathBuf>,
+    /// (Re)build the index of a compressed file.
+    #[cfg_attr(feature = "clap", arg(short = 'r', long = "reindex"))]
+    pub reindex: bool,
+    /// Decompress this many bytes (with -b).
+    #[cfg_attr(feature = "clap", arg(short = 's', long = "size", value_name = "INT"))]
+    pub size: Option<u64>,
+    /// Test the integrity of compressed files.
+    #[cfg_attr(feature = "clap", arg(short = 't', long = "test"))]
+    pub test: bool,
+    /// Input files [stdin].
+    pub files: Vec<PathBuf>,
 }
 
 /// What a bgzip job did.
@@ -105,10 +138,32 @@ pub struct BgzipReport {
 impl BgzipJob {
     /// `mode` over `files` with every option at bgzip's default.
     pub fn new(mode: BgzipMode, files: Vec<PathBuf>) -> Self {
-        Self {
-            mode,
+        let mut job = Self {
             files,
             ..Self::default()
+        };
+        match mode {
+            BgzipMode::Compress => {}
+            BgzipMode::Decompress => job.decompress = true,
+            BgzipMode::Reindex => job.reindex = true,
+            BgzipMode::Test => job.test = true,
+            BgzipMode::Range { offset, size } => (job.offset, job.size) = (Some(offset), size),
+        }
+        job
+    }
+
+    /// The mode the flags pick, as bgzip picks it: `reindex`, then `offset` (with `size`), then
+    /// `test`, then `decompress`, else compress.
+    pub fn mode(&self) -> BgzipMode {
+        match (self.reindex, self.offset, self.test, self.decompress) {
+            (true, ..) => BgzipMode::Reindex,
+            (false, Some(offset), ..) => BgzipMode::Range {
+                offset,
+                size: self.size,
+            },
+            (false, None, true, _) => BgzipMode::Test,
+            (false, None, false, true) => BgzipMode::Decompress,
+            (false, None, false, false) => BgzipMode::Compress,
         }
     }
 
@@ -134,11 +189,9 @@ fn run(job: &BgzipJob, rt: &Runtime) -> Result<BgzipReport> {
     for file in &files {
         rt.check_cancelled()?;
         let path = file.as_deref();
-        match &job.mode {
+        match job.mode() {
             BgzipMode::Reindex => reindex(path, job, rt, &mut report)?,
-            BgzipMode::Range { offset, size } => {
-                ranged(path, *offset, *size, job, rt, &mut report)?
-            }
+            BgzipMode::Range { offset, size } => ranged(path, offset, size, job, rt, &mut report)?,
             BgzipMode::Test => test(path, rt, &mut report)?,
             BgzipMode::Decompress => decompress(path, job, rt, &mut report)?,
             BgzipMode::Compress => compress(path, job, rt, &mut report)?,
@@ -167,7 +220,7 @@ fn open_input(
     Ok((Cancellable::new(reader, rt), len))
 }
 
-/// Where compressed or decompressed output goes: `output`, stdout (`to_stdout` or stdin input) or
+/// Where compressed or decompressed output goes: `output`, stdout (`stdout` or stdin input) or
 /// `default`.
 fn destination(
     job: &BgzipJob,
@@ -177,7 +230,7 @@ fn destination(
     if let Some(o) = &job.output {
         return Ok((o != Path::new("-")).then(|| o.clone()));
     }
-    if job.to_stdout || input.is_none() {
+    if job.stdout || input.is_none() {
         return Ok(None);
     }
     let target = default.expect("a default name for file input");
@@ -198,7 +251,7 @@ fn destination(
 /// output went elsewhere (`-c`, `-o`).
 fn remove_input(job: &BgzipJob, input: Option<&Path>, report: &mut BgzipReport) -> Result<()> {
     if let Some(p) = input {
-        if !job.keep && !job.to_stdout && job.output.is_none() {
+        if !job.keep && !job.stdout && job.output.is_none() {
             std::fs::remove_file(p).with_context(|| format!("{}: cannot remove", p.display()))?;
             report.removed.push(p.to_path_buf());
         }
@@ -292,7 +345,7 @@ fn decompress(
 ) -> Result<()> {
     let what = name(input);
     let default = match input {
-        Some(p) if !job.to_stdout && job.output.is_none() => Some(decompressed_name(p)?),
+        Some(p) if !job.stdout && job.output.is_none() => Some(decompressed_name(p)?),
         _ => None,
     };
     let (reader, total) = open_input(input, rt)?;

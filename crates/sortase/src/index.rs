@@ -27,16 +27,23 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// samtools index as a job.
+///
+/// With the `clap` feature it is also samtools index's flags (`clap::Args`, flattened by `sortase
+/// index`, which adds `-b` and the old positional output name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct IndexJob {
-    /// The BAM (coordinate-sorted).
+    /// Input BAM (coordinate-sorted).
     pub input: PathBuf,
-    /// The index file (default: `INPUT.bai`, or `INPUT.csi` with `csi`).
+    /// Index file name [in.bam.bai or in.bam.csi].
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_name = "FILE"))]
     pub output: Option<PathBuf>,
-    /// CSI instead of BAI (`-c`; samtools' `-m` implies it).
+    /// Write a CSI index.
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "csi"))]
     pub csi: bool,
-    /// CSI's `min_shift` (`-m`, default 14).
-    pub min_shift: u32,
+    /// min_shift for CSI (implies -c) [14].
+    #[cfg_attr(feature = "clap", arg(short = 'm', long = "min-shift", value_name = "INT"))]
+    pub min_shift: Option<u32>,
 }
 
 /// What an index job did.
@@ -90,8 +97,13 @@ impl IndexJob {
             input: input.into(),
             output: None,
             csi: false,
-            min_shift: 14,
+            min_shift: None,
         }
+    }
+
+    /// Whether the index is a CSI (`csi`, or a `min_shift` given, as samtools' `-m`).
+    pub fn is_csi(&self) -> bool {
+        self.csi || self.min_shift.is_some()
     }
 
     /// The index file's name.
@@ -100,7 +112,7 @@ impl IndexJob {
             let mut s = self.input.as_os_str().to_owned();
             s.push(if sortase_exec::input::is_cram(&self.input) {
                 ".crai"
-            } else if self.csi {
+            } else if self.is_csi() {
                 ".csi"
             } else {
                 ".bai"
@@ -110,8 +122,8 @@ impl IndexJob {
     }
 
     fn format(&self, longest_reference: u64) -> IndexFormat {
-        if self.csi {
-            IndexFormat::csi_for(self.min_shift, longest_reference)
+        if self.is_csi() {
+            IndexFormat::csi_for(self.min_shift.unwrap_or(14), longest_reference)
         } else {
             IndexFormat::Bai
         }
