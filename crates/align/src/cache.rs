@@ -34,12 +34,8 @@ pub fn index_loads() -> u64 {
 /// The index of `job`, from the process's cache or loaded (then cached, replacing another);
 /// whether it was loaded now.
 pub fn cached_aligner(job: &Fq2BamJob, threads: usize) -> anyhow::Result<(Arc<Aligner>, bool)> {
-    let meta = std::fs::metadata(&job.index).map_err(|e| {
-        one::kinded(crate::AlignError::Io {
-            path: job.index.clone(),
-            source: e,
-        })
-    })?;
+    let meta = std::fs::metadata(&job.index)
+        .map_err(|e| one::kinded(crate::AlignError::io(&job.index, e)))?;
     let key = IndexKey {
         file: identity(&meta),
         len: meta.len(),

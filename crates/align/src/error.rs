@@ -1,29 +1,15 @@
 //! The errors of the alignment crate.
 
+use sortase_fasta::fastq::FastqError;
 use std::path::PathBuf;
 
 /// What can go wrong between FASTQ in and BAM records out.
 #[derive(Debug, thiserror::Error)]
 pub enum AlignError {
-    /// Reading a file failed (including a truncated or corrupt gzip stream); the I/O error is the
-    /// source.
-    #[error("{}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// A FASTQ/FASTA record is malformed.
-    #[error("{path}: record {record}: {what}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// 1-based number of the record.
-        record: u64,
-        /// What is wrong.
-        what: String,
-    },
+    /// Reading a file failed (the I/O error is the source), or a FASTQ/FASTA record is malformed:
+    /// the FASTQ parser's errors, which the aligner's own reads share.
+    #[error(transparent)]
+    File(#[from] FastqError),
     /// R1 and R2 do not pair up (count or names).
     #[error("{0}")]
     Pairing(String),
@@ -55,21 +41,20 @@ pub enum AlignError {
     Stopped(String),
 }
 
-impl From<sortase_fasta::fastq::FastqError> for AlignError {
-    fn from(e: sortase_fasta::fastq::FastqError) -> Self {
-        use sortase_fasta::fastq::FastqError;
-        match e {
-            FastqError::Io { path, source } => AlignError::Io { path, source },
-            FastqError::Format { path, record, what } => AlignError::Format { path, record, what },
-        }
-    }
-}
-
 impl AlignError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        AlignError::Io {
+        AlignError::File(FastqError::Io {
             path: path.to_path_buf(),
             source,
-        }
+        })
+    }
+
+    /// Record `record` (1-based) of `path` is malformed.
+    pub(crate) fn format(path: &std::path::Path, record: u64, what: String) -> Self {
+        AlignError::File(FastqError::Format {
+            path: path.to_path_buf(),
+            record,
+            what,
+        })
     }
 }

@@ -24,7 +24,7 @@
 //! # Ok::<(), sortase_exec::error::Error>(())
 //! ```
 
-use crate::fastq::FastqReader;
+use crate::fastq::{FastqError, FastqReader};
 use crate::pipeline;
 use crate::reads::{ChunkSource, FastqSource};
 use crate::{AlignError, Aligner, AlignerOptions};
@@ -224,13 +224,13 @@ pub fn default_memory(threads: usize, index: &std::path::Path) -> Option<usize> 
 /// The crate's errors with the kind a caller acts on (I/O errors keep their own).
 pub(crate) fn kinded(e: AlignError) -> anyhow::Error {
     let kind = match &e {
-        AlignError::Io { .. } => return e.into(),
+        AlignError::File(FastqError::Io { .. }) => return e.into(),
         AlignError::Option(_) => ErrorKind::Argument,
         AlignError::Stopped(_) => ErrorKind::Cancelled,
         AlignError::Index { .. } | AlignError::Source(_) => ErrorKind::Input,
-        AlignError::Format { .. } | AlignError::Pairing(_) | AlignError::Record { .. } => {
-            ErrorKind::Format
-        }
+        AlignError::File(FastqError::Format { .. })
+        | AlignError::Pairing(_)
+        | AlignError::Record { .. } => ErrorKind::Format,
     };
     Error::new(kind, e.to_string()).into_anyhow()
 }
@@ -294,12 +294,7 @@ pub(crate) fn open_reads(
     path: &Path,
     progress: &sortase_exec::progress::Progress,
 ) -> anyhow::Result<FastqReader> {
-    let file = sortase_io::Source::open_path(path).map_err(|e| {
-        kinded(AlignError::Io {
-            path: path.into(),
-            source: e,
-        })
-    })?;
+    let file = sortase_io::Source::open_path(path).map_err(|e| kinded(AlignError::io(path, e)))?;
     FastqReader::from_reader(Box::new(progress.wrap(file)), path).map_err(|e| kinded(e.into()))
 }
 

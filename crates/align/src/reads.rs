@@ -271,14 +271,14 @@ impl<R: std::io::Read + Send> ChunkFileSource<R> {
 
     fn bad(&self, e: std::io::Error) -> AlignError {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            AlignError::Format {
-                path: self.path.clone(),
-                record: self.fragments + 1,
-                what: format!(
+            AlignError::format(
+                &self.path,
+                self.fragments + 1,
+                format!(
                     "the reads file ends after {} of its {} fragments",
                     self.fragments, self.expected
                 ),
-            }
+            )
         } else {
             AlignError::io(&self.path, e)
         }
@@ -291,11 +291,11 @@ impl<R: std::io::Read + Send> ChunkFileSource<R> {
             .map_err(|e| self.bad(e))?;
         let reads = head[0];
         if reads == 0 {
-            return Err(AlignError::Format {
-                path: self.path.clone(),
-                record: self.fragments + 1,
-                what: "a fragment of no reads".into(),
-            });
+            return Err(AlignError::format(
+                &self.path,
+                self.fragments + 1,
+                "a fragment of no reads".into(),
+            ));
         }
         chunk.start_fragment();
         for _ in 0..reads {
@@ -464,14 +464,14 @@ impl FastqSource {
             if joins {
                 segments += 1;
                 if segments > MAX_SEGMENTS {
-                    return Err(AlignError::Format {
-                        path: self.r1.path().to_path_buf(),
-                        record: self.r1.records(),
-                        what: format!(
+                    return Err(AlignError::format(
+                        self.r1.path(),
+                        self.r1.records(),
+                        format!(
                             "more than {MAX_SEGMENTS} consecutive reads named {} (minimap2's limit of segments per fragment)",
                             String::from_utf8_lossy(base_name(self.rec1.name()))
                         ),
-                    });
+                    ));
                 }
             } else {
                 if chunk.bases >= target {
