@@ -98,29 +98,6 @@ impl Filters<'_, '_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn read_job(
-    py: Python<'_>,
-    path: PathBuf,
-    region: Option<String>,
-    columns: Option<Vec<String>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    reference: Option<PathBuf>,
-    batch_rows: Option<usize>,
-    filters: Filters<'_, '_>,
-) -> PyResult<ReadJob> {
-    let mut job = ReadJob::new(path_text(path));
-    job.region = region;
-    job.columns = columns;
-    job.tags = tag_columns(tags)?;
-    job.reference = reference;
-    job.filter = filters.spec(py)?;
-    if let Some(n) = batch_rows {
-        job.batch_rows = n;
-    }
-    Ok(job)
-}
-
 /// Record batches handed to Python through the Arrow PyCapsule interface (`__arrow_c_stream__`),
 /// once.
 #[pyclass(module = "sortase._sortase")]
@@ -191,9 +168,13 @@ fn read_bam(
         min_mapq,
         expr,
     };
-    let job = read_job(
-        py, path, region, columns, tags, reference, batch_rows, filters,
-    )?;
+    let mut job = ReadJob::new(path_text(path));
+    job.region = region;
+    job.columns = columns;
+    job.tags = tag_columns(tags)?;
+    job.reference = reference;
+    job.filter = filters.spec(py)?;
+    job.batch_rows = batch_rows.unwrap_or(job.batch_rows);
     let latest = Arc::new(LatestProgress::default());
     let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
