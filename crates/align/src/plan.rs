@@ -47,7 +47,7 @@ use sortase_fasta::fastq_cut::{self, RangeScan, RangeStart};
 use sortase_markdup::tasks::query::{FileSlice, MdReduceOutput, MdReduceTask};
 use sortase_sort::SortOrder;
 use sortase_sortjobs::sort::SortJob;
-use sortase_sortjobs::sort_tasks::map::{hold, sort_into_run};
+use sortase_sortjobs::sort_tasks::map::MapBatches;
 use sortase_sortjobs::sort_tasks::{MapOutput, MapTask, PlanOptions, ReduceOutput, SortPlan};
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -311,9 +311,7 @@ impl FqSortMapTask {
             sortase_io::Source::open_path(&self.records_path)
                 .with_context(|| format!("{}: cannot open", at(&self.records_path)))?,
         );
-        let mut memory = rt.memory().reservation("fq2bam sort task: records");
-        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
-        let (mut seq, mut bytes) = (self.first_seq, 0u64);
+        let mut held = MapBatches::new(rt, "fq2bam sort task: records");
         let (mut fragment, mut left) = (0usize, 0u32);
         let (mut buf, mut offsets) = (Vec::new(), Vec::new());
         let short = || {
@@ -326,27 +324,7 @@ impl FqSortMapTask {
                 ),
             )
         };
-        let mut flush = |buf: &mut Vec<u8>,
-                         offsets: &mut Vec<u32>,
-                         batches: &mut Vec<RecordBatch>,
-                         first_seqs: &mut Vec<u64>,
-                         seq: &mut u64|
-         -> anyhow::Result<()> {
-            if offsets.is_empty() {
-                return Ok(());
-            }
-            let end = buf.len();
-            let batch =
-                RecordBatch::from_parts(std::mem::take(buf), std::mem::take(offsets), end, 0);
-            hold(rt, &mut memory, &batch, || {
-                format!("the chunk of {} records", self.records)
-            })?;
-            first_seqs.push(*seq);
-            *seq += batch.len() as u64;
-            batches.push(batch);
-            Ok(())
-        };
-        for _ in 0..self.records {
+        for i in 0..self.records {
             rt.check_cancelled()?;
             while left == 0 {
                 left = counts.next().ok_or_else(short)?;
@@ -365,26 +343,25 @@ impl FqSortMapTask {
                 set_duplicate(&mut buf[start..]);
             }
             offsets.push(start as u32);
-            bytes += 4 + n as u64;
             left -= 1;
-            if buf.len() >= BATCH_BYTES {
-                flush(
-                    &mut buf,
-                    &mut offsets,
-                    &mut batches,
-                    &mut first_seqs,
-                    &mut seq,
-                )?;
+            // A batch is full, or the chunk's last record is in.
+            if buf.len() >= BATCH_BYTES || i + 1 == self.records {
+                let end = buf.len();
+                let batch = RecordBatch::from_parts(
+                    std::mem::take(&mut buf),
+                    std::mem::take(&mut offsets),
+                    end,
+                    0,
+                );
+                held.push(rt, batch, self.first_seq + held.records, || {
+                    format!("the chunk of {} records", self.records)
+                })?;
             }
         }
-        flush(
-            &mut buf,
-            &mut offsets,
-            &mut batches,
-            &mut first_seqs,
-            &mut seq,
-        )?;
-        if bytes != self.record_bytes || input.read(&mut [0u8])? != 0 || counts.next().is_some() {
+        if held.bytes != self.record_bytes
+            || input.read(&mut [0u8])? != 0
+            || counts.next().is_some()
+        {
             return Err(Error::new(
                 ErrorKind::Input,
                 format!(
@@ -396,21 +373,13 @@ impl FqSortMapTask {
             )
             .into());
         }
-        let (run, samples) = sort_into_run(
+        held.into_output(
             rt,
             SortOrder::Coordinate,
-            &batches,
-            &first_seqs,
             &self.run_path,
-        )?;
-        Ok(MapOutput {
-            part: self.chunk,
-            parts: self.chunks,
-            run,
-            samples,
-            records: self.records,
-            record_bytes: bytes,
-        })
+            self.chunk,
+            self.chunks,
+        )
     }
 }
 

@@ -17,7 +17,7 @@
 //! column data); where they cannot be read (a driver that holds only the manifest) every chunk is
 //! a map task of its own. The cut changes which task sorts which records, never the output.
 
-use super::map::{hold, sort_into_run};
+use super::map::MapBatches;
 use super::plan::{check_output, new_plan};
 use super::{MapOutput, PlanOptions, SortPlan};
 use crate::sort::SortJob;
@@ -94,9 +94,7 @@ impl AgdMapTask {
     fn run_inner(&self, rt: &Runtime) -> anyhow::Result<MapOutput> {
         let order = self.order.resolve()?;
         let records: u64 = self.chunks.iter().map(|c| c.records).sum();
-        let mut memory = rt.memory().reservation("agd sort task: records");
-        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
-        let mut bytes = 0u64;
+        let mut held = MapBatches::new(rt, "agd sort task: records");
         // A window of one chunk per thread decoded at a time; the first error in chunk order.
         for window in self.chunks.chunks(rt.threads().max(1)) {
             rt.check_cancelled()?;
@@ -120,23 +118,12 @@ impl AgdMapTask {
                     )
                     .into());
                 }
-                hold(rt, &mut memory, &batch, || {
+                held.push(rt, batch, chunk.first, || {
                     format!("the {} chunks of {records} records", self.chunks.len())
                 })?;
-                first_seqs.push(chunk.first);
-                bytes += batch.bytes().len() as u64;
-                batches.push(batch);
             }
         }
-        let (run, samples) = sort_into_run(rt, order, &batches, &first_seqs, &self.run_path)?;
-        Ok(MapOutput {
-            part: self.part,
-            parts: self.parts,
-            run,
-            samples,
-            records,
-            record_bytes: bytes,
-        })
+        held.into_output(rt, order, &self.run_path, self.part, self.parts)
     }
 }
 

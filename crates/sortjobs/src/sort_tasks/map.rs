@@ -77,57 +77,104 @@ impl MapTask {
             start: self.start,
             end: self.end.unwrap_or(u64::MAX),
         };
-        let mut memory = rt.memory().reservation("sort task: records");
         let mut stream =
             RangeStream::open(&self.input, &range, self.n_ref).context(name.clone())?;
-        let (mut batches, mut first_seqs) = (Vec::<RecordBatch>::new(), Vec::new());
-        let (mut seq, mut bytes) = (self.first_seq, 0u64);
+        let mut held = MapBatches::new(rt, "sort task: records");
         while let Some(batch) = stream.next_batch().context(name.clone())? {
             rt.check_cancelled()?;
             if batch.is_empty() {
                 continue;
             }
-            hold(rt, &mut memory, &batch, || {
+            held.push(rt, batch, self.first_seq + held.records, || {
                 format!(
                     "the range of {} records ({} bytes)",
                     self.records, self.record_bytes
                 )
             })?;
-            first_seqs.push(seq);
-            seq += batch.len() as u64;
-            bytes += batch.bytes().len() as u64;
-            batches.push(batch);
         }
-        if (seq - self.first_seq, bytes) != (self.records, self.record_bytes) {
+        if (held.records, held.bytes) != (self.records, self.record_bytes) {
             return Err(Error::new(
                 ErrorKind::Input,
                 format!(
-                    "{name}: the range holds {} records ({bytes} bytes), counted {} ({} bytes): \
+                    "{name}: the range holds {} records ({} bytes), counted {} ({} bytes): \
                      the input changed",
-                    seq - self.first_seq,
-                    self.records,
-                    self.record_bytes
+                    held.records, held.bytes, self.records, self.record_bytes
                 ),
             )
             .into());
         }
-        let (run, samples) = sort_into_run(rt, order, &batches, &first_seqs, &self.run_path)?;
+        held.into_output(rt, order, &self.run_path, self.part, self.parts)
+    }
+}
+
+/// The records a map task holds until it sorts them into its run: batches charged to the
+/// runtime's memory pool ([`hold`]), each with its first record's input sequence number. Shared
+/// by [`MapTask`], the dataset's map task (`agd_map.rs`) and fq2bam's sort task (crates/align).
+pub struct MapBatches {
+    memory: sortase_exec::memory::Reservation,
+    batches: Vec<RecordBatch>,
+    first_seqs: Vec<u64>,
+    /// Records held.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl MapBatches {
+    /// No records yet; `label` names the memory reservation.
+    pub fn new(rt: &Runtime, label: &str) -> Self {
+        Self {
+            memory: rt.memory().reservation(label),
+            batches: Vec::new(),
+            first_seqs: Vec::new(),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Holds `batch`, whose first record has input sequence number `first_seq`, once the pool
+    /// has its memory ([`hold`]; `what`: the task's records, for the message).
+    pub fn push(
+        &mut self,
+        rt: &Runtime,
+        batch: RecordBatch,
+        first_seq: u64,
+        what: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        hold(rt, &mut self.memory, &batch, what)?;
+        self.first_seqs.push(first_seq);
+        self.records += batch.len() as u64;
+        self.bytes += batch.bytes().len() as u64;
+        self.batches.push(batch);
+        Ok(())
+    }
+
+    /// Sorts the records in `order` into one run at `run_path` ([`sort_into_run`]): the output of
+    /// map task `part` of `parts`.
+    pub fn into_output(
+        self,
+        rt: &Runtime,
+        order: SortOrder,
+        run_path: &Path,
+        part: usize,
+        parts: usize,
+    ) -> anyhow::Result<MapOutput> {
+        let (run, samples) = sort_into_run(rt, order, &self.batches, &self.first_seqs, run_path)?;
         Ok(MapOutput {
-            part: self.part,
-            parts: self.parts,
+            part,
+            parts,
             run,
             samples,
             records: self.records,
-            record_bytes: bytes,
+            record_bytes: self.bytes,
         })
     }
 }
 
 /// Sorts `batches` (their first records' sequence numbers `first_seqs`) in memory as the sorter
 /// does and writes them as one run at `run_path` (under a temporary name, renamed when complete);
-/// returns the run's index and the candidate split points among them. Shared by [`MapTask`] and
-/// the dataset's map task (`agd_map.rs`).
-pub fn sort_into_run(
+/// returns the run's index and the candidate split points among them.
+fn sort_into_run(
     rt: &Runtime,
     order: SortOrder,
     batches: &[RecordBatch],
@@ -156,7 +203,7 @@ pub fn sort_into_run(
 /// Charges one batch of a map task to `memory` (its bytes and a sort entry per record), waiting for
 /// other jobs on the runtime's pool to give memory back; an error when the task's records cannot
 /// fit in the pool at all (`what`: the records, for the message).
-pub fn hold(
+fn hold(
     rt: &Runtime,
     memory: &mut sortase_exec::memory::Reservation,
     batch: &RecordBatch,
