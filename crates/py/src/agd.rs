@@ -5,25 +5,11 @@
 //! files are Parquet, read by `python/sortase/agd.py` with pyarrow.
 
 use crate::error;
-use crate::run::{run_job, runtime, LatestProgress};
+use crate::jobs::run_to_json;
 use pyo3::prelude::*;
 use sortase::agd::FastqInput;
-use sortase::{AgdExportJob, AgdImportJob, OutputSpec, Runtime};
+use sortase::{AgdExportJob, AgdImportJob, OutputSpec};
 use std::path::PathBuf;
-use std::sync::Arc;
-
-/// Runs `job` on a runtime of `threads` threads; the report as JSON.
-fn run_to_json<R: serde::Serialize + Send + 'static>(
-    py: Python<'_>,
-    threads: Option<usize>,
-    job: impl FnOnce(&Runtime) -> sortase::Result<R> + Send + 'static,
-) -> PyResult<String> {
-    let latest = Arc::new(LatestProgress::default());
-    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
-    let job_rt = rt.clone();
-    let report = run_job(py, &rt, None, move || job(&job_rt))?;
-    serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
-}
 
 /// `sortase agd import`: SAM/BAM/CRAM `input`, or FASTQ (`input` and `input2`, or the samtools
 /// import options); the report as JSON.

@@ -15,15 +15,14 @@ use sortase::{
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Runs `job` on a runtime of `threads` threads and `memory` bytes; the report as JSON.
-fn run_to_json<R: serde::Serialize + Send + 'static>(
+/// Runs `job` on a runtime of `threads` threads; the report as JSON.
+pub(crate) fn run_to_json<R: serde::Serialize + Send + 'static>(
     py: Python<'_>,
     threads: Option<usize>,
-    memory: Option<usize>,
     job: impl FnOnce(&Runtime) -> sortase::Result<R> + Send + 'static,
 ) -> PyResult<String> {
     let latest = Arc::new(LatestProgress::default());
-    let rt = runtime(threads, memory, &latest).map_err(|e| error::to_py_err(py, e))?;
+    let rt = runtime(threads, None, &latest).map_err(|e| error::to_py_err(py, e))?;
     let job_rt = rt.clone();
     let report = run_job_on(py, &rt, None, move || job(&job_rt))?;
     serde_json::to_string(&report).map_err(|e| error::raise(py, "InternalError", &e.to_string()))
@@ -58,7 +57,7 @@ fn flagstat(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<(
 #[pyo3(signature = (path, *, threads=None))]
 fn idxstats(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<String> {
     let job = IdxstatsJob::new(path);
-    run_to_json(py, threads, None, move |rt| job.run(rt))
+    run_to_json(py, threads, move |rt| job.run(rt))
 }
 
 /// Runs the job `kind` (`spec::KINDS`: `sort`, `merge`, `markdup`, `view`, `fq2bam`, `faidx`,
@@ -205,7 +204,7 @@ fn fetch(
         verify,
         ..FetchJob::new(fasta, FetchRequest::Names(names))
     };
-    run_to_json(py, threads, None, move |rt| job.run(rt))
+    run_to_json(py, threads, move |rt| job.run(rt))
 }
 
 /// Adds this module's functions to the extension module.
