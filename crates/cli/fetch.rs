@@ -6,16 +6,13 @@ use anyhow::Result;
 use sortase::{FetchJob, FetchRequest, LocJob};
 use std::path::PathBuf;
 
-/// Arguments of `sortase loc`.
+/// Arguments of `sortase loc` (the flags declared on the job's fields, plus `-@`).
 #[derive(clap::Args, Debug)]
 pub struct LocArgs {
-    /// Index file name [FILE.loc].
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    #[command(flatten)]
+    job: LocJob,
     #[command(flatten)]
     threads: crate::args::Threads,
-    /// FASTA/FASTQ file, plain or bgzipped.
-    input: PathBuf,
 }
 
 /// Arguments of `sortase fetch`.
@@ -48,11 +45,7 @@ pub struct FetchArgs {
 
 /// Runs `sortase loc`.
 pub fn loc(args: LocArgs) -> Result<()> {
-    let job = LocJob {
-        input: args.input,
-        output: args.output,
-    };
-    let report = job.run(&args.threads.runtime(None)?)?;
+    let report = args.job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     Ok(())
 }

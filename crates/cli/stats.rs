@@ -5,9 +5,8 @@
 use crate::common;
 use anyhow::Result;
 use sortase::{FlagstatJob, IdxstatsJob, SummaryJob};
-use std::path::PathBuf;
 
-/// Arguments of `sortase flagstat`.
+/// Arguments of `sortase flagstat` (the job's input, `-@` and the text's format).
 #[derive(clap::Args, Debug)]
 pub struct FlagstatArgs {
     #[command(flatten)]
@@ -15,57 +14,45 @@ pub struct FlagstatArgs {
     /// Output format: default, json or tsv.
     #[arg(short = 'O', long = "output-fmt", value_name = "FORMAT", default_value = "default")]
     format: String,
-    /// Input BAM (CRAM, SAM) or AGD dataset directory.
-    input: PathBuf,
+    #[command(flatten)]
+    job: FlagstatJob,
 }
 
-/// Arguments of `sortase idxstats`.
+/// Arguments of `sortase idxstats` (the job's input and `-@`).
 #[derive(clap::Args, Debug)]
 pub struct IdxstatsArgs {
     #[command(flatten)]
     threads: crate::args::Threads,
-    /// Input BAM (CRAM) or AGD dataset directory.
-    input: PathBuf,
+    #[command(flatten)]
+    job: IdxstatsJob,
 }
 
 /// Runs `sortase flagstat`.
 pub fn flagstat(args: FlagstatArgs) -> Result<()> {
-    let report = FlagstatJob::new(args.input).run(&args.threads.runtime(None)?)?;
+    let report = args.job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     common::print_stdout(report.format(&args.format))
 }
 
 /// Runs `sortase idxstats`.
 pub fn idxstats(args: IdxstatsArgs) -> Result<()> {
-    let report = IdxstatsJob::new(args.input).run(&args.threads.runtime(None)?)?;
+    let report = args.job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);
     common::print_stdout(report.to_text())
 }
 
-/// Arguments of `sortase stats`.
+/// Arguments of `sortase stats` (the flags declared on the job's fields, plus `-@`).
 #[derive(clap::Args, Debug)]
 pub struct StatsArgs {
-    /// Also draw the counts as an HTML page (inline SVG: reads and mean depth per reference, the
-    /// MAPQ histogram; a table of every reference).
-    #[arg(long = "plot", value_name = "FILE.html")]
-    plot: Option<PathBuf>,
+    #[command(flatten)]
+    job: SummaryJob,
     #[command(flatten)]
     threads: crate::args::Threads,
-    /// Reference FASTA (CRAM input).
-    #[arg(long = "reference", value_name = "FILE")]
-    reference: Option<PathBuf>,
-    /// Input SAM/BAM/CRAM.
-    input: PathBuf,
 }
 
 /// Runs `sortase stats`: per reference its length, mapped and unmapped records and mean depth on
 /// stdout (idxstats' columns plus the depth), and the page with `--plot`.
 pub fn stats(args: StatsArgs) -> Result<()> {
-    let job = SummaryJob {
-        input: args.input,
-        plot: args.plot,
-        reference: args.reference,
-    };
-    let report = job.run(&args.threads.runtime(None)?)?;
+    let report = args.job.run(&args.threads.runtime(None)?)?;
     common::print_stdout(report.to_tsv())
 }

@@ -32,11 +32,15 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Builds the `.loc` index of a FASTA/FASTQ file (and its `.gzi` if bgzipped and missing).
+///
+/// With the `clap` feature it is also `sortase loc`'s flags (`clap::Args`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct LocJob {
     /// FASTA/FASTQ file, plain or bgzipped.
     pub input: PathBuf,
-    /// Index file name (`-o`; default `FILE.loc`).
+    /// Index file name [FILE.loc].
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_name = "FILE"))]
     pub output: Option<PathBuf>,
 }
 

@@ -35,8 +35,9 @@ use std::path::{Path, PathBuf};
 /// samtools flagstat as a job: one BAM, CRAM or SAM file, or an AGD dataset directory (counted on its
 /// `results` columns alone).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FlagstatJob {
-    /// The BAM (CRAM, SAM) file or AGD dataset directory.
+    /// Input BAM (CRAM, SAM) or AGD dataset directory.
     pub input: PathBuf,
 }
 
@@ -184,8 +185,9 @@ impl FlagstatPlan {
 /// A CRAM file is always counted: samtools 1.24 reads no `.crai` for idxstats (a `.crai` of another
 /// file, or a corrupt one, leaves its output unchanged).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct IdxstatsJob {
-    /// The BAM or CRAM file, or AGD dataset directory.
+    /// Input BAM (CRAM) or AGD dataset directory.
     pub input: PathBuf,
 }
 

@@ -28,15 +28,21 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One pass of counting over `input`, and the page to draw.
+///
+/// With the `clap` feature it is also `sortase stats`'s flags (`clap::Args`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SummaryJob {
-    /// SAM, BAM or CRAM.
+    /// Input SAM/BAM/CRAM.
     pub input: PathBuf,
-    /// Where to write the HTML page (`None`: only the report).
+    /// Also draw the counts as an HTML page (inline SVG: reads and mean depth per reference, the
+    /// MAPQ histogram; a table of every reference).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long = "plot", value_name = "FILE.html"))]
     pub plot: Option<PathBuf>,
-    /// Reference FASTA for CRAM input.
+    /// Reference FASTA (CRAM input).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long = "reference", value_name = "FILE"))]
     pub reference: Option<PathBuf>,
 }
 
