@@ -75,6 +75,30 @@ def test_index_min_shift_implies_csi_as_samtools(tmp_path: Path, sorted_bam: Pat
     assert Path(report.outputs[0]).read_bytes() == (tmp_path / "samtools.csi").read_bytes()
 
 
+
+def test_index_min_shift_edges_as_samtools(tmp_path: Path, sorted_bam: Path,
+                                           sortase_bin: Path) -> None:
+    """``-m 0`` is samtools' BAI (at ``.bai``); 35 is the largest min_shift htslib sizes soundly;
+    36 and more are refused by name, with nothing written (samtools writes none, or a broken CSI)."""
+    bam = tmp_path / "in.bam"
+    bam.write_bytes(sorted_bam.read_bytes())
+    pysam.index("-m", "0", str(bam))
+    want = (tmp_path / "in.bam.bai").read_bytes()
+    (tmp_path / "in.bam.bai").unlink()
+    assert sortase.index(bam, min_shift=0).outputs == [str(bam) + ".bai"]
+    assert (tmp_path / "in.bam.bai").read_bytes() == want
+    pysam.index("-m", "35", "-o", str(tmp_path / "samtools.csi"), str(bam))
+    sortase.index(bam, tmp_path / "ours.csi", min_shift=35)
+    assert (tmp_path / "ours.csi").read_bytes() == (tmp_path / "samtools.csi").read_bytes()
+    with pytest.raises(sortase.ArgumentError, match="-m 36: min_shift must be at most 35"):
+        sortase.index(bam, tmp_path / "no.csi", min_shift=36)
+    run = subprocess.run([str(sortase_bin), "index", "-m", "40", str(bam)], capture_output=True,
+                         text=True)
+    assert run.returncode != 0 and "-m 40: min_shift must be at most 35" in run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert not (tmp_path / "no.csi").exists() and not (tmp_path / "in.bam.csi").exists()
+
+
 def test_merge_equals_the_cli(tmp_path: Path, sortase_bin: Path) -> None:
     parts = []
     for seed in (1, 2):

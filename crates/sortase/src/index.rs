@@ -41,10 +41,15 @@ pub struct IndexJob {
     /// Write a CSI index.
     #[cfg_attr(feature = "clap", arg(short = 'c', long = "csi"))]
     pub csi: bool,
-    /// min_shift for CSI (implies -c) [14].
+    /// min_shift for CSI (implies -c) [14]; 0 writes a BAI, as samtools; at most 35.
     #[cfg_attr(feature = "clap", arg(short = 'm', long = "min-shift", value_name = "INT"))]
     pub min_shift: Option<u32>,
 }
+
+/// The largest `min_shift`: htslib's CSI has up to 9 levels below the root, and its bins must span
+/// at most 2^62 bases (samtools 1.24 writes no index from 36 on, or a broken one: `-m 40` gives a
+/// CSI with `min_shift` 62 and 9 levels).
+pub const MAX_MIN_SHIFT: u32 = 35;
 
 /// What an index job did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,9 +106,21 @@ impl IndexJob {
         }
     }
 
-    /// Whether the index is a CSI (`csi`, or a `min_shift` given, as samtools' `-m`).
+    /// Whether the index is a CSI: `csi`, or a `min_shift` given (samtools' `-m` implies `-c`),
+    /// but for `min_shift` 0, which samtools indexes as a BAI.
     pub fn is_csi(&self) -> bool {
-        self.csi || self.min_shift.is_some()
+        (self.csi || self.min_shift.is_some()) && self.min_shift != Some(0)
+    }
+
+    /// A `min_shift` above [`MAX_MIN_SHIFT`] is an argument error.
+    fn check_min_shift(&self) -> Result<()> {
+        match self.min_shift {
+            Some(m) if m > MAX_MIN_SHIFT => Err(Error::argument(format!(
+                "-m {m}: min_shift must be at most {MAX_MIN_SHIFT} (a CSI's bins span at most \
+                 2^62 bases)"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The index file's name.
@@ -132,6 +149,7 @@ impl IndexJob {
     /// Builds the index on all of `rt`'s threads and writes it.
     pub fn run(&self, rt: &Runtime) -> Result<IndexReport> {
         let name = self.input.display().to_string();
+        self.check_min_shift()?;
         if sortase_exec::input::is_cram(&self.input) {
             return crai(&self.input, &self.target(), rt);
         }
@@ -157,6 +175,7 @@ impl IndexJob {
 
     /// Range tasks: about `n` ranges of equal compressed size (fewer for small files).
     pub fn plan_ranges(&self, n: usize) -> Result<IndexPlan> {
+        self.check_min_shift()?;
         bam_ranges::check_readable(&self.input)?;
         let (header, slices) = bam_ranges::plan_slices(&self.input, n)
             .with_context(|| self.input.display().to_string())?;
