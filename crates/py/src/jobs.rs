@@ -91,21 +91,12 @@ fn run_job(
     .map_err(err)?;
     let latest = Arc::new(LatestProgress::default());
     let run: JsonJob = match kind {
-        "sort" => json_of(
-            spec::typed::<SortJob>(kind, placed).map_err(spec_err)?,
-            SortJob::run,
-        ),
-        "merge" => json_of(
-            spec::typed::<MergeJob>(kind, placed).map_err(spec_err)?,
-            MergeJob::run,
-        ),
+        "sort" => typed_json(kind, placed, SortJob::run).map_err(spec_err)?,
+        "merge" => typed_json(kind, placed, MergeJob::run).map_err(spec_err)?,
         "markdup" => {
             // The CLI's --max-memory default (crates/cli/markdup_coord.rs).
             memory = memory.or(Some(2 << 30));
-            json_of(
-                spec::typed::<MarkdupJob>(kind, placed).map_err(spec_err)?,
-                MarkdupJob::run,
-            )
+            typed_json(kind, placed, MarkdupJob::run).map_err(spec_err)?
         }
         "fq2bam" => {
             let job = spec::typed::<Fq2BamJob>(kind, placed).map_err(spec_err)?;
@@ -115,22 +106,10 @@ fn run_job(
             memory = memory.or_else(|| sortase::fq2bam::default_memory(all.max(1), &job.index));
             json_of(job, Fq2BamJob::run)
         }
-        "faidx" => json_of(
-            spec::typed::<FaidxJob>(kind, placed).map_err(spec_err)?,
-            FaidxJob::run,
-        ),
-        "snp_pileup" => json_of(
-            spec::typed::<SnpPileupJob>(kind, placed).map_err(spec_err)?,
-            SnpPileupJob::run,
-        ),
-        "index" => json_of(
-            spec::typed::<IndexJob>(kind, placed).map_err(spec_err)?,
-            IndexJob::run,
-        ),
-        "bgzip" => json_of(
-            spec::typed::<BgzipJob>(kind, placed).map_err(spec_err)?,
-            BgzipJob::run,
-        ),
+        "faidx" => typed_json(kind, placed, FaidxJob::run).map_err(spec_err)?,
+        "snp_pileup" => typed_json(kind, placed, SnpPileupJob::run).map_err(spec_err)?,
+        "index" => typed_json(kind, placed, IndexJob::run).map_err(spec_err)?,
+        "bgzip" => typed_json(kind, placed, BgzipJob::run).map_err(spec_err)?,
         _ => {
             let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
             job.output = job.output.with_format_options().map_err(err)?;
@@ -150,6 +129,15 @@ type JsonJob = Box<dyn FnOnce(&Runtime) -> sortase::Result<String> + Send>;
 /// A JSON string's text, or `-` for none.
 fn text(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or("-")
+}
+
+/// The spec `placed` of job `kind` as a `J`, run by `run`, its report as JSON.
+fn typed_json<J: serde::de::DeserializeOwned + Send + 'static, R: serde::Serialize + 'static>(
+    kind: &str,
+    placed: serde_json::Value,
+    run: fn(&J, &Runtime) -> sortase::Result<R>,
+) -> Result<JsonJob, spec::SpecError> {
+    Ok(json_of(spec::typed::<J>(kind, placed)?, run))
 }
 
 /// `job` run by `run`, its report as JSON.
