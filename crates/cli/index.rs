@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct IndexArgs {
     /// Write a BAI index (default).
-    #[arg(short = 'b', long = "bai", conflicts_with = "csi")]
+    #[arg(short = 'b', long = "bai", overrides_with_all = ["csi", "min_shift"])]
     bai: bool,
     #[command(flatten)]
     job: IndexJob,
@@ -21,8 +21,11 @@ pub struct IndexArgs {
 
 /// Runs `sortase index`.
 pub fn run(args: IndexArgs) -> Result<()> {
+    // Of -b, -c and -m the last given wins, as in samtools (clap drops the others).
     let job = IndexJob {
         output: args.job.output.clone().or(args.out_positional),
+        csi: args.job.csi && !args.bai,
+        min_shift: args.job.min_shift.filter(|_| !args.bai),
         ..args.job
     };
     let report = job.run(&args.threads.runtime(None)?)?;

@@ -76,6 +76,15 @@ def test_index_min_shift_implies_csi_as_samtools(tmp_path: Path, sorted_bam: Pat
 
 
 
+@pytest.mark.parametrize("flags", ["-m 15 -b", "-b -m 15", "-c -b", "-b -c"])
+def test_index_last_of_b_c_m_wins_as_samtools(tmp_path: Path, sorted_bam: Path, sortase_bin: Path,
+                                              flags: str) -> None:
+    """Of ``-b``, ``-c`` and ``-m`` the last given decides BAI or CSI, as samtools' getopt loop."""
+    pysam.index(*flags.split(), "-o", str(tmp_path / "samtools.idx"), str(sorted_bam))
+    cli(sortase_bin, "index", *flags.split(), "-o", tmp_path / "ours.idx", sorted_bam)
+    assert (tmp_path / "ours.idx").read_bytes() == (tmp_path / "samtools.idx").read_bytes()
+
+
 def test_index_min_shift_edges_as_samtools(tmp_path: Path, sorted_bam: Path,
                                            sortase_bin: Path) -> None:
     """``-m 0`` is samtools' BAI (at ``.bai``); 35 is the largest min_shift htslib sizes soundly;
