@@ -21,11 +21,10 @@ pub struct IndexArgs {
 
 /// Runs `sortase index`.
 pub fn run(args: IndexArgs) -> Result<()> {
-    // Of -b, -c and -m the last given wins, as in samtools (clap drops the others).
+    // Of -b, -c and -m the last given wins, as in samtools: clap drops the others (`-b`'s
+    // `overrides_with_all`), so a -b that stands leaves neither csi nor min_shift.
     let job = IndexJob {
         output: args.job.output.clone().or(args.out_positional),
-        csi: args.job.csi && !args.bai,
-        min_shift: args.job.min_shift.filter(|_| !args.bai),
         ..args.job
     };
     let report = job.run(&args.threads.runtime(None)?)?;

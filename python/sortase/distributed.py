@@ -1852,7 +1852,7 @@ def index(
     _refuse_datasets("index", [path], storage_options,
                      "a dataset has no BAM index (its manifest records the chunks' positions); "
                      "index a BAM, e.g. the output of sort() of the dataset")
-    # -m implies -c, as in samtools, but -m 0 is a BAI.
+    # IndexJob::is_csi's rule, for the default name: -m implies -c (samtools), but -m 0 is a BAI.
     csi = (csi or min_shift is not None) and min_shift != 0
     target = os.fspath(output) if output is not None else path + (".csi" if csi else ".bai")
     with _storage([path], [target], storage_options) as (remote, (local,), _):

@@ -353,12 +353,12 @@ impl FqSortMapTask {
                     end,
                     0,
                 );
-                held.push(rt, batch, self.first_seq + held.records, || {
+                held.push(rt, batch, self.first_seq + held.records(), || {
                     format!("the chunk of {} records", self.records)
                 })?;
             }
         }
-        if held.bytes != self.record_bytes
+        if held.bytes() != self.record_bytes
             || input.read(&mut [0u8])? != 0
             || counts.next().is_some()
         {

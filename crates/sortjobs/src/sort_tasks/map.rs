@@ -85,20 +85,23 @@ impl MapTask {
             if batch.is_empty() {
                 continue;
             }
-            held.push(rt, batch, self.first_seq + held.records, || {
+            held.push(rt, batch, self.first_seq + held.records(), || {
                 format!(
                     "the range of {} records ({} bytes)",
                     self.records, self.record_bytes
                 )
             })?;
         }
-        if (held.records, held.bytes) != (self.records, self.record_bytes) {
+        if (held.records(), held.bytes()) != (self.records, self.record_bytes) {
             return Err(Error::new(
                 ErrorKind::Input,
                 format!(
                     "{name}: the range holds {} records ({} bytes), counted {} ({} bytes): \
                      the input changed",
-                    held.records, held.bytes, self.records, self.record_bytes
+                    held.records(),
+                    held.bytes(),
+                    self.records,
+                    self.record_bytes
                 ),
             )
             .into());
@@ -114,10 +117,8 @@ pub struct MapBatches {
     memory: sortase_exec::memory::Reservation,
     batches: Vec<RecordBatch>,
     first_seqs: Vec<u64>,
-    /// Records held.
-    pub records: u64,
-    /// Their bytes.
-    pub bytes: u64,
+    records: u64,
+    bytes: u64,
 }
 
 impl MapBatches {
@@ -130,6 +131,16 @@ impl MapBatches {
             records: 0,
             bytes: 0,
         }
+    }
+
+    /// Records held.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Their bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Holds `batch`, whose first record has input sequence number `first_seq`, once the pool
