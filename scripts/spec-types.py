@@ -36,6 +36,8 @@ WRAPPERS = {
     "snp_pileup": "SnpPileupOptions",
     "index": "IndexOptions",
     "bgzip": "BgzipOptions",
+    "agd_import": "AgdImportOptions",
+    "agd_export": "AgdExportOptions",
 }
 
 HEADER = '''"""The keywords each spec wrapper of :mod:`sortase` takes as ``**spec``, for type checkers.
@@ -54,15 +56,20 @@ if TYPE_CHECKING:
 '''
 
 
-#: The keywords sort, merge and markdup all take (the output flags of the Rust `OutputSpec`, and
-#: the like): a wrapper that takes all of them, with the same types, gets them from one base class.
-SHARED = "SharedOptions"
-SHARED_BY = ("sort", "merge", "markdup")
+#: Base classes of keywords several wrappers take with the same types, most general first, each
+#: with the wrappers whose keywords define it (their common ones, less those of the bases before):
+#: the output flags of the Rust `OutputSpec` with `--checksums`, then what sort, merge and markdup
+#: add to them (`--no-PG`). A wrapper that takes all of a base's keywords (and its bases') gets
+#: them from that base.
+BASES = (
+    ("OutputOptions", ("sort", "merge", "markdup", "agd_export")),
+    ("SharedOptions", ("sort", "merge", "markdup")),
+)
 
 
 def keywords(kind: str) -> list[tuple[str, str]]:
     """(keyword, annotation) of the wrapper of ``kind``'s ``**spec``."""
-    own = set(inspect.signature(getattr(sortase, kind).__wrapped__).parameters)
+    own = set(inspect.signature(sortase._WRAPPERS[kind].__wrapped__).parameters)
     out = []
     for k in json.loads(_sortase.spec_schema(kind)):
         if k["name"] in own:
@@ -76,21 +83,30 @@ def keywords(kind: str) -> list[tuple[str, str]]:
 
 
 def render() -> str:
-    first, *others = (keywords(k) for k in SHARED_BY)
-    shared = [f for f in first if all(f in o for o in others)]
-
     def block(cls: str, base: str, doc: str, fields: list[tuple[str, str]]) -> list[str]:
         return ["", "", f"class {cls}({base}, total=False):", f'    """{doc}"""', ""] + [
             f"    {name}: {annotation}" for name, annotation in fields]
 
+    def base_of(fields: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+        """The most specific base whose keywords ``fields`` all has, and what is left."""
+        for cls, inherited in reversed(bases):
+            if all(f in fields for f in inherited):
+                return cls, [f for f in fields if f not in inherited]
+        return "TypedDict", fields
+
     out = [HEADER.rstrip("\n")]
-    out += block(SHARED, "TypedDict", f"The keywords {', '.join(SHARED_BY)} all take.", shared)
+    bases: list[tuple[str, list[tuple[str, str]]]] = []
+    for cls, by in BASES:
+        first, *others = (keywords(k) for k in by)
+        common = [f for f in first if all(f in o for o in others)]
+        base, own = base_of(common)
+        out += block(cls, base, f"The keywords {', '.join(by)} all take.", own)
+        bases.append((cls, common))
     for kind, cls in WRAPPERS.items():
-        fields = keywords(kind)
-        base = "TypedDict"
-        if all(f in fields for f in shared):
-            base, fields = SHARED, [f for f in fields if f not in shared]
-        out += block(cls, base, f"The options of ``sortase.{kind}`` that come from its spec.",
+        base, fields = base_of(keywords(kind))
+        wrapper = sortase._WRAPPERS[kind]
+        name = f"{wrapper.__module__}.{wrapper.__name__}"
+        out += block(cls, base, f"The options of ``{name}`` that come from its spec.",
                      fields)
     return "\n".join(out) + "\n"
 

@@ -194,6 +194,9 @@ def _job(kind: str, keywords: Dict[str, Any]) -> Report:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: The wrapper of each job whose keywords come from its spec (:func:`_takes_spec`), by kind.
+_WRAPPERS: Dict[str, Callable[..., Any]] = {}
+
 
 def _takes_spec(kind: str) -> Callable[[_F], _F]:
     """The keywords of job ``kind``'s spec, each described by its CLI flag
@@ -230,10 +233,11 @@ def _takes_spec(kind: str) -> Callable[[_F], _F]:
             return f(*args, **kwargs)
 
         checked.__signature__ = full  # type: ignore[attr-defined]
+        _WRAPPERS[kind] = checked
         lines = [f"- ``{k['name']}`` ({_flag_doc(k['flag'])}): {k['help']}" for k in taken]
         checked.__doc__ = (
             (f.__doc__ or "").rstrip()
-            + f"\n\n    The options of ``sortase {kind}``, as keywords"
+            + f"\n\n    The options of ``sortase {_command(kind)}``, as keywords"
             + " (``None``: the default):\n\n    "
             + "\n    ".join(lines)
             + "\n"
@@ -241,6 +245,11 @@ def _takes_spec(kind: str) -> Callable[[_F], _F]:
         return checked  # type: ignore[return-value]
 
     return wrap
+
+
+def _command(kind: str) -> str:
+    """The CLI command of job ``kind``: ``agd import`` for ``agd_import``, ``snp-pileup``."""
+    return kind.replace("agd_", "agd ", 1).replace("_", "-")
 
 
 def _flag_doc(flag: str) -> str:

@@ -51,34 +51,6 @@ def fetch(
     verify: bool = False,
     threads: Optional[int] = None,
 ) -> str: ...
-def agd_import(
-    input: Optional[str] = None,
-    output: Optional[_Path] = None,
-    input2: Optional[str] = None,
-    *,
-    unpaired: Optional[str] = None,
-    read1: Optional[str] = None,
-    read2: Optional[str] = None,
-    interleaved: Optional[str] = None,
-    rg: Optional[str] = None,
-    rg_line: Optional[List[str]] = None,
-    chunk_size: Optional[int] = None,
-    level: Optional[int] = None,
-    reference: Optional[_Path] = None,
-    threads: Optional[int] = None,
-    checksums: bool = False,
-) -> str: ...
-def agd_export(
-    input: _Path,
-    output: Optional[_Path] = None,
-    *,
-    output_fmt: Optional[str] = None,
-    level: Optional[int] = None,
-    reference: Optional[_Path] = None,
-    threads: Optional[int] = None,
-    checksums: bool = False,
-) -> str: ...
-
 # Jobs as tasks (crates/py/src/tasks.rs): JSON text in and out, for the Dask driver.
 TASK_READ_SLACK: int
 

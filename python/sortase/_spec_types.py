@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from . import PathLike
 
 
-class SharedOptions(TypedDict, total=False):
-    """The keywords sort, merge, markdup all take."""
+class OutputOptions(TypedDict, total=False):
+    """The keywords sort, merge, markdup, agd_export all take."""
 
     output_fmt: Optional[str]
     level: Optional[int]
@@ -24,6 +24,11 @@ class SharedOptions(TypedDict, total=False):
     reference: Optional[PathLike]
     output_fmt_options: Optional[Sequence[str]]
     checksums: bool
+
+
+class SharedOptions(OutputOptions, total=False):
+    """The keywords sort, merge, markdup all take."""
+
     no_pg: bool
 
 
@@ -160,3 +165,23 @@ class BgzipOptions(TypedDict, total=False):
     reindex: bool
     size: Optional[int]
     test: bool
+
+
+class AgdImportOptions(TypedDict, total=False):
+    """The options of ``sortase.agd.import_`` that come from its spec."""
+
+    chunk_size: int
+    level: int
+    reference: Optional[PathLike]
+    unpaired: Optional[str]
+    read1: Optional[str]
+    read2: Optional[str]
+    interleaved: Optional[str]
+    rg: Optional[str]
+    rg_line: Optional[Sequence[str]]
+    checksums: bool
+
+
+class AgdExportOptions(OutputOptions, total=False):
+    """The options of ``sortase.agd.export`` that come from its spec."""
+

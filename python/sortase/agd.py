@@ -24,12 +24,17 @@ from __future__ import annotations
 import builtins
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from . import _sortase
-from ._errors import FormatError, InputError
+from . import Report, _job, _takes_spec
+from ._errors import ArgumentError, FormatError, InputError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from . import _spec_types
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -159,71 +164,52 @@ def open(path: PathLike) -> Dataset:  # noqa: A001 (the module's verb, as ``gzip
     return Dataset(path)
 
 
+@_takes_spec("agd_import")
 def import_(
     input: Union[PathLike, Sequence[PathLike], None],
     output: PathLike,
     *,
-    unpaired: Optional[PathLike] = None,
-    read1: Optional[PathLike] = None,
-    read2: Optional[PathLike] = None,
-    interleaved: Optional[PathLike] = None,
-    rg: Optional[str] = None,
-    rg_line: Optional[Sequence[str]] = None,
-    chunk_size: Optional[int] = None,
-    level: Optional[int] = None,
-    reference: Optional[PathLike] = None,
     threads: Optional[int] = None,
-    checksums: bool = False,
-) -> Dict[str, Any]:
+    progress: Optional[bool] = None,
+    **spec: Unpack[_spec_types.AgdImportOptions],
+) -> Report:
     """``sortase agd import``: a SAM/BAM/CRAM or FASTQ file, or ``[R1, R2]`` FASTQ files, into the new
     dataset directory ``output``. FASTQ is read as ``samtools import`` reads it; ``unpaired``,
     ``read1``, ``read2``, ``interleaved``, ``rg``, ``rg_line`` are its ``-0 -1 -2 -s -R -r`` (then
     ``input`` is ``None``). ``checksums`` (``--checksums``): the records read and those the chunks'
     encoded columns decode to are summed (``samtools checksum -F 0 -P -C -M``); different sums fail
-    the import and leave no dataset. Returns the report (``records``, ``chunks``, ``bytes``,
+    the import and leave no dataset. ``threads`` (``-@``); ``progress``: a bar on stderr (default:
+    when stderr is a terminal). Returns the report (``records``, ``chunks``, ``bytes``,
     ``checksums``, ...)."""
-    from . import _report
-
     if input is None:
-        first, second = None, None
+        if not any(spec.get(k) for k in ("unpaired", "read1", "read2", "interleaved")):
+            raise ArgumentError("agd import: give input (SAM/BAM/CRAM/FASTQ, or [R1, R2]) or FASTQ "
+                                "files with unpaired/read1/read2/interleaved")
+        inputs: List[PathLike] = []
     elif isinstance(input, (str, os.PathLike)):
-        first, second = os.fspath(input), None
+        inputs = [input]
     else:
-        paths = [os.fspath(p) for p in input]
-        if not 1 <= len(paths) <= 2:
-            raise ValueError("input: one path, or two FASTQ paths (R1, R2)")
-        first, second = paths[0], paths[1] if len(paths) == 2 else None
-    fs = lambda p: None if p is None else os.fspath(p)  # noqa: E731
-    return _report(_sortase.agd_import(
-        first, os.fspath(output), second, unpaired=fs(unpaired), read1=fs(read1),
-        read2=fs(read2), interleaved=fs(interleaved), rg=rg,
-        rg_line=list(rg_line) if rg_line is not None else None, chunk_size=chunk_size,
-        level=level, reference=fs(reference), threads=threads, checksums=checksums,
-    ))
+        inputs = list(input)
+    return _job("agd_import", {"input": inputs, "output": output, "threads": threads,
+                               "progress": progress, "spec": spec})
 
 
+@_takes_spec("agd_export")
 def export(
     input: PathLike,
     output: Optional[PathLike] = None,
     *,
-    output_fmt: Optional[str] = None,
-    level: Optional[int] = None,
-    reference: Optional[PathLike] = None,
     threads: Optional[int] = None,
-    checksums: bool = False,
-) -> Dict[str, Any]:
+    progress: Optional[bool] = None,
+    **spec: Unpack[_spec_types.AgdExportOptions],
+) -> Report:
     """``sortase agd export``: dataset ``input`` back into BAM/SAM/CRAM (record for record as
     imported) or FASTQ (``output_fmt="fastq"``, as samtools fastq), format from ``output_fmt`` or
-    the extension of ``output``. ``checksums`` (``--checksums``, BAM/SAM/CRAM only): the records
-    decoded from the chunks and those written are summed; different sums fail the export and
-    leave no output (the report's ``checksums``)."""
-    from . import _report
-
-    return _report(_sortase.agd_export(
-        os.fspath(input), None if output is None else os.fspath(output), output_fmt=output_fmt,
-        level=level, reference=None if reference is None else os.fspath(reference),
-        threads=threads, checksums=checksums,
-    ))
+    the extension of ``output``; ``write_index`` indexes BAM or CRAM output as ``samtools view
+    --write-index`` does. ``checksums`` (``--checksums``, BAM/SAM/CRAM only): the records decoded
+    from the chunks and those written are summed; different sums fail the export and leave no
+    output (the report's ``checksums``). ``threads`` (``-@``); ``progress`` as :func:`import_`."""
+    return _job("agd_export", locals())
 
 
 def flagstat(input: PathLike, *, threads: Optional[int] = None) -> Dict[str, Any]:

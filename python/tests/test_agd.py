@@ -5,7 +5,9 @@ as from the CLI."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,6 +105,32 @@ def test_fastq_import_and_export(tmp_path: Path) -> None:
     with pytest.raises(sortase.SortaseError, match="exists and is not empty"):
         sortase.agd.import_([r1, r2], ds)
     assert isinstance(d.read_group("names"), pa.Table)
+
+
+def test_fastq_import_keywords_are_the_cli_flags(tmp_path: Path, sortase_bin: Path) -> None:
+    """``sortase.agd.import_``'s keywords are ``sortase agd import``'s flags (one spec): ``rg_line``
+    is ``-r`` repeated, ``read1``/``read2`` are ``-1``/``-2``, ``level`` is ``--level``; both
+    faces write the same chunks and header, and record their own command line as provenance.
+    Without an input or FASTQ files, the call is refused (the CLI would read stdin)."""
+    r1, r2 = tmp_path / "a.fastq", tmp_path / "b.fastq"
+    r1.write_text("".join(f"@q{i}\nACGTA\n+\nIIIII\n" for i in range(9)))
+    r2.write_text("".join(f"@q{i}\nTTGAC\n+\nJJJJJ\n" for i in range(9)))
+    py, cli = tmp_path / "py", tmp_path / "cli"
+    report = sortase.agd.import_(None, py, read1=r1, read2=r2, rg_line=["ID:g1", "SM:s1"],
+                                 level=5, chunk_size=4)
+    assert report["records"] == 18 and report["chunks"] == 5
+    subprocess.run([str(sortase_bin), "agd", "import", "-o", str(cli), "-1", str(r1), "-2", str(r2),
+                    "-r", "ID:g1", "-r", "SM:s1", "--level", "5", "--chunk-size", "4"],
+                   check=True)
+    a, b = sortase.agd.open(py), sortase.agd.open(cli)
+    assert a.header == b.header and "@RG\tID:g1\tSM:s1" in a.header
+    assert a.read(["qname", "flag", "seq", "tags"]).equals(b.read(["qname", "flag", "seq", "tags"]))
+    provenance = json.loads((py / "manifest.json").read_text())["provenance"]
+    assert provenance["names"]["command_line"] == "sortase.agd.import_"
+    with pytest.raises(sortase.ArgumentError, match="give input"):
+        sortase.agd.import_(None, tmp_path / "none")
+    with pytest.raises(TypeError, match="no_such"):
+        sortase.agd.import_(r1, tmp_path / "none", no_such=1)  # type: ignore[call-arg]
 
 
 def test_idxstats_equals_idxstats_of_the_sorted_bam(dataset, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ not decide on is refused naming the dataset; `use_index` (`-M`) is the regions' 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Tuple
 
@@ -67,6 +68,7 @@ def test_view_of_a_dataset_refuses_other_filters(sorted_pair) -> None:
 
 def unsorted_pair(tmp_path: Path) -> Tuple[Path, Path]:
     """The test SAM as a BAM in its own order and its dataset in chunks of 6 records."""
+    tmp_path.mkdir(exist_ok=True)
     bam = sam_to_bam(SAM, tmp_path)
     ds = tmp_path / "ds"
     sortase.agd.import_(bam, ds, chunk_size=6)
@@ -98,3 +100,33 @@ def test_sort_into_a_dataset_from_a_bam_or_a_dataset(tmp_path: Path) -> None:
         back = tmp_path / f"back-{source.name}.sam"
         sortase.agd.export(out, back)
         assert back.read_text() == want.read_text(), source
+
+
+def test_export_writes_the_index_samtools_writes(sorted_pair, tmp_path: Path, sortase_bin: Path
+                                                 ) -> None:
+    """``write_index`` (``--write-index``: export's flags are its spec's, the output flags of every
+    job): the exported BAM's index is the one samtools index writes for it, a CSI by default and a
+    BAI by its ``##idx##`` name; the CLI writes the same bytes. An unsorted dataset is refused as
+    view refuses an unsorted input, FASTQ output as having no index; neither leaves a file."""
+    _, ds = sorted_pair
+    out = tmp_path / "back.bam"
+    report = sortase.agd.export(ds, out, write_index=True)
+    assert report["outputs"] == [str(out), f"{out}.csi"]
+    pysam.index("-c", str(out), "-o", str(tmp_path / "theirs.csi"))
+    assert Path(f"{out}.csi").read_bytes() == (tmp_path / "theirs.csi").read_bytes()
+    bai = tmp_path / "b.bai"
+    sortase.agd.export(ds, f"{tmp_path / 'b.bam'}##idx##{bai}", write_index=True)
+    pysam.index(str(tmp_path / "b.bam"), "-o", str(tmp_path / "theirs.bai"))
+    assert bai.read_bytes() == (tmp_path / "theirs.bai").read_bytes()
+    cli = tmp_path / "cli.bam"
+    subprocess.run([str(sortase_bin), "agd", "export", "--write-index", "-o", str(cli), str(ds)],
+                   check=True)
+    assert cli.read_bytes() == out.read_bytes()
+    assert Path(f"{cli}.csi").read_bytes() == Path(f"{out}.csi").read_bytes()
+
+    _, unsorted = unsorted_pair(tmp_path / "u")
+    with pytest.raises(sortase.SortaseError, match="not coordinate-sorted"):
+        sortase.agd.export(unsorted, tmp_path / "u.bam", write_index=True)
+    with pytest.raises(sortase.ArgumentError, match="--write-index"):
+        sortase.agd.export(ds, tmp_path / "u.fq", output_fmt="fastq", write_index=True)
+    assert not list(tmp_path.glob("u.*"))

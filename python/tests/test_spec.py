@@ -21,7 +21,8 @@ import sortase
 
 _sortase = pytest.importorskip("sortase._sortase")
 
-KINDS = ["sort", "merge", "markdup", "view", "fq2bam", "faidx", "snp_pileup", "index", "bgzip"]
+KINDS = ["sort", "merge", "markdup", "view", "fq2bam", "faidx", "snp_pileup", "index", "bgzip",
+         "agd_import", "agd_export"]
 
 #: Spec fields the Python wrapper does not take, per job (no flag of the command sets them either).
 NOT_IN_PYTHON: Dict[str, Set[str]] = {
@@ -38,12 +39,15 @@ NOT_IN_PYTHON: Dict[str, Set[str]] = {
     "snp_pileup": {"batch_bytes"},
     "index": set(),
     "bgzip": set(),
+    # The provenance's command line is the call's.
+    "agd_import": set(),
+    "agd_export": set(),
 }
 
 
 def wrapper_keywords(kind: str) -> Dict[str, object]:
     """The keywords of ``sortase.<kind>`` with their defaults (``None`` for required ones)."""
-    params = inspect.signature(getattr(sortase, kind)).parameters.values()
+    params = inspect.signature(sortase._WRAPPERS[kind]).parameters.values()
     return {p.name: None if p.default is inspect.Parameter.empty else p.default for p in params}
 
 
@@ -65,6 +69,12 @@ def drift(kind: str, python: Dict[str, object], spec: Dict[str, object]) -> List
 
 def spec_keywords(kind: str) -> Dict[str, object]:
     return json.loads(_sortase.spec_keywords(kind))
+
+
+def test_every_spec_kind_has_one_wrapper() -> None:
+    """The jobs whose keywords come from their spec are the ones tested here, each with one
+    Python wrapper (``_takes_spec`` registers it)."""
+    assert sorted(sortase._WRAPPERS) == sorted(KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -135,7 +145,7 @@ def spec_schema(kind: str) -> List[Dict[str, object]]:
 def test_the_spec_flags_are_the_keywords(kind: str) -> None:
     """Each flag of the spec is a keyword-only parameter of the wrapper with the flag's annotation
     (a type that resolves in ``sortase``), and its help stands in the wrapper's docstring."""
-    wrapper = getattr(sortase, kind)
+    wrapper = sortase._WRAPPERS[kind]
     params = inspect.signature(wrapper).parameters
     namespace = vars(sortase)
     schema = spec_schema(kind)

@@ -220,8 +220,9 @@ pub fn write_in_order<T: Sync>(
     let written = writer
         .join()
         .map_err(|_| anyhow::anyhow!("{name}: writer panicked"))?;
-    decoded?;
+    // The writer's own error first: it is why a window could not be sent ("writing stopped").
     let written = written?;
+    decoded?;
     check()?;
     written.finish()?;
     Ok(records)

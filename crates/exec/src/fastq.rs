@@ -26,26 +26,36 @@ use std::io::Read;
 use std::path::Path;
 
 /// The FASTQ files of an import, with `samtools import`'s options.
+///
+/// With the `clap` feature it is also those flags (`clap::Args`, flattened by `sortase agd
+/// import`): each `help` is the text of `--help`, the doc comment the library's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FastqInput {
-    /// `-0`: single-ended reads.
+    /// FASTQ: single-ended reads (samtools import -0).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(short = '0', value_name = "FILE"))]
     pub unpaired: Option<String>,
-    /// `-1`: the first reads of pairs.
+    /// FASTQ: read 1 of pairs (samtools import -1).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(short = '1', long = "r1", value_name = "FILE"))]
     pub read1: Option<String>,
-    /// `-2`: the second reads of pairs.
+    /// FASTQ: read 2 of pairs (samtools import -2).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(short = '2', long = "r2", value_name = "FILE"))]
     pub read2: Option<String>,
-    /// `-s`: one file of pairs and single reads, told apart by `/1` `/2` name suffixes.
+    /// FASTQ: pairs and single reads in one file, told apart by /1 /2 name suffixes (samtools import -s).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(short = 's', value_name = "FILE"))]
     pub interleaved: Option<String>,
-    /// `-R ID`: a read group `@RG ID:<ID>`.
+    /// FASTQ: add a read group line "@RG ID:STRING" and RG:Z:STRING to every record.
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(short = 'R', long = "rg", value_name = "STRING"))]
     pub read_group: Option<String>,
-    /// `-r`: a whole `@RG` line (its fields, tab separated, with or without `@RG`); overrides `-R`.
+    /// FASTQ: build up a complete @RG line (repeatable; fields joined by tabs).
     #[serde(default)]
-    pub read_group_line: Option<String>,
+    #[cfg_attr(feature = "clap", arg(short = 'r', long = "rg-line", value_name = "STRING"))]
+    pub read_group_line: Vec<String>,
 }
 
 /// Which option a file came from (samtools import's `enum fileno`, in its order).
@@ -78,11 +88,12 @@ impl FastqInput {
 
     /// The `@RG` line and the ID records get, as samtools import builds them.
     fn read_group(&self) -> anyhow::Result<Option<(String, String)>> {
-        let line = match (&self.read_group_line, &self.read_group) {
-            (Some(l), _) if l.starts_with('@') => l.clone(),
-            (Some(l), _) => format!("@RG\t{l}"),
-            (None, Some(id)) => format!("@RG\tID:{id}"),
-            (None, None) => return Ok(None),
+        let line = self.read_group_line.join("\t");
+        let line = match (self.read_group_line.is_empty(), &self.read_group) {
+            (false, _) if line.starts_with('@') => line,
+            (false, _) => format!("@RG\t{line}"),
+            (true, Some(id)) => format!("@RG\tID:{id}"),
+            (true, None) => return Ok(None),
         };
         let Some(start) = line.find("\tID:") else {
             bail!("-r {line:?}: the read group line has no ID field");
@@ -366,7 +377,7 @@ mod tests {
         );
         let bad = FastqInput {
             interleaved: Some("a.fq".into()),
-            read_group_line: Some("SM:x".into()),
+            read_group_line: vec!["SM:x".into()],
             ..FastqInput::default()
         };
         assert!(bad.header_text().unwrap_err().to_string().contains("no ID"));

@@ -119,7 +119,7 @@ pub struct OutputSpec {
     #[cfg_attr(feature = "clap", arg(id = "output", short = 'o', value_name = "FILE"))]
     pub path: Option<PathBuf>,
     /// Output format: sam, bam or cram [bam, or from the -o extension]; sort also takes agd (a new
-    /// dataset directory).
+    /// dataset directory), agd export fastq (as samtools fastq).
     #[cfg_attr(
         feature = "clap",
         arg(id = "output_fmt", short = 'O', long = "output-fmt", value_name = "FORMAT")

@@ -9,8 +9,8 @@ use crate::spec;
 use pyo3::prelude::*;
 use sortase::view::parse_flags;
 use sortase::{
-    BgzipJob, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob, IdxstatsJob, IndexJob,
-    MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
+    AgdExportJob, AgdImportJob, BgzipJob, FaidxJob, FetchJob, FetchRequest, FlagstatJob, Fq2BamJob,
+    IdxstatsJob, IndexJob, MarkdupJob, MergeJob, Runtime, SnpPileupJob, SortJob, ViewJob,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -86,7 +86,8 @@ fn run_job(
             text(&s["input"]),
             text(&s["output"]["path"])
         ),
-        _ => format!("sortase.{kind}"),
+        "agd_import" => "sortase.agd.import_".into(),
+        _ => format!("sortase.{}", kind.replacen("agd_", "agd.", 1)),
     })
     .map_err(err)?;
     let latest = Arc::new(LatestProgress::default());
@@ -110,6 +111,12 @@ fn run_job(
         "snp_pileup" => typed_json(kind, placed, SnpPileupJob::run).map_err(spec_err)?,
         "index" => typed_json(kind, placed, IndexJob::run).map_err(spec_err)?,
         "bgzip" => typed_json(kind, placed, BgzipJob::run).map_err(spec_err)?,
+        "agd_import" => typed_json(kind, placed, AgdImportJob::run).map_err(spec_err)?,
+        "agd_export" => {
+            let mut job = spec::typed::<AgdExportJob>(kind, placed).map_err(spec_err)?;
+            job.output = job.output.with_format_options().map_err(err)?;
+            json_of(job, AgdExportJob::run)
+        }
         _ => {
             let mut job = spec::typed::<ViewJob>(kind, placed).map_err(spec_err)?;
             job.output = job.output.with_format_options().map_err(err)?;

@@ -3,7 +3,6 @@
 //! Ctrl-C cancels) → the report as JSON, or record batches through the Arrow C stream interface.
 //! The public API, its docstrings and its defaults are in `python/sortase/__init__.py`.
 
-mod agd;
 mod error;
 mod jobs;
 mod run;
@@ -198,6 +197,5 @@ fn _sortase(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_bam, m)?)?;
     tasks::register(m)?;
     jobs::register(m)?;
-    agd::register(m)?;
     Ok(())
 }

@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sortase::view::parse_flags;
 use sortase::{
-    BgzipJob, Error, ErrorKind, FaidxJob, Fq2BamJob, IndexJob, MarkdupJob, MergeJob, Order,
-    OutputSpec, Program, Result, SnpPileupJob, SortJob, ViewJob,
+    AgdExportJob, AgdImportJob, BgzipJob, Error, ErrorKind, FaidxJob, Fq2BamJob, IndexJob,
+    MarkdupJob, MergeJob, Order, OutputSpec, Program, Result, SnpPileupJob, SortJob, ViewJob,
 };
 
 /// The jobs whose Python face passes its spec as data.
@@ -28,6 +28,8 @@ pub const KINDS: &[&str] = &[
     "snp_pileup",
     "index",
     "bgzip",
+    "agd_import",
+    "agd_export",
 ];
 
 /// The keywords of the face group `order` (samtools' `-n -N -t --template-coordinate`).
@@ -48,6 +50,10 @@ const RENAMES: &[(&str, &str, &str)] = &[
     ("faidx", "continue_", "keep_going"),
     ("faidx", "fai_idx", "fai_index"),
     ("faidx", "gzi_idx", "gzi_index"),
+    ("agd_import", "input", "inputs"),
+    ("agd_import", "rg", "read_group"),
+    ("agd_import", "rg_line", "read_group_line"),
+    ("agd_import", "level", "zstd_level"),
 ];
 
 /// The spec field `keyword` names in job `kind` (one of `fields`; the renames for all jobs apply
@@ -82,6 +88,8 @@ pub fn default_spec(kind: &str) -> Result<Value> {
         "snp_pileup" => to_value(&SnpPileupJob::new("", "", Vec::new())),
         "index" => to_value(&IndexJob::new("")),
         "bgzip" => to_value(&BgzipJob::default()),
+        "agd_import" => to_value(&AgdImportJob::from_fastq(Default::default(), "")),
+        "agd_export" => to_value(&AgdExportJob::new("", out())),
         other => Err(Error::argument(format!(
             "no job {other:?} takes a spec (one of {})",
             KINDS.join(", ")
@@ -249,6 +257,8 @@ fn culprit(kind: &str, spec: &Value) -> Option<String> {
         "snp_pileup" => serde_json::from_value::<SnpPileupJob>(patched).is_err(),
         "index" => serde_json::from_value::<IndexJob>(patched).is_err(),
         "bgzip" => serde_json::from_value::<BgzipJob>(patched).is_err(),
+        "agd_import" => serde_json::from_value::<AgdImportJob>(patched).is_err(),
+        "agd_export" => serde_json::from_value::<AgdExportJob>(patched).is_err(),
         _ => serde_json::from_value::<ViewJob>(patched).is_err(),
     };
     for (group, field) in leaves(obj) {
@@ -312,6 +322,9 @@ fn command(kind: &str) -> Result<clap::Command> {
         "snp_pileup" => return Ok(SnpPileupJob::augment_args(c)),
         "index" => return Ok(IndexJob::augment_args(c)),
         "bgzip" => return Ok(BgzipJob::augment_args(c)),
+        // A dataset has no @PG line: no --no-PG (the import's groups record the command line).
+        "agd_import" => return Ok(AgdImportJob::augment_args(c)),
+        "agd_export" => return Ok(AgdExportJob::augment_args(c)),
         _ => return default_spec(kind).map(|_| c),
     };
     Ok(NoPg::augment_args(c))

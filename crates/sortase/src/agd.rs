@@ -67,31 +67,58 @@ pub use fastq::FastqInput;
 /// The markdup of a dataset (crates/markdup `agd.rs`), under its old path.
 pub use sortase_markdup::agd::AgdMarkdupJob;
 
-/// `sortase agd import`: SAM, BAM or CRAM into a new dataset directory.
+/// `sortase agd import`: SAM, BAM or CRAM, or FASTQ (as `samtools import` reads it), into a new
+/// dataset directory.
+///
+/// With the `clap` feature it is also the command's flags (`clap::Args`, flattened by `sortase agd
+/// import`, which adds `-@` and `-v`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct AgdImportJob {
-    /// The input path (`-`: standard input).
-    pub input: String,
+    /// Input SAM/BAM/CRAM file [stdin], or one FASTQ file (as -s), or two FASTQ files (as -1 -2).
+    #[cfg_attr(feature = "clap", arg(num_args = 0..=2))]
+    pub inputs: Vec<String>,
     /// The dataset directory to create (must not exist, or be empty).
+    #[cfg_attr(feature = "clap", arg(short = 'o', value_name = "DIR"))]
     pub output: PathBuf,
     /// Most records per chunk.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "chunk-size", value_name = "INT", default_value_t = DEFAULT_CHUNK_SIZE)
+    )]
     pub chunk_size: u64,
-    /// zstd level of the chunk files.
+    /// zstd level of the column files (1-22).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "level", value_name = "INT", default_value_t = DEFAULT_ZSTD_LEVEL)
+    )]
     pub zstd_level: i32,
     /// Reference FASTA (CRAM input).
+    #[cfg_attr(feature = "clap", arg(long = "reference", value_name = "FILE"))]
     pub reference: Option<PathBuf>,
     /// The command line recorded as the provenance of every group.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub command_line: String,
-    /// FASTQ files with samtools import's options (`input` is then ignored). Without it, an `input`
-    /// that looks like FASTQ ([`fastq::looks_like_fastq`]) is read as `samtools import FILE` does
-    /// (`-s`).
+    /// FASTQ files named by samtools import's options (then `inputs` is empty); without them, one
+    /// input that looks like FASTQ ([`fastq::looks_like_fastq`]) is read as `samtools import -s
+    /// FILE`, two as `-1 R1 -2 R2`.
     #[serde(default)]
-    pub fastq: Option<FastqInput>,
-    /// Prove that no record was lost or changed: sum the records read and the records rebuilt from
-    /// each chunk's encoded columns (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and fail,
-    /// leaving no dataset, if they differ (`--checksums`).
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub fastq: FastqInput,
+    /// Prove that no record was lost or changed: sum the records read and the records each chunk's
+    /// encoded columns decode to (samtools checksum -F 0 -P -C -M) and fail, leaving no dataset, if
+    /// they differ; -v prints them.
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
+}
+
+/// What an import reads, resolved from its inputs ([`AgdImportJob::source`]).
+enum ImportSource {
+    /// SAM, BAM or CRAM (`-`: standard input).
+    Records(String),
+    /// FASTQ files.
+    Fastq(FastqInput),
 }
 
 /// What an import did.
@@ -115,35 +142,34 @@ impl AgdImportJob {
     /// Imports `input` into the new dataset `output` with default chunking and encoding.
     pub fn new(input: impl Into<String>, output: impl Into<PathBuf>) -> Self {
         Self {
-            input: input.into(),
+            inputs: vec![input.into()],
             output: output.into(),
             chunk_size: DEFAULT_CHUNK_SIZE,
             zstd_level: DEFAULT_ZSTD_LEVEL,
             reference: None,
             command_line: String::new(),
-            fastq: None,
+            fastq: FastqInput::default(),
             checksums: false,
         }
     }
 
     /// Imports FASTQ files `fastq` (samtools import's `-0 -1 -2 -s`) into the new dataset `output`.
     pub fn from_fastq(fastq: FastqInput, output: impl Into<PathBuf>) -> Self {
-        let mut job = Self::new(fastq.paths().join(" "), output);
-        job.fastq = Some(fastq);
-        job
+        Self {
+            inputs: Vec::new(),
+            fastq,
+            ..Self::new("", output)
+        }
     }
 
-    /// The import of `inputs` (the command's arguments: none for stdin, one SAM/BAM/CRAM or FASTQ
-    /// file, or R1 and R2 FASTQ files) or of the FASTQ files `fastq` names with `-0 -1 -2 -s`, not
-    /// both; `fastq`'s read group (`-R`/`-r`) applies to FASTQ input only. The one reading of an
-    /// import's inputs, for every face (CLI, Python).
-    pub fn from_inputs(
-        inputs: &[String],
-        mut fastq: FastqInput,
-        output: impl Into<PathBuf>,
-    ) -> Result<Self> {
-        let flagged = !fastq.paths().is_empty();
-        match (flagged, inputs) {
+    /// What the import reads: its `inputs` (none for stdin, one SAM/BAM/CRAM or FASTQ file, or R1
+    /// and R2 FASTQ files) or the FASTQ files `fastq` names with `-0 -1 -2 -s`, not both; `fastq`'s
+    /// read group (`-R`/`-r`) applies to FASTQ input only. The one reading of an import's inputs,
+    /// for every face (CLI, Python).
+    fn source(&self) -> Result<ImportSource> {
+        let inputs = self.inputs.as_slice();
+        let mut fastq = self.fastq.clone();
+        match (!fastq.paths().is_empty(), inputs) {
             (true, []) => {}
             (true, _) => {
                 bail_argument!("give FASTQ files either with -0/-1/-2/-s or as arguments, not both")
@@ -159,31 +185,30 @@ impl AgdImportJob {
             (false, [_, _, ..]) => bail_argument!(
                 "give one input (SAM/BAM/CRAM/FASTQ) or two FASTQ inputs (R1 and R2)"
             ),
-            (false, _) if fastq.read_group.is_some() || fastq.read_group_line.is_some() => {
+            (false, _) if fastq.read_group.is_some() || !fastq.read_group_line.is_empty() => {
                 bail_argument!("-R and -r apply to FASTQ input only")
             }
             (false, _) => {
                 let input = inputs.first().cloned().unwrap_or_else(|| "-".into());
-                return Ok(Self::new(input, output));
+                return Ok(ImportSource::Records(input));
             }
         }
-        Ok(Self::from_fastq(fastq, output))
+        Ok(ImportSource::Fastq(fastq))
     }
 
-    /// The FASTQ input, if the import reads FASTQ.
-    fn fastq_input(&self) -> Option<FastqInput> {
-        self.fastq.clone().or_else(|| {
-            fastq::looks_like_fastq(&self.input).then(|| FastqInput {
-                interleaved: Some(self.input.clone()),
-                ..FastqInput::default()
-            })
-        })
+    /// The inputs as the error messages name them.
+    fn named(&self) -> String {
+        match self.fastq.paths() {
+            p if p.is_empty() && self.inputs.is_empty() => "-".into(),
+            p if p.is_empty() => self.inputs.join(" "),
+            p => p.join(" "),
+        }
     }
 
     /// Runs the import on `rt`.
     pub fn run(&self, rt: &Runtime) -> Result<AgdImportReport> {
         import(self, rt)
-            .with_context(|| format!("agd import {}", self.input))
+            .with_context(|| format!("agd import {}", self.named()))
             .map_err(Error::from)
     }
 }
@@ -193,20 +218,20 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
         return Err(Error::argument("--chunk-size 0: must be at least 1").into());
     }
     check_new_output(&job.output)?;
-    let fastq_input = job.fastq_input();
-    let size = match &fastq_input {
-        Some(f) => fastq::FastqRecords::size(f),
-        None => std::fs::metadata(&job.input).map(|m| m.len()).unwrap_or(0),
+    let source = job.source()?;
+    let size = match &source {
+        ImportSource::Fastq(f) => fastq::FastqRecords::size(f),
+        ImportSource::Records(path) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
     };
     let progress = rt.progress("agd import", size);
-    let mut input = match &fastq_input {
-        Some(f) => Source::Fastq(
+    let mut input = match &source {
+        ImportSource::Fastq(f) => Source::Fastq(
             fastq::FastqRecords::open(f, &progress)?,
             Header::new(f.header_text()?, Vec::new()),
         ),
-        None => {
+        ImportSource::Records(path) => {
             let threads = rt.threads();
-            let mut input = Input::open(&job.input, threads, job.reference.as_deref(), &progress)?;
+            let mut input = Input::open(path, threads, job.reference.as_deref(), &progress)?;
             input.set_cancel(rt.cancel_flag().clone());
             Source::Alignments(input)
         }
@@ -235,7 +260,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
             .filter_map(|w| w.sums.as_ref())
             .for_each(|s| encoded.merge(s));
         let mut c = Checksums::check("checksums", &opts, &read_sums, &encoded)?;
-        if let Some(f) = &fastq_input {
+        if let ImportSource::Fastq(f) = &source {
             c.command = format!("{} | {}", import_command(f), c.command);
         }
         Some(c)
@@ -373,10 +398,13 @@ fn import_command(f: &FastqInput) -> String {
             s += &format!(" {flag} {v}");
         }
     }
-    if let Some(line) = &f.read_group_line {
-        for field in line.split('\t').filter(|f| *f != "@RG") {
-            s += &format!(" -r {field}");
-        }
+    for field in f
+        .read_group_line
+        .iter()
+        .flat_map(|l| l.split('\t'))
+        .filter(|f| *f != "@RG")
+    {
+        s += &format!(" -r {field}");
     }
     s
 }
@@ -437,16 +465,23 @@ impl Source {
 
 /// `sortase agd export`: a dataset back into SAM, BAM or CRAM, record for record as imported, or
 /// into FASTQ as samtools fastq prints the BAM it came from.
+///
+/// With the `clap` feature it is also the command's flags (`clap::Args`, flattened by `sortase agd
+/// export`, which adds `-@` and `-v`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct AgdExportJob {
     /// The dataset directory.
     pub input: PathBuf,
-    /// The output (format from `-O` (`sam`, `bam`, `cram`, `fastq`) or the extension; default BAM).
+    /// The output: format from `-O` (`sam`, `bam`, `cram`, `fastq`) or the extension, default BAM;
+    /// `--write-index` as samtools view's (BAM and CRAM).
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub output: OutputSpec,
     /// Prove that no record was lost or changed: sum the records decoded from the chunks and the
-    /// records handed to the writer (`samtools checksum -F 0 -P -C -M`, [`sortase_exec::proof`]) and
-    /// fail, leaving no output, if they differ (`--checksums`; SAM, BAM and CRAM output).
+    /// records written (samtools checksum -F 0 -P -C -M) and fail, removing the output, if they
+    /// differ; -v prints them (SAM, BAM and CRAM output).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long = "checksums"))]
     pub checksums: bool,
 }
 
@@ -457,6 +492,8 @@ pub struct AgdExportReport {
     pub records: u64,
     /// Chunks read.
     pub chunks: usize,
+    /// Files written (the output, then its index).
+    pub outputs: Vec<PathBuf>,
     /// With [`AgdExportJob::checksums`]: the sums of the records decoded and written.
     pub checksums: Option<Checksums>,
 }
@@ -641,6 +678,7 @@ fn export_fastq(
     Ok(AgdExportReport {
         records: manifest.records,
         chunks: manifest.chunks.len(),
+        outputs: job.output.data_path()?.into_iter().collect(),
         checksums: None,
     })
 }
@@ -655,19 +693,34 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
             )
             .into());
         }
+        if job.output.write_index {
+            return Err(Error::argument(
+                "--write-index: sortase writes indexes for BAM and CRAM output only",
+            )
+            .into());
+        }
         return export_fastq(job, &manifest, rt);
     }
     let header = dataset_header(&manifest);
     let threads = rt.threads();
     let level = job.output.compression_level(DEFAULT_LEVEL);
-    let path = job.output.path.as_deref();
+    let data = job.output.data_path()?;
     let format = resolve_format(
         job.output.format.as_deref(),
-        path,
+        data.as_deref(),
         level,
         OutFormat::Bam(level),
     )?;
-    let out = SortedOutput::open(path, None, format, &header, threads, &job.output.cram())?;
+    let index = job.output.written_index(format)?;
+    let out = SortedOutput::open(
+        data.as_deref(),
+        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
+        format,
+        &header,
+        threads,
+        &job.output.cram(),
+    )?;
+    let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
     let progress = rt.progress("agd export records", manifest.records);
     // With --checksums: every record and field, summed as decoded from each chunk and as handed
     // to the writer (the test fault between), on the threads that decode.
@@ -711,6 +764,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     Ok(AgdExportReport {
         records,
         chunks: manifest.chunks.len(),
+        outputs,
         checksums,
     })
 }
