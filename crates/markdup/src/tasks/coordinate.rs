@@ -54,9 +54,9 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    checked_encodes, encode_tasks, layout_parts, output_path, partition, planned_span, prove_end,
-    walk_proved, Cutting, EncodeRange, FileSlice, MdEncodeOutput, MdEncodeTask, RecordMarks,
-    ReduceFile,
+    checked_encodes, output_path, partition, plan_common, planned_span, prove_end, walk_proved,
+    Cutting, EncodeRange, FileSlice, MdEncodeOutput, MdEncodeTask, RangePlan, RecordMarks,
+    ReduceFile, Sizing,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -91,23 +91,10 @@ pub fn range_base(range: usize) -> u64 {
 /// A distributed duplicate marking of coordinate-sorted BAM input, planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PicardPlan {
-    job: MarkdupJob,
-    /// The input, absolute.
-    input: PathBuf,
-    /// The output's header (`@PG` added).
-    header: HeaderData,
+    #[serde(flatten)]
+    base: RangePlan,
     /// The input header's `@RG` lines.
     rg_lines: String,
-    n_ref: usize,
-    ranges: Vec<ByteRange>,
-    work_dir: PathBuf,
-    /// The output's libdeflate level.
-    level: u8,
-    task_memory: usize,
-    reduce_tasks: Option<usize>,
-    /// The partitions of the map tasks' files (join and reduce tasks): as many as reduce tasks
-    /// asked for, else one per range, more if one would not fit in a task's memory.
-    partitions: usize,
 }
 
 /// A task of a distributed Picard-mode markdup.
@@ -143,7 +130,15 @@ pub(crate) fn plan(
     task_memory: usize,
     reduce_tasks: Option<usize>,
 ) -> anyhow::Result<PicardPlan> {
-    let planned = super::query::plan_common(job, rt, task_memory, |mode, _| {
+    let sizing = Sizing {
+        task_memory,
+        reduce_tasks,
+        bytes_per_record: BYTES_PER_RECORD,
+        level: job
+            .output
+            .compression_level(sortase_exec::options::DEFAULT_LEVEL),
+    };
+    let (base, input_header) = plan_common(job, rt, sizing, |mode, _| {
         if mode != Mode::Coordinate {
             bail_argument!(
                 "{}: not coordinate-sorted (Picard mode): plan it with MarkdupJob::plan_tasks",
@@ -156,24 +151,9 @@ pub(crate) fn plan(
         }
         Ok(())
     })?;
-    let rg_lines = rg_lines(&planned.input_header);
-    let n_ref = planned.header.references().len();
-    let partitions = planned.partitions(job, task_memory, reduce_tasks, BYTES_PER_RECORD)?;
     Ok(PicardPlan {
-        job: job.clone(),
-        input: planned.input,
-        n_ref,
-        header: HeaderData::of(&planned.header),
-        rg_lines,
-        ranges: planned.ranges,
-        work_dir: planned.work_dir,
-        level: job
-            .output
-            .compression_level(sortase_exec::options::DEFAULT_LEVEL)
-            .libdeflate(),
-        task_memory,
-        reduce_tasks,
-        partitions,
+        base,
+        rg_lines: rg_lines(&input_header),
     })
 }
 
@@ -899,11 +879,10 @@ impl PicardPlan {
         task_memory: usize,
         reduce_tasks: Option<usize>,
     ) -> Self {
-        Self {
+        let base = RangePlan {
             job,
             input,
             header: HeaderData::of(header),
-            rg_lines: rg_lines(header),
             n_ref: header.references().len(),
             ranges: Vec::new(),
             work_dir,
@@ -912,6 +891,10 @@ impl PicardPlan {
             reduce_tasks,
             // A dataset's map tasks are the facade's, which plan their own.
             partitions: 0,
+        };
+        Self {
+            base,
+            rg_lines: rg_lines(header),
         }
     }
 
@@ -929,32 +912,32 @@ impl PicardPlan {
 impl PicardPlan {
     /// The planned byte ranges.
     pub fn ranges(&self) -> &[ByteRange] {
-        &self.ranges
+        &self.base.ranges
     }
 
     /// The work directory.
     pub fn work_dir(&self) -> &Path {
-        &self.work_dir
+        &self.base.work_dir
     }
 
     /// Stage 1: one map task per planned range.
     pub fn map_tasks(&self) -> Vec<PicardTask> {
-        let n = self.ranges.len();
+        let n = self.base.ranges.len();
         (0..n)
             .map(|part| {
-                let (start, end, later_starts) = planned_span(&self.ranges, part);
+                let (start, end, later_starts) = planned_span(&self.base.ranges, part);
                 PicardTask::Map(PmMapTask {
-                    input: self.input.clone(),
-                    n_ref: self.n_ref,
+                    input: self.base.input.clone(),
+                    n_ref: self.base.n_ref,
                     rg_lines: self.rg_lines.clone(),
-                    read_name_regex: self.job.picard.read_name_regex.clone(),
+                    read_name_regex: self.base.job.picard.read_name_regex.clone(),
                     part,
                     parts: n,
                     start,
                     end,
                     later_starts,
-                    partitions: self.partitions,
-                    path: self.work_dir.join(format!("pmap-{part:06}.ends")),
+                    partitions: self.base.partitions,
+                    path: self.base.work_dir.join(format!("pmap-{part:06}.ends")),
                 })
             })
             .collect()
@@ -964,12 +947,12 @@ impl PicardPlan {
     /// every run, in order); fails on the first error on the way: a range's, or a record out
     /// of coordinate order (the first in the file, with the one-machine job's message).
     fn maps<'a>(&self, maps: &'a [PmMapOutput]) -> Result<Vec<&'a PmMapOutput>> {
-        let maps = if self.ranges.is_empty() {
+        let maps = if self.base.ranges.is_empty() {
             complete(maps, "map", |m| (m.part, m.parts))?
         } else {
             let mut chain = Vec::new();
             let proof = |m: &PmMapOutput| (m.part, m.parts, m.start, m.end);
-            walk_proved(&self.ranges, maps, "map", proof, |m| {
+            walk_proved(&self.base.ranges, maps, "map", proof, |m| {
                 if let Some(e) = &m.error {
                     return Err(e.to_error());
                 }
@@ -978,7 +961,7 @@ impl PicardPlan {
             })?;
             chain
         };
-        let header = self.header.to_header();
+        let header = self.base.header.to_header();
         let mut prev: Option<(i32, i32)> = None;
         // Records of the ranges before: a record's number in the file is this plus its own.
         let mut before = 0;
@@ -1019,7 +1002,7 @@ impl PicardPlan {
                 format!(
                     "{}: has more than two primary mapped records named {name}; run `sortase \
                      markdup` on one machine",
-                    self.job.input
+                    self.base.job.input
                 ),
             ));
         }
@@ -1029,7 +1012,7 @@ impl PicardPlan {
     fn order_error(&self, header: &sortase_bam::Header, e: &OrderError) -> Error {
         Error::from(crate::job::coordinate::order_error(
             header,
-            &self.job.input,
+            &self.base.job.input,
             e,
         ))
     }
@@ -1054,7 +1037,7 @@ impl PicardPlan {
                         .iter()
                         .flat_map(|m| slices(&m.path, &m.offsets, 3 * p + j..3 * p + j + 1))
                         .collect(),
-                    path: self.work_dir.join(format!("join-{j:06}.pairs")),
+                    path: self.base.work_dir.join(format!("join-{j:06}.pairs")),
                 })
             })
             .collect())
@@ -1074,7 +1057,7 @@ impl PicardPlan {
         }
         let mut bases: Vec<u64> = maps.iter().map(|m| m.base).collect();
         bases.push(maps.last().map_or(0, |m| m.base + m.cutting.records));
-        let c = &self.job.picard;
+        let c = &self.base.job.picard;
         Ok((0..p)
             .map(|k| {
                 let mut pairs: Vec<FileSlice> = maps
@@ -1098,7 +1081,7 @@ impl PicardPlan {
                     optical_distance: c.optical_distance,
                     max_optical_set: c.max_optical_set,
                     bases: bases.clone(),
-                    path: self.work_dir.join(format!("preduce-{k:06}.dups")),
+                    path: self.base.work_dir.join(format!("preduce-{k:06}.dups")),
                 })
             })
             .collect())
@@ -1127,15 +1110,7 @@ impl PicardPlan {
         let marks = RecordMarks {
             rg_lines: self.rg_lines.clone(),
         };
-        let tasks = encode_tasks(
-            ranges,
-            reduces,
-            Some(marks),
-            &self.input,
-            self.n_ref,
-            self.level,
-            &self.work_dir,
-        )?;
+        let tasks = self.base.encode_tasks(ranges, reduces, Some(marks))?;
         Ok(tasks.into_iter().map(PicardTask::Encode).collect())
     }
 
@@ -1170,7 +1145,7 @@ impl PicardPlan {
         let records: u64 = maps.iter().map(|m| m.cutting.records).sum();
         let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
         let encodes = checked_encodes(encodes, records, Some(dups))?;
-        let data = output_path(&self.job)?;
+        let data = output_path(&self.base.job)?;
         let libs = Libraries::from_header(&self.rg_lines);
         let mut counts = vec![(false, LibraryCounts::default()); libs.names.len()];
         for m in &maps {
@@ -1210,7 +1185,7 @@ impl PicardPlan {
             records,
             pairs,
         };
-        let c = &self.job.picard;
+        let c = &self.base.job.picard;
         let mut report = MarkdupReport {
             mode: Mode::Coordinate,
             records,
@@ -1220,23 +1195,16 @@ impl PicardPlan {
             ..MarkdupReport::default()
         };
         report.outputs.extend(c.metrics.clone());
-        let mut lay = layout_parts(
-            &self.header,
-            self.level,
-            data,
-            &encodes,
-            &self.work_dir,
-            &report,
-            preallocate,
-            rt,
-        )?;
+        let mut lay = self
+            .base
+            .layout_parts(data, &encodes, &report, preallocate, rt)?;
         if let Some(target) = &c.metrics {
             let title = crate::job::coordinate::metrics_title(
-                &self.job,
+                &self.base.job,
                 crate::job::coordinate::METRICS_TITLE,
             );
             let text = outcome.metrics_file(&[title]);
-            let temp = assemble::temp_name(target, &self.work_dir);
+            let temp = assemble::temp_name(target, &self.base.work_dir);
             assemble::write_synced(&temp, text.as_bytes())
                 .with_context(|| format!("{}: cannot write", target.display()))?;
             lay.extras.push(assemble::IndexFile {
@@ -1250,11 +1218,11 @@ impl PicardPlan {
     /// Removes the work directory and the parallel finish's temporary files.
     pub fn abort(&self) -> Result<()> {
         assemble::remove_temps(
-            self.job.output.path.as_deref(),
-            self.job.picard.metrics.as_deref(),
-            &self.work_dir,
+            self.base.job.output.path.as_deref(),
+            self.base.job.picard.metrics.as_deref(),
+            &self.base.work_dir,
         );
-        remove_work_dir(&self.work_dir)
+        remove_work_dir(&self.base.work_dir)
     }
 }
 

@@ -63,26 +63,10 @@ const MAX: u64 = BLOCK_DATA_MAX as u64;
 /// A distributed duplicate marking of query-grouped BAM input, planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkdupPlan {
-    job: MarkdupJob,
-    /// The input, absolute.
-    input: PathBuf,
-    /// The output's header (`@PG` added).
-    header: HeaderData,
-    n_ref: usize,
+    #[serde(flatten)]
+    base: RangePlan,
     /// The references' lengths (samblaster's signature layout).
     lengths: Vec<u64>,
-    ranges: Vec<ByteRange>,
-    work_dir: PathBuf,
-    /// The output's libdeflate level.
-    level: u8,
-    /// Memory of one task.
-    task_memory: usize,
-    /// Reduce tasks asked for.
-    reduce_tasks: Option<usize>,
-    /// Hash partitions of the signatures (reduce tasks), fixed when planning: as many as asked
-    /// for, else one per range, more if the records estimated from the input's size and its
-    /// first records' mean length would overfill a reduce task's memory.
-    partitions: usize,
 }
 
 /// A task of a distributed markdup.
@@ -129,29 +113,52 @@ impl MarkdupTask {
 
 // ------------------------------------------------------------------------------------- planning
 
-/// What both modes' plans share: the input checked and cut into byte ranges, the output's
-/// header, the work directory.
-pub(crate) struct Planned {
+/// What both modes' plans share (each plan's serde form holds these fields, flattened): the job,
+/// the input checked and cut into byte ranges, the output's header and level, the work directory,
+/// the tasks' memory and the partitions of the map tasks' files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RangePlan {
+    pub(crate) job: MarkdupJob,
+    /// The input, absolute.
     pub(crate) input: PathBuf,
-    /// The input's header.
-    pub(crate) input_header: sortase_bam::Header,
     /// The output's header (`@PG` added).
-    pub(crate) header: sortase_bam::Header,
+    pub(crate) header: HeaderData,
+    pub(crate) n_ref: usize,
     pub(crate) ranges: Vec<ByteRange>,
     pub(crate) work_dir: PathBuf,
-    /// The estimated bytes of the input's records (uncompressed).
-    pub(crate) record_bytes: u64,
+    /// The output's libdeflate level.
+    pub(crate) level: u8,
+    /// Memory of one task.
+    pub(crate) task_memory: usize,
+    /// Reduce tasks asked for.
+    pub(crate) reduce_tasks: Option<usize>,
+    /// The partitions of the map tasks' files (the join and reduce tasks), fixed when planning:
+    /// as many as asked for, else one per range, more if the records estimated from the input's
+    /// size and its first records' mean length would overfill a task's memory.
+    pub(crate) partitions: usize,
 }
 
-/// Checks the job and plans the input's byte ranges (`task_memory` record bytes each); the
-/// mode from the job or the input's `@HD` line, which `check` accepts or refuses before the
-/// work directory is created.
+/// The sizes of a mode's tasks: what `plan_common` needs to fix the partitions, and the output's
+/// level as the mode's one-machine job takes it.
+pub(crate) struct Sizing {
+    pub(crate) task_memory: usize,
+    pub(crate) reduce_tasks: Option<usize>,
+    /// Memory a join or reduce task needs per record of its partition.
+    pub(crate) bytes_per_record: u64,
+    pub(crate) level: CompressionLevel,
+}
+
+/// Checks the job and plans the input's byte ranges (`task_memory` record bytes each) and the
+/// partitions; the mode from the job or the input's `@HD` line, which `check` accepts or refuses
+/// (given the input's header) before the work directory is created. Returns the plan and the
+/// input's header.
 pub(crate) fn plan_common(
     job: &MarkdupJob,
     rt: &Runtime,
-    task_memory: usize,
+    sizing: Sizing,
     check: impl FnOnce(Mode, &sortase_bam::Header) -> anyhow::Result<()>,
-) -> anyhow::Result<Planned> {
+) -> anyhow::Result<(RangePlan, sortase_bam::Header)> {
+    let task_memory = sizing.task_memory;
     if job.input == "-" {
         bail_argument!("markdup tasks read a BAM file, not standard input");
     }
@@ -211,14 +218,52 @@ pub(crate) fn plan_common(
     add_program(&mut header, job.program.as_ref());
     let prefix = temp_prefix(job.temp_prefix.as_deref(), Some(&data), rt.temp_dir());
     let work_dir = create_work_dir(&prefix)?;
-    Ok(Planned {
+    let ranges = ByteRange::from_planned(&planned.ranges);
+    let n_ref = header.references().len();
+    let partitions = match partitions(&input, n_ref, &ranges, estimate, &sizing) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = remove_work_dir(&work_dir);
+            return Err(e.context(job.input.clone()));
+        }
+    };
+    let plan = RangePlan {
+        job: job.clone(),
         input,
-        input_header,
-        header,
-        ranges: ByteRange::from_planned(&planned.ranges),
+        header: HeaderData::of(&header),
+        n_ref,
+        ranges,
         work_dir,
-        record_bytes: estimate,
-    })
+        level: sizing.level.libdeflate(),
+        task_memory,
+        reduce_tasks: sizing.reduce_tasks,
+        partitions,
+    };
+    Ok((plan, input_header))
+}
+
+/// The partitions of the map tasks' files (reduce tasks): as many as `reduce_tasks` asks for,
+/// else one per range, more if a partition of `bytes_per_record` per record would not fit in
+/// `task_memory`; the records estimated from `record_bytes` (the input's, uncompressed) and the
+/// first few thousand's mean length, a quarter more.
+fn partitions(
+    input: &Path,
+    n_ref: usize,
+    ranges: &[ByteRange],
+    record_bytes: u64,
+    sizing: &Sizing,
+) -> anyhow::Result<usize> {
+    let first = ranges.first().map_or(0, |r| r.start);
+    let mean = mean_record_bytes(input, n_ref, first)?;
+    // A quarter more records than the estimate: the first records stand for the rest.
+    let records = record_bytes.div_ceil(mean) * 5 / 4;
+    let by_memory =
+        (records * sizing.bytes_per_record).div_ceil(sizing.task_memory as u64) as usize;
+    Ok(sizing
+        .reduce_tasks
+        .unwrap_or(ranges.len())
+        .max(by_memory)
+        .max(1))
 }
 
 pub(crate) fn plan(
@@ -235,7 +280,13 @@ pub(crate) fn plan(
         (q.unmapped_file.is_some(), "-u/--unmappedFile"),
     ];
     let mut lengths = Vec::new();
-    let planned = plan_common(job, rt, task_memory, |mode, header| {
+    let sizing = Sizing {
+        task_memory,
+        reduce_tasks,
+        bytes_per_record: REDUCE_BYTES_PER_SIG,
+        level: level_of(job),
+    };
+    let (base, _) = plan_common(job, rt, sizing, |mode, header| {
         if mode == Mode::Coordinate {
             bail_argument!(
                 "{}: coordinate-sorted input (Picard mode): plan it with \
@@ -259,51 +310,103 @@ pub(crate) fn plan(
             .map_err(|e| Error::new(ErrorKind::Format, format!("{}: {e}", job.input)))?;
         Ok(())
     })?;
-    let n_ref = planned.header.references().len();
-    let partitions = planned.partitions(job, task_memory, reduce_tasks, REDUCE_BYTES_PER_SIG)?;
-    Ok(MarkdupPlan {
-        job: job.clone(),
-        input: planned.input,
-        n_ref,
-        header: HeaderData::of(&planned.header),
-        lengths,
-        ranges: planned.ranges,
-        work_dir: planned.work_dir,
-        level: level_of(job).libdeflate(),
-        task_memory,
-        reduce_tasks,
-        partitions,
-    })
+    Ok(MarkdupPlan { base, lengths })
 }
 
-impl Planned {
-    /// The partitions of the map tasks' files (reduce tasks): as many as `reduce_tasks` asks
-    /// for, else one per range, more if a partition of `bytes_per_record` per record would not
-    /// fit in `task_memory`; the records estimated from the first few thousand's mean length, a
-    /// quarter more. Removes the work directory if the input cannot be read.
-    pub(crate) fn partitions(
+impl RangePlan {
+    /// The encode stage of either mode: every range's duplicates from the reduce outputs (every
+    /// one present, each covering the ranges), then the block starts chained from the header's end
+    /// through every range's cutting; one encode task per range that holds a block start, writing
+    /// to the next one (`records`: Picard's mode).
+    pub(crate) fn encode_tasks<R: ReduceFile>(
         &self,
-        job: &MarkdupJob,
-        task_memory: usize,
-        reduce_tasks: Option<usize>,
-        bytes_per_record: u64,
-    ) -> anyhow::Result<usize> {
-        let n_ref = self.header.references().len();
-        let first = self.ranges.first().map_or(0, |r| r.start);
-        let mean = match mean_record_bytes(&self.input, n_ref, first) {
-            Ok(mean) => mean,
-            Err(e) => {
-                let _ = remove_work_dir(&self.work_dir);
-                return Err(e.context(job.input.clone()));
-            }
-        };
-        // A quarter more records than the estimate: the first records stand for the rest.
-        let records = self.record_bytes.div_ceil(mean) * 5 / 4;
-        let by_memory = (records * bytes_per_record).div_ceil(task_memory as u64) as usize;
-        Ok(reduce_tasks
-            .unwrap_or(self.ranges.len())
-            .max(by_memory)
-            .max(1))
+        mut ranges: Vec<EncodeRange<'_>>,
+        reduces: &[R],
+        records: Option<RecordMarks>,
+    ) -> Result<Vec<MdEncodeTask>> {
+        let (input, n_ref, level, work_dir) = (&self.input, self.n_ref, self.level, &self.work_dir);
+        let reduces = complete(reduces, "reduce", R::number)?;
+        if reduces.iter().any(|r| r.file().1.len() != ranges.len() + 1) {
+            return Err(Error::argument(
+                "reduce outputs do not cover the map tasks' ranges",
+            ));
+        }
+        for (r, range) in ranges.iter_mut().enumerate() {
+            range.duplicates = reduces
+                .iter()
+                .map(|d| {
+                    let (path, offsets) = d.file();
+                    FileSlice::nth(path, offsets, r)
+                })
+                .collect();
+        }
+        let starts = block_starts(ranges.iter().map(|m| m.cutting));
+        let n = starts.len();
+        let mut tasks = Vec::with_capacity(n);
+        for (t, &(r0, k0)) in starts.iter().enumerate() {
+            let next = starts.get(t + 1).copied();
+            let last = match next {
+                Some((r1, 0)) => r1 - 1,
+                Some((r1, _)) => r1,
+                None => ranges.len() - 1,
+            };
+            let segments = (r0..=last)
+                .map(|r| Segment {
+                    range: r,
+                    records: ranges[r].cutting.records,
+                    groups: ranges[r].groups,
+                    from: if r == r0 { k0 as u64 } else { 0 },
+                    to: match next {
+                        Some((r1, k1)) if r1 == r => k1 as u64,
+                        _ => ranges[r].cutting.records,
+                    },
+                    duplicates: ranges[r].duplicates.clone(),
+                    base: ranges[r].base,
+                })
+                .collect();
+            tasks.push(MdEncodeTask {
+                input: input.to_path_buf(),
+                n_ref,
+                part: t,
+                parts: n,
+                start: ranges[r0].start,
+                read_end: ranges[last].end,
+                skip: ranges[r0].skipped,
+                segments,
+                level,
+                part_path: work_dir.join(format!("encode-{t:06}.bgzf")),
+                sidecar_path: work_dir.join(format!("encode-{t:06}.sidecar")),
+                records: records.clone(),
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// The parallel finish's layout of the encode tasks' parts as the output `data` (the plan's
+    /// header and level), with the job's `report`.
+    pub(crate) fn layout_parts(
+        &self,
+        data: &Path,
+        encodes: &[&MdEncodeOutput],
+        report: &MarkdupReport,
+        preallocate: bool,
+        rt: &Runtime,
+    ) -> anyhow::Result<Layout> {
+        let files: Vec<_> = encodes
+            .iter()
+            .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
+            .collect();
+        assemble::layout(
+            &self.header.to_header(),
+            CompressionLevel::from_libdeflate(self.level),
+            data,
+            None,
+            &files,
+            &self.work_dir,
+            serde_json::to_value(report).context("markdup report JSON")?,
+            preallocate,
+            rt,
+        )
     }
 }
 
@@ -1253,12 +1356,12 @@ impl MdEncodeTask {
 impl MarkdupPlan {
     /// The planned byte ranges.
     pub fn ranges(&self) -> &[ByteRange] {
-        &self.ranges
+        &self.base.ranges
     }
 
     /// The work directory.
     pub fn work_dir(&self) -> &Path {
-        &self.work_dir
+        &self.base.work_dir
     }
 
     /// The ranges proved by the map outputs, walking from the first to the end of the file,
@@ -1269,7 +1372,7 @@ impl MarkdupPlan {
         let mut chain = Vec::new();
         let mut last_name: &[u8] = &[];
         let proof = |m: &MdMapOutput| (m.part, m.parts, m.start, m.end);
-        walk_proved(&self.ranges, maps, "map", proof, |m| {
+        walk_proved(&self.base.ranges, maps, "map", proof, |m| {
             let ghost = m.in_range > 0 && !last_name.is_empty() && m.first_name == last_name;
             if let (false, Some(e)) = (ghost, &m.head.error) {
                 return Err(e.to_error());
@@ -1384,23 +1487,23 @@ pub(crate) fn walk_proved<'a, T>(
 impl MarkdupPlan {
     /// Stage 1: one map task per planned range.
     pub fn map_tasks(&self) -> Vec<MarkdupTask> {
-        let n = self.ranges.len();
+        let n = self.base.ranges.len();
         (0..n)
             .map(|part| {
-                let (start, end, later_starts) = planned_span(&self.ranges, part);
+                let (start, end, later_starts) = planned_span(&self.base.ranges, part);
                 MarkdupTask::Map(MdMapTask {
-                    input: self.input.clone(),
-                    input_name: self.job.input.clone(),
-                    n_ref: self.n_ref,
+                    input: self.base.input.clone(),
+                    input_name: self.base.job.input.clone(),
+                    n_ref: self.base.n_ref,
                     lengths: self.lengths.clone(),
-                    job: Box::new(self.job.clone()),
+                    job: Box::new(self.base.job.clone()),
                     part,
                     parts: n,
                     start,
                     end,
                     later_starts,
-                    partitions: self.partitions,
-                    path: self.work_dir.join(format!("map-{part:06}.sigs")),
+                    partitions: self.base.partitions,
+                    path: self.base.work_dir.join(format!("map-{part:06}.sigs")),
                 })
             })
             .collect()
@@ -1434,7 +1537,7 @@ impl MarkdupPlan {
                             })
                         })
                         .collect(),
-                    path: self.work_dir.join(format!("reduce-{p:06}.dups")),
+                    path: self.base.work_dir.join(format!("reduce-{p:06}.dups")),
                 })
             })
             .collect())
@@ -1453,15 +1556,7 @@ impl MarkdupPlan {
             .iter()
             .map(|c| c.encode_range(Vec::new()))
             .collect();
-        let tasks = encode_tasks(
-            ranges,
-            reduces,
-            None,
-            &self.input,
-            self.n_ref,
-            self.level,
-            &self.work_dir,
-        )?;
+        let tasks = self.base.encode_tasks(ranges, reduces, None)?;
         Ok(tasks.into_iter().map(MarkdupTask::Encode).collect())
     }
 
@@ -1496,7 +1591,7 @@ impl MarkdupPlan {
         let reduces = complete(reduces, "reduce", |r| (r.part, r.parts))?;
         let records: u64 = chain.iter().map(|c| c.cutting.records).sum();
         let encodes = checked_encodes(encodes, records, None)?;
-        let data = output_path(&self.job)?;
+        let data = output_path(&self.base.job)?;
         let groups: u64 = chain.iter().map(|c| c.groups).sum();
         let dups: u64 = reduces.iter().map(|r| r.duplicates).sum();
         let report = MarkdupReport {
@@ -1511,22 +1606,18 @@ impl MarkdupPlan {
             outputs: vec![data.to_path_buf()],
             ..MarkdupReport::default()
         };
-        layout_parts(
-            &self.header,
-            self.level,
-            data,
-            &encodes,
-            &self.work_dir,
-            &report,
-            preallocate,
-            rt,
-        )
+        self.base
+            .layout_parts(data, &encodes, &report, preallocate, rt)
     }
 
     /// Removes the work directory and the parallel finish's temporary files.
     pub fn abort(&self) -> Result<()> {
-        assemble::remove_temps(self.job.output.path.as_deref(), None, &self.work_dir);
-        remove_work_dir(&self.work_dir)
+        assemble::remove_temps(
+            self.base.job.output.path.as_deref(),
+            None,
+            &self.base.work_dir,
+        );
+        remove_work_dir(&self.base.work_dir)
     }
 }
 
@@ -1557,76 +1648,6 @@ impl ReduceFile for MdReduceOutput {
     fn file(&self) -> (&Path, &[u64]) {
         (&self.path, &self.offsets)
     }
-}
-
-/// The encode stage of either mode: every range's duplicates from the reduce outputs (every
-/// one present, each covering the ranges), then the block starts chained from the header's end
-/// through every range's cutting; one encode task per range that holds a block start, writing
-/// to the next one (`records`: Picard's mode).
-pub(crate) fn encode_tasks<R: ReduceFile>(
-    mut ranges: Vec<EncodeRange<'_>>,
-    reduces: &[R],
-    records: Option<RecordMarks>,
-    input: &Path,
-    n_ref: usize,
-    level: u8,
-    work_dir: &Path,
-) -> Result<Vec<MdEncodeTask>> {
-    let reduces = complete(reduces, "reduce", R::number)?;
-    if reduces.iter().any(|r| r.file().1.len() != ranges.len() + 1) {
-        return Err(Error::argument(
-            "reduce outputs do not cover the map tasks' ranges",
-        ));
-    }
-    for (r, range) in ranges.iter_mut().enumerate() {
-        range.duplicates = reduces
-            .iter()
-            .map(|d| {
-                let (path, offsets) = d.file();
-                FileSlice::nth(path, offsets, r)
-            })
-            .collect();
-    }
-    let starts = block_starts(ranges.iter().map(|m| m.cutting));
-    let n = starts.len();
-    let mut tasks = Vec::with_capacity(n);
-    for (t, &(r0, k0)) in starts.iter().enumerate() {
-        let next = starts.get(t + 1).copied();
-        let last = match next {
-            Some((r1, 0)) => r1 - 1,
-            Some((r1, _)) => r1,
-            None => ranges.len() - 1,
-        };
-        let segments = (r0..=last)
-            .map(|r| Segment {
-                range: r,
-                records: ranges[r].cutting.records,
-                groups: ranges[r].groups,
-                from: if r == r0 { k0 as u64 } else { 0 },
-                to: match next {
-                    Some((r1, k1)) if r1 == r => k1 as u64,
-                    _ => ranges[r].cutting.records,
-                },
-                duplicates: ranges[r].duplicates.clone(),
-                base: ranges[r].base,
-            })
-            .collect();
-        tasks.push(MdEncodeTask {
-            input: input.to_path_buf(),
-            n_ref,
-            part: t,
-            parts: n,
-            start: ranges[r0].start,
-            read_end: ranges[last].end,
-            skip: ranges[r0].skipped,
-            segments,
-            level,
-            part_path: work_dir.join(format!("encode-{t:06}.bgzf")),
-            sidecar_path: work_dir.join(format!("encode-{t:06}.sidecar")),
-            records: records.clone(),
-        });
-    }
-    Ok(tasks)
 }
 
 /// The encode outputs of ranges of `records` records (none if there are none), every one
@@ -1663,36 +1684,6 @@ pub(crate) fn output_path(job: &MarkdupJob) -> anyhow::Result<&Path> {
         bail_argument!("markdup tasks write a BAM file");
     };
     Ok(data)
-}
-
-/// The parallel finish's layout of the encode tasks' parts as the output `data` (`header`,
-/// libdeflate `level`), with the job's `report`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn layout_parts(
-    header: &HeaderData,
-    level: u8,
-    data: &Path,
-    encodes: &[&MdEncodeOutput],
-    work_dir: &Path,
-    report: &MarkdupReport,
-    preallocate: bool,
-    rt: &Runtime,
-) -> anyhow::Result<Layout> {
-    let files: Vec<_> = encodes
-        .iter()
-        .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
-        .collect();
-    assemble::layout(
-        &header.to_header(),
-        CompressionLevel::from_libdeflate(level),
-        data,
-        None,
-        &files,
-        work_dir,
-        serde_json::to_value(report).context("markdup report JSON")?,
-        preallocate,
-        rt,
-    )
 }
 
 /// The block starts `(range, record)` of the output's records, from the ranges' cuttings: the
