@@ -54,8 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    checked_encodes, output_path, partition, plan_common, planned_span, prove_end, walk_proved,
-    Cutting, EncodeRange, FileSlice, MdEncodeOutput, MdEncodeTask, RangePlan, RecordMarks,
+    checked_encodes, output_path, partition, plan_common, prove_end, walk_proved, Cutting,
+    EncodeRange, FileSlice, MapSpan, MdEncodeOutput, MdEncodeTask, RangePlan, RecordMarks,
     ReduceFile, Sizing,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
@@ -308,17 +308,9 @@ pub struct PmMapTask {
     pub rg_lines: String,
     /// `--read-name-regex`.
     pub read_name_regex: Option<String>,
-    /// The range's number among the planned ranges.
-    pub part: usize,
-    /// Planned ranges.
-    pub parts: usize,
-    /// Virtual offset of its first record.
-    pub start: u64,
-    /// Where it is planned to end (the next range's start; `None`: the end of the file).
-    pub end: Option<u64>,
-    /// Planned starts of the ranges after the next, ascending: where it ends instead if `end`
-    /// proves not to be a record's start.
-    pub later_starts: Vec<u64>,
+    /// Where it reads.
+    #[serde(flatten)]
+    pub span: MapSpan,
     /// Partitions (join and reduce tasks).
     pub partitions: usize,
     /// The file it writes.
@@ -525,26 +517,32 @@ impl PmMapTask {
                 }
             }
         };
-        prove_end(rt, self.end, &self.later_starts, read, |end, e| {
-            let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
-            let offsets = write_sections(&self.path, &sections)?;
-            Ok(PmMapOutput {
-                part: self.part,
-                parts: self.parts,
-                base: range_base(self.part),
-                start: self.start,
-                end,
-                cutting: Cutting::default(),
-                counts: Vec::new(),
-                first: None,
-                last: None,
-                order: None,
-                pairs_formed: 0,
-                path: self.path.clone(),
-                offsets,
-                error: Some(TaskError::from(&Error::from(e))),
-            })
-        })
+        prove_end(
+            rt,
+            self.span.end,
+            &self.span.later_starts,
+            read,
+            |end, e| {
+                let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
+                let offsets = write_sections(&self.path, &sections)?;
+                Ok(PmMapOutput {
+                    part: self.span.part,
+                    parts: self.span.parts,
+                    base: range_base(self.span.part),
+                    start: self.span.start,
+                    end,
+                    cutting: Cutting::default(),
+                    counts: Vec::new(),
+                    first: None,
+                    last: None,
+                    order: None,
+                    pairs_formed: 0,
+                    path: self.path.clone(),
+                    offsets,
+                    error: Some(TaskError::from(&Error::from(e))),
+                })
+            },
+        )
     }
 
     /// The range ending at `end` through [`map_ends`]; `read_failed` tells a failure to read it.
@@ -556,7 +554,7 @@ impl PmMapTask {
     ) -> anyhow::Result<PmMapOutput> {
         let name = || self.input.display().to_string();
         let range = RecordRange {
-            start: self.start,
+            start: self.span.start,
             end: end.unwrap_or(u64::MAX),
         };
         let failed = |e: BamError| {
@@ -569,9 +567,9 @@ impl PmMapTask {
             input_name: &input_name,
             rg_lines: &self.rg_lines,
             read_name_regex: self.read_name_regex.as_deref(),
-            part: self.part,
-            parts: self.parts,
-            base: range_base(self.part),
+            part: self.span.part,
+            parts: self.span.parts,
+            base: range_base(self.span.part),
             records: None,
             partitions: self.partitions,
             path: &self.path,
@@ -579,7 +577,7 @@ impl PmMapTask {
         };
         let out = map_ends(rt, &m, &mut || stream.next_batch().map_err(failed))?;
         Ok(PmMapOutput {
-            start: self.start,
+            start: self.span.start,
             end,
             ..out
         })
@@ -922,22 +920,21 @@ impl PicardPlan {
 
     /// Stage 1: one map task per planned range.
     pub fn map_tasks(&self) -> Vec<PicardTask> {
-        let n = self.base.ranges.len();
-        (0..n)
-            .map(|part| {
-                let (start, end, later_starts) = planned_span(&self.base.ranges, part);
+        self.base
+            .spans()
+            .map(|span| {
+                let path = self
+                    .base
+                    .work_dir
+                    .join(format!("pmap-{:06}.ends", span.part));
                 PicardTask::Map(PmMapTask {
                     input: self.base.input.clone(),
                     n_ref: self.base.n_ref,
                     rg_lines: self.rg_lines.clone(),
                     read_name_regex: self.base.job.picard.read_name_regex.clone(),
-                    part,
-                    parts: n,
-                    start,
-                    end,
-                    later_starts,
+                    span,
                     partitions: self.base.partitions,
-                    path: self.base.work_dir.join(format!("pmap-{part:06}.ends")),
+                    path,
                 })
             })
             .collect()

@@ -58,7 +58,7 @@ macro_rules! task {
 task!(
     MdMapTask: "markdup.map" -> MdMapOutput,
     PmMapTask: "markdup.coordinate_map" -> PmMapOutput;
-    |t| reads: vec![bam_range(&t.input, t.start, t.end)], writes: vec![t.path.clone()]);
+    |t| reads: vec![bam_range(&t.input, t.span.start, t.span.end)], writes: vec![t.path.clone()]);
 
 // Samblaster's reduce and Picard's join tasks read their partition's slice of every map task's
 // file.

@@ -468,18 +468,9 @@ pub struct MdMapTask {
     pub lengths: Vec<u64>,
     /// The job (samblaster's options).
     pub job: Box<MarkdupJob>,
-    /// The range's number among the planned ranges.
-    pub part: usize,
-    /// Planned ranges.
-    pub parts: usize,
-    /// Virtual offset of its first record.
-    pub start: u64,
-    /// Where it is planned to end (the next range's start; `None`: the end of the file).
-    pub end: Option<u64>,
-    /// Planned starts of the ranges after the next, ascending: where it ends instead if `end`
-    /// proves not to be a record's start.
-    #[serde(default)]
-    pub later_starts: Vec<u64>,
+    /// Where it reads.
+    #[serde(flatten)]
+    pub span: MapSpan,
     /// Hash partitions (reduce tasks).
     pub partitions: usize,
     /// The signature file it writes.
@@ -905,26 +896,32 @@ impl MdMapTask {
             Ok(g) => self.output(end, g).map(Ok),
             Err(e) => Ok(Err(e)),
         };
-        prove_end(rt, self.end, &self.later_starts, read, |end, e| {
-            let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
-            Ok(MdMapOutput {
-                part: self.part,
-                parts: self.parts,
-                start: self.start,
-                end,
-                path: self.path.clone(),
-                offsets,
-                error: Some(TaskError::from(&Error::from(e))),
-                ..MdMapOutput::default()
-            })
-        })
+        prove_end(
+            rt,
+            self.span.end,
+            &self.span.later_starts,
+            read,
+            |end, e| {
+                let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
+                Ok(MdMapOutput {
+                    part: self.span.part,
+                    parts: self.span.parts,
+                    start: self.span.start,
+                    end,
+                    path: self.path.clone(),
+                    offsets,
+                    error: Some(TaskError::from(&Error::from(e))),
+                    ..MdMapOutput::default()
+                })
+            },
+        )
     }
 
     /// The groups of the range ending at `end`.
     fn group(&self, rt: &Runtime, end: Option<u64>) -> anyhow::Result<Grouped<'_>> {
         let name = || self.input_name.clone();
         let range = RecordRange {
-            start: self.start,
+            start: self.span.start,
             end: end.unwrap_or(u64::MAX),
         };
         let mut stream = RangeStream::open(&self.input, &range, self.n_ref).with_context(name)?;
@@ -959,13 +956,13 @@ impl MdMapTask {
         let head = g.st.head;
         let lengths = &g.st.lengths;
         Ok(MdMapOutput {
-            part: self.part,
-            parts: self.parts,
+            part: self.span.part,
+            parts: self.span.parts,
             skipped: 0,
             groups: g.st.groups,
             signatures: g.st.signatures,
             cutting: Cutting::of(lengths),
-            start: self.start,
+            start: self.span.start,
             end,
             path: self.path.clone(),
             offsets,
@@ -1430,16 +1427,42 @@ impl<'a> Proved<'a> {
 /// offset of its first record and where it proved to end (`None`: the end of the file).
 pub(crate) type RangeProof = (usize, usize, u64, Option<u64>);
 
-/// Where planned range `part`'s map task reads: its start, its planned end (the next range's
-/// start) and the planned starts after that (where it ends instead if that proves not to be a
-/// record's start).
-pub(crate) fn planned_span(ranges: &[ByteRange], part: usize) -> (u64, Option<u64>, Vec<u64>) {
-    let later = ranges.get(part + 2..).unwrap_or_default();
-    (
-        ranges[part].start,
-        ranges.get(part + 1).map(|r| r.start),
-        later.iter().map(|r| r.start).collect(),
-    )
+/// Where a map task reads: its planned range, from its start to its planned end (the next
+/// range's start), and the planned starts after that (where it ends instead if that proves not
+/// to be a record's start). Both modes' map tasks hold one (serde-flattened).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapSpan {
+    /// The range's number among the planned ranges.
+    pub part: usize,
+    /// Planned ranges.
+    pub parts: usize,
+    /// Virtual offset of its first record.
+    pub start: u64,
+    /// Where it is planned to end (the next range's start; `None`: the end of the file).
+    pub end: Option<u64>,
+    /// Planned starts of the ranges after the next, ascending: where it ends instead if `end`
+    /// proves not to be a record's start.
+    #[serde(default)]
+    pub later_starts: Vec<u64>,
+}
+
+impl RangePlan {
+    /// The map tasks' spans, one per planned range.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = MapSpan> + '_ {
+        let ranges = &self.ranges;
+        (0..ranges.len()).map(move |part| MapSpan {
+            part,
+            parts: ranges.len(),
+            start: ranges[part].start,
+            end: ranges.get(part + 1).map(|r| r.start),
+            later_starts: ranges
+                .get(part + 2..)
+                .unwrap_or_default()
+                .iter()
+                .map(|r| r.start)
+                .collect(),
+        })
+    }
 }
 
 /// Walks the outputs (`what`: of which tasks) from the first range to the end of the file, each
@@ -1487,23 +1510,22 @@ pub(crate) fn walk_proved<'a, T>(
 impl MarkdupPlan {
     /// Stage 1: one map task per planned range.
     pub fn map_tasks(&self) -> Vec<MarkdupTask> {
-        let n = self.base.ranges.len();
-        (0..n)
-            .map(|part| {
-                let (start, end, later_starts) = planned_span(&self.base.ranges, part);
+        self.base
+            .spans()
+            .map(|span| {
+                let path = self
+                    .base
+                    .work_dir
+                    .join(format!("map-{:06}.sigs", span.part));
                 MarkdupTask::Map(MdMapTask {
                     input: self.base.input.clone(),
                     input_name: self.base.job.input.clone(),
                     n_ref: self.base.n_ref,
                     lengths: self.lengths.clone(),
                     job: Box::new(self.base.job.clone()),
-                    part,
-                    parts: n,
-                    start,
-                    end,
-                    later_starts,
+                    span,
                     partitions: self.base.partitions,
-                    path: self.base.work_dir.join(format!("map-{part:06}.sigs")),
+                    path,
                 })
             })
             .collect()
