@@ -545,7 +545,7 @@ def markdup(
     ``threads`` (``-@``), ``max_memory`` (default ``"2G"``), ``metrics`` (``--metrics``: Picard's
     DuplicationMetrics file per library, in both modes; query-grouped input reports no optical
     duplicates); the other keywords are the command's options, listed below; with ``checksums``
-    the duplicate flag is not summed, and with ``remove_duplicates`` the removed records are summed
+    the duplicate flag is not summed, and with ``remove_dups`` the removed records are summed
     as ``left_out``. Reports ``mode``, ``records``, ``duplicate_records``, ``summary`` (the lines the
     CLI prints), ``outputs``, ``warnings``, ``checksums``."""
     return _job("markdup", locals())

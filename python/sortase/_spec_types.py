@@ -83,10 +83,10 @@ class ViewOptions(TypedDict, total=False):
 class MarkdupOptions(SharedOptions, total=False):
     """The options of ``sortase.markdup`` that come from its spec."""
 
-    remove_duplicates: bool
+    remove_dups: bool
     temp_prefix: Optional[PathLike]
     add_mate_tags: bool
-    accept_dups: bool
+    accept_dup_marks: bool
     ignore_unmated: bool
     max_read_length: int
     exclude_dups: bool
@@ -98,7 +98,7 @@ class MarkdupOptions(SharedOptions, total=False):
     min_non_overlap: int
     min_indel_size: int
     max_unmapped_bases: int
-    min_clip: int
+    min_clip_size: int
     optical_distance: int
     read_name_regex: Optional[str]
     max_optical_set: int

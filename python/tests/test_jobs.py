@@ -364,7 +364,7 @@ def test_checksums_keyword_proves_sort_merge_and_markdup(tmp_path: Path, sortase
     assert merged.checksums.read.count == 2000 and merged.checksums.written == merged.checksums.read
     for remove in (False, True):
         out = tmp_path / f"marked{remove}.bam"
-        marked = sortase.markdup(srt, out, remove_duplicates=remove, checksums=True, threads=1)
+        marked = sortase.markdup(srt, out, remove_dups=remove, checksums=True, threads=1)
         m = marked.checksums
         assert m.read.count == 1000
         if remove:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -95,6 +96,78 @@ def test_a_planted_drift_is_found() -> None:
     for what, (p, s) in planted.items():
         problems = drift("sort", p, s)
         assert len(problems) == 1, (what, problems)
+
+
+#: Keywords that are not their long option's name in snake case, and why.
+NOT_THE_LONG_NAME: Dict[str, str] = {
+    "output_fmt_options": "--output-fmt-option repeats: a list, named in the plural",
+    "input_fmt_options": "--input-fmt-option repeats: a list, named in the plural",
+    "min_mapq": "-q's keyword in read_bam, view and count alike (pysam's mapping_quality)",
+    "level": "bgzip's --compress-level is -l, the level keyword of every writer",
+    "continue_": "--continue is a Python keyword",
+    "read1": "agd import's -1 (--r1): the FastqInput field, fq2bam's reads1",
+    "read2": "agd import's -2 (--r2): the FastqInput field, fq2bam's reads2",
+}
+
+
+def snake(flag: str) -> str:
+    """``--acceptDupMarks`` → ``accept_dup_marks``, ``--min-MQ`` → ``min_mq``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", flag.lstrip("-")).replace("-", "_").lower()
+
+
+def long_name_drift(kind: str, schema: List[Dict[str, object]]) -> List[str]:
+    """The keywords of ``kind`` that are not their long option's name, unless listed."""
+    problems = []
+    for k in schema:
+        longs = [f for f in str(k["flag"]).split(", ") if f.startswith("--")]
+        if longs and snake(longs[0]) != k["name"] and k["name"] not in NOT_THE_LONG_NAME:
+            problems.append(f"{kind}: keyword {k['name']!r} for {longs[0]}: {snake(longs[0])!r}")
+    return problems
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_keywords_are_the_long_option_names(kind: str) -> None:
+    """Python keyword arguments are the long option names (``--acceptDupMarks`` is
+    ``accept_dup_marks``), but for the few listed with the reason."""
+    problems = long_name_drift(kind, spec_schema(kind))
+    assert not problems, "\n".join(problems)
+    planted = [{"name": "accept_dups", "flag": "-a, --acceptDupMarks"}]
+    assert long_name_drift(kind, planted), "the check can fail"
+
+
+#: The Dask functions' keywords of their own: the cluster's, the task sizes, the runtime's.
+DASK_KEYWORDS = {"client", "scheduler", "tasks", "task_memory", "reduce_tasks", "threads",
+                 "storage_options", "progress"}
+#: Per Dask function: the job it runs, and keywords of its own beyond ``DASK_KEYWORDS``.
+DASK_JOBS = {
+    "sort": ("sort", set()),
+    "merge": ("merge", set()),
+    "markdup": ("markdup", set()),
+    "agd_markdup": ("markdup", {"dataset", "command_line"}),
+    "fq2bam": ("fq2bam", {"chunk_templates", "scan_bytes"}),
+    "index": ("index", {"path"}),
+    "snp_pileup": ("snp_pileup", set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DASK_JOBS))
+def test_dask_keywords_are_the_spec_keywords(name: str) -> None:
+    """A Dask function takes its job's options under the one-machine wrapper's names and
+    defaults (a subset: what the tasks support), plus the cluster's keywords."""
+    from sortase import distributed
+
+    kind, own = DASK_JOBS[name]
+    params = inspect.signature(getattr(distributed, name)).parameters
+    spec = spec_keywords(kind)
+    wrapper = set(inspect.signature(sortase._WRAPPERS[kind]).parameters)
+    for p in params.values():
+        if p.name in DASK_KEYWORDS | own:
+            continue
+        assert p.name in spec or p.name in wrapper, f"distributed.{name}: {p.name!r} is not a " \
+            f"keyword of sortase.{kind}"
+        default = p.default
+        if p.name in spec and default not in (inspect.Parameter.empty, None):
+            assert default == spec[p.name], (name, p.name, default, spec[p.name])
 
 
 def test_face_keywords_are_no_spec_field() -> None:
