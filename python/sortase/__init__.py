@@ -335,25 +335,22 @@ def read_bam(
     (``-e``, ``--expr``: an htslib filter expression, ``'mapq >= 30 && !flag.dup && [NM] < 3'``).
     The rows are the records ``samtools view`` writes with the same options and region.
     """
+    options = {k: v for k, v in locals().items() if k != "progress"}
     callback = _progress(progress, "read_bam")
     try:
-        stream = _read(path, region, columns, tags, threads, reference, batch_rows,
-                       require_flags, exclude_flags, min_mapq, expr, progress=callback)
+        stream = _read(options, progress=callback)
     finally:
         _closing(callback)
     return stream.read_all()
 
 
-def _read(path: PathLike, region: Optional[str], columns: Optional[Sequence[str]], tags: Tags,
-          threads: Optional[int], reference: Optional[PathLike], batch_rows: Optional[int],
-          require_flags: Flags, exclude_flags: Flags, min_mapq: int, expr: Optional[str],
-          progress: Any = None, stream: bool = False) -> pa.RecordBatchReader:
-    """``read_bam`` and ``scan_bam``'s one call into the extension module."""
+def _read(options: Dict[str, Any], progress: Any = None, stream: bool = False
+          ) -> pa.RecordBatchReader:
+    """``read_bam`` and ``scan_bam``'s one call into the extension module: their keywords
+    (``options``, a wrapper's ``locals()``) as the extension's, which has the same names."""
     batches, _report_text = _sortase.read_bam(
-        path, region=region, columns=_list(columns), tags=_tags(tags), threads=threads,
-        reference=reference, batch_rows=batch_rows, progress=progress,
-        require_flags=require_flags, exclude_flags=exclude_flags, min_mapq=min_mapq, expr=expr,
-        stream=stream,
+        **{**options, "columns": _list(options["columns"]), "tags": _tags(options["tags"])},
+        progress=progress, stream=stream,
     )
     return _stream_reader(batches)
 
@@ -379,8 +376,7 @@ def scan_bam(
     sortase's message, which names the file. The filters (``require_flags``, ``exclude_flags``,
     ``min_mapq``, ``expr``) are :func:`read_bam`'s. For a ``polars.LazyFrame`` see
     :func:`lazy_bam`."""
-    return _read(path, region, columns, tags, threads, reference, batch_rows, require_flags,
-                 exclude_flags, min_mapq, expr, stream=True)
+    return _read(locals(), stream=True)
 
 
 def lazy_bam(
