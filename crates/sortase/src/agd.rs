@@ -196,12 +196,15 @@ impl AgdImportJob {
         Ok(ImportSource::Fastq(fastq))
     }
 
-    /// The inputs as the error messages name them.
+    /// The inputs as the error messages name them: the arguments, then the FASTQ options' files
+    /// (`-`: standard input).
     fn named(&self) -> String {
-        match self.fastq.paths() {
-            p if p.is_empty() && self.inputs.is_empty() => "-".into(),
-            p if p.is_empty() => self.inputs.join(" "),
-            p => p.join(" "),
+        let all: Vec<&str> = (self.inputs.iter().map(String::as_str))
+            .chain(self.fastq.paths())
+            .collect();
+        match all.is_empty() {
+            true => "-".into(),
+            false => all.join(" "),
         }
     }
 

@@ -923,10 +923,7 @@ impl PicardPlan {
         self.base
             .spans()
             .map(|span| {
-                let path = self
-                    .base
-                    .work_dir
-                    .join(format!("pmap-{:06}.ends", span.part));
+                let path = self.base.part_file("pmap", span.part, "ends");
                 PicardTask::Map(PmMapTask {
                     input: self.base.input.clone(),
                     n_ref: self.base.n_ref,
@@ -1034,7 +1031,7 @@ impl PicardPlan {
                         .iter()
                         .flat_map(|m| slices(&m.path, &m.offsets, 3 * p + j..3 * p + j + 1))
                         .collect(),
-                    path: self.base.work_dir.join(format!("join-{j:06}.pairs")),
+                    path: self.base.part_file("join", j, "pairs"),
                 })
             })
             .collect())
@@ -1078,7 +1075,7 @@ impl PicardPlan {
                     optical_distance: c.optical_distance,
                     max_optical_set: c.max_optical_set,
                     bases: bases.clone(),
-                    path: self.base.work_dir.join(format!("preduce-{k:06}.dups")),
+                    path: self.base.part_file("preduce", k, "dups"),
                 })
             })
             .collect())

@@ -1447,6 +1447,12 @@ pub struct MapSpan {
 }
 
 impl RangePlan {
+    /// The file of a task of the plan in the work directory: `STEM-PART.EXT`, the part in six
+    /// digits.
+    pub(crate) fn part_file(&self, stem: &str, part: usize, ext: &str) -> PathBuf {
+        self.work_dir.join(format!("{stem}-{part:06}.{ext}"))
+    }
+
     /// The map tasks' spans, one per planned range.
     pub(crate) fn spans(&self) -> impl Iterator<Item = MapSpan> + '_ {
         let ranges = &self.ranges;
@@ -1513,10 +1519,7 @@ impl MarkdupPlan {
         self.base
             .spans()
             .map(|span| {
-                let path = self
-                    .base
-                    .work_dir
-                    .join(format!("map-{:06}.sigs", span.part));
+                let path = self.base.part_file("map", span.part, "sigs");
                 MarkdupTask::Map(MdMapTask {
                     input: self.base.input.clone(),
                     input_name: self.base.job.input.clone(),
@@ -1559,7 +1562,7 @@ impl MarkdupPlan {
                             })
                         })
                         .collect(),
-                    path: self.base.work_dir.join(format!("reduce-{p:06}.dups")),
+                    path: self.base.part_file("reduce", p, "dups"),
                 })
             })
             .collect())
