@@ -54,9 +54,8 @@
 //! or all paired within their ranges) pass.
 
 use super::query::{
-    checked_encodes, output_path, partition, plan_common, prove_end, walk_proved, Cutting,
-    EncodeRange, FileSlice, MapSpan, MdEncodeOutput, MdEncodeTask, RangePlan, RecordMarks,
-    ReduceFile, Sizing,
+    checked_encodes, output_path, partition, plan_common, walk_proved, Cutting, EncodeRange,
+    FileSlice, MapSpan, MdEncodeOutput, MdEncodeTask, RangePlan, RecordMarks, ReduceFile, Sizing,
 };
 use crate::job::{MarkdupJob, MarkdupReport, Mode};
 use crate::picard::chunks::{self, Found, OpticalOptions};
@@ -517,32 +516,26 @@ impl PmMapTask {
                 }
             }
         };
-        prove_end(
-            rt,
-            self.span.end,
-            &self.span.later_starts,
-            read,
-            |end, e| {
-                let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
-                let offsets = write_sections(&self.path, &sections)?;
-                Ok(PmMapOutput {
-                    part: self.span.part,
-                    parts: self.span.parts,
-                    base: range_base(self.span.part),
-                    start: self.span.start,
-                    end,
-                    cutting: Cutting::default(),
-                    counts: Vec::new(),
-                    first: None,
-                    last: None,
-                    order: None,
-                    pairs_formed: 0,
-                    path: self.path.clone(),
-                    offsets,
-                    error: Some(TaskError::from(&Error::from(e))),
-                })
-            },
-        )
+        self.span.prove_end(rt, read, |end, e| {
+            let sections = vec![Vec::new(); 4 * self.partitions.max(1)];
+            let offsets = write_sections(&self.path, &sections)?;
+            Ok(PmMapOutput {
+                part: self.span.part,
+                parts: self.span.parts,
+                base: range_base(self.span.part),
+                start: self.span.start,
+                end,
+                cutting: Cutting::default(),
+                counts: Vec::new(),
+                first: None,
+                last: None,
+                order: None,
+                pairs_formed: 0,
+                path: self.path.clone(),
+                offsets,
+                error: Some(TaskError::from(&Error::from(e))),
+            })
+        })
     }
 
     /// The range ending at `end` through [`map_ends`]; `read_failed` tells a failure to read it.

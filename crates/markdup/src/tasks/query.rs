@@ -688,34 +688,6 @@ impl MapState<'_> {
     }
 }
 
-/// A map task's range read to where it proves to end: `read(end)` reads the range ending at
-/// `end` (`Ok(Err(e))`: reading failed), first to its planned `end`; where that proves not to
-/// be a record's start, to the next of `later_starts` that is. A range that cannot be read
-/// otherwise (it may start at a false boundary) is `unreadable(end, e)`.
-pub(crate) fn prove_end<T>(
-    rt: &Runtime,
-    end: Option<u64>,
-    later_starts: &[u64],
-    mut read: impl FnMut(Option<u64>) -> anyhow::Result<anyhow::Result<T>>,
-    unreadable: impl FnOnce(Option<u64>, anyhow::Error) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    let starts: Vec<u64> = end.iter().chain(later_starts).copied().collect();
-    let mut next = 0;
-    loop {
-        let end = starts.get(next).copied();
-        let e = match read(end)? {
-            Ok(out) => return Ok(out),
-            Err(e) => e,
-        };
-        rt.check_cancelled()?;
-        if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
-            next = starts.partition_point(|&s| s < *found).max(next + 1);
-            continue;
-        }
-        return unreadable(end, e);
-    }
-}
-
 /// A source of record batches in file order (`None`: no more).
 pub type Batches<'a> = dyn FnMut() -> anyhow::Result<Option<RecordBatch>> + 'a;
 
@@ -896,25 +868,19 @@ impl MdMapTask {
             Ok(g) => self.output(end, g).map(Ok),
             Err(e) => Ok(Err(e)),
         };
-        prove_end(
-            rt,
-            self.span.end,
-            &self.span.later_starts,
-            read,
-            |end, e| {
-                let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
-                Ok(MdMapOutput {
-                    part: self.span.part,
-                    parts: self.span.parts,
-                    start: self.span.start,
-                    end,
-                    path: self.path.clone(),
-                    offsets,
-                    error: Some(TaskError::from(&Error::from(e))),
-                    ..MdMapOutput::default()
-                })
-            },
-        )
+        self.span.prove_end(rt, read, |end, e| {
+            let offsets = write_sections(&self.path, &vec![Vec::new(); self.partitions])?;
+            Ok(MdMapOutput {
+                part: self.span.part,
+                parts: self.span.parts,
+                start: self.span.start,
+                end,
+                path: self.path.clone(),
+                offsets,
+                error: Some(TaskError::from(&Error::from(e))),
+                ..MdMapOutput::default()
+            })
+        })
     }
 
     /// The groups of the range ending at `end`.
@@ -1444,6 +1410,35 @@ pub struct MapSpan {
     /// proves not to be a record's start.
     #[serde(default)]
     pub later_starts: Vec<u64>,
+}
+
+impl MapSpan {
+    /// A map task's range read to where it proves to end: `read(end)` reads the range ending at
+    /// `end` (`Ok(Err(e))`: reading failed), first to its planned `end`; where that proves not to
+    /// be a record's start, to the next of `later_starts` that is. A range that cannot be read
+    /// otherwise (it may start at a false boundary) is `unreadable(end, e)`.
+    pub(crate) fn prove_end<T>(
+        &self,
+        rt: &Runtime,
+        mut read: impl FnMut(Option<u64>) -> anyhow::Result<anyhow::Result<T>>,
+        unreadable: impl FnOnce(Option<u64>, anyhow::Error) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let starts: Vec<u64> = self.end.iter().chain(&self.later_starts).copied().collect();
+        let mut next = 0;
+        loop {
+            let end = starts.get(next).copied();
+            let e = match read(end)? {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            rt.check_cancelled()?;
+            if let Some(BamError::RangeBoundary { found, .. }) = e.downcast_ref() {
+                next = starts.partition_point(|&s| s < *found).max(next + 1);
+                continue;
+            }
+            return unreadable(end, e);
+        }
+    }
 }
 
 impl RangePlan {
