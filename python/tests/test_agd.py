@@ -133,6 +133,35 @@ def test_fastq_import_keywords_are_the_cli_flags(tmp_path: Path, sortase_bin: Pa
         sortase.agd.import_(r1, tmp_path / "none", no_such=1)  # type: ignore[call-arg]
 
 
+def test_bad_arguments_and_bad_fastq_raise_their_error_class(tmp_path: Path) -> None:
+    """A bad option is an ``ArgumentError`` and a bad FASTQ record a ``FormatError`` (they were
+    ``InternalError``s, or a Parquet error after the work began), named in one line; no dataset
+    or output is left."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(SAM)
+    r1, r2 = tmp_path / "a.fq", tmp_path / "b.fq"
+    r1.write_text("@p1\nACGT\n+\nIIII\n")
+    r2.write_text("@q1\nACGT\n+\nIIII\n")
+    fasta = tmp_path / "f.fq"
+    fasta.write_text(">p1\nACGT\n")
+    ds = tmp_path / "ds"
+    cases = [
+        (lambda: sortase.agd.import_(sam, ds, level=0), sortase.ArgumentError, "--level 0"),
+        (lambda: sortase.sort(sam, ds, output_fmt="agd", level=30), sortase.ArgumentError,
+         "-l 30"),
+        (lambda: sortase.sort(sam, tmp_path / "o.bam", output_fmt="xyz"), sortase.ArgumentError,
+         "-O xyz"),
+        (lambda: sortase.agd.import_(r1, ds, rg_line=["SM:x"]), sortase.ArgumentError,
+         "no ID field"),
+        (lambda: sortase.agd.import_([r1, r2], ds), sortase.FormatError, "differs in name"),
+        (lambda: sortase.agd.import_(fasta, ds), sortase.FormatError, "not FASTQ"),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message):
+            call()
+        assert not ds.exists() and not (tmp_path / "o.bam").exists(), message
+
+
 def test_idxstats_equals_idxstats_of_the_sorted_bam(dataset, tmp_path: Path) -> None:
     bam, ds = dataset
     with pytest.raises(sortase.FormatError, match="not position sorted"):

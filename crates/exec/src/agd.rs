@@ -42,6 +42,17 @@ pub const CHUNK_BYTES: usize = 256 << 20;
 /// smaller than level 3 for 5-6 times the compression CPU (figures at `sortase_agd::WriteOptions`).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+/// Refuses a zstd level the chunk files cannot have (Parquet's zstd takes 1 to 22), before any
+/// file is written: `FLAG LEVEL: ...` (`flag`: the option that gave it), an argument error.
+pub fn check_zstd_level(level: i32, flag: &str) -> crate::error::Result<()> {
+    if !(1..=22).contains(&level) {
+        return Err(Error::argument(format!(
+            "{flag} {level}: the zstd level of a dataset's files is 1 to 22"
+        )));
+    }
+    Ok(())
+}
+
 /// A chunk written: its index, records, raw records, bytes per group and positions.
 pub struct Written {
     /// The chunk's index.

@@ -17,6 +17,7 @@
 //! number of records, else the import fails naming the file. Not read (refused by the CLI): `-i`
 //! (CASAVA comments), `-T` (SAM tags in comments), `-N`, `--i1`/`--i2` and `--order`.
 
+use crate::error::{Error, ErrorKind};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sortase_bam::flags::{MATE_UNMAPPED, PAIRED, READ1, READ2, UNMAPPED};
@@ -96,7 +97,9 @@ impl FastqInput {
             (true, None) => return Ok(None),
         };
         let Some(start) = line.find("\tID:") else {
-            bail!("-r {line:?}: the read group line has no ID field");
+            bail!(Error::argument(format!(
+                "-r {line:?}: the read group line has no ID field"
+            )));
         };
         let id = line[start + 4..]
             .split('\t')
@@ -155,7 +158,7 @@ impl FastqRecords {
     pub fn open(input: &FastqInput, progress: &crate::progress::Progress) -> anyhow::Result<Self> {
         let files = input.files();
         if files.is_empty() {
-            bail!("no FASTQ file given");
+            bail!(Error::argument("no FASTQ file given"));
         }
         let mut sources = Vec::with_capacity(files.len());
         for (kind, path) in &files {
@@ -250,14 +253,18 @@ impl FastqRecords {
         if let (Some(a), Some(b)) = (find(Kind::Read1), find(Kind::Read2)) {
             let (na, nb) = (a.record.name(), b.record.name());
             if stripped(na).0 != stripped(nb).0 {
-                bail!(
-                    "{}: record {}: read {} differs in name from read {} of {}: R1 and R2 must hold the same reads in the same order",
-                    b.reader.path().display(),
-                    rounds + 1,
-                    String::from_utf8_lossy(nb),
-                    String::from_utf8_lossy(na),
-                    a.reader.path().display()
-                );
+                bail!(Error::new(
+                    ErrorKind::Format,
+                    format!(
+                        "{}: record {}: read {} differs in name from read {} of {}: R1 and R2 \
+                         must hold the same reads in the same order",
+                        b.reader.path().display(),
+                        rounds + 1,
+                        String::from_utf8_lossy(nb),
+                        String::from_utf8_lossy(na),
+                        a.reader.path().display()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -269,11 +276,14 @@ impl FastqRecords {
         let s = &self.sources[i];
         let rec = &s.record;
         let Some(qual) = rec.quality() else {
-            bail!(
-                "{}: record {}: a FASTA record ('>'), not FASTQ",
-                s.reader.path().display(),
-                s.reader.records()
-            );
+            bail!(Error::new(
+                ErrorKind::Format,
+                format!(
+                    "{}: record {}: a FASTA record ('>'), not FASTQ",
+                    s.reader.path().display(),
+                    s.reader.records()
+                ),
+            ));
         };
         let (name, mut flag) = stripped(rec.name());
         match s.kind {
@@ -290,12 +300,15 @@ impl FastqRecords {
             Kind::Read2 => flag |= PAIRED | READ2 | MATE_UNMAPPED,
         }
         if name.len() > 254 {
-            bail!(
-                "{}: record {}: the name is {} bytes long, BAM allows 254",
-                s.reader.path().display(),
-                s.reader.records(),
-                name.len()
-            );
+            bail!(Error::new(
+                ErrorKind::Format,
+                format!(
+                    "{}: record {}: the name is {} bytes long, BAM allows 254",
+                    s.reader.path().display(),
+                    s.reader.records(),
+                    name.len()
+                ),
+            ));
         }
         let seq = rec.sequence();
         let raw = &mut self.raw;

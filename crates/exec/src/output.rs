@@ -41,7 +41,9 @@ pub fn resolve_format(
             "bam" => OutFormat::Bam(level),
             "cram" => OutFormat::Cram,
             "agd" => OutFormat::Agd,
-            other => bail!("-O {other}: unknown output format (use sam, bam, cram or agd)"),
+            other => bail!(Error::argument(format!(
+                "-O {other}: unknown output format (use sam, bam, cram or agd)"
+            ))),
         });
     }
     if output.is_some_and(Path::is_dir) {

@@ -103,6 +103,7 @@ pub(crate) fn check_options(job: &AgdMarkdupJob) -> Result<()> {
 
 fn run(job: &AgdMarkdupJob, rt: &Runtime) -> anyhow::Result<MarkdupReport> {
     check_options(job)?;
+    sortase_exec::agd::check_zstd_level(job.zstd_level, "--level")?;
     let manifest = open_manifest(&job.dataset)?;
     let header = dataset_header(&manifest);
     let mode = match job.mode {

@@ -220,6 +220,7 @@ fn import(job: &AgdImportJob, rt: &Runtime) -> anyhow::Result<AgdImportReport> {
     if job.chunk_size == 0 {
         return Err(Error::argument("--chunk-size 0: must be at least 1").into());
     }
+    sortase_exec::agd::check_zstd_level(job.zstd_level, "--level")?;
     check_new_output(&job.output)?;
     let source = job.source()?;
     let size = match &source {

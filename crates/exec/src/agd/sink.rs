@@ -47,6 +47,8 @@ impl DatasetSink {
         if chunk_size == 0 {
             crate::error::bail_argument!("--chunk-size 0: must be at least 1");
         }
+        let zstd_level = output.level.unwrap_or(DEFAULT_ZSTD_LEVEL);
+        super::check_zstd_level(zstd_level, "-l")?;
         check_new_output(path)?;
         let hidden = hidden_sibling(path)?;
         let dir = hidden.path();
@@ -60,7 +62,7 @@ impl DatasetSink {
             output: path.to_path_buf(),
             hidden,
             chunk_size,
-            zstd_level: output.level.unwrap_or(DEFAULT_ZSTD_LEVEL),
+            zstd_level,
             counts: Vec::new(),
         })
     }

@@ -384,6 +384,7 @@ fn read_parquet(path: &Path, records: u64) -> anyhow::Result<Vec<(String, ArrayR
 
 fn add_column(job: &AgdAddColumnJob, rt: &Runtime) -> anyhow::Result<AgdColumnsReport> {
     sortase_agd::manifest::check_extra_name(&job.name).map_err(Error::argument)?;
+    sortase_exec::agd::check_zstd_level(job.zstd_level, "--level")?;
     let manifest = open_manifest(&job.dataset)?;
     let columns = read_values(job, manifest.records)?;
     rt.check_cancelled()?;
