@@ -27,7 +27,7 @@ pub enum AgdCommand {
     /// Adds (or replaces) an extra column group from a program's per-record output.
     AddColumn(crate::agd_ops::AddColumnArgs),
     /// Drops an extra column group.
-    DropColumn(crate::agd_ops::DropColumnArgs),
+    DropColumn(sortase::agd::AgdDropColumnJob),
     /// samtools view on a dataset: -f/-F/-q filters, regions (coordinate-sorted datasets), counting
     /// (`sortase view DIR`).
     View(crate::view::ViewArgs),

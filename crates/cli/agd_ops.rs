@@ -5,7 +5,6 @@ use crate::args::Threads;
 use crate::common;
 use crate::markdup::MarkingArgs;
 use anyhow::Result;
-use sortase::agd::ColumnType;
 use sortase::{AgdAddColumnJob, AgdDropColumnJob, AgdMarkdupJob};
 use std::path::PathBuf;
 
@@ -36,36 +35,13 @@ pub struct MarkdupArgs {
     input: PathBuf,
 }
 
-/// Arguments of `sortase agd add-column`.
+/// Arguments of `sortase agd add-column`: the job's flags ([`AgdAddColumnJob`]) and `-@`.
 #[derive(clap::Args, Debug)]
 pub struct AddColumnArgs {
-    /// The group's name (and its column's, for text and TSV values); `duplicate` sets flag 0x400.
-    #[arg(long = "name", value_name = "NAME")]
-    name: String,
-    /// The values: a text file with one value per line in record order, a .tsv of
-    /// ORDINAL<TAB>VALUE lines, or a .parquet table (placed by its `ordinal` column if it has one).
-    #[arg(long = "from", value_name = "FILE")]
-    from: PathBuf,
-    /// Type of text and TSV values: auto, int, float, bool or string.
-    #[arg(long = "type", value_name = "TYPE", default_value = "auto")]
-    column_type: String,
-    /// zstd level of the group's files (1-22).
-    #[arg(long = "level", value_name = "INT", default_value_t = sortase::agd::DEFAULT_ZSTD_LEVEL)]
-    level: i32,
+    #[command(flatten)]
+    job: AgdAddColumnJob,
     #[command(flatten)]
     threads: Threads,
-    /// The dataset directory.
-    input: PathBuf,
-}
-
-/// Arguments of `sortase agd drop-column`.
-#[derive(clap::Args, Debug)]
-pub struct DropColumnArgs {
-    /// The extra group to drop.
-    #[arg(long = "name", value_name = "NAME")]
-    name: String,
-    /// The dataset directory.
-    input: PathBuf,
 }
 
 /// Runs `sortase agd sort`: `sortase sort -O agd`.
@@ -98,19 +74,15 @@ pub fn markdup(args: MarkdupArgs) -> Result<()> {
 pub fn add_column(args: AddColumnArgs) -> Result<()> {
     let rt = args.threads.runtime(None)?;
     let job = AgdAddColumnJob {
-        dataset: args.input,
-        name: args.name,
-        from: args.from,
-        column_type: ColumnType::parse(&args.column_type)?,
-        zstd_level: args.level,
         command_line: common::command_line(),
+        ..args.job
     };
     job.run(&rt)?;
     Ok(())
 }
 
 /// Runs `sortase agd drop-column`.
-pub fn drop_column(args: DropColumnArgs) -> Result<()> {
-    AgdDropColumnJob::new(args.input, args.name).run()?;
+pub fn drop_column(job: AgdDropColumnJob) -> Result<()> {
+    job.run()?;
     Ok(())
 }

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 /// The type of a text or TSV column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnType {
     /// The narrowest type that holds every value (Boolean for the `duplicate` group).
@@ -68,19 +69,35 @@ impl ColumnType {
 
 /// `sortase agd add-column`: a program's per-record output as an extra column group (added, or
 /// replacing the group of that name), without rewriting any other group.
+///
+/// With the `clap` feature it is also the command's flags (`clap::Args`, flattened by `sortase agd
+/// add-column`, which adds `-@`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct AgdAddColumnJob {
     /// The dataset directory.
     pub dataset: PathBuf,
-    /// The group's name (and the column's, for text and TSV input).
+    /// The group's name (and its column's, for text and TSV values); `duplicate` sets flag 0x400.
+    #[cfg_attr(feature = "clap", arg(long = "name", value_name = "NAME"))]
     pub name: String,
-    /// The values (text, `.tsv` or `.parquet`; see the module documentation).
+    /// The values: a text file with one value per line in record order, a .tsv of
+    /// ORDINAL<TAB>VALUE lines, or a .parquet table (placed by its `ordinal` column if it has one).
+    #[cfg_attr(feature = "clap", arg(long = "from", value_name = "FILE"))]
     pub from: PathBuf,
-    /// The type of text and TSV values.
+    /// Type of text and TSV values.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "type", value_name = "TYPE", value_enum, default_value_t = ColumnType::Auto)
+    )]
     pub column_type: ColumnType,
-    /// zstd level of the group's files.
+    /// zstd level of the group's files (1-22).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "level", value_name = "INT", default_value_t = sortase_exec::agd::DEFAULT_ZSTD_LEVEL)
+    )]
     pub zstd_level: i32,
     /// The command line recorded as the group's provenance.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub command_line: String,
 }
 
@@ -123,11 +140,15 @@ impl AgdAddColumnJob {
 }
 
 /// `sortase agd drop-column`: removes an extra column group from the manifest, then its files.
+///
+/// With the `clap` feature it is also the command's flags (`clap::Args`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct AgdDropColumnJob {
     /// The dataset directory.
     pub dataset: PathBuf,
     /// The extra group to drop.
+    #[cfg_attr(feature = "clap", arg(long = "name", value_name = "NAME"))]
     pub name: String,
 }
 
