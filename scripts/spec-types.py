@@ -25,20 +25,9 @@ from sortase import _sortase
 
 OUT = Path(__file__).resolve().parents[1] / "python" / "sortase" / "_spec_types.py"
 
-#: Each spec wrapper: its job kind and the TypedDict of its keywords.
-WRAPPERS = {
-    "sort": "SortOptions",
-    "merge": "MergeOptions",
-    "view": "ViewOptions",
-    "markdup": "MarkdupOptions",
-    "fq2bam": "Fq2bamOptions",
-    "faidx": "FaidxOptions",
-    "snp_pileup": "SnpPileupOptions",
-    "index": "IndexOptions",
-    "bgzip": "BgzipOptions",
-    "agd_import": "AgdImportOptions",
-    "agd_export": "AgdExportOptions",
-}
+def typed_dict(kind: str) -> str:
+    """The TypedDict of the keywords of job ``kind``'s wrapper: ``snp_pileup`` → ``SnpPileupOptions``."""
+    return "".join(p.capitalize() for p in kind.split("_")) + "Options"
 
 HEADER = '''"""The keywords each spec wrapper of :mod:`sortase` takes as ``**spec``, for type checkers.
 
@@ -102,11 +91,11 @@ def render() -> str:
         base, own = base_of(common)
         out += block(cls, base, f"The keywords {', '.join(by)} all take.", own)
         bases.append((cls, common))
-    for kind, cls in WRAPPERS.items():
+    # Each spec wrapper (``_takes_spec`` registers it), in the order the package defines them.
+    for kind, wrapper in sortase._WRAPPERS.items():
         base, fields = base_of(keywords(kind))
-        wrapper = sortase._WRAPPERS[kind]
         name = f"{wrapper.__module__}.{wrapper.__name__}"
-        out += block(cls, base, f"The options of ``{name}`` that come from its spec.",
+        out += block(typed_dict(kind), base, f"The options of ``{name}`` that come from its spec.",
                      fields)
     return "\n".join(out) + "\n"
 

@@ -45,6 +45,13 @@ class SortOptions(SharedOptions, total=False):
     template_coordinate: bool
 
 
+class IndexOptions(TypedDict, total=False):
+    """The options of ``sortase.index`` that come from its spec."""
+
+    csi: bool
+    min_shift: Optional[int]
+
+
 class MergeOptions(SharedOptions, total=False):
     """The options of ``sortase.merge`` that come from its spec."""
 
@@ -115,6 +122,23 @@ class Fq2bamOptions(SharedOptions, total=False):
     temp_prefix: Optional[PathLike]
 
 
+class BgzipOptions(TypedDict, total=False):
+    """The options of ``sortase.bgzip`` that come from its spec."""
+
+    offset: Optional[int]
+    stdout: bool
+    decompress: bool
+    force: bool
+    index: bool
+    index_name: Optional[PathLike]
+    keep: bool
+    level: Optional[int]
+    output: Optional[PathLike]
+    reindex: bool
+    size: Optional[int]
+    test: bool
+
+
 class FaidxOptions(TypedDict, total=False):
     """The options of ``sortase.faidx`` that come from its spec."""
 
@@ -141,30 +165,6 @@ class SnpPileupOptions(TypedDict, total=False):
     min_read_counts: Optional[Sequence[int]]
     max_depth: int
     pseudo_snps: int
-
-
-class IndexOptions(TypedDict, total=False):
-    """The options of ``sortase.index`` that come from its spec."""
-
-    csi: bool
-    min_shift: Optional[int]
-
-
-class BgzipOptions(TypedDict, total=False):
-    """The options of ``sortase.bgzip`` that come from its spec."""
-
-    offset: Optional[int]
-    stdout: bool
-    decompress: bool
-    force: bool
-    index: bool
-    index_name: Optional[PathLike]
-    keep: bool
-    level: Optional[int]
-    output: Optional[PathLike]
-    reindex: bool
-    size: Optional[int]
-    test: bool
 
 
 class AgdImportOptions(TypedDict, total=False):

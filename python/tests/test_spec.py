@@ -40,7 +40,6 @@ NOT_IN_PYTHON: Dict[str, Set[str]] = {
     "snp_pileup": {"batch_bytes"},
     "index": set(),
     "bgzip": set(),
-    # The provenance's command line is the call's.
     "agd_import": set(),
     "agd_export": set(),
 }

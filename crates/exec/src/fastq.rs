@@ -89,12 +89,11 @@ impl FastqInput {
 
     /// The `@RG` line and the ID records get, as samtools import builds them.
     fn read_group(&self) -> anyhow::Result<Option<(String, String)>> {
-        let line = self.read_group_line.join("\t");
-        let line = match (self.read_group_line.is_empty(), &self.read_group) {
-            (false, _) if line.starts_with('@') => line,
-            (false, _) => format!("@RG\t{line}"),
-            (true, Some(id)) => format!("@RG\tID:{id}"),
-            (true, None) => return Ok(None),
+        let line = match (self.read_group_line.join("\t"), &self.read_group) {
+            (l, _) if l.starts_with('@') => l,
+            (l, _) if !l.is_empty() => format!("@RG\t{l}"),
+            (_, Some(id)) => format!("@RG\tID:{id}"),
+            (_, None) => return Ok(None),
         };
         let Some(start) = line.find("\tID:") else {
             bail!(Error::argument(format!(

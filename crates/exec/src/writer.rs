@@ -11,6 +11,7 @@
 //! ([`IndexBuilder::translate_offsets`]).
 
 use crate::files::{Destination, OutputFile};
+use crate::options::OutputSpec;
 use crate::output::{OutFormat, AGD_REFUSED};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
@@ -444,6 +445,29 @@ impl SortedOutput {
             crai_threads,
             name,
         })
+    }
+
+    /// Opens the output `spec` names, as samtools view writes it: its data file without a `##idx##`
+    /// suffix (`None`: stdout) and, with `--write-index`, its index ([`OutputSpec::written_index`]);
+    /// with the files it will leave, data file first.
+    pub fn for_spec(
+        spec: &OutputSpec,
+        format: OutFormat,
+        header: &Header,
+        threads: usize,
+    ) -> Result<(Self, Vec<PathBuf>)> {
+        let index = spec.written_index(format)?;
+        let data = spec.data_path()?;
+        let out = Self::open(
+            data.as_deref(),
+            index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
+            format,
+            header,
+            threads,
+            &spec.cram(),
+        )?;
+        let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
+        Ok((out, outputs))
     }
 
     /// Flushes the records, writes the index, and renames both into place.

@@ -715,16 +715,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
         level,
         OutFormat::Bam(level),
     )?;
-    let index = job.output.written_index(format)?;
-    let out = SortedOutput::open(
-        data.as_deref(),
-        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
-        format,
-        &header,
-        threads,
-        &job.output.cram(),
-    )?;
-    let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
+    let (out, outputs) = SortedOutput::for_spec(&job.output, format, &header, threads)?;
     let progress = rt.progress("agd export records", manifest.records);
     // With --checksums: every record and field, summed as decoded from each chunk and as handed
     // to the writer (the test fault between), on the threads that decode.

@@ -408,18 +408,7 @@ pub(crate) fn open_output(
         }
         _ => header,
     };
-    let index = job.output.written_index(format)?;
-    let data = job.output.data_path()?;
-    let out = SortedOutput::open(
-        data.as_deref(),
-        index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
-        format,
-        &shown,
-        rt.threads(),
-        &job.output.cram(),
-    )?;
-    let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
-    Ok((out, outputs))
+    SortedOutput::for_spec(&job.output, format, &shown, rt.threads())
 }
 
 /// The report of a count (with the source's `warnings`), written to the output file if there is
