@@ -35,7 +35,7 @@ use sortase_bam::Header;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::files::TempDir;
 use sortase_exec::options::{add_program, OutputSpec, Phase, PhaseClock, Program};
-use sortase_exec::output::{resolve_output, temp_prefix, OutFormat, ResolvedOutput};
+use sortase_exec::output::{resolve_output, temp_prefix, ResolvedOutput};
 use sortase_exec::proof::Checksums;
 use sortase_exec::range_output;
 use sortase_exec::runtime::Runtime;
@@ -349,15 +349,7 @@ fn write_sorted(
     clock: &mut PhaseClock,
     proof: Option<&Proof<'_>>,
 ) -> anyhow::Result<(SortStats, Option<Checksums>)> {
-    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (mut encoder, mut writer) = range_output::open(
-        out.data.as_deref(),
-        index,
-        out.format,
-        header,
-        cram,
-        rt.threads(),
-    )?;
+    let (mut encoder, mut writer) = range_output::open(out, header, rt.threads(), cram)?;
     if proof.is_some() {
         encoder.sum_records(Proof::options());
     }
@@ -379,7 +371,7 @@ fn write_sorted(
     let checksums = proof
         .map(|p| p.check(encoder.written_sums(), out))
         .transpose()?;
-    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    writer.finish()?;
     Ok((sorted, checksums))
 }
 
@@ -595,7 +587,6 @@ fn run(job: &Fq2BamJob, rt: &Runtime) -> anyhow::Result<Fq2BamReport> {
     report.memory_budget = plan.memory;
     report.record_memory = plan.record_memory;
     report.runs_spilled = sorted.runs_spilled;
-    report.outputs = out.data.into_iter().collect();
-    report.outputs.extend(out.index.map(|(p, _)| p));
+    report.outputs = out.files();
     Ok(report)
 }

@@ -4,7 +4,7 @@
 //! not give. The records are htslib's decoding, as samtools' own `sam_read1` gets them.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::output::OutFormat;
+use crate::output::{OutFormat, ResolvedOutput};
 use crate::runtime::Runtime;
 use anyhow::Context;
 use sortase_bgzf::CompressionLevel;
@@ -99,15 +99,12 @@ fn decode_cram(
         .all(|r| u64::from(r.length) < 1 << 29);
     let mut index = bam.as_os_str().to_owned();
     index.push(if bai { ".bai" } else { ".csi" });
-    let index = PathBuf::from(index);
-    let mut out = SortedOutput::open(
-        Some(bam),
-        Some((&index, bai)),
-        OutFormat::Bam(CompressionLevel::from_libdeflate(1)),
-        &input.header,
-        rt.threads(),
-        &CramOut::default(),
-    )?;
+    let out = ResolvedOutput {
+        data: Some(bam.to_path_buf()),
+        index: Some((PathBuf::from(index), bai)),
+        format: OutFormat::Bam(CompressionLevel::from_libdeflate(1)),
+    };
+    let mut out = SortedOutput::open(&out, &input.header, rt.threads(), &CramOut::default())?;
     input.for_each_batch(|b| {
         out.sink
             .write_batch(b)

@@ -118,6 +118,16 @@ impl OutputSpec {
         }
     }
 
+    /// Where `format` output goes, as samtools view resolves it: the data file ([`Self::data_path`])
+    /// and, with `--write-index`, its index ([`Self::written_index`]).
+    pub fn resolve_as(&self, format: OutFormat) -> anyhow::Result<ResolvedOutput> {
+        Ok(ResolvedOutput {
+            index: self.written_index(format)?,
+            data: self.data_path()?,
+            format,
+        })
+    }
+
     /// The index of `--write-index` (path, BAI?) for `format` output, as samtools view names it: BAM
     /// gets a CSI (or BAI), CRAM a `.crai` ([`index_target`]); it needs BAM or CRAM output to a file.
     pub fn written_index(&self, format: OutFormat) -> anyhow::Result<Option<(PathBuf, bool)>> {
@@ -150,7 +160,9 @@ pub fn temp_prefix(given: Option<&Path>, output: Option<&Path>, fallback: &Path)
     }
 }
 
-/// The output's resolved form: data path, index (path, BAI?), format.
+/// The output's resolved form: data path, index (path, BAI?), format. The sinks open it
+/// ([`crate::writer::SortedOutput::open`], [`crate::range_output::open`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedOutput {
     /// The data file (`None`: standard output).
     pub data: Option<PathBuf>,
@@ -158,6 +170,28 @@ pub struct ResolvedOutput {
     pub index: Option<(PathBuf, bool)>,
     /// The output format.
     pub format: OutFormat,
+}
+
+impl ResolvedOutput {
+    /// `format` output to `path` (`None` or `-`: standard output), without an index.
+    pub fn unindexed(path: Option<&Path>, format: OutFormat) -> Self {
+        Self {
+            data: path.filter(|p| *p != Path::new("-")).map(Path::to_path_buf),
+            index: None,
+            format,
+        }
+    }
+
+    /// The index, borrowed: its path and whether it is a BAI.
+    pub fn index_file(&self) -> Option<(&Path, bool)> {
+        self.index.as_ref().map(|(p, bai)| (p.as_path(), *bai))
+    }
+
+    /// The files the output leaves: the data file (none for standard output), then the index.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let index = self.index.iter().map(|(p, _)| p.clone());
+        self.data.iter().cloned().chain(index).collect()
+    }
 }
 
 /// Resolves `-o/-O/-l/-u/--write-index` as samtools sort does (`coordinate`: the sort order is

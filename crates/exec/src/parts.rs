@@ -6,7 +6,7 @@
 //! `merge::tasks`, below both. Also the map tasks' partitioned files ([`write_sections`]).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::output::OutFormat;
+use crate::output::ResolvedOutput;
 use crate::range_output::{self, EncodedRange, RangeWriter};
 use crate::runtime::Runtime;
 use crate::wire::WorkFile;
@@ -215,28 +215,18 @@ pub fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u
     Ok(offsets)
 }
 
-/// A sort's and a merge's finish on one machine: opens the output (`None`: stdout) with its index
-/// (as [`range_output::open`]), writes the key ranges of the part files (`(part, sidecar, key
-/// ranges)`, in output order) and finishes it.
+/// A sort's and a merge's finish on one machine: opens `out` (as [`range_output::open`]), writes the
+/// key ranges of the part files (`(part, sidecar, key ranges)`, in output order) and finishes it.
 pub fn write_output(
-    path: Option<&Path>,
-    index: Option<(&Path, bool)>,
-    format: OutFormat,
+    out: &ResolvedOutput,
     header: &Header,
     parts: &[(&Path, &Path, usize)],
     rt: &Runtime,
 ) -> anyhow::Result<()> {
-    let (_, mut writer) = range_output::open(
-        path,
-        index,
-        format,
-        header,
-        &CramOut::default(),
-        rt.threads(),
-    )?;
+    let (_, mut writer) = range_output::open(out, header, rt.threads(), &CramOut::default())?;
     write_parts(&mut writer, parts, rt)?;
     rt.check_cancelled()?;
-    writer.finish(true)?;
+    writer.finish()?;
     Ok(())
 }
 

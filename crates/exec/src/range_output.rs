@@ -9,7 +9,7 @@
 //! range starts a new BGZF block, and the ranges depend only on the input (crates/sort `ranges`), so
 //! the bytes are the same for any `-@` and `-m`.
 
-use crate::output::{OutFormat, AGD_REFUSED};
+use crate::output::{OutFormat, ResolvedOutput, AGD_REFUSED};
 use crate::proof::SumsCell;
 use crate::writer::{finish_index, pseudo_offset, CramOut, OnTheFlyIndex, OutputFiles};
 use anyhow::{Context, Result};
@@ -20,7 +20,7 @@ use sortase_cram::CramWriter;
 use sortase_index::{IndexBuilder, RangeSummary};
 use sortase_sort::{RangeSource, SortError};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One range, encoded.
 pub enum EncodedRange {
@@ -285,6 +285,8 @@ impl BamLayout {
 /// Writes encoded ranges in order (on the calling thread).
 pub struct RangeWriter {
     out: Box<dyn Write + Send>,
+    /// BAM output: ends with the BGZF EOF block.
+    bam: bool,
     files: OutputFiles,
     log: BlockLog,
     index: Option<IndexBuilder>,
@@ -295,23 +297,22 @@ pub struct RangeWriter {
     pub name: String,
 }
 
-/// Opens the output (`None`: stdout) and writes the header; `index` is `Some((path, bai))` with
-/// `--write-index` (BAM: built on the fly; CRAM: a `.crai` built from the finished file by htslib);
-/// CRAM is encoded on `threads` htslib threads. Returns the encoder for the workers and the writer for
-/// the caller.
+/// Opens `out` (data `None`: stdout) and writes the header; with `--write-index` (`out.index`) a
+/// BAM's index is built on the fly and a CRAM's `.crai` from the finished file by htslib; CRAM is
+/// encoded on `threads` htslib threads. Returns the encoder for the workers and the writer for the
+/// caller.
 pub fn open(
-    path: Option<&Path>,
-    index: Option<(&Path, bool)>,
-    format: OutFormat,
+    out: &ResolvedOutput,
     header: &Header,
-    cram_out: &CramOut,
     threads: usize,
+    cram_out: &CramOut,
 ) -> Result<(RangeEncoder, RangeWriter)> {
+    let (format, index, path) = (out.format, out.index_file(), out.data.as_deref());
     if format == OutFormat::Agd {
         return Err(crate::error::Error::argument(AGD_REFUSED).into());
     }
     let index_path = index.filter(|_| matches!(format, OutFormat::Bam(_)));
-    let (files, mut out) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
+    let (files, mut sink) = OutputFiles::open(path, index_path.map(|(p, _)| p))?;
     let name = files.name.clone();
     let mut log = BlockLog::default();
     let mut cram = None;
@@ -325,19 +326,20 @@ pub fn open(
     match format {
         OutFormat::Bam(level) => {
             let blocks = header_blocks(level, header)?;
-            out.write_all(&blocks.bytes).with_context(|| name.clone())?;
+            sink.write_all(&blocks.bytes)
+                .with_context(|| name.clone())?;
             let layout = BamLayout::new(&blocks, header, index.map(|(_, bai)| bai));
             log = layout.log;
             builder = layout.index;
         }
-        OutFormat::Sam => out
+        OutFormat::Sam => sink
             .write_all(header.text().as_bytes())
             .with_context(|| name.clone())?,
         OutFormat::Cram => {
-            let w = CramWriter::new(out, header, &cram_out.write_options(threads))
+            let w = CramWriter::new(sink, header, &cram_out.write_options(threads))
                 .with_context(|| name.clone())?;
             cram = Some(Box::new(w));
-            out = Box::new(std::io::sink());
+            sink = Box::new(std::io::sink());
         }
         OutFormat::Agd => unreachable!("refused above"),
     }
@@ -351,7 +353,8 @@ pub fn open(
             range_bytes: sortase_sort::ranges::RANGE_BYTES as usize,
         },
         RangeWriter {
-            out,
+            out: sink,
+            bam: matches!(format, OutFormat::Bam(_)),
             files,
             log,
             index: builder,
@@ -383,13 +386,13 @@ impl RangeWriter {
     }
 
     /// Ends the file (BGZF EOF marker, index) and renames the outputs into place.
-    pub fn finish(mut self, bam: bool) -> Result<()> {
+    pub fn finish(mut self) -> Result<()> {
         let name = self.name.clone();
         if let Some(cram) = self.cram.take() {
             let mut out = cram.finish().with_context(|| name.clone())?;
             out.flush().with_context(|| name.clone())?;
         }
-        if bam {
+        if self.bam {
             self.out
                 .write_all(&EOF_MARKER)
                 .with_context(|| name.clone())?;

@@ -12,7 +12,7 @@
 
 use crate::files::{Destination, OutputFile};
 use crate::options::OutputSpec;
-use crate::output::{OutFormat, AGD_REFUSED};
+use crate::output::{OutFormat, ResolvedOutput, AGD_REFUSED};
 use anyhow::{bail, Context, Result};
 use sortase_bam::{sam_format, Header, RecordBatch, RecordRef};
 use sortase_bgzf::{pool::ordered_pool, BlockLog, ParallelWriter, WriterOptions};
@@ -421,23 +421,22 @@ pub struct SortedOutput {
 }
 
 impl SortedOutput {
-    /// Opens `path` (`None`: stdout) and, if `index` is `Some((path, bai))`, the index file: for BAM
-    /// a BAI or CSI built on the fly, for CRAM a `.crai` built from the finished file (`bai` unused).
+    /// Opens `out`'s data file (`None`: stdout) and its index file if it has one: for BAM a BAI or
+    /// CSI built on the fly, for CRAM a `.crai` built from the finished file.
     pub fn open(
-        path: Option<&Path>,
-        index: Option<(&Path, bool)>,
-        format: OutFormat,
+        out: &ResolvedOutput,
         header: &Header,
         threads: usize,
         cram: &CramOut,
     ) -> Result<Self> {
-        let (files, out) = OutputFiles::open(path, index.map(|(p, _)| p))?;
+        let index = out.index_file();
+        let (files, sink_out) = OutputFiles::open(out.data.as_deref(), index.map(|(p, _)| p))?;
         let name = files.name.clone();
-        let crai_threads = (format == OutFormat::Cram && index.is_some()).then_some(threads);
+        let crai_threads = (out.format == OutFormat::Cram && index.is_some()).then_some(threads);
         let builder = index
             .filter(|_| crai_threads.is_none())
             .map(|(_, bai)| OnTheFlyIndex::new(header, bai));
-        let sink = RecordSink::new(format, header, threads, cram, builder, out)
+        let sink = RecordSink::new(out.format, header, threads, cram, builder, sink_out)
             .with_context(|| name.clone())?;
         Ok(Self {
             sink,
@@ -447,27 +446,19 @@ impl SortedOutput {
         })
     }
 
-    /// Opens the output `spec` names, as samtools view writes it: its data file without a `##idx##`
-    /// suffix (`None`: stdout) and, with `--write-index`, its index ([`OutputSpec::written_index`]);
-    /// with the files it will leave, data file first.
+    /// Opens the output `spec` names, as samtools view writes it ([`OutputSpec::resolve_as`]); with
+    /// the files it will leave, data file first.
     pub fn for_spec(
         spec: &OutputSpec,
         format: OutFormat,
         header: &Header,
         threads: usize,
     ) -> Result<(Self, Vec<PathBuf>)> {
-        let index = spec.written_index(format)?;
-        let data = spec.data_path()?;
-        let out = Self::open(
-            data.as_deref(),
-            index.as_ref().map(|(p, bai)| (p.as_path(), *bai)),
-            format,
-            header,
-            threads,
-            &spec.cram(),
-        )?;
-        let outputs = data.into_iter().chain(index.map(|(p, _)| p)).collect();
-        Ok((out, outputs))
+        let out = spec.resolve_as(format)?;
+        Ok((
+            Self::open(&out, header, threads, &spec.cram())?,
+            out.files(),
+        ))
     }
 
     /// Flushes the records, writes the index, and renames both into place.

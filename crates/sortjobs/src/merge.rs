@@ -17,7 +17,9 @@ use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::input::{Format, Input};
 use sortase_exec::options::{add_program, Order, OutputSpec, Program};
-use sortase_exec::output::{index_target, resolve_format, split_index_name, OutFormat};
+use sortase_exec::output::{
+    index_target, resolve_format, split_index_name, OutFormat, ResolvedOutput,
+};
 use sortase_exec::progress::Progress;
 use sortase_exec::proof::{self, Checksums, SumsCell};
 use sortase_exec::range_output;
@@ -175,74 +177,55 @@ fn rg_name(path: &str) -> String {
     s.rsplit('/').next().unwrap_or(s).to_string()
 }
 
-/// Where the merge writes: data file (`None`: stdout), index (path, BAI?) and format.
-struct Target {
-    data: Option<PathBuf>,
-    index: Option<(PathBuf, bool)>,
-    format: OutFormat,
+/// Where the merge writes (data file, index, format): `-o -O -l -u -f` resolved as samtools merge
+/// does; the index is checked once the order is known to hold ([`check_index`]).
+pub(crate) fn resolve_target(job: &MergeJob) -> anyhow::Result<ResolvedOutput> {
+    let target = target_paths(job)?;
+    if let Some(d) = target.data.as_ref().filter(|d| !job.force && d.is_file()) {
+        return Err(Error::new(
+            ErrorKind::Output,
+            format!("{}: file exists; use -f to overwrite", d.display()),
+        )
+        .into());
+    }
+    Ok(target)
 }
 
-impl Target {
-    /// Resolves `-o -O -l -u -f` as samtools merge does; the index is checked once the order is
-    /// known to hold ([`Target::check_index`]).
-    fn resolve(job: &MergeJob) -> anyhow::Result<Self> {
-        let target = Self::resolve_paths(job)?;
-        if let Some(d) = target.data.as_ref().filter(|d| !job.force && d.is_file()) {
-            return Err(Error::new(
-                ErrorKind::Output,
-                format!("{}: file exists; use -f to overwrite", d.display()),
-            )
-            .into());
-        }
-        Ok(target)
-    }
+/// [`resolve_target`] without refusing an existing output (the names only).
+pub(crate) fn target_paths(job: &MergeJob) -> anyhow::Result<ResolvedOutput> {
+    let out = &job.output;
+    let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let (data, _, _) = split_index_name(&path, out.index_format.as_deref())?;
+    let data = (data != Path::new("-")).then_some(data);
+    let level = match (out.uncompressed, out.level) {
+        (true, _) => CompressionLevel::STORED,
+        (false, l) => CompressionLevel::samtools(l.unwrap_or(-1)),
+    };
+    let format = resolve_format(
+        out.format.as_deref(),
+        data.as_deref(),
+        level,
+        OutFormat::Bam(level),
+    )?;
+    let (_, index, bai) = index_target(&path, out.index_format.as_deref(), format)?;
+    let index = (out.write_index && data.is_some()).then_some((index, bai));
+    Ok(ResolvedOutput {
+        data,
+        index,
+        format,
+    })
+}
 
-    /// [`Target::resolve`] without refusing an existing output (the names only).
-    fn resolve_paths(job: &MergeJob) -> anyhow::Result<Self> {
-        let out = &job.output;
-        let path = out.path.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let (data, _, _) = split_index_name(&path, out.index_format.as_deref())?;
-        let data = (data != Path::new("-")).then_some(data);
-        let level = match (out.uncompressed, out.level) {
-            (true, _) => CompressionLevel::STORED,
-            (false, l) => CompressionLevel::samtools(l.unwrap_or(-1)),
-        };
-        let format = resolve_format(
-            out.format.as_deref(),
-            data.as_deref(),
-            level,
-            OutFormat::Bam(level),
-        )?;
-        let (_, index, bai) = index_target(&path, out.index_format.as_deref(), format)?;
-        let index = (out.write_index && data.is_some()).then_some((index, bai));
-        Ok(Self {
-            data,
-            index,
-            format,
-        })
+/// `--write-index` needs coordinate-sorted BAM or CRAM output.
+pub(crate) fn check_index(target: &ResolvedOutput, order: SortOrder) -> anyhow::Result<()> {
+    if target.index.is_some() && (order != SortOrder::Coordinate || target.format == OutFormat::Sam)
+    {
+        return Err(Error::argument(
+            "--write-index: sortase indexes coordinate-sorted BAM or CRAM output only",
+        )
+        .into());
     }
-
-    /// `--write-index` needs coordinate-sorted BAM or CRAM output.
-    fn check_index(&self, order: SortOrder) -> anyhow::Result<()> {
-        if self.index.is_some() && (order != SortOrder::Coordinate || self.format == OutFormat::Sam)
-        {
-            return Err(Error::argument(
-                "--write-index: sortase indexes coordinate-sorted BAM or CRAM output only",
-            )
-            .into());
-        }
-        Ok(())
-    }
-
-    fn index(&self) -> Option<(&Path, bool)> {
-        self.index.as_ref().map(|(p, bai)| (p.as_path(), *bai))
-    }
-
-    fn outputs(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self.data.iter().cloned().collect();
-        v.extend(self.index.iter().map(|(p, _)| p.clone()));
-        v
-    }
+    Ok(())
 }
 
 /// The output header and how each input's records are translated into it.
@@ -340,7 +323,7 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         threads,
         ..MergeReport::default()
     };
-    let target = Target::resolve(job)?;
+    let target = resolve_target(job)?;
     let per_input = (threads / job.inputs.len()).max(1);
     let progress = rt.progress("merge", 0);
     let mut opened = open_inputs(job, per_input, &progress)?;
@@ -352,7 +335,7 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
         &mut report.warnings,
     )?;
     let translations = merged.translations.clone();
-    target.check_index(order)?;
+    check_index(&target, order)?;
     rt.check_cancelled()?;
 
     // Sorted BAM files merge by key range on all cores; stdin, SAM, CRAM, inputs whose reference
@@ -400,14 +383,14 @@ fn run(job: &MergeJob, rt: &Runtime, options: &MergeRangeOptions) -> anyhow::Res
 fn finish_report(
     mut report: MergeReport,
     translations: &[Arc<Translation>],
-    target: &Target,
+    target: &ResolvedOutput,
     progress: Progress,
 ) -> MergeReport {
     progress.finish();
     report
         .warnings
         .extend(translations.iter().flat_map(|t| t.take_warnings()));
-    report.outputs = target.outputs();
+    report.outputs = target.files();
     report
 }
 
@@ -419,16 +402,9 @@ fn one_thread_merge(
     order: SortOrder,
     opened: Vec<Input>,
     merged: Merged,
-    target: &Target,
+    target: &ResolvedOutput,
 ) -> anyhow::Result<Option<Checksums>> {
-    let mut out = SortedOutput::open(
-        target.data.as_deref(),
-        target.index(),
-        target.format,
-        &merged.header,
-        rt.threads(),
-        &job.output.cram(),
-    )?;
+    let mut out = SortedOutput::open(target, &merged.header, rt.threads(), &job.output.cram())?;
     let sums = ChecksumOptions::every_record();
     let result = one_thread::merge(
         order,
@@ -464,7 +440,7 @@ fn key_ranges(
     inputs: Vec<MergeInput>,
     options: &MergeRangeOptions,
     merged: &Merged,
-    target: &Target,
+    target: &ResolvedOutput,
     progress: &Progress,
     report: &mut MergeReport,
 ) -> Result<(), (anyhow::Error, bool)> {
@@ -498,19 +474,13 @@ fn write_ranges(
     rt: &Runtime,
     plan: &MergePlan,
     merged: &Merged,
-    target: &Target,
+    target: &ResolvedOutput,
     progress: &Progress,
     check: &dyn Fn(&sortase_bam::checksum::Sums) -> Result<Checksums>,
 ) -> anyhow::Result<Option<Checksums>> {
     let threads = rt.threads();
-    let (mut encoder, mut writer) = range_output::open(
-        target.data.as_deref(),
-        target.index(),
-        target.format,
-        &merged.header,
-        &job.output.cram(),
-        threads,
-    )?;
+    let (mut encoder, mut writer) =
+        range_output::open(target, &merged.header, threads, &job.output.cram())?;
     if job.checksums {
         encoder.sum_records(ChecksumOptions::every_record());
     }
@@ -540,7 +510,7 @@ fn write_ranges(
     plan.check_samples()?;
     rt.check_cancelled()?;
     let checksums = encoder.written_sums().map(|w| check(&w)).transpose()?;
-    writer.finish(matches!(target.format, OutFormat::Bam(_)))?;
+    writer.finish()?;
     Ok(checksums)
 }
 

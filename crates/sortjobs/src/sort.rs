@@ -315,8 +315,7 @@ fn run(job: &SortJob, rt: &Runtime) -> anyhow::Result<SortReport> {
     }
     report.phases = clock.finish();
     report.add_stats(&stats, memory, reserve);
-    report.outputs = out.data.into_iter().collect();
-    report.outputs.extend(out.index.map(|(p, _)| p));
+    report.outputs = out.files();
     Ok(report)
 }
 
@@ -403,15 +402,8 @@ fn write_phase(
     read: &mut ReadPhase,
 ) -> anyhow::Result<(SortStats, Held)> {
     let written = rt.progress("sort: merge and write records", read.pushed);
-    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let (mut encoder, mut writer) = range_output::open(
-        out.data.as_deref(),
-        index,
-        out.format,
-        header,
-        &job.output.cram(),
-        rt.threads(),
-    )?;
+    let (mut encoder, mut writer) =
+        range_output::open(out, header, rt.threads(), &job.output.cram())?;
     if job.checksums {
         encoder.sum_records(read.sums.clone());
     }
@@ -429,7 +421,7 @@ fn write_phase(
     if let Some(wrote) = encoder.written_sums() {
         read.checksums = Some(Checksums::check("sort", &read.sums, &read.read, &wrote)?);
     }
-    writer.finish(matches!(out.format, OutFormat::Bam(_)))?;
+    writer.finish()?;
     Ok((stats, held))
 }
 

@@ -121,15 +121,7 @@ fn write_marked(
     rt: &Runtime,
     proof: Option<&super::Proof<'_>>,
 ) -> anyhow::Result<(u64, Option<sortase_exec::proof::Checksums>)> {
-    let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let mut output = SortedOutput::open(
-        out.data.as_deref(),
-        index,
-        out.format,
-        header,
-        rt.threads(),
-        cram,
-    )?;
+    let mut output = SortedOutput::open(out, header, rt.threads(), cram)?;
     let mut tally = proof.map(|_| Tally::new(&super::Proof::options(), &Fault::from_env()));
     let mut reader = RunReader::open(run_path)?;
     let mut rec = RecordBuf::default();

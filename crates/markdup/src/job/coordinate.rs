@@ -18,15 +18,13 @@ use sortase_exec::files::{OutputFile, TempDir};
 use sortase_exec::input::Input;
 use sortase_exec::memory::Reservation;
 use sortase_exec::options::add_program;
-use sortase_exec::output::{
-    index_target, resolve_format, split_index_name, temp_prefix, OutFormat,
-};
+use sortase_exec::output::{resolve_format, temp_prefix, OutFormat, ResolvedOutput};
 use sortase_exec::progress::Progress;
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::{CramOut, RecordSink, SortedOutput};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The first line of the metrics file's header, before the command line.
 pub const METRICS_TITLE: &str = "sortase markdup (Picard MarkDuplicates 2.27.5 metrics)";
@@ -81,30 +79,9 @@ pub fn hold_or_spill(
     Ok(())
 }
 
-/// The output's data path and index (path, BAI?), as `-o` and `--write-index` name them.
-type Targets = (Option<PathBuf>, Option<(PathBuf, bool)>);
-
-fn targets(job: &MarkdupJob, format: OutFormat) -> sortase_exec::error::Result<Targets> {
-    let o = &job.output;
-    Ok(match &o.path {
-        Some(p) if o.write_index => {
-            let (d, i, bai) = index_target(p, o.index_format.as_deref(), format)?;
-            (Some(d), Some((i, bai)))
-        }
-        Some(p) => (Some(split_index_name(p, None)?.0), None),
-        None => (None, None),
-    })
-}
-
-/// Where and how the output goes: its format, data path and index (path, BAI?).
-struct Target {
-    format: OutFormat,
-    data: Option<PathBuf>,
-    index: Option<(PathBuf, bool)>,
-}
-
-/// The output's format and paths, checked (`--write-index` needs BAM or CRAM to a file).
-fn resolve_target(job: &MarkdupJob) -> sortase_exec::error::Result<Target> {
+/// Where and how the output goes: the format `-O`/`-o` give, its data path and, with
+/// `--write-index`, its index, as samtools view resolves them ([`OutputSpec::resolve_as`]).
+fn resolve_target(job: &MarkdupJob) -> anyhow::Result<ResolvedOutput> {
     let level = job
         .output
         .compression_level(sortase_exec::options::DEFAULT_LEVEL);
@@ -114,17 +91,7 @@ fn resolve_target(job: &MarkdupJob) -> sortase_exec::error::Result<Target> {
         level,
         OutFormat::Bam(level),
     )?;
-    let (data, index) = targets(job, format)?;
-    if job.output.write_index && (data.is_none() || format == OutFormat::Sam) {
-        sortase_exec::error::bail_argument!(
-            "--write-index needs BAM or CRAM output to a file (-o)"
-        );
-    }
-    Ok(Target {
-        format,
-        data,
-        index,
-    })
+    job.output.resolve_as(format)
 }
 
 /// The sink of the temporary BAM (libdeflate 1) that keeps standard input for pass 2.
@@ -363,7 +330,7 @@ pub(super) fn run(
 /// directory removed first), and the report.
 fn finish(
     job: &MarkdupJob,
-    target: Target,
+    target: ResolvedOutput,
     out: SortedOutput,
     temp: TempDir,
     found: Found,
@@ -398,12 +365,7 @@ fn finish(
     (report.runs_spilled, report.spilled_bytes) = found.spilled;
     report.records = outcome.records;
     report.pairs = outcome.pairs;
-    report.outputs = target
-        .data
-        .into_iter()
-        .filter(|p| p.as_path() != Path::new("-"))
-        .collect();
-    report.outputs.extend(target.index.map(|(p, _)| p));
+    report.outputs = target.files();
     report.outputs.extend(c.metrics.clone());
     Ok(report)
 }
@@ -415,7 +377,7 @@ fn pass2(
     rt: &Runtime,
     name: &str,
     header: Header,
-    target: &Target,
+    target: &ResolvedOutput,
     dups: &[u64],
     outcome: &mut Outcome,
 ) -> Result<(SortedOutput, Marked)> {
@@ -427,15 +389,7 @@ fn pass2(
     second.set_cancel(rt.cancel_flag().clone());
     let mut out_header = header;
     add_program(&mut out_header, job.program.as_ref());
-    let index = target.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
-    let mut out = SortedOutput::open(
-        target.data.as_deref(),
-        index,
-        target.format,
-        &out_header,
-        threads,
-        &job.output.cram(),
-    )?;
+    let mut out = SortedOutput::open(target, &out_header, threads, &job.output.cram())?;
     let marked = mark(job, &mut second, &mut out, dups, outcome)?;
     progress.finish();
     Ok((out, marked))

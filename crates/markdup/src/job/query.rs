@@ -18,7 +18,7 @@ use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, ErrorKind};
 use sortase_exec::input::Input;
 use sortase_exec::options::add_program;
-use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::output::{resolve_format, OutFormat, ResolvedOutput};
 use sortase_exec::progress::Progress;
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
@@ -91,14 +91,8 @@ fn open_output(job: &MarkdupJob, header: &Header, threads: usize) -> Result<Sort
         level,
         OutFormat::Bam(level),
     )?;
-    SortedOutput::open(
-        output.path.as_deref(),
-        None,
-        format,
-        header,
-        threads,
-        &output.cram(),
-    )
+    let out = ResolvedOutput::unindexed(output.path.as_deref(), format);
+    SortedOutput::open(&out, header, threads, &output.cram())
 }
 
 /// The marking state of `job` writing to `out` (whose header is `header`), with its signature

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use sortase_bam::{flags, sam_format::SEQ_CHARS, Header, RecordBuf, RecordRef};
 use sortase_bgzf::CompressionLevel;
 use sortase_exec::files::Destination;
-use sortase_exec::output::{resolve_format, OutFormat};
+use sortase_exec::output::{resolve_format, OutFormat, ResolvedOutput};
 use sortase_exec::writer::SortedOutput;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,14 +36,8 @@ pub(super) struct Side {
 fn open_sam(path: &Path, header: &Header, threads: usize) -> Result<SortedOutput> {
     let level = CompressionLevel::samtools(-1);
     let format = resolve_format(None, Some(path), level, OutFormat::Sam)?;
-    SortedOutput::open(
-        Some(path),
-        None,
-        format,
-        header,
-        threads,
-        &sortase_exec::writer::CramOut::default(),
-    )
+    let out = ResolvedOutput::unindexed(Some(path), format);
+    SortedOutput::open(&out, header, threads, &Default::default())
 }
 
 impl Side {

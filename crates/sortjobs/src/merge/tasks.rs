@@ -39,7 +39,10 @@
 //! # Ok::<(), sortase_exec::Error>(())
 //! ```
 
-use super::{headers, merge_headers, open_inputs, MergeJob, MergeMethod, MergeReport, Target};
+use super::{
+    check_index, headers, merge_headers, open_inputs, resolve_target, target_paths, MergeJob,
+    MergeMethod, MergeReport,
+};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sortase_bam::Header;
@@ -50,7 +53,7 @@ use sortase_exec::error::bail_argument;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::input::read_bam_header;
 use sortase_exec::input::Format;
-use sortase_exec::output::{temp_prefix, OutFormat};
+use sortase_exec::output::{temp_prefix, OutFormat, ResolvedOutput};
 use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_output, write_part};
 use sortase_exec::range_output::RangeEncoder;
 use sortase_exec::runtime::Runtime;
@@ -180,8 +183,8 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
     if job.inputs.iter().any(|n| n == "-") {
         bail_argument!("merge tasks read BAM files, not standard input ({NO_TASKS})");
     }
-    let target = Target::resolve(job)?;
-    target.check_index(order)?;
+    let target = resolve_target(job)?;
+    check_index(&target, order)?;
     let OutFormat::Bam(level) = target.format else {
         bail_argument!("merge tasks write BAM only ({NO_TASKS})");
     };
@@ -198,7 +201,7 @@ fn plan(job: &MergeJob, rt: &Runtime, options: &RangeOptions) -> anyhow::Result<
         .map_err(anyhow::Error::from)?;
     let sampling_seconds = started.elapsed().as_secs_f64();
     let (samples, splits) = sampled.to_parts();
-    let index = target.index().map(|(_, bai)| {
+    let index = target.index_file().map(|(_, bai)| {
         let ix = OnTheFlyIndex::new(&merged.header, bai);
         IndexBuilder::new(ix.format(), ix.n_ref(), 0).geometry()
     });
@@ -399,7 +402,7 @@ impl MergeTaskPlan {
         rt: &Runtime,
     ) -> anyhow::Result<Layout> {
         let parts = self.checked_parts(outputs)?;
-        let target = Target::resolve(&self.job)?;
+        let target = resolve_target(&self.job)?;
         let (OutFormat::Bam(level), Some(data)) = (target.format, target.data.as_deref()) else {
             bail_argument!("merge tasks write a BAM file");
         };
@@ -413,7 +416,7 @@ impl MergeTaskPlan {
             &self.shared.header.to_header(),
             level,
             data,
-            target.index(),
+            target.index_file(),
             &files,
             &self.work_dir,
             report,
@@ -453,7 +456,7 @@ impl MergeTaskPlan {
     fn report(
         &self,
         parts: &[&MergeTaskOutput],
-        target: &Target,
+        target: &ResolvedOutput,
         rt: &Runtime,
         mut warnings: Vec<String>,
     ) -> MergeReport {
@@ -473,7 +476,7 @@ impl MergeTaskPlan {
             ranges: self.ranges(),
             sampling_seconds: self.sampling_seconds,
             key_ranges_abandoned: None,
-            outputs: target.outputs(),
+            outputs: target.files(),
             warnings,
             // The merge split into tasks does not sum its records (`checksums` is for one process).
             checksums: None,
@@ -487,20 +490,13 @@ impl MergeTaskPlan {
     ) -> anyhow::Result<MergeReport> {
         let parts = self.checked_parts(outputs)?;
         let shared = &self.shared;
-        let target = Target::resolve(&self.job)?;
+        let target = resolve_target(&self.job)?;
         let header = shared.header.to_header();
         let files: Vec<_> = parts
             .iter()
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
             .collect();
-        write_output(
-            target.data.as_deref(),
-            target.index(),
-            target.format,
-            &header,
-            &files,
-            rt,
-        )?;
+        write_output(&target, &header, &files, rt)?;
         let mut report = self.report(&parts, &target, rt, self.warnings.clone());
         if let Err(e) = self.abort() {
             report.warnings.push(format!("merge tasks: {e}"));
@@ -511,7 +507,7 @@ impl MergeTaskPlan {
     /// Removes the work directory and every task file in it, and the temporary files of the
     /// parallel finish ([`MergeTaskPlan::layout`]).
     pub fn abort(&self) -> Result<()> {
-        if let Ok(target) = Target::resolve_paths(&self.job) {
+        if let Ok(target) = target_paths(&self.job) {
             let index = target.index.as_ref().map(|(p, _)| p.as_path());
             assemble::remove_temps(target.data.as_deref(), index, &self.work_dir);
         }

@@ -281,16 +281,12 @@ impl SortPlan {
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
             .collect();
         let mut report = self.report(&parts, rt, self.warnings.clone());
-        report.outputs = out.data.iter().cloned().collect();
-        report
-            .outputs
-            .extend(out.index.as_ref().map(|(p, _)| p.clone()));
-        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
+        report.outputs = out.files();
         let mut lay = assemble::layout(
             &self.header.to_header(),
             level,
             data,
-            index,
+            out.index_file(),
             &files,
             &self.work_dir,
             serde_json::Value::Null,
@@ -306,14 +302,13 @@ impl SortPlan {
         let parts = self.checked_parts(reduces)?;
         let total_ranges = parts[0].total_ranges;
         let out = self.output()?;
-        let index = out.index.as_ref().map(|(p, bai)| (p.as_path(), *bai));
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
         let files: Vec<_> = parts
             .iter()
             .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
             .collect();
-        write_output(out.data.as_deref(), index, out.format, &header, &files, rt)?;
+        write_output(&out, &header, &files, rt)?;
         let mut warnings = self.warnings.clone();
         if let Err(e) = self.abort() {
             warnings.push(format!("sort tasks: {e}"));
@@ -321,8 +316,7 @@ impl SortPlan {
         let mut report = self.report(&parts, rt, warnings);
         debug_assert_eq!(report.ranges, total_ranges);
         report.phases = clock.finish();
-        report.outputs = out.data.into_iter().collect();
-        report.outputs.extend(out.index.map(|(p, _)| p));
+        report.outputs = out.files();
         Ok(report)
     }
 
