@@ -15,7 +15,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::parts::remove_work_dir;
-use crate::parts::PartIndex;
+use crate::parts::{PartFiles, PartIndex};
 use crate::range_output::{header_blocks, BamLayout};
 use crate::runtime::Runtime;
 use crate::task::{Span, Task};
@@ -135,7 +135,7 @@ pub fn remove_temps(data: Option<&Path>, index: Option<&Path>, work_dir: &Path) 
     }
 }
 
-/// Lays the output out from its parts (`(part, sidecar, key ranges)` in output order): the header
+/// Lays the output out from its parts (`(files, key ranges)` in output order): the header
 /// blocks at `level`, each part's offset, the EOF block; with `index` (`(path, bai)`) builds the
 /// index from the sidecars' summaries and writes it under its temporary name. With `preallocate`
 /// creates the output's temporary file at its full size for [`PlaceTask`]s.
@@ -145,7 +145,7 @@ pub fn layout(
     level: CompressionLevel,
     data: &Path,
     index: Option<(&Path, bool)>,
-    parts: &[(&Path, &Path, usize)],
+    parts: &[(&PartFiles, usize)],
     work_dir: &Path,
     report: serde_json::Value,
     preallocate: bool,
@@ -156,12 +156,18 @@ pub fn layout(
     let mut lay = BamLayout::new(&head, header, index.map(|(_, bai)| bai));
     let mut placements = Vec::with_capacity(parts.len());
     let mut index_segments = 0;
-    for &(part, sidecar, ranges) in parts {
+    for &(files, ranges) in parts {
         rt.check_cancelled()?;
         let offset = lay.bytes();
-        let bytes = place_part(&mut lay, sidecar, ranges, &name, &mut index_segments)?;
+        let bytes = place_part(
+            &mut lay,
+            &files.sidecar_path,
+            ranges,
+            &name,
+            &mut index_segments,
+        )?;
         placements.push(Placement {
-            path: part.to_path_buf(),
+            path: files.part_path.clone(),
             offset,
             bytes,
         });

@@ -124,47 +124,72 @@ pub struct EncodedRangeIndex {
     pub summary: Option<RangeSummary>,
 }
 
-/// Writes `ranges` encoded key ranges (`encode(k)` encodes the `k`-th, as BAM) into one part
-/// file at `part_path` and their sizes and index summaries into its sidecar ([`PartIndex`]),
-/// each under a temporary name renamed when complete: a sort's [`ReduceTask`] and a merge task.
-pub fn write_part(
-    rt: &Runtime,
-    part_path: &Path,
-    sidecar_path: &Path,
-    ranges: usize,
-    mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
-) -> anyhow::Result<()> {
-    let part = WorkFile::new(part_path)?;
-    let file = crate::files::create_private(part.path())
-        .with_context(|| format!("{}: cannot create", part.path().display()))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    let mut sidecar = PartIndex::default();
-    for k in 0..ranges {
-        rt.check_cancelled()?;
-        let EncodedRange::Bam(blocks, summary) = encode(k)? else {
-            return Err(
-                Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
-            );
-        };
-        out.write_all(&blocks.bytes)
-            .with_context(|| part.path().display().to_string())?;
-        sidecar.ranges.push(EncodedRangeIndex {
-            bytes: blocks.bytes.len() as u64,
-            blocks: blocks.blocks,
-            summary,
-        });
+/// The two files a range task leaves for a parallel finish: the BGZF blocks of its key ranges back
+/// to back, and their sizes and index summaries ([`PartIndex`]). Serialised flat into the task and
+/// its output (`part_path`, `sidecar_path`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartFiles {
+    /// The BGZF blocks.
+    pub part_path: PathBuf,
+    /// Their sizes and index summaries ([`PartIndex`], binary).
+    pub sidecar_path: PathBuf,
+}
+
+impl PartFiles {
+    /// `STAGE-PART.bgzf` and `STAGE-PART.sidecar` in `work_dir`.
+    pub fn named(work_dir: &Path, stage: &str, part: usize) -> Self {
+        Self {
+            part_path: work_dir.join(format!("{stage}-{part:06}.bgzf")),
+            sidecar_path: work_dir.join(format!("{stage}-{part:06}.sidecar")),
+        }
     }
-    out.flush()
-        .with_context(|| part.path().display().to_string())?;
-    drop(out);
-    let side = WorkFile::new(sidecar_path)?;
-    let bytes = sidecar.to_bytes();
-    crate::files::create_private(side.path())
-        .and_then(|mut f| f.write_all(&bytes))
-        .with_context(|| format!("{}: cannot write", side.path().display()))?;
-    part.commit()?;
-    side.commit()?;
-    Ok(())
+
+    /// Both files (what the task writes).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        vec![self.part_path.clone(), self.sidecar_path.clone()]
+    }
+
+    /// Writes `ranges` encoded key ranges (`encode(k)` encodes the `k`-th, as BAM) into the part
+    /// file and their sizes and index summaries into the sidecar, each under a temporary name
+    /// renamed when complete: a sort's reduce task, a merge task and markdup's encode task.
+    pub fn write(
+        &self,
+        rt: &Runtime,
+        ranges: usize,
+        mut encode: impl FnMut(usize) -> anyhow::Result<EncodedRange>,
+    ) -> anyhow::Result<()> {
+        let part = WorkFile::new(&self.part_path)?;
+        let file = crate::files::create_private(part.path())
+            .with_context(|| format!("{}: cannot create", part.path().display()))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut sidecar = PartIndex::default();
+        for k in 0..ranges {
+            rt.check_cancelled()?;
+            let EncodedRange::Bam(blocks, summary) = encode(k)? else {
+                return Err(
+                    Error::new(ErrorKind::Internal, "a BAM encoder gave no BGZF blocks").into(),
+                );
+            };
+            out.write_all(&blocks.bytes)
+                .with_context(|| part.path().display().to_string())?;
+            sidecar.ranges.push(EncodedRangeIndex {
+                bytes: blocks.bytes.len() as u64,
+                blocks: blocks.blocks,
+                summary,
+            });
+        }
+        out.flush()
+            .with_context(|| part.path().display().to_string())?;
+        drop(out);
+        let side = WorkFile::new(&self.sidecar_path)?;
+        let bytes = sidecar.to_bytes();
+        crate::files::create_private(side.path())
+            .and_then(|mut f| f.write_all(&bytes))
+            .with_context(|| format!("{}: cannot write", side.path().display()))?;
+        part.commit()?;
+        side.commit()?;
+        Ok(())
+    }
 }
 
 /// The outputs of one stage by task number, each once (repeats of a task, e.g. a retry that also
@@ -220,7 +245,7 @@ pub fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u
 pub fn write_output(
     out: &ResolvedOutput,
     header: &Header,
-    parts: &[(&Path, &Path, usize)],
+    parts: &[(&PartFiles, usize)],
     rt: &Runtime,
 ) -> anyhow::Result<()> {
     let (_, mut writer) = range_output::open(out, header, rt.threads(), &CramOut::default())?;
@@ -234,12 +259,13 @@ pub fn write_output(
 /// `writer`.
 fn write_parts(
     writer: &mut RangeWriter,
-    parts: &[(&Path, &Path, usize)],
+    parts: &[(&PartFiles, usize)],
     rt: &Runtime,
 ) -> anyhow::Result<()> {
     let name = writer.name.clone();
     let at = |path: &Path| path.display().to_string();
-    for &(part_path, sidecar_path, ranges) in parts {
+    for &(files, ranges) in parts {
+        let (part_path, sidecar_path) = (&files.part_path, &files.sidecar_path);
         let side = PartIndex::read(sidecar_path)?;
         if side.ranges.len() != ranges {
             bail!(

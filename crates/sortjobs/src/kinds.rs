@@ -86,7 +86,7 @@ impl Task for ReduceTask {
     }
 
     fn writes(&self) -> Vec<PathBuf> {
-        vec![self.part_path.clone(), self.sidecar_path.clone()]
+        self.files.paths()
     }
 }
 
@@ -117,6 +117,6 @@ impl Task for MergeTask {
     }
 
     fn writes(&self) -> Vec<PathBuf> {
-        vec![self.part_path.clone(), self.sidecar_path.clone()]
+        self.files.paths()
     }
 }

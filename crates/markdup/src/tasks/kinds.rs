@@ -74,7 +74,7 @@ task!(MdEncodeTask: "markdup.encode" -> MdEncodeOutput; |t|
         out.extend(slices(t.segments.iter().flat_map(|seg| &seg.duplicates)));
         out
     },
-    writes: vec![t.part_path.clone(), t.sidecar_path.clone()]);
+    writes: t.files.paths());
 
 // Reads its partition's slices of every map and join task's file.
 task!(PmReduceTask: "markdup.coordinate_reduce" -> PmReduceOutput;

@@ -43,7 +43,7 @@ use sortase_exec::error::bail_argument;
 use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::options::add_program;
 use sortase_exec::output::{resolve_format, temp_prefix, OutFormat};
-use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_part, write_sections};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_sections, PartFiles};
 use sortase_exec::range_output::EncodedRange;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::task::{ByteRange, DynTask, TaskError};
@@ -374,8 +374,7 @@ impl RangePlan {
                 skip: ranges[r0].skipped,
                 segments,
                 level,
-                part_path: work_dir.join(format!("encode-{t:06}.bgzf")),
-                sidecar_path: work_dir.join(format!("encode-{t:06}.sidecar")),
+                files: PartFiles::named(work_dir, "encode", t),
                 records: records.clone(),
             });
         }
@@ -392,10 +391,7 @@ impl RangePlan {
         preallocate: bool,
         rt: &Runtime,
     ) -> anyhow::Result<Layout> {
-        let files: Vec<_> = encodes
-            .iter()
-            .map(|e| (e.part_path.as_path(), e.sidecar_path.as_path(), 1))
-            .collect();
+        let files: Vec<_> = encodes.iter().map(|e| (&e.files, 1)).collect();
         assemble::layout(
             &self.header.to_header(),
             CompressionLevel::from_libdeflate(self.level),
@@ -1127,10 +1123,9 @@ pub struct MdEncodeTask {
     pub segments: Vec<Segment>,
     /// The output's libdeflate level.
     pub level: u8,
-    /// Its BGZF blocks.
-    pub part_path: PathBuf,
-    /// Their sizes ([`sortase_exec::parts::PartIndex`]).
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
     /// Picard's mode (`None`: samblaster's, duplicates by read-name group).
     #[serde(default)]
     pub records: Option<RecordMarks>,
@@ -1147,10 +1142,9 @@ pub struct MdEncodeOutput {
     pub records: u64,
     /// Of them, duplicates.
     pub duplicate_records: u64,
-    /// The part file.
-    pub part_path: PathBuf,
-    /// Its sidecar.
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
     /// Picard's mode: per library id, the duplicates written (unpaired, pair ends).
     #[serde(default)]
     pub library_duplicates: Vec<[u64; 2]>,
@@ -1299,7 +1293,7 @@ impl MdEncodeTask {
         }
         let blocks = enc.finish()?;
         let mut blocks = Some(blocks);
-        write_part(rt, &self.part_path, &self.sidecar_path, 1, |_| {
+        self.files.write(rt, 1, |_| {
             Ok(EncodedRange::Bam(blocks.take().unwrap_or_default(), None))
         })?;
         Ok(MdEncodeOutput {
@@ -1307,8 +1301,7 @@ impl MdEncodeTask {
             parts: self.parts,
             records,
             duplicate_records: dup_records,
-            part_path: self.part_path.clone(),
-            sidecar_path: self.sidecar_path.clone(),
+            files: self.files.clone(),
             library_duplicates: lib_dups,
         })
     }

@@ -520,17 +520,17 @@ impl Plan {
             Plan::Sort(_) | Plan::Fq2Bam(_) => {
                 outputs_of::<ReduceOutput>(outputs, ReduceTask::KIND)?
                     .into_iter()
-                    .map(|r| r.sidecar_path)
+                    .map(|r| r.files.sidecar_path)
                     .collect()
             }
             Plan::Merge { .. } => outputs_of::<MergeTaskOutput>(outputs, MergeTask::KIND)?
                 .into_iter()
-                .map(|r| r.sidecar_path)
+                .map(|r| r.files.sidecar_path)
                 .collect(),
             Plan::Markdup(_) | Plan::MarkdupCoordinate(_) => {
                 outputs_of::<MdEncodeOutput>(outputs, MdEncodeTask::KIND)?
                     .into_iter()
-                    .map(|r| r.sidecar_path)
+                    .map(|r| r.files.sidecar_path)
                     .collect()
             }
             _ => Vec::new(),

@@ -54,7 +54,7 @@ use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::input::read_bam_header;
 use sortase_exec::input::Format;
 use sortase_exec::output::{temp_prefix, OutFormat, ResolvedOutput};
-use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_output, write_part};
+use sortase_exec::parts::{complete, create_work_dir, remove_work_dir, write_output, PartFiles};
 use sortase_exec::range_output::RangeEncoder;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::wire::{hex, HeaderData};
@@ -121,10 +121,9 @@ pub struct MergeTask {
     pub first_range: usize,
     /// Key ranges in the stretch.
     pub ranges: usize,
-    /// Where the BGZF blocks go.
-    pub part_path: PathBuf,
-    /// Where the sidecar goes.
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
 }
 
 /// What a [`MergeTask`] wrote.
@@ -144,10 +143,9 @@ pub struct MergeTaskOutput {
     pub confirmed: Vec<(usize, usize)>,
     /// Warnings met translating each input's records.
     pub warnings: Vec<Vec<String>>,
-    /// The BGZF blocks of its key ranges, back to back.
-    pub part_path: PathBuf,
-    /// Their sizes and index summaries (JSON).
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
 }
 
 impl MergeJob {
@@ -364,8 +362,7 @@ impl MergeTaskPlan {
                     parts: n,
                     first_range: a,
                     ranges: b - a,
-                    part_path: self.work_dir.join(format!("merge-{part:06}.bgzf")),
-                    sidecar_path: self.work_dir.join(format!("merge-{part:06}.sidecar")),
+                    files: PartFiles::named(&self.work_dir, "merge", part),
                 }
             })
             .collect()
@@ -406,10 +403,7 @@ impl MergeTaskPlan {
         let (OutFormat::Bam(level), Some(data)) = (target.format, target.data.as_deref()) else {
             bail_argument!("merge tasks write a BAM file");
         };
-        let files: Vec<_> = parts
-            .iter()
-            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
-            .collect();
+        let files: Vec<_> = parts.iter().map(|p| (&p.files, p.ranges)).collect();
         let report = self.report(&parts, &target, rt, self.warnings.clone());
         let report = serde_json::to_value(&report).context("merge report JSON")?;
         assemble::layout(
@@ -492,10 +486,7 @@ impl MergeTaskPlan {
         let shared = &self.shared;
         let target = resolve_target(&self.job)?;
         let header = shared.header.to_header();
-        let files: Vec<_> = parts
-            .iter()
-            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
-            .collect();
+        let files: Vec<_> = parts.iter().map(|p| (&p.files, p.ranges)).collect();
         write_output(&target, &header, &files, rt)?;
         let mut report = self.report(&parts, &target, rt, self.warnings.clone());
         if let Err(e) = self.abort() {
@@ -598,7 +589,7 @@ impl MergeTask {
         // As `write_ranges`: BAM records take about 3-4 times their compressed size.
         encoder.expect_range_bytes((shared.compressed / shared.ranges() as u64 * 4) as usize);
         let translations = &merged.translations;
-        write_part(rt, &self.part_path, &self.sidecar_path, self.ranges, |k| {
+        self.files.write(rt, self.ranges, |k| {
             let mut range = plan.open(self.first_range + k, translations)?;
             Ok(encoder.encode(&mut range)?)
         })?;
@@ -611,8 +602,7 @@ impl MergeTask {
             used,
             confirmed,
             warnings: translations.iter().map(|t| t.take_warnings()).collect(),
-            part_path: self.part_path.clone(),
-            sidecar_path: self.sidecar_path.clone(),
+            files: self.files.clone(),
         })
     }
 }

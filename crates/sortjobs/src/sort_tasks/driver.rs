@@ -13,7 +13,7 @@ use sortase_exec::error::{Error, ErrorKind, Result};
 use sortase_exec::options::PhaseClock;
 use sortase_exec::output::OutFormat;
 use sortase_exec::output::{resolve_output, ResolvedOutput};
-use sortase_exec::parts::{complete, remove_work_dir, write_output};
+use sortase_exec::parts::{complete, remove_work_dir, write_output, PartFiles};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::wire::Sample;
 use sortase_sort::ranges::{choose_splits, RangePlan, SplitPoint};
@@ -173,8 +173,7 @@ impl SortPlan {
                     runs,
                     total_runs: maps.len(),
                     total_records: maps.iter().map(|m| m.run.records).sum(),
-                    part_path: self.work_dir.join(format!("reduce-{part:06}.bgzf")),
-                    sidecar_path: self.work_dir.join(format!("reduce-{part:06}.sidecar")),
+                    files: PartFiles::named(&self.work_dir, "reduce", part),
                 })
             })
             .collect())
@@ -276,10 +275,7 @@ impl SortPlan {
             bail_argument!("sort tasks write a BAM file");
         };
         let clock = PhaseClock::new("finish");
-        let files: Vec<_> = parts
-            .iter()
-            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
-            .collect();
+        let files: Vec<_> = parts.iter().map(|p| (&p.files, p.ranges)).collect();
         let mut report = self.report(&parts, rt, self.warnings.clone());
         report.outputs = out.files();
         let mut lay = assemble::layout(
@@ -304,10 +300,7 @@ impl SortPlan {
         let out = self.output()?;
         let clock = PhaseClock::new("finish");
         let header = self.header.to_header();
-        let files: Vec<_> = parts
-            .iter()
-            .map(|p| (p.part_path.as_path(), p.sidecar_path.as_path(), p.ranges))
-            .collect();
+        let files: Vec<_> = parts.iter().map(|p| (&p.files, p.ranges)).collect();
         write_output(&out, &header, &files, rt)?;
         let mut warnings = self.warnings.clone();
         if let Err(e) = self.abort() {

@@ -8,7 +8,7 @@ use sortase_bgzf::CompressionLevel;
 use sortase_exec::error::{Error, Result};
 use sortase_exec::options::Order;
 use sortase_exec::output::OutFormat;
-use sortase_exec::parts::write_part;
+use sortase_exec::parts::PartFiles;
 use sortase_exec::range_output::RangeEncoder;
 use sortase_exec::runtime::Runtime;
 use sortase_exec::wire::Sample;
@@ -56,10 +56,9 @@ pub struct ReduceTask {
     pub total_runs: usize,
     /// Records in all runs (the finish checks that the reduce tasks wrote as many).
     pub total_records: u64,
-    /// Where the BGZF blocks go.
-    pub part_path: PathBuf,
-    /// Where the sidecar ([`super::PartIndex`]) goes.
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
 }
 
 /// What a [`ReduceTask`] wrote.
@@ -83,10 +82,9 @@ pub struct ReduceOutput {
     pub records: u64,
     /// Their bytes.
     pub record_bytes: u64,
-    /// The BGZF blocks of its key ranges, back to back.
-    pub part_path: PathBuf,
-    /// Their sizes and index summaries ([`super::PartIndex`], binary).
-    pub sidecar_path: PathBuf,
+    /// Its part file and sidecar.
+    #[serde(flatten)]
+    pub files: PartFiles,
 }
 
 /// The records of one key range: the merge of the runs' heads up to `limit`, counted.
@@ -140,25 +138,19 @@ impl ReduceTask {
         let level = CompressionLevel::from_libdeflate(self.level);
         let encoder = RangeEncoder::new(OutFormat::Bam(level), Header::default(), self.index);
         let (mut records, mut record_bytes) = (0, 0);
-        write_part(
-            rt,
-            &self.part_path,
-            &self.sidecar_path,
-            bounds.len() - 1,
-            |k| {
-                let mut range = KeyRange {
-                    order,
-                    sources: &mut sources,
-                    limit: bounds[k + 1].as_ref(),
-                    records: 0,
-                    bytes: 0,
-                };
-                let encoded = encoder.encode(&mut range)?;
-                records += range.records;
-                record_bytes += range.bytes;
-                Ok(encoded)
-            },
-        )?;
+        self.files.write(rt, bounds.len() - 1, |k| {
+            let mut range = KeyRange {
+                order,
+                sources: &mut sources,
+                limit: bounds[k + 1].as_ref(),
+                records: 0,
+                bytes: 0,
+            };
+            let encoded = encoder.encode(&mut range)?;
+            records += range.records;
+            record_bytes += range.bytes;
+            Ok(encoded)
+        })?;
         Ok(ReduceOutput {
             part: self.part,
             parts: self.parts,
@@ -169,8 +161,7 @@ impl ReduceTask {
             total_records: self.total_records,
             records,
             record_bytes,
-            part_path: self.part_path.clone(),
-            sidecar_path: self.sidecar_path.clone(),
+            files: self.files.clone(),
         })
     }
 }
