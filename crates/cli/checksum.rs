@@ -1,23 +1,13 @@
 //! `sortase checksum`: samtools checksum's flags → [`sortase::ChecksumJob`] → samtools' text.
 
 use anyhow::Result;
-use sortase::view::parse_flags;
 use sortase::ChecksumJob;
 use std::path::PathBuf;
 
-/// Arguments of `sortase checksum`: the flag masks, the job's own flags (declared on its fields:
-/// -c -t -P -C -M -q -v -T --reference), then the command's.
+/// Arguments of `sortase checksum`: the job's flags (declared on its fields: -F -f -b -c -t -P -C
+/// -M -q -v -T --reference), then the command's.
 #[derive(clap::Args, Debug)]
 pub struct ChecksumArgs {
-    /// Leave out records with any of these flags.
-    #[arg(short = 'F', long = "exclude-flags", value_name = "FLAG", default_value = "0x900")]
-    exclude_flags: String,
-    /// Leave out records without all of these flags.
-    #[arg(short = 'f', long = "require-flags", value_name = "FLAG", default_value = "0")]
-    require_flags: String,
-    /// BAM flags to use in checksums.
-    #[arg(short = 'b', long = "flag-mask", value_name = "FLAG", default_value = "0x0c1")]
-    flag_mask: String,
     #[command(flatten)]
     job: ChecksumJob,
     /// Write the report to FILE [stdout].
@@ -41,9 +31,6 @@ pub fn run(args: ChecksumArgs) -> Result<()> {
     for input in inputs {
         let job = ChecksumJob {
             input,
-            exclude_flags: parse_flags(&args.exclude_flags)?,
-            require_flags: parse_flags(&args.require_flags)?,
-            flag_mask: parse_flags(&args.flag_mask)?,
             ..args.job.clone()
         };
         text += &job.run(&rt)?.to_text();

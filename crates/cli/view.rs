@@ -6,13 +6,12 @@
 use crate::args::{NoPg, Threads};
 use crate::common;
 use anyhow::Result;
-use sortase::view::parse_flags;
 use sortase::{OutputSpec, ViewJob};
 use std::path::PathBuf;
 
 /// Arguments of `sortase view` (samtools view's flags and meanings): view's spelling of the output
-/// flags, the job's own (declared on its fields and its filter's: input, regions, -h, -H, -c, -q,
-/// -r, -R, -n, -l, -L, -d, -D, -N, -e, -M), then the command's.
+/// flags, the job's own (declared on its fields and its filter's: input, regions, -h, -H, -c, -f,
+/// -F, -q, -r, -R, -n, -l, -L, -d, -D, -N, -e, -M), then the command's.
 #[derive(clap::Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct ViewArgs {
@@ -51,12 +50,6 @@ pub struct ViewArgs {
     /// seqs_per_slice=N, embed_ref, no_ref, ... for CRAM (repeatable; also `-O bam,level=N`).
     #[arg(long = "output-fmt-option", value_name = "OPT=VAL")]
     output_fmt_option: Vec<String>,
-    /// Only records with all of these flag bits set (number or names).
-    #[arg(short = 'f', long = "require-flags", value_name = "FLAG")]
-    require: Option<String>,
-    /// Only records with none of these flag bits set.
-    #[arg(short = 'F', long = "excl-flags", value_name = "FLAG")]
-    exclude: Option<String>,
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -64,7 +57,6 @@ pub struct ViewArgs {
 
 /// Runs `sortase view`.
 pub fn run(args: ViewArgs) -> Result<()> {
-    let flags = |f: &Option<String>| f.as_deref().map(parse_flags).transpose();
     // -O wins, then -C, then -b; -u and a level alone mean BAM (the job's rule).
     let named = match (args.cram, args.bam) {
         (true, _) => Some("cram".to_string()),
@@ -83,8 +75,6 @@ pub fn run(args: ViewArgs) -> Result<()> {
         ..OutputSpec::default()
     }
     .with_format_options()?;
-    job.filter.require_flags = flags(&args.require)?.unwrap_or(0);
-    job.filter.exclude_flags = flags(&args.exclude)?.unwrap_or(0);
     job.program = args.pg.program(common::command_line);
     let rt = args.threads.runtime(None)?;
     let report = job.run(&rt)?;

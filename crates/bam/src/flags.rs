@@ -24,3 +24,53 @@ pub const QC_FAIL: u16 = 0x200;
 pub const DUPLICATE: u16 = 0x400;
 /// Supplementary alignment.
 pub const SUPPLEMENTARY: u16 = 0x800;
+
+/// Parses a flag as samtools does: decimal, `0x` hex, `0` octal, or comma-separated names (`UNMAP`,
+/// `SECONDARY`, ...). Also the value parser of the `-f`/`-F` flags the job specs declare.
+pub fn parse(s: &str) -> Result<u16, String> {
+    let parsed = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u16::from_str_radix(hex, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        u16::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse().ok()
+    };
+    if let Some(v) = parsed {
+        return Ok(v);
+    }
+    let mut v = 0;
+    for name in s.split(',') {
+        v |= match name {
+            "PAIRED" => PAIRED,
+            "PROPER_PAIR" => PROPER_PAIR,
+            "UNMAP" => UNMAPPED,
+            "MUNMAP" => MATE_UNMAPPED,
+            "REVERSE" => REVERSE,
+            "MREVERSE" => MATE_REVERSE,
+            "READ1" => READ1,
+            "READ2" => READ2,
+            "SECONDARY" => SECONDARY,
+            "QCFAIL" => QC_FAIL,
+            "DUP" => DUPLICATE,
+            "SUPPLEMENTARY" => SUPPLEMENTARY,
+            _ => {
+                return Err(format!(
+                    "invalid flag {s:?}: use a number or names such as UNMAP,SECONDARY"
+                ))
+            }
+        };
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flags_parse_as_samtools_reads_them() {
+        assert_eq!(super::parse("0x904").unwrap(), 0x904);
+        assert_eq!(super::parse("010").unwrap(), 8);
+        assert_eq!(super::parse("2308").unwrap(), 0x904);
+        assert_eq!(super::parse("UNMAP,SECONDARY").unwrap(), 0x104);
+        assert!(super::parse("UNMAPPED").is_err());
+    }
+}

@@ -28,21 +28,33 @@ use std::collections::HashMap;
 ///
 /// With the `clap` feature it is also samtools checksum's flags (`clap::Args`, flattened by
 /// `sortase checksum`): a field's `arg(...)` is its flag and `--help` text; `input` (one job per
-/// input) and the flag masks (`-F -f -b`, numbers or names) are the CLI's to fill.
+/// input) is the CLI's to fill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ChecksumJob {
     /// The input path (`-`: standard input).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub input: String,
-    /// `-F`: leave out records with any of these flags (samtools: 0x900).
-    #[cfg_attr(feature = "clap", arg(skip))]
+    /// Leave out records with any of these flags.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'F', long = "exclude-flags", value_name = "FLAG", default_value = "0x900",
+            value_parser = sortase_bam::flags::parse)
+    )]
     pub exclude_flags: u16,
-    /// `-f`: leave out records without all of these flags.
-    #[cfg_attr(feature = "clap", arg(skip))]
+    /// Leave out records without all of these flags.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'f', long = "require-flags", value_name = "FLAG", default_value = "0",
+            value_parser = sortase_bam::flags::parse)
+    )]
     pub require_flags: u16,
-    /// `-b`: the flag bits that are summed (samtools: 0xc1).
-    #[cfg_attr(feature = "clap", arg(skip))]
+    /// BAM flags to use in checksums.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'b', long = "flag-mask", value_name = "FLAG", default_value = "0x0c1",
+            value_parser = sortase_bam::flags::parse)
+    )]
     pub flag_mask: u16,
     /// Do not reverse-complement sequences.
     #[cfg_attr(feature = "clap", arg(short = 'c', long = "no-rev-comp"))]

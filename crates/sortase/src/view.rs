@@ -54,7 +54,7 @@
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use sortase_bam::{flags, query, Header, RecordBatch};
+use sortase_bam::{query, Header, RecordBatch};
 use sortase_bgzf::CompressionLevel;
 use sortase_exec::agd::columns::duplicate_group;
 use sortase_exec::agd::dataset_header;
@@ -132,41 +132,10 @@ pub struct ViewReport {
     pub warnings: Vec<String>,
 }
 
-/// Parses a flag as samtools does: decimal, 0x hex, 0 octal, or comma-separated names (`UNMAP`, ...).
+/// Parses a flag as samtools does ([`sortase_bam::flags::parse`]): decimal, 0x hex, 0 octal, or
+/// comma-separated names (`UNMAP`, ...); a bad one is an argument error.
 pub fn parse_flags(s: &str) -> Result<u16> {
-    let parsed = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u16::from_str_radix(hex, 16).ok()
-    } else if s.len() > 1 && s.starts_with('0') {
-        u16::from_str_radix(&s[1..], 8).ok()
-    } else {
-        s.parse().ok()
-    };
-    if let Some(v) = parsed {
-        return Ok(v);
-    }
-    let mut v = 0;
-    for name in s.split(',') {
-        v |= match name {
-            "PAIRED" => flags::PAIRED,
-            "PROPER_PAIR" => flags::PROPER_PAIR,
-            "UNMAP" => flags::UNMAPPED,
-            "MUNMAP" => flags::MATE_UNMAPPED,
-            "REVERSE" => flags::REVERSE,
-            "MREVERSE" => flags::MATE_REVERSE,
-            "READ1" => flags::READ1,
-            "READ2" => flags::READ2,
-            "SECONDARY" => flags::SECONDARY,
-            "QCFAIL" => flags::QC_FAIL,
-            "DUP" => flags::DUPLICATE,
-            "SUPPLEMENTARY" => flags::SUPPLEMENTARY,
-            _ => {
-                return Err(Error::argument(format!(
-                    "invalid flag {s:?}: use a number or names such as UNMAP,SECONDARY"
-                )))
-            }
-        };
-    }
-    Ok(v)
+    sortase_bam::flags::parse(s).map_err(Error::argument)
 }
 
 impl ViewJob {
@@ -557,14 +526,6 @@ mod tests {
     use crate::test_data;
 
     #[test]
-    fn flags_parse_as_samtools() {
-        assert_eq!(parse_flags("0x904").unwrap(), 0x904);
-        assert_eq!(parse_flags("010").unwrap(), 8);
-        assert_eq!(parse_flags("UNMAP,SECONDARY").unwrap(), 0x104);
-        assert!(parse_flags("UNMAPPED").is_err());
-    }
-
-    #[test]
     fn formats_resolve_as_samtools_view() {
         let job = |path: &str, format: Option<&str>, level: Option<i32>| {
             let output = OutputSpec {
@@ -604,12 +565,12 @@ mod tests {
             job.run(&rt).unwrap().count.unwrap()
         };
         assert_eq!(count(bam, 0), 2000);
-        let mapped = count(bam, flags::UNMAPPED);
+        let mapped = count(bam, sortase_bam::flags::UNMAPPED);
         let sam = dir.path().join("mapped.sam");
         let job = ViewJob {
             with_header: true,
             filter: FilterSpec {
-                exclude_flags: flags::UNMAPPED,
+                exclude_flags: sortase_bam::flags::UNMAPPED,
                 ..FilterSpec::default()
             },
             ..ViewJob::new(bam, OutputSpec::to_path(&sam))

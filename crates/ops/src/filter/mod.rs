@@ -37,17 +37,25 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// samtools view's filter options, as plain data. With the `clap` feature also view's filter flags
-/// (`clap::Args`: each `help` is the `--help` text); `-f`/`-F` take names as well as numbers and
-/// stay the CLI's to parse.
+/// (`clap::Args`: each `help` is the `--help` text); `-f`/`-F` take names as well as numbers
+/// ([`sortase_bam::flags::parse`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct FilterSpec {
-    /// Only records with all of these flag bits set (`-f`).
-    #[cfg_attr(feature = "clap", arg(skip))]
+    /// Only records with all of these flag bits set (number or names).
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'f', long = "require-flags", value_name = "FLAG", default_value = "0",
+            value_parser = sortase_bam::flags::parse)
+    )]
     pub require_flags: u16,
-    /// Only records with none of these flag bits set (`-F`).
-    #[cfg_attr(feature = "clap", arg(skip))]
+    /// Only records with none of these flag bits set.
+    #[cfg_attr(
+        feature = "clap",
+        arg(short = 'F', long = "exclude-flags", visible_alias = "excl-flags", value_name = "FLAG",
+            default_value = "0", value_parser = sortase_bam::flags::parse)
+    )]
     pub exclude_flags: u16,
     /// Only records with mapping quality ≥ INT.
     #[cfg_attr(
