@@ -64,13 +64,15 @@ pub struct SnpPileupJob {
     /// Minimum base quality.
     #[cfg_attr(
         feature = "clap",
-        arg(short = 'Q', long = "min-base-quality", value_name = "QUALITY", default_value_t = 0)
+        arg(short = 'Q', long = "min-base-quality", value_name = "QUALITY",
+            default_value_t = PileupOptions::default().min_base_quality)
     )]
     pub min_base_quality: i32,
     /// Minimum mapping quality (MAPQ 0 is always skipped).
     #[cfg_attr(
         feature = "clap",
-        arg(short = 'q', long = "min-map-quality", value_name = "QUALITY", default_value_t = 0)
+        arg(short = 'q', long = "min-map-quality", value_name = "QUALITY",
+            default_value_t = PileupOptions::default().min_map_quality)
     )]
     pub min_map_quality: i32,
     /// Comma-separated minimum read counts per file for a position to be written.
@@ -82,7 +84,7 @@ pub struct SnpPileupJob {
     /// Maximum depth per file (htslib pileup maxcnt).
     #[cfg_attr(
         feature = "clap",
-        arg(short = 'd', long = "max-depth", value_name = "DEPTH", default_value_t = 4000)
+        arg(short = 'd', long = "max-depth", value_name = "DEPTH", default_value_t = PileupOptions::default().max_depth)
     )]
     pub max_depth: i32,
     /// Every MULTIPLE positions, if there is no SNP, write a record with the total count there.

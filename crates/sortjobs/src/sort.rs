@@ -65,7 +65,7 @@ pub struct SortJob {
     /// Most runs the final merge may open (background compaction keeps it so); at least 2.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "max-fan-in", value_name = "INT", default_value_t = 64)
+        arg(long = "max-fan-in", value_name = "INT", default_value_t = DEFAULT_MAX_FAN_IN)
     )]
     pub max_fan_in: usize,
     /// The `@PG` line to add (`None`: `--no-PG`).
@@ -95,6 +95,9 @@ pub struct SortJob {
     #[cfg_attr(feature = "clap", arg(skip))]
     pub command_line: String,
 }
+
+/// The default of `--max-fan-in`.
+pub const DEFAULT_MAX_FAN_IN: usize = 64;
 
 fn default_chunk_size() -> u64 {
     sortase_exec::agd::DEFAULT_CHUNK_SIZE
@@ -150,7 +153,7 @@ impl SortJob {
             output,
             order: Order::Coordinate,
             temp_prefix: None,
-            max_fan_in: 64,
+            max_fan_in: DEFAULT_MAX_FAN_IN,
             program: None,
             input_fmt_options: Vec::new(),
             checksums: false,

@@ -74,7 +74,7 @@ pub struct SamblasterOptions {
     /// changes which alignments at reference ends compare equal).
     #[cfg_attr(
         feature = "clap",
-        arg(long = "maxReadLength", value_name = "INT", default_value_t = 500)
+        arg(long = "maxReadLength", value_name = "INT", default_value_t = SamblasterOptions::default().max_read_length)
     )]
     pub max_read_length: i32,
     /// Leave duplicates out of the side outputs -d, -s, --unmappedFile (samblaster -e; -r implies
@@ -98,31 +98,31 @@ pub struct SamblasterOptions {
     /// Most alignments of a read for it to be a split-read candidate.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "maxSplitCount", value_name = "INT", default_value_t = 2)
+        arg(long = "maxSplitCount", value_name = "INT", default_value_t = SamblasterOptions::default().max_split_count)
     )]
     pub max_split_count: i32,
     /// Fewest bases of a split read's alignments that must not overlap.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "minNonOverlap", value_name = "INT", default_value_t = 20)
+        arg(long = "minNonOverlap", value_name = "INT", default_value_t = SamblasterOptions::default().min_non_overlap)
     )]
     pub min_non_overlap: i32,
     /// Smallest indel between alignments on one strand for a split read.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "minIndelSize", value_name = "INT", default_value_t = 50)
+        arg(long = "minIndelSize", value_name = "INT", default_value_t = SamblasterOptions::default().min_indel_size)
     )]
     pub min_indel_size: i32,
     /// Most unaligned bases between a split read's alignments.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = 50)
+        arg(long = "maxUnmappedBases", value_name = "INT", default_value_t = SamblasterOptions::default().max_unmapped_bases)
     )]
     pub max_unmapped_bases: i32,
     /// Shortest clip for --unmappedFile.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "minClipSize", value_name = "INT", default_value_t = 20)
+        arg(long = "minClipSize", value_name = "INT", default_value_t = SamblasterOptions::default().min_clip)
     )]
     pub min_clip: i32,
 }
@@ -165,7 +165,7 @@ pub struct PicardOptions {
     /// Largest x/y distance between optical duplicates (Picard OPTICAL_DUPLICATE_PIXEL_DISTANCE).
     #[cfg_attr(
         feature = "clap",
-        arg(long = "optical-distance", value_name = "INT", default_value_t = 100)
+        arg(long = "optical-distance", value_name = "INT", default_value_t = PicardOptions::default().optical_distance)
     )]
     pub optical_distance: i32,
     /// Regex with 3 groups (tile, x, y) matched against read names; `null` turns optical detection
@@ -179,7 +179,7 @@ pub struct PicardOptions {
         arg(
             long = "max-optical-set",
             value_name = "INT",
-            default_value_t = 300000,
+            default_value_t = PicardOptions::default().max_optical_set,
             allow_negative_numbers = true
         )
     )]
