@@ -15,7 +15,8 @@ pub struct LocArgs {
     threads: crate::args::Threads,
 }
 
-/// Arguments of `sortase fetch`.
+/// Arguments of `sortase fetch`: the request (`-n`/`-p`), the job's flags (declared on its
+/// fields: input, --sorted, --loc, -o, --verify), then `-@`.
 #[derive(clap::Args, Debug)]
 pub struct FetchArgs {
     /// File of record names, one per line [stdin].
@@ -24,23 +25,10 @@ pub struct FetchArgs {
     /// File of `OFFSET SIZE` pairs (uncompressed bytes), one per line.
     #[arg(short = 'p', long = "pairs", value_name = "FILE")]
     pairs: Option<PathBuf>,
-    /// Write records in file order instead of request order.
-    #[arg(long = "sorted")]
-    sorted: bool,
-    /// Location index [FILE.loc; built if missing].
-    #[arg(long = "loc", value_name = "FILE")]
-    loc: Option<PathBuf>,
-    /// Write to FILE [stdout].
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    #[command(flatten)]
+    job: FetchJob,
     #[command(flatten)]
     threads: crate::args::Threads,
-    /// Inflate every block read to its end and check its CRC32 (by default a block is inflated only up
-    /// to the last byte wanted from it, about half the work; its CRC32 is then not checked).
-    #[arg(long = "verify")]
-    verify: bool,
-    /// FASTA/FASTQ file, plain or bgzipped (with its .gzi; built if missing).
-    input: PathBuf,
 }
 
 /// Runs `sortase loc`.
@@ -57,12 +45,8 @@ pub fn fetch(args: FetchArgs) -> Result<()> {
         None => FetchRequest::NamesFile(args.names),
     };
     let job = FetchJob {
-        input: args.input,
         request,
-        sorted: args.sorted,
-        loc: args.loc,
-        output: args.output,
-        verify: args.verify,
+        ..args.job
     };
     let report = job.run(&args.threads.runtime(None)?)?;
     common::print_warnings(&report.warnings);

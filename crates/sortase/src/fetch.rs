@@ -98,20 +98,30 @@ pub enum FetchRequest {
 }
 
 /// Writes many whole records (by name through the `.loc`, or by byte range) in one pass.
+///
+/// With the `clap` feature it is also `sortase fetch`'s flags (`clap::Args`, flattened by the CLI):
+/// a field's `arg(...)` is its flag and `--help` text; `request` (from `-n`/`-p`) is the CLI's to
+/// fill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FetchJob {
-    /// FASTA/FASTQ file, plain or bgzipped (with its `.gzi`; built if missing).
+    /// FASTA/FASTQ file, plain or bgzipped (with its .gzi; built if missing).
     pub input: PathBuf,
     /// The records wanted.
+    #[cfg_attr(feature = "clap", arg(skip = FetchRequest::NamesFile(None)))]
     pub request: FetchRequest,
-    /// Write records in file order instead of request order (`--sorted`).
+    /// Write records in file order instead of request order.
+    #[cfg_attr(feature = "clap", arg(long = "sorted"))]
     pub sorted: bool,
-    /// Location index (`--loc`; default `FILE.loc`, built if missing).
+    /// Location index [FILE.loc; built if missing].
+    #[cfg_attr(feature = "clap", arg(long = "loc", value_name = "FILE"))]
     pub loc: Option<PathBuf>,
-    /// Where records go (`-o`; `None` or `-`: standard output).
+    /// Write to FILE [stdout].
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_name = "FILE"))]
     pub output: Option<PathBuf>,
-    /// Inflate every block read to its end and check its CRC32 (`--verify`; by default a block is
-    /// inflated only up to the last byte wanted from it, about half the work).
+    /// Inflate every block read to its end and check its CRC32 (by default a block is inflated only
+    /// up to the last byte wanted from it, about half the work; its CRC32 is then not checked).
+    #[cfg_attr(feature = "clap", arg(long = "verify"))]
     pub verify: bool,
 }
 
