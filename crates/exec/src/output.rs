@@ -118,6 +118,20 @@ impl OutputSpec {
         }
     }
 
+    /// The output format `-O` or the data file's name gives, else BAM; the BGZF level is `-u`, then
+    /// `-l`, then `default_level` ([`Self::compression_level`]), as sort, markdup and agd export
+    /// resolve it.
+    pub fn format_or_bam(&self, default_level: u8) -> anyhow::Result<OutFormat> {
+        let level = self.compression_level(default_level);
+        let data = self.data_path()?;
+        resolve_format(
+            self.format.as_deref(),
+            data.as_deref(),
+            level,
+            OutFormat::Bam(level),
+        )
+    }
+
     /// Where `format` output goes, as samtools view resolves it: the data file ([`Self::data_path`])
     /// and, with `--write-index`, its index ([`Self::written_index`]).
     pub fn resolve_as(&self, format: OutFormat) -> anyhow::Result<ResolvedOutput> {
@@ -202,7 +216,6 @@ pub fn resolve_output(
     coordinate: bool,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<ResolvedOutput> {
-    let level = output.compression_level(default_level);
     let path = output.path.as_deref().filter(|p| *p != Path::new("-"));
     let (data, index) = match path {
         Some(o) if output.write_index => {
@@ -212,12 +225,7 @@ pub fn resolve_output(
         Some(o) => (Some(split_index_name(o, None)?.0), None),
         None => (None, None),
     };
-    let format = resolve_format(
-        output.format.as_deref(),
-        data.as_deref(),
-        level,
-        OutFormat::Bam(level),
-    )?;
+    let format = output.format_or_bam(default_level)?;
     if format == OutFormat::Cram {
         warnings.extend(output.cram_reference_warning());
     }

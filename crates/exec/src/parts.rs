@@ -241,7 +241,7 @@ pub fn write_sections(path: &Path, sections: &[Vec<u8>]) -> anyhow::Result<Vec<u
 }
 
 /// A sort's and a merge's finish on one machine: opens `out` (as [`range_output::open`]), writes the
-/// key ranges of the part files (`(part, sidecar, key ranges)`, in output order) and finishes it.
+/// key ranges of the part files (`(files, key ranges)`, in output order) and finishes it.
 pub fn write_output(
     out: &ResolvedOutput,
     header: &Header,

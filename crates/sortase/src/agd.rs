@@ -46,7 +46,6 @@ use sortase_exec::agd::{
 use sortase_exec::error::{bail_argument, Error, Result};
 use sortase_exec::input::Input;
 use sortase_exec::options::{OutputSpec, DEFAULT_LEVEL};
-use sortase_exec::output::{resolve_format, OutFormat};
 use sortase_exec::proof::{self, Checksums, SumsCell};
 use sortase_exec::runtime::Runtime;
 use sortase_exec::writer::SortedOutput;
@@ -707,14 +706,7 @@ fn export(job: &AgdExportJob, rt: &Runtime) -> anyhow::Result<AgdExportReport> {
     }
     let header = dataset_header(&manifest);
     let threads = rt.threads();
-    let level = job.output.compression_level(DEFAULT_LEVEL);
-    let data = job.output.data_path()?;
-    let format = resolve_format(
-        job.output.format.as_deref(),
-        data.as_deref(),
-        level,
-        OutFormat::Bam(level),
-    )?;
+    let format = job.output.format_or_bam(DEFAULT_LEVEL)?;
     let (out, outputs) = SortedOutput::for_spec(&job.output, format, &header, threads)?;
     let progress = rt.progress("agd export records", manifest.records);
     // With --checksums: every record and field, summed as decoded from each chunk and as handed

@@ -84,7 +84,8 @@ pub struct SnpPileupJob {
     /// Maximum depth per file (htslib pileup maxcnt).
     #[cfg_attr(
         feature = "clap",
-        arg(short = 'd', long = "max-depth", value_name = "DEPTH", default_value_t = PileupOptions::default().max_depth)
+        arg(short = 'd', long = "max-depth", value_name = "DEPTH",
+            default_value_t = PileupOptions::default().max_depth)
     )]
     pub max_depth: i32,
     /// Every MULTIPLE positions, if there is no SNP, write a record with the total count there.

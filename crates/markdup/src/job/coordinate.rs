@@ -18,7 +18,7 @@ use sortase_exec::files::{OutputFile, TempDir};
 use sortase_exec::input::Input;
 use sortase_exec::memory::Reservation;
 use sortase_exec::options::add_program;
-use sortase_exec::output::{resolve_format, temp_prefix, OutFormat, ResolvedOutput};
+use sortase_exec::output::{temp_prefix, OutFormat, ResolvedOutput};
 use sortase_exec::progress::Progress;
 use sortase_exec::proof::{self, Checksums};
 use sortase_exec::runtime::Runtime;
@@ -82,15 +82,9 @@ pub fn hold_or_spill(
 /// Where and how the output goes: the format `-O`/`-o` give, its data path and, with
 /// `--write-index`, its index, as samtools view resolves them ([`OutputSpec::resolve_as`]).
 fn resolve_target(job: &MarkdupJob) -> anyhow::Result<ResolvedOutput> {
-    let level = job
+    let format = job
         .output
-        .compression_level(sortase_exec::options::DEFAULT_LEVEL);
-    let format = resolve_format(
-        job.output.format.as_deref(),
-        job.output.data_path()?.as_deref(),
-        level,
-        OutFormat::Bam(level),
-    )?;
+        .format_or_bam(sortase_exec::options::DEFAULT_LEVEL)?;
     job.output.resolve_as(format)
 }
 
